@@ -1,0 +1,214 @@
+//! Memory references and the address-space events that surround them.
+
+use serde::{Deserialize, Serialize};
+
+/// What a memory reference does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[repr(u8)]
+pub enum AccessKind {
+    /// An instruction fetch (Lackey `I`).
+    Instr = 0,
+    /// A data load (Lackey `L`).
+    Load = 1,
+    /// A data store (Lackey `S`).
+    Store = 2,
+    /// A data modify: a load and a store of the same bytes, counted once (Lackey `M`).
+    Modify = 3,
+}
+
+impl AccessKind {
+    /// Whether this reference goes to the instruction side of a split TLB.
+    #[inline]
+    pub fn is_instr(self) -> bool {
+        matches!(self, AccessKind::Instr)
+    }
+
+    /// Whether this reference writes memory.
+    #[inline]
+    pub fn is_write(self) -> bool {
+        matches!(self, AccessKind::Store | AccessKind::Modify)
+    }
+
+    /// The Lackey letter for this kind.
+    pub fn lackey_letter(self) -> char {
+        match self {
+            AccessKind::Instr => 'I',
+            AccessKind::Load => 'L',
+            AccessKind::Store => 'S',
+            AccessKind::Modify => 'M',
+        }
+    }
+}
+
+/// One memory reference covering bytes `[addr, addr + size)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MemRef {
+    /// First byte referenced.
+    pub addr: u64,
+    /// Number of bytes referenced; Lackey allows 0, which still touches the page of `addr`.
+    pub size: u32,
+    /// Instruction fetch, load, store or modify.
+    pub kind: AccessKind,
+}
+
+impl MemRef {
+    /// The last byte the reference covers (equal to `addr` for a zero-size reference).
+    #[inline]
+    pub fn last_byte(&self) -> u64 {
+        self.addr.saturating_add((self.size.max(1) - 1) as u64)
+    }
+}
+
+/// Page protection bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct Prot(pub u8);
+
+impl Prot {
+    /// Readable.
+    pub const READ: u8 = 1;
+    /// Writable.
+    pub const WRITE: u8 = 2;
+    /// Executable.
+    pub const EXEC: u8 = 4;
+}
+
+/// Whether a mapping is private (copy-on-write) or shared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Sharing {
+    /// MAP_PRIVATE.
+    Private,
+    /// MAP_SHARED.
+    Shared,
+}
+
+/// What backs a mapping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Backing {
+    /// Anonymous zero-filled memory.
+    Anon,
+    /// A file, named by a trace-local id, mapped from byte `offset`.
+    File {
+        /// Identifies the file within the trace.
+        file_id: u64,
+        /// Byte offset in the file of the mapping's first byte.
+        offset: u64,
+    },
+}
+
+/// A new mapping (mmap).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MapEvent {
+    /// First byte of the mapping.
+    pub start: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// Protection.
+    pub prot: Prot,
+    /// Anonymous or file-backed.
+    pub backing: Backing,
+    /// Private or shared.
+    pub sharing: Sharing,
+}
+
+/// Advice given for a range (madvise and pagelab's own per-region page order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Advice {
+    /// MADV_HUGEPAGE.
+    HugePage,
+    /// MADV_NOHUGEPAGE.
+    NoHugePage,
+    /// MADV_DONTNEED: drop the pages, keep the mapping.
+    DontNeed,
+    /// The `setregionorder` of the 000 paper: map this range with pages of this log2 size.
+    /// `wait` asks to wait for the large page instead of falling back.
+    PageOrder {
+        /// log2 of the requested page size in bytes.
+        shift: u8,
+        /// Wait for the page rather than fall back to a smaller one.
+        wait: bool,
+    },
+    /// Any other madvise value, kept by number (Linux's values all fit in 16 bits).
+    Other(u16),
+}
+
+/// A process and thread identifier pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct ThreadId {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+}
+
+/// One record of a trace.
+///
+/// References dominate every trace, so the enum is kept to 24 bytes: the rare
+/// map event is boxed. Process and thread ids are not repeated on every
+/// reference: a [`Event::Switch`] sets them for the records that follow.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Event {
+    /// A memory reference.
+    Ref(MemRef),
+    /// The following records belong to this process and thread.
+    Switch(ThreadId),
+    /// mmap.
+    Map(Box<MapEvent>),
+    /// munmap of `[start, start + len)`.
+    Unmap {
+        /// First byte.
+        start: u64,
+        /// Length in bytes.
+        len: u64,
+    },
+    /// mprotect.
+    Protect {
+        /// First byte.
+        start: u64,
+        /// Length in bytes.
+        len: u64,
+        /// New protection.
+        prot: Prot,
+    },
+    /// madvise or a page-order request.
+    Advise {
+        /// First byte.
+        start: u64,
+        /// Length in bytes.
+        len: u64,
+        /// The advice.
+        advice: Advice,
+    },
+    /// brk: the program break moved to `end`.
+    Brk {
+        /// New end of the heap.
+        end: u64,
+    },
+    /// The current process forked a child with this pid.
+    Fork {
+        /// The child's process id.
+        child: u32,
+    },
+    /// The current process exited with this status.
+    Exit {
+        /// Exit status.
+        status: i32,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_stays_small() {
+        assert!(std::mem::size_of::<Event>() <= 24, "{}", std::mem::size_of::<Event>());
+    }
+
+    #[test]
+    fn last_byte_of_zero_size_ref_is_its_address() {
+        let r = MemRef { addr: 10, size: 0, kind: AccessKind::Load };
+        assert_eq!(r.last_byte(), 10);
+        let r = MemRef { addr: 10, size: 8, kind: AccessKind::Load };
+        assert_eq!(r.last_byte(), 17);
+    }
+}

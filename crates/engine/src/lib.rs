@@ -1,0 +1,1 @@
+//! pagelab-engine (in progress).

@@ -1,0 +1,1 @@
+//! pagelab-report (in progress).

@@ -1,0 +1,1 @@
+//! pagelab-tlb (in progress).

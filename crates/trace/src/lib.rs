@@ -1,0 +1,1 @@
+//! pagelab-trace (in progress).

@@ -1,0 +1,1 @@
+//! pagelab-workloads (in progress).
