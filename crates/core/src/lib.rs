@@ -21,3 +21,18 @@ pub use event::{
     AccessKind, Advice, Backing, Event, MapEvent, MemRef, Prot, Sharing, ThreadId,
 };
 pub use size::{parse_bytes, parse_page_sizes, Bytes, Order, PageSize, PageSizeError};
+
+/// Where a trace came from, as recorded in every result.
+#[derive(Clone, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct SourceInfo {
+    /// `lackey`, `native`, `workload`, ...
+    pub kind: String,
+    /// A file path, `-` for standard input, or a workload name.
+    pub name: String,
+    /// Compression of the input, if any (`zstd`, `xz`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compression: Option<String>,
+    /// Parameters, for workloads: every parameter with its effective value.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty", default)]
+    pub params: std::collections::BTreeMap<String, String>,
+}
