@@ -1,1 +1,61 @@
-//! pagelab-report (in progress).
+//! pagelab's versioned result schema and every way of showing it.
+//!
+//! The engine writes one JSON result per simulation ([`SimResult`], schema `pagelab.sim/1`) or
+//! one per study over several workloads ([`StudyResult`], schema `pagelab.study/1`). Every
+//! other output is made from those structs, never from the simulator:
+//!
+//! - [`table`]: a text table for a terminal,
+//! - [`markdown`]: the same table in Markdown, for a README,
+//! - [`write_csv`]: one row per (source, page size) for spreadsheets,
+//! - [`plot_svg`]: the shape of Weisberg & Wiseman's Figure 1, misses and memory per page size,
+//! - [`write_json`] / [`load`]: the JSON files themselves, with schema checks on reading.
+//!
+//! Each format is also an [`Exporter`], chosen by [`Format`] name or file extension.
+//!
+//! ```
+//! use pagelab_core::{PageSize, SourceInfo};
+//! use pagelab_report::{table, RefCounts, RunStats, SimResult};
+//!
+//! let run = RunStats {
+//!     itlb_accesses: 1_000_000,
+//!     itlb_misses: 2_500,
+//!     dtlb_accesses: 400_000,
+//!     dtlb_misses: 12_000,
+//!     code_footprint_bytes: 64 << 10,
+//!     data_footprint_bytes: 1536 << 10,
+//!     footprint_bytes: 1600 << 10,
+//!     faults: 400,
+//!     ..RunStats::new(PageSize::K4)
+//! };
+//! let result = SimResult {
+//!     source: SourceInfo { kind: "workload".into(), name: "stride".into(), ..Default::default() },
+//!     tlb: serde_json::json!({ "name": "fa64" }),
+//!     refs: RefCounts { instr: 1_000_000, data: 400_000 },
+//!     runs: vec![run],
+//!     ..Default::default()
+//! };
+//! let text = table(&result);
+//! print!("{text}");
+//! assert!(text.starts_with("workload stride · TLB: fa64"));
+//! assert!(text.contains("1,000,000") && text.contains("1.5M"));
+//! ```
+
+mod cells;
+mod csv;
+mod export;
+mod json;
+mod markdown;
+mod plot;
+mod schema;
+mod table;
+
+pub use crate::csv::{write_csv, write_csv_file, CsvExporter};
+pub use cells::thousands;
+pub use export::{Exporter, Format, JsonExporter};
+pub use json::{load, load_sim, load_study, parse, to_json_string, write_json, LoadedResult};
+pub use markdown::{markdown, markdowns, MarkdownExporter};
+pub use plot::{plot_svg, svg_string, SvgExporter};
+pub use schema::{
+    LevelStats, RefCounts, Results, RunStats, SimResult, StudyResult, SIM_SCHEMA, STUDY_SCHEMA,
+};
+pub use table::{table, tables, TableExporter};

@@ -1,0 +1,89 @@
+//! The cells shared by the text and Markdown tables: one header, one row per page size.
+
+use crate::schema::{RunStats, SimResult};
+use pagelab_core::Bytes;
+
+/// Column headers of the per-page-size tables.
+pub(crate) const HEADERS: [&str; 11] = [
+    "page",
+    "iTLB acc",
+    "iTLB miss",
+    "iTLB miss%",
+    "dTLB acc",
+    "dTLB miss",
+    "dTLB miss%",
+    "code",
+    "data",
+    "total",
+    "faults",
+];
+
+/// The first line of a table: source and TLB.
+pub(crate) fn heading(r: &SimResult) -> String {
+    format!("{} · TLB: {}", r.source_label(), r.tlb_name())
+}
+
+/// The second line of a table: reference counts.
+pub(crate) fn refs_line(r: &SimResult) -> String {
+    format!(
+        "refs: {} instr, {} data",
+        thousands(r.refs.instr),
+        thousands(r.refs.data)
+    )
+}
+
+/// One row of cells per run.
+pub(crate) fn rows(r: &SimResult) -> Vec<[String; 11]> {
+    r.runs.iter().map(row).collect()
+}
+
+fn row(run: &RunStats) -> [String; 11] {
+    [
+        run.page_size.to_string(),
+        thousands(run.itlb_accesses),
+        thousands(run.itlb_misses),
+        pct(run.itlb_miss_percent()),
+        thousands(run.dtlb_accesses),
+        thousands(run.dtlb_misses),
+        pct(run.dtlb_miss_percent()),
+        Bytes(run.code_footprint_bytes).to_string(),
+        Bytes(run.data_footprint_bytes).to_string(),
+        Bytes(run.footprint_bytes).to_string(),
+        thousands(run.faults),
+    ]
+}
+
+fn pct(p: Option<f64>) -> String {
+    match p {
+        Some(p) => format!("{p:.2}%"),
+        None => "-".to_string(),
+    }
+}
+
+/// `n` with a comma between groups of three digits: `1,234,567`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::thousands;
+
+    #[test]
+    fn groups_digits_by_three() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(123_456), "123,456");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+        assert_eq!(thousands(u64::MAX), "18,446,744,073,709,551,615");
+    }
+}

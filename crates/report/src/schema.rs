@@ -1,0 +1,211 @@
+//! The versioned result schema: what one simulation (or a study of several) produced.
+//!
+//! Field names are a contract with other tools: later versions add fields, never rename them.
+//! Unknown fields are ignored on reading so that an older pagelab can read a newer result.
+
+use pagelab_core::{PageSize, SourceInfo};
+use serde::{Deserialize, Serialize};
+
+/// The `schema` string of a [`SimResult`].
+pub const SIM_SCHEMA: &str = "pagelab.sim/1";
+/// The `schema` string of a [`StudyResult`].
+pub const STUDY_SCHEMA: &str = "pagelab.study/1";
+
+/// The result of simulating one trace source under several page sizes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SimResult {
+    /// Always [`SIM_SCHEMA`]; checked by [`crate::load_sim`].
+    pub schema: String,
+    /// Where the trace came from.
+    pub source: SourceInfo,
+    /// The TLB configuration, as its owner serialized it (any JSON).
+    #[serde(default)]
+    pub tlb: serde_json::Value,
+    /// How many references the trace held.
+    pub refs: RefCounts,
+    /// One entry per simulated page size, smallest first by convention.
+    pub runs: Vec<RunStats>,
+    /// Wall-clock time of the simulation, when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elapsed_seconds: Option<f64>,
+}
+
+impl Default for SimResult {
+    /// An empty result carrying the right schema string; fill the rest with struct update syntax.
+    fn default() -> Self {
+        SimResult {
+            schema: SIM_SCHEMA.to_string(),
+            source: SourceInfo::default(),
+            tlb: serde_json::Value::Null,
+            refs: RefCounts::default(),
+            runs: Vec::new(),
+            elapsed_seconds: None,
+        }
+    }
+}
+
+impl SimResult {
+    /// A short name for the TLB: its `name` field if the config has one, else the config as
+    /// compact JSON (`-` when there is no config at all).
+    pub fn tlb_name(&self) -> String {
+        match &self.tlb {
+            serde_json::Value::Null => "-".to_string(),
+            serde_json::Value::String(s) => s.clone(),
+            v => match v.get("name").and_then(|n| n.as_str()) {
+                Some(name) => name.to_string(),
+                None => v.to_string(),
+            },
+        }
+    }
+
+    /// The source as people read it: `workload stride (len=1000, step=4K)`.
+    pub fn source_label(&self) -> String {
+        let s = &self.source;
+        let mut out = format!("{} {}", s.kind, s.name);
+        if let Some(c) = &s.compression {
+            out.push_str(&format!(" [{c}]"));
+        }
+        if !s.params.is_empty() {
+            let params: Vec<String> = s.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            out.push_str(&format!(" ({})", params.join(", ")));
+        }
+        out
+    }
+}
+
+/// How many memory references of each kind a trace held.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefCounts {
+    /// Instruction fetches.
+    pub instr: u64,
+    /// Data loads, stores and modifies.
+    pub data: u64,
+}
+
+/// What happened under one page size.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunStats {
+    /// The page size simulated (bytes in JSON).
+    pub page_size: PageSize,
+    /// Lookups in the instruction TLB.
+    pub itlb_accesses: u64,
+    /// Instruction TLB misses.
+    pub itlb_misses: u64,
+    /// Lookups in the data TLB.
+    pub dtlb_accesses: u64,
+    /// Data TLB misses.
+    pub dtlb_misses: u64,
+    /// Memory touched by instruction fetches, rounded up to whole pages.
+    pub code_footprint_bytes: u64,
+    /// Memory touched by data references, rounded up to whole pages.
+    pub data_footprint_bytes: u64,
+    /// All memory touched, rounded up to whole pages (a page used for both counts once).
+    pub footprint_bytes: u64,
+    /// Page faults: first touches of a page.
+    pub faults: u64,
+    /// Per-level TLB counters, when the TLB has levels worth reporting.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tlb_levels: Vec<LevelStats>,
+}
+
+impl RunStats {
+    /// A run with every counter at zero.
+    pub fn new(page_size: PageSize) -> Self {
+        RunStats {
+            page_size,
+            itlb_accesses: 0,
+            itlb_misses: 0,
+            dtlb_accesses: 0,
+            dtlb_misses: 0,
+            code_footprint_bytes: 0,
+            data_footprint_bytes: 0,
+            footprint_bytes: 0,
+            faults: 0,
+            tlb_levels: Vec::new(),
+        }
+    }
+
+    /// iTLB misses per access, in percent; `None` without accesses.
+    pub fn itlb_miss_percent(&self) -> Option<f64> {
+        percent(self.itlb_misses, self.itlb_accesses)
+    }
+
+    /// dTLB misses per access, in percent; `None` without accesses.
+    pub fn dtlb_miss_percent(&self) -> Option<f64> {
+        percent(self.dtlb_misses, self.dtlb_accesses)
+    }
+}
+
+/// Counters of one TLB level (`l1i`, `l1d`, `l2`, ...).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LevelStats {
+    /// The level's name, such as `l1i`.
+    pub level: String,
+    /// Lookups that reached this level.
+    pub accesses: u64,
+    /// Lookups this level answered.
+    pub hits: u64,
+    /// Lookups this level passed on.
+    pub misses: u64,
+}
+
+/// Several simulations, one per workload or trace, in one file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StudyResult {
+    /// Always [`STUDY_SCHEMA`]; checked by [`crate::load_study`].
+    pub schema: String,
+    /// One result per source, in the order they were run.
+    pub results: Vec<SimResult>,
+}
+
+impl StudyResult {
+    /// A study holding `results`, with the right schema string.
+    pub fn new(results: Vec<SimResult>) -> Self {
+        StudyResult {
+            schema: STUDY_SCHEMA.to_string(),
+            results,
+        }
+    }
+}
+
+impl Default for StudyResult {
+    fn default() -> Self {
+        StudyResult::new(Vec::new())
+    }
+}
+
+/// Anything that holds simulation results: one [`SimResult`], a [`StudyResult`] or a slice.
+///
+/// Every exporter takes `&impl Results` (or `&dyn Results`) so that one code path serves both.
+pub trait Results {
+    /// The results, in order.
+    fn results(&self) -> &[SimResult];
+}
+
+impl Results for SimResult {
+    fn results(&self) -> &[SimResult] {
+        std::slice::from_ref(self)
+    }
+}
+
+impl Results for StudyResult {
+    fn results(&self) -> &[SimResult] {
+        &self.results
+    }
+}
+
+impl Results for [SimResult] {
+    fn results(&self) -> &[SimResult] {
+        self
+    }
+}
+
+impl Results for Vec<SimResult> {
+    fn results(&self) -> &[SimResult] {
+        self
+    }
+}
+
+fn percent(part: u64, whole: u64) -> Option<f64> {
+    (whole > 0).then(|| part as f64 * 100.0 / whole as f64)
+}
