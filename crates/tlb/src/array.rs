@@ -1,0 +1,155 @@
+//! The `Tlb` seam and the closed set of array implementations.
+
+use crate::{FullyAssoc, SetAssoc};
+use pagelab_core::PageSize;
+
+/// A packed entry key: `vpn << 5 | (shift - 12)`.
+///
+/// Page numbers of every size share one key space; the size lives in the low
+/// five bits, so a 4K page and a 2M page with the same number never collide.
+pub(crate) type Key = u64;
+
+/// The key no valid entry ever has (its size bits would mean a 2^43-byte page).
+pub(crate) const EMPTY: Key = u64::MAX;
+
+#[inline]
+pub(crate) fn key(vpn: u64, size: PageSize) -> Key {
+    debug_assert!(vpn < 1 << 59, "page number {vpn:#x} too large to key");
+    (vpn << 5) | (size.shift() as u64 - 12)
+}
+
+#[inline]
+pub(crate) fn unkey(k: Key) -> (u64, PageSize) {
+    let size = PageSize::from_shift((k & 31) as u8 + 12).expect("valid key");
+    (k >> 5, size)
+}
+
+/// One TLB array: a fixed number of entries, each caching the translation of one
+/// page identified by its page number and its size.
+///
+/// Contract: replacement is exact LRU within the array (fully associative) or
+/// within a set (set associative; the set of a page is its page number modulo
+/// the number of sets). [`Tlb::access`] is [`Tlb::lookup`] followed, on a miss,
+/// by [`Tlb::insert`]: a hit makes the entry the most recent; a miss inserts the
+/// page as the most recent, evicting the least recent entry of its set if the
+/// set is full. Entries of different sizes coexist and never match each other:
+/// `(5, 4K)` and `(5, 2M)` are different pages. Cold misses are misses.
+/// [`Tlb::contains`] never changes the recency order. An array never counts
+/// anything; counters belong to the hierarchy.
+pub trait Tlb {
+    /// Looks the page up; on a hit makes it most recent. Returns whether it hit.
+    fn lookup(&mut self, vpn: u64, size: PageSize) -> bool;
+    /// Inserts the page as most recent (touching it if already present) and
+    /// returns the entry evicted to make room, if any.
+    fn insert(&mut self, vpn: u64, size: PageSize) -> Option<(u64, PageSize)>;
+    /// Lookup, then insert on a miss. Returns whether it hit.
+    fn access(&mut self, vpn: u64, size: PageSize) -> bool;
+    /// Whether the page is cached, without touching the recency order.
+    fn contains(&self, vpn: u64, size: PageSize) -> bool;
+    /// Removes the page if cached; returns whether it was.
+    fn invalidate(&mut self, vpn: u64, size: PageSize) -> bool;
+    /// Removes every entry for which `remove(vpn, size)` is true; returns how many.
+    fn invalidate_where(&mut self, remove: impl FnMut(u64, PageSize) -> bool) -> usize;
+    /// Empties the array.
+    fn flush(&mut self);
+    /// Number of valid entries.
+    fn len(&self) -> usize;
+    /// Whether no entry is valid.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Number of entries the array can hold.
+    fn capacity(&self) -> usize;
+    /// Every cached page, sorted by size then page number (for tests and debugging).
+    fn resident(&self) -> Vec<(u64, PageSize)>;
+}
+
+/// A TLB array of either organisation, chosen by configuration.
+///
+/// A closed enum rather than `dyn Tlb` so the hot path is a predictable match.
+#[derive(Clone, Debug)]
+pub enum TlbArray {
+    /// Fully associative LRU.
+    FullyAssoc(FullyAssoc),
+    /// Set associative, LRU within each set.
+    SetAssoc(SetAssoc),
+}
+
+impl TlbArray {
+    /// A fully associative array when `ways` is `None` or equals `entries`,
+    /// else a set-associative one. Panics on a geometry [`SetAssoc::new`] refuses;
+    /// configurations are validated before they get here.
+    pub fn new(entries: usize, ways: Option<usize>) -> TlbArray {
+        match ways {
+            Some(w) if w != entries => TlbArray::SetAssoc(SetAssoc::new(entries, w)),
+            _ => TlbArray::FullyAssoc(FullyAssoc::new(entries)),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn access_key(&mut self, k: Key) -> bool {
+        match self {
+            TlbArray::FullyAssoc(a) => a.access_key(k),
+            TlbArray::SetAssoc(a) => a.access_key(k),
+        }
+    }
+}
+
+macro_rules! delegate {
+    ($self:ident, $a:ident => $e:expr) => {
+        match $self {
+            TlbArray::FullyAssoc($a) => $e,
+            TlbArray::SetAssoc($a) => $e,
+        }
+    };
+}
+
+impl Tlb for TlbArray {
+    #[inline]
+    fn lookup(&mut self, vpn: u64, size: PageSize) -> bool {
+        delegate!(self, a => a.lookup(vpn, size))
+    }
+    fn insert(&mut self, vpn: u64, size: PageSize) -> Option<(u64, PageSize)> {
+        delegate!(self, a => a.insert(vpn, size))
+    }
+    #[inline]
+    fn access(&mut self, vpn: u64, size: PageSize) -> bool {
+        delegate!(self, a => a.access(vpn, size))
+    }
+    fn contains(&self, vpn: u64, size: PageSize) -> bool {
+        delegate!(self, a => a.contains(vpn, size))
+    }
+    fn invalidate(&mut self, vpn: u64, size: PageSize) -> bool {
+        delegate!(self, a => a.invalidate(vpn, size))
+    }
+    fn invalidate_where(&mut self, remove: impl FnMut(u64, PageSize) -> bool) -> usize {
+        delegate!(self, a => a.invalidate_where(remove))
+    }
+    fn flush(&mut self) {
+        delegate!(self, a => a.flush())
+    }
+    fn len(&self) -> usize {
+        delegate!(self, a => a.len())
+    }
+    fn capacity(&self) -> usize {
+        delegate!(self, a => a.capacity())
+    }
+    fn resident(&self) -> Vec<(u64, PageSize)> {
+        delegate!(self, a => a.resident())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip_and_differ_by_size() {
+        for shift in 12..=30u8 {
+            let s = PageSize::from_shift(shift).unwrap();
+            assert_eq!(unkey(key(12345, s)), (12345, s));
+            assert_ne!(key(7, s), EMPTY);
+        }
+        assert_ne!(key(5, PageSize::K4), key(5, PageSize::M2));
+    }
+}

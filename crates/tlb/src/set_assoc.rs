@@ -1,0 +1,203 @@
+//! Set-associative array, LRU within each set.
+//!
+//! Each set is a small array of keys kept in recency order (most recent first,
+//! empty ways at the end). A hit at way `p` shifts ways `0..p` down by one; a
+//! miss shifts the whole set, dropping the last (least recent) way. With the
+//! 2..24 ways of real TLBs this is a short scan and a short memmove.
+
+use crate::array::{key, unkey, Key, Tlb, EMPTY};
+use pagelab_core::PageSize;
+
+/// A set-associative TLB array: `entries / ways` sets of `ways` entries.
+#[derive(Clone, Debug)]
+pub struct SetAssoc {
+    keys: Vec<Key>,
+    ways: usize,
+    set_mask: u64,
+    len: usize,
+}
+
+impl SetAssoc {
+    /// An empty array. Panics unless `ways >= 1`, `entries` is a multiple of `ways`
+    /// and `entries / ways` is a power of two; configurations are validated first.
+    pub fn new(entries: usize, ways: usize) -> SetAssoc {
+        assert!(
+            ways >= 1 && entries >= ways && entries % ways == 0,
+            "entries {entries} must be a positive multiple of ways {ways}"
+        );
+        let sets = entries / ways;
+        assert!(
+            sets.is_power_of_two(),
+            "number of sets {sets} must be a power of two"
+        );
+        SetAssoc {
+            keys: vec![EMPTY; entries],
+            ways,
+            set_mask: sets as u64 - 1,
+            len: 0,
+        }
+    }
+
+    /// Number of sets.
+    pub fn sets(&self) -> usize {
+        self.set_mask as usize + 1
+    }
+
+    /// Ways per set.
+    pub fn ways(&self) -> usize {
+        self.ways
+    }
+
+    #[inline]
+    fn set_of(&self, k: Key) -> usize {
+        // The set index uses the page number, not the packed size bits.
+        ((k >> 5) & self.set_mask) as usize * self.ways
+    }
+
+    #[inline]
+    fn set_mut(&mut self, k: Key) -> &mut [Key] {
+        let base = self.set_of(k);
+        &mut self.keys[base..base + self.ways]
+    }
+
+    /// Puts `k` first in `set`, shifting ways `0..from` down by one and so
+    /// overwriting way `from` (the hit entry, or the least recent on a miss).
+    #[inline]
+    fn promote(set: &mut [Key], from: usize, k: Key) {
+        set.copy_within(0..from, 1);
+        set[0] = k;
+    }
+
+    #[inline]
+    pub(crate) fn access_key(&mut self, k: Key) -> bool {
+        let set = self.set_mut(k);
+        match set.iter().position(|&e| e == k) {
+            Some(p) => {
+                Self::promote(set, p, k);
+                true
+            }
+            None => {
+                let last = set.len() - 1;
+                let victim = set[last];
+                Self::promote(set, last, k);
+                if victim == EMPTY {
+                    self.len += 1;
+                }
+                false
+            }
+        }
+    }
+
+    /// Cached pages of the set page `vpn` maps to, most recent first.
+    pub fn set_order(&self, vpn: u64) -> Vec<(u64, PageSize)> {
+        let base = self.set_of(key(vpn, PageSize::K4));
+        self.keys[base..base + self.ways]
+            .iter()
+            .take_while(|&&k| k != EMPTY)
+            .map(|&k| unkey(k))
+            .collect()
+    }
+}
+
+impl Tlb for SetAssoc {
+    #[inline]
+    fn lookup(&mut self, vpn: u64, size: PageSize) -> bool {
+        let k = key(vpn, size);
+        let set = self.set_mut(k);
+        match set.iter().position(|&e| e == k) {
+            Some(p) => {
+                Self::promote(set, p, k);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn insert(&mut self, vpn: u64, size: PageSize) -> Option<(u64, PageSize)> {
+        if self.lookup(vpn, size) {
+            return None;
+        }
+        let k = key(vpn, size);
+        let set = self.set_mut(k);
+        let last = set.len() - 1;
+        let victim = set[last];
+        Self::promote(set, last, k);
+        if victim == EMPTY {
+            self.len += 1;
+            None
+        } else {
+            Some(unkey(victim))
+        }
+    }
+
+    #[inline]
+    fn access(&mut self, vpn: u64, size: PageSize) -> bool {
+        self.access_key(key(vpn, size))
+    }
+
+    fn contains(&self, vpn: u64, size: PageSize) -> bool {
+        let k = key(vpn, size);
+        let base = self.set_of(k);
+        self.keys[base..base + self.ways].contains(&k)
+    }
+
+    fn invalidate(&mut self, vpn: u64, size: PageSize) -> bool {
+        let k = key(vpn, size);
+        let set = self.set_mut(k);
+        match set.iter().position(|&e| e == k) {
+            Some(p) => {
+                set.copy_within(p + 1.., p);
+                let last = set.len() - 1;
+                set[last] = EMPTY;
+                self.len -= 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn invalidate_where(&mut self, mut remove: impl FnMut(u64, PageSize) -> bool) -> usize {
+        let mut removed = 0;
+        for set in self.keys.chunks_mut(self.ways) {
+            // Compact the survivors in order, so recency order is kept.
+            let end = set.iter().position(|&k| k == EMPTY).unwrap_or(set.len());
+            let mut w = 0;
+            for r in 0..end {
+                let (v, s) = unkey(set[r]);
+                if remove(v, s) {
+                    removed += 1;
+                } else {
+                    set[w] = set[r];
+                    w += 1;
+                }
+            }
+            set[w..end].fill(EMPTY);
+        }
+        self.len -= removed;
+        removed
+    }
+
+    fn flush(&mut self) {
+        self.keys.fill(EMPTY);
+        self.len = 0;
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn capacity(&self) -> usize {
+        self.keys.len()
+    }
+
+    fn resident(&self) -> Vec<(u64, PageSize)> {
+        let mut v: Vec<_> = self
+            .keys
+            .iter()
+            .filter(|&&k| k != EMPTY)
+            .map(|&k| unkey(k))
+            .collect();
+        v.sort_by_key(|&(vpn, s)| (s, vpn));
+        v
+    }
+}
