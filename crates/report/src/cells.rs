@@ -53,10 +53,16 @@ fn row(run: &RunStats) -> [String; 11] {
     ]
 }
 
+/// A percentage with two decimals, or two significant digits when smaller (`0.0042%`), so
+/// that a rare miss never reads as `0.00%`.
 fn pct(p: Option<f64>) -> String {
     match p {
-        Some(p) => format!("{p:.2}%"),
         None => "-".to_string(),
+        Some(0.0) => "0%".to_string(),
+        Some(p) => {
+            let decimals = (1 - p.log10().floor() as i64).clamp(2, 8) as usize;
+            format!("{p:.decimals$}%")
+        }
     }
 }
 
@@ -75,7 +81,17 @@ pub fn thousands(n: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::thousands;
+    use super::{pct, thousands};
+
+    #[test]
+    fn small_percentages_keep_two_significant_digits() {
+        assert_eq!(pct(None), "-");
+        assert_eq!(pct(Some(0.0)), "0%");
+        assert_eq!(pct(Some(17.0)), "17.00%");
+        assert_eq!(pct(Some(0.62)), "0.62%");
+        assert_eq!(pct(Some(0.0042)), "0.0042%");
+        assert_eq!(pct(Some(100.0)), "100.00%");
+    }
 
     #[test]
     fn groups_digits_by_three() {

@@ -87,7 +87,7 @@ fn record(r: &SimResult, run: &RunStats, levels: &[String]) -> Vec<String> {
     for level in levels {
         match run.tlb_levels.iter().find(|l| &l.level == level) {
             Some(l) => rec.extend([l.accesses, l.hits, l.misses].map(|n| n.to_string())),
-            None => rec.extend(std::iter::repeat(String::new()).take(3)),
+            None => rec.extend([String::new(), String::new(), String::new()]),
         }
     }
     rec

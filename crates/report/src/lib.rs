@@ -40,6 +40,8 @@
 //! assert!(text.contains("1,000,000") && text.contains("1.5M"));
 //! ```
 
+#![warn(missing_docs)]
+
 mod cells;
 mod csv;
 mod export;
