@@ -2,9 +2,51 @@
 //!
 //! Every trace, whatever its format, is read through one seam, [`TraceSource`],
 //! which hands out [`Event`]s in batches so that the engine's loop never pays a
-//! virtual call per reference.
+//! virtual call per reference. Two formats are supported:
+//!
+//! - **Lackey**: the text printed by `valgrind --tool=lackey --trace-mem=yes`
+//!   ([`LackeyReader`], [`LackeyWriter`]), optionally zstd- or xz-compressed;
+//! - **native**: pagelab's own binary format, compact and fast to decode, and
+//!   able to carry every [`Event`] variant ([`NativeReader`], [`NativeWriter`];
+//!   the byte-level layout is in `docs/trace-format.md`).
+//!
+//! [`open`] opens a file (or `-` for standard input), detecting compression and
+//! format; [`convert`] copies any source into a file of either format.
+//!
+//! ```
+//! use pagelab_trace::{LackeyReader, NativeReader, NativeWriter, TraceSource};
+//!
+//! // Parse some Lackey text...
+//! let text = "==1== Lackey\nI  04000b20,3\n L 1ffefffc58,8\n S 1ffefffc50,8\n";
+//! let mut lackey = LackeyReader::new(text.as_bytes(), "example.lackey");
+//! let mut events = Vec::new();
+//! while lackey.fill(&mut events, 1024)? {}
+//! assert_eq!(events.len(), 3);
+//!
+//! // ...write it in the native format and read it back.
+//! let mut writer = NativeWriter::new(Vec::new())?;
+//! for event in &events {
+//!     writer.write(event)?;
+//! }
+//! let bytes = writer.finish()?;
+//! let mut native = NativeReader::new(&bytes[..], "example.pgl");
+//! let mut again = Vec::new();
+//! while native.fill(&mut again, 1024)? {}
+//! assert_eq!(again, events);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! Contract: see [`TraceSource`].
+
+mod convert;
+mod lackey;
+mod native;
+mod open;
+
+pub use convert::{convert, ConvertStats};
+pub use lackey::{LackeyReader, LackeyWriter};
+pub use native::{NativeReader, NativeWriter, NATIVE_MAGIC, NATIVE_VERSION};
+pub use open::{open, Format};
 
 use pagelab_core::{Event, SourceInfo};
 
@@ -47,6 +89,49 @@ pub enum TraceError {
     Other(String),
 }
 
+impl TraceError {
+    /// A copy of this error; an I/O error is copied by kind and message.
+    ///
+    /// Sources use it to keep returning the same error after a failure.
+    pub fn duplicate(&self) -> TraceError {
+        match self {
+            TraceError::Io { source_name, err } => TraceError::Io {
+                source_name: source_name.clone(),
+                err: std::io::Error::new(err.kind(), err.to_string()),
+            },
+            TraceError::Parse {
+                source_name,
+                line,
+                text,
+                reason,
+            } => TraceError::Parse {
+                source_name: source_name.clone(),
+                line: *line,
+                text: text.clone(),
+                reason: reason.clone(),
+            },
+            TraceError::Corrupt {
+                source_name,
+                offset,
+                reason,
+            } => TraceError::Corrupt {
+                source_name: source_name.clone(),
+                offset: *offset,
+                reason: reason.clone(),
+            },
+            TraceError::Other(s) => TraceError::Other(s.clone()),
+        }
+    }
+
+    /// An I/O error on the input or output named `name`.
+    pub fn io(name: &str, err: std::io::Error) -> TraceError {
+        TraceError::Io {
+            source_name: name.to_string(),
+            err,
+        }
+    }
+}
+
 /// A stream of trace events.
 ///
 /// Contract: `fill` appends at most `max` events to `out` (never clearing it)
@@ -68,5 +153,61 @@ impl<T: TraceSource + ?Sized> TraceSource for Box<T> {
     }
     fn info(&self) -> SourceInfo {
         (**self).info()
+    }
+}
+
+/// What a source has come to: still going, finished, or failed for good.
+///
+/// Keeps the contract that a source repeats its last answer after the end or
+/// an error, and that the events read before an error are delivered (with
+/// `Ok(true)`) before the error itself.
+#[derive(Debug, Default)]
+pub(crate) enum Latch {
+    /// Still delivering events.
+    #[default]
+    Open,
+    /// Returned `Ok(false)`.
+    Finished,
+    /// Returns (or is about to return) this error.
+    Failed(TraceError),
+}
+
+impl Latch {
+    /// The answer to repeat, if the source has stopped.
+    pub(crate) fn repeat(&self) -> Option<Result<bool, TraceError>> {
+        match self {
+            Latch::Open => None,
+            Latch::Finished => Some(Ok(false)),
+            Latch::Failed(e) => Some(Err(e.duplicate())),
+        }
+    }
+
+    /// Turns the outcome of one batch into `fill`'s answer.
+    ///
+    /// `r` is `Ok` when the batch stopped at `max` or at the end of the trace;
+    /// `appended` is how many events it appended. With `max > 0`, `Ok` and
+    /// nothing appended means the end. An error after some events is held back
+    /// until the next call so that those events are not lost.
+    pub(crate) fn settle(
+        &mut self,
+        r: Result<(), TraceError>,
+        appended: usize,
+        max: usize,
+    ) -> Result<bool, TraceError> {
+        match r {
+            Ok(()) if appended > 0 || max == 0 => Ok(true),
+            Ok(()) => {
+                *self = Latch::Finished;
+                Ok(false)
+            }
+            Err(e) if appended > 0 => {
+                *self = Latch::Failed(e);
+                Ok(true)
+            }
+            Err(e) => {
+                *self = Latch::Failed(e.duplicate());
+                Err(e)
+            }
+        }
     }
 }

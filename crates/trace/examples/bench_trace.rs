@@ -1,0 +1,141 @@
+//! Throughput of the trace readers and writers.
+//!
+//! Generates a realistic trace of about 20M references in memory (instruction
+//! fetches advancing mostly sequentially with occasional jumps, data
+//! references mixing stack and heap), writes it as Lackey text and as native,
+//! then times parsing and decoding.
+//!
+//! `cargo run --release -p pagelab-trace --example bench_trace [refs]`
+
+use pagelab_core::{AccessKind, Event, MemRef};
+use pagelab_trace::{LackeyReader, LackeyWriter, NativeReader, NativeWriter, TraceSource};
+use std::time::Instant;
+
+/// A small, fast, deterministic random generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// About `n` references shaped like a real program's.
+fn generate(n: usize) -> Vec<Event> {
+    const CODE: u64 = 0x0040_0000;
+    const STACK: u64 = 0x1f_feff_f000;
+    const HEAP: u64 = 0x0500_0000;
+    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let mut pc = CODE;
+    let mut sp = STACK;
+    let mut heap_cursor = HEAP;
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        let len = 1 + rng.below(15) as u32;
+        out.push(Event::Ref(MemRef {
+            addr: pc,
+            size: len,
+            kind: AccessKind::Instr,
+        }));
+        pc += len as u64;
+        if rng.below(12) == 0 {
+            pc = CODE + rng.below(1 << 20); // a jump or call
+        }
+        if rng.below(10) < 6 {
+            let kind = match rng.below(10) {
+                0..=5 => AccessKind::Load,
+                6..=8 => AccessKind::Store,
+                _ => AccessKind::Modify,
+            };
+            let size = [1, 2, 4, 8, 8, 8, 16, 32][rng.below(8) as usize];
+            let addr = match rng.below(10) {
+                0..=4 => {
+                    sp = (STACK - rng.below(4096)) & !7;
+                    sp
+                }
+                5..=7 => {
+                    heap_cursor += 8 * rng.below(4);
+                    heap_cursor
+                }
+                _ => HEAP + (rng.below(64 << 20) & !7),
+            };
+            out.push(Event::Ref(MemRef { addr, size, kind }));
+        }
+    }
+    out
+}
+
+/// Reads every event of `src` in batches of 64K; returns the count.
+fn drain(src: &mut dyn TraceSource) -> u64 {
+    let mut batch = Vec::with_capacity(1 << 16);
+    let mut n = 0;
+    loop {
+        batch.clear();
+        if !src.fill(&mut batch, 1 << 16).expect("trace reads back") {
+            return n;
+        }
+        n += batch.len() as u64;
+    }
+}
+
+/// Best wall time of `runs` runs of `f`, in seconds.
+fn best<T>(runs: usize, mut f: impl FnMut() -> T) -> (f64, T) {
+    let mut best = f64::INFINITY;
+    let mut last = None;
+    for _ in 0..runs {
+        let t = Instant::now();
+        let r = f();
+        best = best.min(t.elapsed().as_secs_f64());
+        last = Some(r);
+    }
+    (best, last.unwrap())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let n: usize = std::env::args()
+        .nth(1)
+        .map_or(Ok(20_000_000), |s| s.parse())?;
+    let events = generate(n);
+    let n = events.len() as f64;
+    println!("trace: {} references", events.len());
+
+    let (t, text) = best(1, || {
+        let mut w = LackeyWriter::new(Vec::with_capacity(events.len() * 16));
+        events.iter().for_each(|e| w.write(e).unwrap());
+        w.finish().unwrap()
+    });
+    let mb = text.len() as f64 / 1e6;
+    println!(
+        "lackey write: {:.1} M refs/s, {:.0} MB/s ({:.0} MB)",
+        n / t / 1e6,
+        mb / t,
+        mb
+    );
+
+    let (t, native) = best(1, || {
+        let mut w = NativeWriter::new(Vec::new()).unwrap();
+        events.iter().for_each(|e| w.write(e).unwrap());
+        w.finish().unwrap()
+    });
+    println!(
+        "native write: {:.1} M refs/s ({:.1} MB, {:.2} bytes/ref)",
+        n / t / 1e6,
+        native.len() as f64 / 1e6,
+        native.len() as f64 / n
+    );
+
+    let (t, count) = best(3, || drain(&mut LackeyReader::new(&text[..], "bench")));
+    assert_eq!(count, events.len() as u64);
+    println!("lackey parse: {:.0} refs/s, {:.0} MB/s", n / t, mb / t);
+
+    let (t, count) = best(3, || drain(&mut NativeReader::new(&native[..], "bench")));
+    assert_eq!(count, events.len() as u64);
+    println!("native decode: {:.0} refs/s", n / t);
+    Ok(())
+}

@@ -1,0 +1,102 @@
+//! Copying any trace source into a file of either format.
+
+use crate::{Format, LackeyWriter, NativeWriter, TraceError, TraceSource};
+use pagelab_core::Event;
+use std::io::{self, BufWriter, Write};
+
+/// What [`convert`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConvertStats {
+    /// Events written to the output.
+    pub events: u64,
+    /// Events the output format cannot hold (non-references, for Lackey), not written.
+    pub dropped: u64,
+}
+
+/// Events taken from the source at a time.
+const BATCH: usize = 1 << 16;
+
+/// Writes every event of `src` to `out_path` (`-` for standard output) in `format`.
+///
+/// A Lackey output whose name ends in `.zst` is compressed with zstd. A native
+/// output is never compressed again: its blocks already are. Lackey cannot
+/// hold events other than references; they are counted in
+/// [`ConvertStats::dropped`].
+pub fn convert(
+    src: &mut dyn TraceSource,
+    out_path: &str,
+    format: Format,
+) -> Result<ConvertStats, TraceError> {
+    let io_err = |e: io::Error| TraceError::io(out_path, e);
+    let out: Box<dyn Write> = if out_path == "-" {
+        Box::new(io::stdout().lock())
+    } else {
+        Box::new(std::fs::File::create(out_path).map_err(io_err)?)
+    };
+    match format {
+        Format::Native => {
+            let mut w = NativeWriter::new(out).map_err(io_err)?;
+            pump(src, |e| w.write(e)).map_err(|e| e.named(out_path))?;
+            let events = w.written();
+            w.finish().map_err(io_err)?;
+            Ok(ConvertStats { events, dropped: 0 })
+        }
+        Format::Lackey if out_path.ends_with(".zst") => {
+            let enc = zstd::stream::write::Encoder::new(out, 3).map_err(io_err)?;
+            let mut w = LackeyWriter::new(enc);
+            pump(src, |e| w.write(e)).map_err(|e| e.named(out_path))?;
+            let stats = ConvertStats {
+                events: w.written(),
+                dropped: w.dropped(),
+            };
+            w.finish()
+                .map_err(io_err)?
+                .finish()
+                .map_err(io_err)?
+                .flush()
+                .map_err(io_err)?;
+            Ok(stats)
+        }
+        Format::Lackey => {
+            let mut w = LackeyWriter::new(BufWriter::new(out));
+            pump(src, |e| w.write(e)).map_err(|e| e.named(out_path))?;
+            let stats = ConvertStats {
+                events: w.written(),
+                dropped: w.dropped(),
+            };
+            w.finish().map_err(io_err)?;
+            Ok(stats)
+        }
+    }
+}
+
+/// A failure while pumping: reading the source, or writing (named later).
+enum PumpError {
+    Read(TraceError),
+    Write(io::Error),
+}
+
+impl PumpError {
+    fn named(self, out_path: &str) -> TraceError {
+        match self {
+            PumpError::Read(e) => e,
+            PumpError::Write(e) => TraceError::io(out_path, e),
+        }
+    }
+}
+
+fn pump(
+    src: &mut dyn TraceSource,
+    mut write: impl FnMut(&Event) -> io::Result<()>,
+) -> Result<(), PumpError> {
+    let mut batch = Vec::with_capacity(BATCH);
+    loop {
+        batch.clear();
+        if !src.fill(&mut batch, BATCH).map_err(PumpError::Read)? {
+            return Ok(());
+        }
+        for e in &batch {
+            write(e).map_err(PumpError::Write)?;
+        }
+    }
+}

@@ -1,0 +1,318 @@
+//! The Lackey parser: hand-written byte parsing over 1 MiB chunks.
+
+use super::VALID_LINE;
+use crate::{Latch, TraceError, TraceSource};
+use pagelab_core::{AccessKind, Event, MemRef, SourceInfo};
+use std::io::{ErrorKind, Read};
+
+/// Bytes read from the input at a time; also the longest line accepted
+/// (except Valgrind's own `==` lines, which may be of any length).
+const CHUNK: usize = 1 << 20;
+
+/// Longest piece of an offending line quoted in an error.
+const QUOTE_MAX: usize = 200;
+
+/// Value of each byte as a hexadecimal digit, or 0xff.
+static HEX: [u8; 256] = {
+    let mut t = [0xffu8; 256];
+    let mut i = 0;
+    while i < 10 {
+        t[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        t[b'a' as usize + i] = 10 + i as u8;
+        t[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    t
+};
+
+/// Reads Valgrind Lackey text (`--trace-mem=yes` output) as [`Event::Ref`]s.
+///
+/// Accepted lines: `I  <hex>,<dec>` (instruction fetch), ` L`, ` S`, ` M`
+/// lines (load, store, modify), Valgrind's own lines starting with `==`
+/// (skipped) and empty lines (skipped). Any number of spaces may precede the
+/// letter, at least one must follow it, and spaces or a carriage return may end
+/// the line; the final newline may be missing. Anything else, and addresses
+/// beyond 64 bits or sizes beyond 32 bits, are a [`TraceError::Parse`] naming
+/// the 1-based line.
+///
+/// The reader takes 1 MiB at a time from `R` and needs no buffering around it.
+pub struct LackeyReader<R: Read> {
+    inner: R,
+    name: String,
+    compression: Option<String>,
+    buf: Vec<u8>,
+    /// Next byte to parse.
+    start: usize,
+    /// One past the last newline in `buf[..end]`: `buf[start..complete]` holds whole lines.
+    complete: usize,
+    /// End of the valid data in `buf`.
+    end: usize,
+    eof: bool,
+    /// Lines consumed so far.
+    line: u64,
+    latch: Latch,
+}
+
+impl<R: Read> LackeyReader<R> {
+    /// A reader of `inner`, named `name` (a path or `-`) in errors and [`SourceInfo`].
+    pub fn new(inner: R, name: impl Into<String>) -> Self {
+        LackeyReader {
+            inner,
+            name: name.into(),
+            compression: None,
+            buf: vec![0; CHUNK],
+            start: 0,
+            complete: 0,
+            end: 0,
+            eof: false,
+            line: 0,
+            latch: Latch::Open,
+        }
+    }
+
+    /// Records that `inner` is a decompressor (`zstd`, `xz`), for [`SourceInfo`].
+    pub fn with_compression(mut self, compression: Option<String>) -> Self {
+        self.compression = compression;
+        self
+    }
+
+    /// Number of lines consumed so far.
+    pub fn lines(&self) -> u64 {
+        self.line
+    }
+
+    fn fill_inner(&mut self, out: &mut Vec<Event>, max: usize) -> Result<(), TraceError> {
+        let goal = out.len() + max;
+        out.reserve(max.min(1 << 16));
+        while out.len() < goal {
+            if self.start < self.complete {
+                self.parse_lines(out, goal)?;
+            } else if self.eof {
+                return Ok(());
+            } else {
+                self.refill()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves the unparsed tail to the front and reads until the buffer is full or the input ends.
+    fn refill(&mut self) -> Result<(), TraceError> {
+        self.buf.copy_within(self.start..self.end, 0);
+        self.end -= self.start;
+        self.start = 0;
+        self.complete = 0;
+        if self.end == self.buf.len() {
+            return self.long_line();
+        }
+        self.read_more()?;
+        if self.eof && self.end > 0 && self.buf[self.end - 1] != b'\n' {
+            if self.end < self.buf.len() {
+                // A last line without its newline: give it one.
+                self.buf[self.end] = b'\n';
+                self.end += 1;
+            } else {
+                // No room: the whole lines go first, the tail on the next refill.
+                self.eof = false;
+            }
+        }
+        self.complete = memchr::memrchr(b'\n', &self.buf[..self.end]).map_or(0, |i| i + 1);
+        Ok(())
+    }
+
+    fn read_more(&mut self) -> Result<(), TraceError> {
+        while self.end < self.buf.len() {
+            match self.inner.read(&mut self.buf[self.end..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    break;
+                }
+                Ok(n) => self.end += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(TraceError::io(&self.name, e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The buffer holds one line without a newline: skip it if it is Valgrind's, else refuse it.
+    #[cold]
+    fn long_line(&mut self) -> Result<(), TraceError> {
+        if !self.buf.starts_with(b"==") {
+            return Err(self.error_at(0, "line longer than 1 MiB; ".to_string() + VALID_LINE));
+        }
+        loop {
+            self.start = 0;
+            self.end = 0;
+            self.read_more()?;
+            if let Some(i) = memchr::memchr(b'\n', &self.buf[..self.end]) {
+                self.start = i + 1;
+                self.line += 1;
+                return Ok(());
+            }
+            if self.eof {
+                self.line += 1;
+                return Ok(());
+            }
+        }
+    }
+
+    /// Parses whole lines from `buf[start..complete]` until `out` reaches `goal`.
+    fn parse_lines(&mut self, out: &mut Vec<Event>, goal: usize) -> Result<(), TraceError> {
+        // Every line of `buf` ends with b'\n', so each scan below stops at the latest there.
+        let buf = &self.buf[..self.complete];
+        let mut pos = self.start;
+        let mut line = self.line;
+        let result = loop {
+            if pos >= buf.len() || out.len() >= goal {
+                break Ok(());
+            }
+            match parse_line(buf, pos) {
+                Ok((next, Some(r))) => {
+                    out.push(Event::Ref(r));
+                    pos = next;
+                }
+                Ok((next, None)) => pos = next,
+                Err(reason) => break Err(reason),
+            }
+            line += 1;
+        };
+        self.start = pos;
+        self.line = line;
+        result.map_err(|reason| self.error_at(pos, reason.to_string() + "; " + VALID_LINE))
+    }
+
+    /// A parse error for the line that starts at `buf[at]`, numbered `self.line + 1`.
+    #[cold]
+    fn error_at(&self, at: usize, reason: String) -> TraceError {
+        let rest = &self.buf[at..self.end];
+        let len = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+        let line = &rest[..len.min(QUOTE_MAX)];
+        let mut text = String::from_utf8_lossy(line).into_owned();
+        if len > QUOTE_MAX {
+            text.push_str("...");
+        }
+        TraceError::Parse {
+            source_name: self.name.clone(),
+            line: self.line + 1,
+            text,
+            reason,
+        }
+    }
+}
+
+/// Parses the line at `buf[pos]`, which ends with a newline within `buf`.
+///
+/// Returns where the next line starts and the reference, if the line holds one.
+#[inline(always)]
+fn parse_line(buf: &[u8], pos: usize) -> Result<(usize, Option<MemRef>), &'static str> {
+    let mut p = pos;
+    if buf[p] == b'=' && buf[p + 1] == b'=' {
+        let nl = memchr::memchr(b'\n', &buf[p..]).ok_or("internal: line without newline")?;
+        return Ok((p + nl + 1, None));
+    }
+    while buf[p] == b' ' {
+        p += 1;
+    }
+    let kind = match buf[p] {
+        b'I' => AccessKind::Instr,
+        b'L' => AccessKind::Load,
+        b'S' => AccessKind::Store,
+        b'M' => AccessKind::Modify,
+        _ => {
+            return end_of_line(buf, p)
+                .map(|next| (next, None))
+                .map_err(|_| "unknown record type")
+        }
+    };
+    p += 1;
+    if buf[p] != b' ' {
+        return Err("expected a space after the record letter");
+    }
+    while buf[p] == b' ' {
+        p += 1;
+    }
+    let digits = p;
+    let mut addr = 0u64;
+    loop {
+        let d = HEX[buf[p] as usize];
+        if d > 15 {
+            break;
+        }
+        if addr >> 60 != 0 {
+            return Err("address does not fit in 64 bits");
+        }
+        addr = addr << 4 | d as u64;
+        p += 1;
+    }
+    if p == digits {
+        return Err("expected a hexadecimal address");
+    }
+    if buf[p] != b',' {
+        return Err("expected `,` after the address");
+    }
+    p += 1;
+    let digits = p;
+    let mut size = 0u64;
+    loop {
+        let d = buf[p].wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        size = size * 10 + d as u64;
+        if size > u32::MAX as u64 {
+            return Err("size does not fit in 32 bits");
+        }
+        p += 1;
+    }
+    if p == digits {
+        return Err("expected a decimal size after `,`");
+    }
+    let next = end_of_line(buf, p).map_err(|_| "unexpected text after the size")?;
+    Ok((
+        next,
+        Some(MemRef {
+            addr,
+            size: size as u32,
+            kind,
+        }),
+    ))
+}
+
+/// Skips trailing spaces and a carriage return; `Ok(next line)` if the line ends there.
+#[inline(always)]
+fn end_of_line(buf: &[u8], mut p: usize) -> Result<usize, ()> {
+    while buf[p] == b' ' || buf[p] == b'\r' {
+        p += 1;
+    }
+    if buf[p] == b'\n' {
+        Ok(p + 1)
+    } else {
+        Err(())
+    }
+}
+
+impl<R: Read> TraceSource for LackeyReader<R> {
+    fn fill(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError> {
+        if let Some(answer) = self.latch.repeat() {
+            return answer;
+        }
+        let before = out.len();
+        let r = self.fill_inner(out, max);
+        let appended = out.len() - before;
+        self.latch.settle(r, appended, max)
+    }
+
+    fn info(&self) -> SourceInfo {
+        SourceInfo {
+            kind: "lackey".into(),
+            name: self.name.clone(),
+            compression: self.compression.clone(),
+            ..SourceInfo::default()
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! Reads the native format, checking every block before handing out its records.
+
+use super::codec::{Cursor, Prev};
+use super::{
+    block_checksum, BLOCK_HEADER_LEN, FILE_HEADER_LEN, MAX_COMPRESSED_LEN, MAX_RAW_LEN,
+    NATIVE_MAGIC, NATIVE_VERSION,
+};
+use crate::{Latch, TraceError, TraceSource};
+use pagelab_core::{Event, SourceInfo};
+use std::io::{ErrorKind, Read};
+
+/// Reads pagelab's native binary format (`docs/trace-format.md`).
+///
+/// Each block's checksum, zstd frame and length are verified before any of
+/// its records is handed out; a damaged or missing end marker, a short block,
+/// or a record that does not decode is a [`TraceError::Corrupt`] naming the
+/// byte offset in the file (for a bad record, the offset of its block). All
+/// events before the damage are delivered first; none after it. Memory use is
+/// bounded by one block.
+pub struct NativeReader<R: Read> {
+    inner: R,
+    name: String,
+    compression: Option<String>,
+    /// Bytes of the file consumed so far.
+    offset: u64,
+    header_read: bool,
+    /// The end marker has been read and checked.
+    ended: bool,
+    decompressor: Option<zstd::bulk::Decompressor<'static>>,
+    compressed: Vec<u8>,
+    raw: Vec<u8>,
+    /// Next record in `raw`.
+    pos: usize,
+    /// Records of the current block not yet decoded.
+    left: u32,
+    /// Records in the current block, and where its header starts.
+    block_records: u32,
+    block_offset: u64,
+    prev: Prev,
+    /// Records of the blocks read so far.
+    total: u64,
+    latch: Latch,
+}
+
+impl<R: Read> NativeReader<R> {
+    /// A reader of `inner`, named `name` (a path or `-`) in errors and [`SourceInfo`].
+    pub fn new(inner: R, name: impl Into<String>) -> Self {
+        NativeReader {
+            inner,
+            name: name.into(),
+            compression: None,
+            offset: 0,
+            header_read: false,
+            ended: false,
+            decompressor: None,
+            compressed: Vec::new(),
+            raw: Vec::new(),
+            pos: 0,
+            left: 0,
+            block_records: 0,
+            block_offset: 0,
+            prev: Prev::default(),
+            total: 0,
+            latch: Latch::Open,
+        }
+    }
+
+    /// Records that `inner` is a decompressor (the file was compressed again), for [`SourceInfo`].
+    pub fn with_compression(mut self, compression: Option<String>) -> Self {
+        self.compression = compression;
+        self
+    }
+
+    fn corrupt(&self, offset: u64, reason: impl Into<String>) -> TraceError {
+        TraceError::Corrupt {
+            source_name: self.name.clone(),
+            offset,
+            reason: reason.into(),
+        }
+    }
+
+    /// Reads until `buf` is full or the input ends; returns the bytes read.
+    fn read_full(&mut self, buf: &mut [u8]) -> Result<usize, TraceError> {
+        let mut n = 0;
+        while n < buf.len() {
+            match self.inner.read(&mut buf[n..]) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(TraceError::io(&self.name, e)),
+            }
+        }
+        self.offset += n as u64;
+        Ok(n)
+    }
+
+    fn read_header(&mut self) -> Result<(), TraceError> {
+        let mut h = [0u8; FILE_HEADER_LEN];
+        let n = self.read_full(&mut h)?;
+        if n >= 8 && h[..8] != NATIVE_MAGIC || n < 8 && h[..n] != NATIVE_MAGIC[..n] {
+            return Err(self.corrupt(0, "not a pagelab native trace (bad magic)"));
+        }
+        if n < FILE_HEADER_LEN {
+            return Err(self.corrupt(n as u64, "truncated file header"));
+        }
+        let version = u16::from_le_bytes([h[8], h[9]]);
+        if version != NATIVE_VERSION {
+            let reason = format!(
+                "unsupported version {version}; this reader reads version {NATIVE_VERSION}"
+            );
+            return Err(self.corrupt(8, reason));
+        }
+        if h[10..12] != [0, 0] {
+            return Err(self.corrupt(10, "unknown flags set in the file header"));
+        }
+        if h[12..16] != [0; 4] {
+            return Err(self.corrupt(12, "reserved header bytes are not zero"));
+        }
+        self.header_read = true;
+        Ok(())
+    }
+
+    /// Reads and checks the next block; `Ok(false)` after a valid end marker.
+    fn next_block(&mut self) -> Result<bool, TraceError> {
+        let at = self.offset;
+        let mut h = [0u8; BLOCK_HEADER_LEN];
+        match self.read_full(&mut h)? {
+            0 => return Err(self.corrupt(at, "trace is truncated: the end marker is missing")),
+            BLOCK_HEADER_LEN => {}
+            n => {
+                return Err(self.corrupt(at + n as u64, "trace is truncated inside a block header"))
+            }
+        }
+        let word = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().unwrap());
+        let (clen, rlen, count) = (word(0), word(4), word(8));
+        let tail = u64::from_le_bytes(h[12..].try_into().unwrap());
+        if clen == 0 {
+            return self.end_marker(at, rlen, count, tail).map(|()| false);
+        }
+        if rlen == 0
+            || rlen > MAX_RAW_LEN
+            || clen > MAX_COMPRESSED_LEN
+            || count == 0
+            || count > rlen
+        {
+            let reason = format!(
+                "implausible block header (compressed {clen} bytes, raw {rlen} bytes, {count} records)"
+            );
+            return Err(self.corrupt(at, reason));
+        }
+        let mut compressed = std::mem::take(&mut self.compressed);
+        compressed.resize(clen as usize, 0);
+        let got = self.read_full(&mut compressed);
+        self.compressed = compressed;
+        if got? < clen as usize {
+            let reason = format!("trace is truncated inside a block of {clen} compressed bytes");
+            return Err(self.corrupt(self.offset, reason));
+        }
+        if block_checksum(h[..12].try_into().unwrap(), &self.compressed) != tail {
+            return Err(self.corrupt(at, "block checksum mismatch"));
+        }
+        self.decompress(at + BLOCK_HEADER_LEN as u64, rlen)?;
+        self.pos = 0;
+        self.left = count;
+        self.block_records = count;
+        self.block_offset = at;
+        self.prev = Prev::default();
+        Ok(true)
+    }
+
+    fn decompress(&mut self, at: u64, rlen: u32) -> Result<(), TraceError> {
+        if self.decompressor.is_none() {
+            let d = zstd::bulk::Decompressor::new().map_err(|e| TraceError::io(&self.name, e))?;
+            self.decompressor = Some(d);
+        }
+        let d = self.decompressor.as_mut().unwrap();
+        self.raw.clear();
+        self.raw.reserve(rlen as usize);
+        let r = d.decompress_to_buffer(&self.compressed[..], &mut self.raw);
+        match r {
+            Err(e) => Err(self.corrupt(at, format!("zstd frame does not decode: {e}"))),
+            Ok(n) if n != rlen as usize => Err(self.corrupt(
+                at,
+                format!("block decompresses to {n} bytes, header says {rlen}"),
+            )),
+            Ok(_) => Ok(()),
+        }
+    }
+
+    fn end_marker(&mut self, at: u64, rlen: u32, count: u32, total: u64) -> Result<(), TraceError> {
+        if rlen != 0 || count != 0 {
+            return Err(self.corrupt(at, "damaged end marker (non-zero length or count)"));
+        }
+        if total != self.total {
+            let reason = format!(
+                "end marker counts {total} records, the blocks hold {}",
+                self.total
+            );
+            return Err(self.corrupt(at, reason));
+        }
+        let mut probe = [0u8; 1];
+        if self.read_full(&mut probe)? != 0 {
+            return Err(self.corrupt(self.offset - 1, "data after the end marker"));
+        }
+        Ok(())
+    }
+
+    fn fill_inner(&mut self, out: &mut Vec<Event>, max: usize) -> Result<(), TraceError> {
+        if !self.header_read {
+            self.read_header()?;
+        }
+        let goal = out.len() + max;
+        while out.len() < goal {
+            if self.left == 0 {
+                if self.pos != self.raw.len() {
+                    let reason = format!(
+                        "block holds {} bytes after its {} records",
+                        self.raw.len() - self.pos,
+                        self.block_records
+                    );
+                    return Err(self.corrupt(self.block_offset, reason));
+                }
+                if self.ended || !self.next_block()? {
+                    self.ended = true;
+                    return Ok(());
+                }
+                self.total += self.block_records as u64;
+            }
+            self.decode(out, goal)?;
+        }
+        Ok(())
+    }
+
+    /// Decodes records of the current block until it is done or `out` reaches `goal`.
+    fn decode(&mut self, out: &mut Vec<Event>, goal: usize) -> Result<(), TraceError> {
+        let n = (goal - out.len()).min(self.left as usize);
+        out.reserve(n);
+        let mut cur = Cursor {
+            buf: &self.raw,
+            pos: self.pos,
+        };
+        let mut prev = self.prev;
+        let mut done = 0;
+        let mut failure = None;
+        while done < n {
+            match cur.record(&mut prev) {
+                Ok(e) => out.push(e),
+                Err(reason) => {
+                    failure = Some((cur.pos, reason));
+                    break;
+                }
+            }
+            done += 1;
+        }
+        self.pos = cur.pos;
+        self.prev = prev;
+        self.left -= done as u32;
+        match failure {
+            None => Ok(()),
+            Some((pos, reason)) => {
+                let index = self.block_records - self.left;
+                let reason = format!(
+                    "in the block starting here, record {index} (near byte {pos} of {} decompressed): {reason}",
+                    self.raw.len()
+                );
+                Err(self.corrupt(self.block_offset, reason))
+            }
+        }
+    }
+}
+
+impl<R: Read> TraceSource for NativeReader<R> {
+    fn fill(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError> {
+        if let Some(answer) = self.latch.repeat() {
+            return answer;
+        }
+        let before = out.len();
+        let r = self.fill_inner(out, max);
+        let appended = out.len() - before;
+        self.latch.settle(r, appended, max)
+    }
+
+    fn info(&self) -> SourceInfo {
+        SourceInfo {
+            kind: "native".into(),
+            name: self.name.clone(),
+            compression: self.compression.clone(),
+            ..SourceInfo::default()
+        }
+    }
+}
