@@ -89,9 +89,21 @@ pub fn parse(text: &str, origin: &str) -> Result<LoadedResult> {
         SIM_SCHEMA => Ok(LoadedResult::Sim(
             serde_json::from_value(value).with_context(bad_shape)?,
         )),
-        STUDY_SCHEMA => Ok(LoadedResult::Study(
-            serde_json::from_value(value).with_context(bad_shape)?,
-        )),
+        STUDY_SCHEMA => {
+            let study: StudyResult = serde_json::from_value(value).with_context(bad_shape)?;
+            if let Some((i, r)) = study
+                .results
+                .iter()
+                .enumerate()
+                .find(|(_, r)| r.schema != SIM_SCHEMA)
+            {
+                bail!(
+                    "`{origin}`: result {i} of the study has schema `{}`, expected `{SIM_SCHEMA}`",
+                    r.schema
+                );
+            }
+            Ok(LoadedResult::Study(study))
+        }
         other => bail!(
             "`{origin}` has schema `{other}`, which this pagelab cannot read; \
              expected `{SIM_SCHEMA}` or `{STUDY_SCHEMA}` (a newer pagelab may read it)"

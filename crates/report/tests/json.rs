@@ -70,6 +70,13 @@ fn wrong_schema_names_file_and_schema() {
         "{e}"
     );
     assert!(e.contains(SIM_SCHEMA), "{e}");
+    let mut study = serde_json::to_value(common::study()).unwrap();
+    study["results"][1]["schema"] = serde_json::json!("pagelab.sim/2");
+    let e = parse(&study.to_string(), "s.json").unwrap_err().to_string();
+    assert!(
+        e.contains("s.json") && e.contains("result 1") && e.contains("pagelab.sim/2"),
+        "{e}"
+    );
     let e = parse(r#"{"runs": []}"#, "x.json").unwrap_err().to_string();
     assert!(e.contains("x.json") && e.contains("no `schema`"), "{e}");
     let e = format!("{:#}", parse("not json", "y.json").unwrap_err());
