@@ -31,7 +31,7 @@ const FIXED: [&str; 15] = [
 ];
 
 /// Writes a header row and one row per (source, page size) to `out`.
-pub fn write_csv(results: &(impl Results + ?Sized), out: impl Write) -> Result<()> {
+pub fn write_csv_to(out: impl Write, results: &(impl Results + ?Sized)) -> Result<()> {
     let results = results.results();
     let levels = level_names(results);
     let mut w = csv::Writer::from_writer(out);
@@ -52,12 +52,12 @@ pub fn write_csv(results: &(impl Results + ?Sized), out: impl Write) -> Result<(
     Ok(())
 }
 
-/// Writes the CSV to the file at `path`; errors name the path.
-pub fn write_csv_file(path: impl AsRef<Path>, results: &(impl Results + ?Sized)) -> Result<()> {
+/// Writes the CSV (see [`write_csv_to`]) to the file at `path`; errors name the path.
+pub fn write_csv(path: impl AsRef<Path>, results: &(impl Results + ?Sized)) -> Result<()> {
     let path = path.as_ref();
     let file = std::fs::File::create(path)
         .with_context(|| format!("cannot create CSV file `{}`", path.display()))?;
-    write_csv(results, std::io::BufWriter::new(file))
+    write_csv_to(std::io::BufWriter::new(file), results)
         .with_context(|| format!("cannot write CSV file `{}`", path.display()))
 }
 
@@ -107,12 +107,12 @@ fn level_names(results: &[SimResult]) -> Vec<String> {
     names
 }
 
-/// Exports CSV (see [`write_csv`]).
+/// Exports CSV (see [`write_csv_to`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CsvExporter;
 
 impl Exporter for CsvExporter {
     fn export(&self, results: &[SimResult], out: &mut dyn Write) -> Result<()> {
-        write_csv(results, out)
+        write_csv_to(out, results)
     }
 }

@@ -6,7 +6,7 @@
 //!
 //! - [`table`]: a text table for a terminal,
 //! - [`markdown`]: the same table in Markdown, for a README,
-//! - [`write_csv`]: one row per (source, page size) for spreadsheets,
+//! - [`write_csv`] / [`write_csv_to`]: one row per (source, page size) for spreadsheets,
 //! - [`plot_svg`]: the shape of Weisberg & Wiseman's Figure 1, misses and memory per page size,
 //! - [`write_json`] / [`load`]: the JSON files themselves, with schema checks on reading.
 //!
@@ -51,7 +51,7 @@ mod plot;
 mod schema;
 mod table;
 
-pub use crate::csv::{write_csv, write_csv_file, CsvExporter};
+pub use crate::csv::{write_csv, write_csv_to, CsvExporter};
 pub use cells::thousands;
 pub use export::{Exporter, Format, JsonExporter};
 pub use json::{load, load_sim, load_study, parse, to_json_string, write_json, LoadedResult};

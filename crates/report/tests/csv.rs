@@ -1,10 +1,10 @@
 mod common;
 
-use pagelab_report::{write_csv, write_csv_file};
+use pagelab_report::{write_csv, write_csv_to};
 
 fn csv_of(r: &(impl pagelab_report::Results + ?Sized)) -> String {
     let mut out = Vec::new();
-    write_csv(r, &mut out).unwrap();
+    write_csv_to(&mut out, r).unwrap();
     String::from_utf8(out).unwrap()
 }
 
@@ -48,8 +48,19 @@ fn csv_is_readable_back() {
 }
 
 #[test]
+fn writes_a_file() {
+    let path = std::env::temp_dir().join(format!("pagelab-report-{}.csv", std::process::id()));
+    write_csv(&path, std::slice::from_ref(&common::vpr())).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        csv_of(&common::vpr())
+    );
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
 fn file_errors_name_the_path() {
-    let e = write_csv_file("/nonexistent-dir/out.csv", &common::vpr()).unwrap_err();
+    let e = write_csv("/nonexistent-dir/out.csv", &common::vpr()).unwrap_err();
     assert!(
         format!("{e:#}").contains("/nonexistent-dir/out.csv"),
         "{e:#}"
