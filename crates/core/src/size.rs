@@ -164,7 +164,7 @@ impl fmt::Display for Bytes {
         let b = self.0;
         for (unit, name) in UNITS {
             if b >= unit {
-                return if b % unit == 0 {
+                return if b.is_multiple_of(unit) {
                     f.pad(&format!("{}{}", b / unit, name))
                 } else {
                     f.pad(&format!("{:.1}{}", b as f64 / unit as f64, name))

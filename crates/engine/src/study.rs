@@ -1,0 +1,217 @@
+//! The page-size study: one pass over a trace feeds one TLB hierarchy and one
+//! set of footprint counters per page size.
+
+use pagelab_core::{Event, MemRef, PageSize, SourceInfo};
+use pagelab_report::{LevelStats, RefCounts, RunStats, SimResult, SIM_SCHEMA};
+use pagelab_tlb::{OtherSizes, Outcome, Side, TlbConfig, TlbError, TlbHierarchy};
+use rustc_hash::FxHashSet;
+
+/// The granularity of the per-side repeat filter: the smallest page size modelled.
+const FILTER_SHIFT: u32 = 12;
+
+/// What a study simulates.
+#[derive(Clone, Debug)]
+pub struct StudyConfig {
+    /// Page sizes, each simulated as the one fixed page size of its run.
+    pub page_sizes: Vec<PageSize>,
+    /// The TLB every run uses.
+    pub tlb: TlbConfig,
+}
+
+/// The state of one page size's run.
+struct SizeRun {
+    size: PageSize,
+    shift: u32,
+    /// Granularity of the repeat filter: the page size, or 4K when some TLB array
+    /// caches fragments of pages (then two addresses of one page may need two entries).
+    key_shift: u32,
+    tlb: TlbHierarchy,
+    /// Most recent filter key per side (index 0 instructions, 1 data).
+    last: [u64; 2],
+    /// Page accesses per side, and how many of those missed every TLB level.
+    accesses: [u64; 2],
+    misses: [u64; 2],
+    /// Accesses that hit the side's most recent entry without going to the TLB model.
+    mru_hits: [u64; 2],
+    /// Distinct pages touched per side, and by either side.
+    pages: [FxHashSet<u64>; 2],
+    all_pages: FxHashSet<u64>,
+}
+
+impl SizeRun {
+    fn new(size: PageSize, tlb: &TlbConfig) -> Result<Self, TlbError> {
+        let fragments = tlb
+            .levels()
+            .iter()
+            .any(|(_, l)| l.arrays.iter().any(|a| a.other_sizes == OtherSizes::Fragment));
+        Ok(SizeRun {
+            size,
+            shift: size.shift(),
+            key_shift: if fragments { FILTER_SHIFT } else { size.shift() },
+            tlb: TlbHierarchy::new(tlb)?,
+            last: [u64::MAX; 2],
+            accesses: [0; 2],
+            misses: [0; 2],
+            mru_hits: [0; 2],
+            pages: [FxHashSet::default(), FxHashSet::default()],
+            all_pages: FxHashSet::default(),
+        })
+    }
+
+    /// One access on `side` to the page holding byte `addr`.
+    #[inline]
+    fn touch(&mut self, side: usize, addr: u64) {
+        self.accesses[side] += 1;
+        let key = addr >> self.key_shift;
+        if key == self.last[side] {
+            // The side's most recent entry: a hit at L1 that changes no LRU order.
+            self.mru_hits[side] += 1;
+            return;
+        }
+        self.last[side] = key;
+        let s = if side == 0 { Side::Instr } else { Side::Data };
+        if self.tlb.access_addr(s, addr, self.size) == Outcome::Miss {
+            let vpn = addr >> self.shift;
+            self.misses[side] += 1;
+            // Only a TLB miss can be the first touch of a page.
+            if self.pages[side].insert(vpn) {
+                self.all_pages.insert(vpn);
+            }
+        }
+    }
+
+    fn stats(&self, filtered: [u64; 2]) -> RunStats {
+        let bytes = self.size.bytes();
+        let t = self.tlb.stats();
+        let named = [("l1i", Some(t.l1i)), ("l1d", Some(t.l1d)), ("l2", t.l2), ("l2i", t.l2i), ("l2d", t.l2d)];
+        let mut levels: Vec<LevelStats> = named
+            .into_iter()
+            .filter_map(|(name, l)| {
+                l.map(|l| LevelStats {
+                    level: name.to_string(),
+                    accesses: l.accesses,
+                    hits: l.hits,
+                    misses: l.misses,
+                })
+            })
+            .collect();
+        // Accesses answered by the repeat filters hit in the side's L1.
+        for (side, name) in [(0, "l1i"), (1, "l1d")] {
+            if let Some(l) = levels.iter_mut().find(|l| l.level == name) {
+                l.accesses += filtered[side] + self.mru_hits[side];
+                l.hits += filtered[side] + self.mru_hits[side];
+            }
+        }
+        RunStats {
+            page_size: self.size,
+            itlb_accesses: self.accesses[0] + filtered[0],
+            itlb_misses: self.misses[0],
+            dtlb_accesses: self.accesses[1] + filtered[1],
+            dtlb_misses: self.misses[1],
+            code_footprint_bytes: self.pages[0].len() as u64 * bytes,
+            data_footprint_bytes: self.pages[1].len() as u64 * bytes,
+            footprint_bytes: self.all_pages.len() as u64 * bytes,
+            faults: self.all_pages.len() as u64,
+            tlb_levels: levels,
+        }
+    }
+}
+
+/// A page-size study in progress: feed it events, then ask for the result.
+///
+/// ```
+/// use pagelab_core::{AccessKind, Event, MemRef, PageSize};
+/// use pagelab_engine::{Study, StudyConfig};
+/// let cfg = StudyConfig { page_sizes: vec![PageSize::K4, PageSize::M2], tlb: pagelab_tlb::preset("weisberg").unwrap() };
+/// let mut study = Study::new(&cfg).unwrap();
+/// study.feed(&[Event::Ref(MemRef { addr: 0x1000, size: 8, kind: AccessKind::Load })]);
+/// let result = study.finish(Default::default());
+/// assert_eq!(result.runs[0].dtlb_misses, 1);
+/// ```
+pub struct Study {
+    runs: Vec<SizeRun>,
+    /// Last 4K page touched per side, for the filter shared by every size.
+    last_small: [u64; 2],
+    /// References answered by that filter, per side: one access and one L1 hit at every size.
+    filtered: [u64; 2],
+    refs: [u64; 2],
+    other_events: u64,
+    tlb_json: serde_json::Value,
+}
+
+impl Study {
+    /// A study of every page size in `cfg`, all fed in one pass.
+    pub fn new(cfg: &StudyConfig) -> Result<Study, TlbError> {
+        Ok(Study {
+            runs: cfg
+                .page_sizes
+                .iter()
+                .map(|&s| SizeRun::new(s, &cfg.tlb))
+                .collect::<Result<_, _>>()?,
+            last_small: [u64::MAX; 2],
+            filtered: [0; 2],
+            refs: [0; 2],
+            other_events: 0,
+            tlb_json: serde_json::to_value(&cfg.tlb).unwrap_or(serde_json::Value::Null),
+        })
+    }
+
+    /// References fed so far (instruction plus data).
+    pub fn refs(&self) -> u64 {
+        self.refs[0] + self.refs[1]
+    }
+
+    /// Steps every run over a batch of events. Events other than references
+    /// are counted and otherwise ignored: every page here is one fixed size.
+    pub fn feed(&mut self, events: &[Event]) {
+        for ev in events {
+            match ev {
+                Event::Ref(r) => self.reference(r),
+                _ => self.other_events += 1,
+            }
+        }
+    }
+
+    #[inline]
+    fn reference(&mut self, r: &MemRef) {
+        let side = usize::from(!r.kind.is_instr());
+        self.refs[side] += 1;
+        let first = r.addr;
+        let last = r.last_byte();
+        let small = first >> FILTER_SHIFT;
+        if small == last >> FILTER_SHIFT && small == self.last_small[side] {
+            // Same 4K page as this side's previous access, hence the same page at
+            // every size: the most recent entry of every run's L1 on this side.
+            self.filtered[side] += 1;
+            return;
+        }
+        self.last_small[side] = last >> FILTER_SHIFT;
+        for run in &mut self.runs {
+            run.touch(side, first);
+            // Further pages of a straddling reference, each at its first byte.
+            for vpn in (first >> run.shift) + 1..=(last >> run.shift) {
+                run.touch(side, vpn << run.shift);
+            }
+        }
+    }
+
+    /// The result so far, in the `pagelab.sim/1` schema.
+    pub fn finish(&self, source: SourceInfo) -> SimResult {
+        SimResult {
+            schema: SIM_SCHEMA.to_string(),
+            source,
+            tlb: self.tlb_json.clone(),
+            refs: RefCounts {
+                instr: self.refs[0],
+                data: self.refs[1],
+            },
+            runs: self.runs.iter().map(|r| r.stats(self.filtered)).collect(),
+            elapsed_seconds: None,
+        }
+    }
+
+    /// Events that were not references (map, unmap, ...), ignored by this study.
+    pub fn other_events(&self) -> u64 {
+        self.other_events
+    }
+}
