@@ -22,12 +22,18 @@ pub(crate) const MAX_RECORD_LEN: usize = 1 + 4 * 10 + 2;
 const MAP_SHARED: u8 = 1;
 const MAP_FILE: u8 = 2;
 
-/// Address prediction state: the previous instruction and data addresses.
+/// Address prediction state: the previous instruction address (index 0) and
+/// the previous data address (index 1).
 #[derive(Clone, Copy, Default, Debug)]
-pub(crate) struct Prev {
-    pub(crate) instr: u64,
-    pub(crate) data: u64,
-}
+pub(crate) struct Prev(pub(crate) [u64; 2]);
+
+/// The access kind of each reference kind code.
+const KINDS: [AccessKind; 4] = [
+    AccessKind::Instr,
+    AccessKind::Load,
+    AccessKind::Store,
+    AccessKind::Modify,
+];
 
 #[inline(always)]
 fn zigzag(v: i64) -> u64 {
@@ -60,11 +66,7 @@ pub(crate) fn encode(out: &mut Vec<u8>, prev: &mut Prev, e: &Event) {
                 SIZE_ESCAPE
             };
             out.push(r.kind as u8 * REF_STRIDE + code);
-            let last = if r.kind.is_instr() {
-                &mut prev.instr
-            } else {
-                &mut prev.data
-            };
+            let last = &mut prev.0[!r.kind.is_instr() as usize];
             put_varint(out, zigzag(r.addr.wrapping_sub(*last) as i64));
             *last = r.addr;
             if code == SIZE_ESCAPE {
@@ -141,33 +143,85 @@ pub(crate) type DecodeError = &'static str;
 
 const PAST_END: DecodeError = "record runs past the end of the block";
 
-/// A cursor over one block's raw bytes.
+/// Zero bytes the reader appends after a block's raw bytes, so that the
+/// reference fast path can read a whole record and one 8-byte word past it
+/// without bounds checks against the block's end (it checks once, after).
+pub(crate) const PADDING: usize = 32;
+
+/// The varint at `buf[pos]` and its length, if at most 8 bytes long.
+///
+/// `buf` must hold at least 8 bytes from `pos` (the padding guarantees it);
+/// the varint may run past the block's end, which the caller checks.
+#[inline(always)]
+fn varint_at(buf: &[u8], pos: usize) -> Option<(u64, usize)> {
+    let b = buf[pos];
+    if b < 0x80 {
+        return Some((b as u64, 1));
+    }
+    let w = u64::from_le_bytes(buf[pos..pos + 8].try_into().unwrap());
+    let stops = !w & 0x8080_8080_8080_8080;
+    if stops == 0 {
+        return None;
+    }
+    let bits = stops.trailing_zeros() + 1; // 8 * length in bytes
+    let mut x = if bits == 64 {
+        w
+    } else {
+        w & ((1u64 << bits) - 1)
+    };
+    // Squeeze out the continuation bits: 8 x 7 bits -> 56 bits.
+    x &= 0x7f7f_7f7f_7f7f_7f7f;
+    x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);
+    x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
+    x = (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4);
+    Some((x, bits as usize / 8))
+}
+
+/// A cursor over one block's raw bytes, followed by [`PADDING`] zero bytes.
 pub(crate) struct Cursor<'a> {
+    /// The raw bytes and the padding.
     pub(crate) buf: &'a [u8],
+    /// End of the raw bytes.
+    pub(crate) end: usize,
     pub(crate) pos: usize,
 }
 
 impl Cursor<'_> {
     #[inline(always)]
     fn byte(&mut self) -> Result<u8, DecodeError> {
-        let b = *self.buf.get(self.pos).ok_or(PAST_END)?;
+        if self.pos >= self.end {
+            return Err(PAST_END);
+        }
+        let b = self.buf[self.pos];
         self.pos += 1;
         Ok(b)
     }
 
+    /// A varint that may run into the padding; the caller checks `pos <= end` afterwards.
+    #[inline(always)]
+    fn varint_padded(&mut self) -> Result<u64, DecodeError> {
+        match varint_at(self.buf, self.pos) {
+            Some((v, len)) => {
+                self.pos += len;
+                Ok(v)
+            }
+            None => self.varint_slow(),
+        }
+    }
+
     #[inline(always)]
     fn varint(&mut self) -> Result<u64, DecodeError> {
-        let b = self.byte()?;
-        if b < 0x80 {
-            return Ok(b as u64);
+        let v = self.varint_padded()?;
+        if self.pos > self.end {
+            return Err(PAST_END);
         }
-        self.varint_slow(b)
+        Ok(v)
     }
 
     #[inline(never)]
-    fn varint_slow(&mut self, first: u8) -> Result<u64, DecodeError> {
-        let mut v = (first & 0x7f) as u64;
-        let mut shift = 7;
+    fn varint_slow(&mut self) -> Result<u64, DecodeError> {
+        let mut v = 0u64;
+        let mut shift = 0;
         loop {
             let b = self.byte()?;
             if shift == 63 && b > 1 {
@@ -185,30 +239,65 @@ impl Cursor<'_> {
         u32::try_from(self.varint()?).map_err(|_| what)
     }
 
+    /// Decodes up to `n` records into `out`; returns how many, and the error
+    /// that stopped it early.
+    ///
+    /// The same as calling [`Cursor::record`] `n` times, with references
+    /// decoded in place: this loop is most of the reader's time.
+    #[inline(never)]
+    pub(crate) fn decode_into(
+        &mut self,
+        prev: &mut Prev,
+        out: &mut Vec<Event>,
+        n: usize,
+    ) -> (usize, Result<(), DecodeError>) {
+        let mut done = 0;
+        while done < n {
+            let pos = self.pos;
+            let tag = self.buf[pos];
+            // A reference with its size in the tag is the tag and one varint.
+            let fast = if pos < self.end && tag < TAG_SWITCH && tag % REF_STRIDE != SIZE_ESCAPE {
+                varint_at(self.buf, pos + 1).filter(|&(_, len)| pos + 1 + len <= self.end)
+            } else {
+                None
+            };
+            if let Some((value, len)) = fast {
+                self.pos = pos + 1 + len;
+                let last = &mut prev.0[(tag >= REF_STRIDE) as usize];
+                let addr = last.wrapping_add(unzigzag(value) as u64);
+                *last = addr;
+                let kind = KINDS[(tag / REF_STRIDE) as usize];
+                let size = (tag % REF_STRIDE) as u32;
+                out.push(Event::Ref(MemRef { addr, size, kind }));
+            } else {
+                match self.record(prev) {
+                    Ok(e) => out.push(e),
+                    Err(e) => return (done, Err(e)),
+                }
+            }
+            done += 1;
+        }
+        (done, Ok(()))
+    }
+
     /// Decodes the record at the cursor.
     #[inline(always)]
     pub(crate) fn record(&mut self, prev: &mut Prev) -> Result<Event, DecodeError> {
         let tag = self.byte()?;
+        debug_assert!(self.buf.len() >= self.end + PADDING);
         if tag < TAG_SWITCH {
-            let (kind, code) = (tag / REF_STRIDE, tag % REF_STRIDE);
-            let kind = match kind {
-                0 => AccessKind::Instr,
-                1 => AccessKind::Load,
-                2 => AccessKind::Store,
-                _ => AccessKind::Modify,
-            };
-            let last = if kind.is_instr() {
-                &mut prev.instr
-            } else {
-                &mut prev.data
-            };
-            let addr = last.wrapping_add(unzigzag(self.varint()?) as u64);
-            *last = addr;
+            let (kind, code) = (KINDS[(tag / REF_STRIDE) as usize], tag % REF_STRIDE);
+            let last = &mut prev.0[(tag >= REF_STRIDE) as usize];
+            let addr = last.wrapping_add(unzigzag(self.varint_padded()?) as u64);
             let size = if code == SIZE_ESCAPE {
                 self.varint_u32("reference size does not fit in 32 bits")?
             } else {
                 code as u32
             };
+            if self.pos > self.end {
+                return Err(PAST_END);
+            }
+            *last = addr;
             return Ok(Event::Ref(MemRef { addr, size, kind }));
         }
         self.other(tag)

@@ -1,6 +1,6 @@
 //! Reads the native format, checking every block before handing out its records.
 
-use super::codec::{Cursor, Prev};
+use super::codec::{Cursor, Prev, PADDING};
 use super::{
     block_checksum, BLOCK_HEADER_LEN, FILE_HEADER_LEN, MAX_COMPRESSED_LEN, MAX_RAW_LEN,
     NATIVE_MAGIC, NATIVE_VERSION,
@@ -175,7 +175,7 @@ impl<R: Read> NativeReader<R> {
         }
         let d = self.decompressor.as_mut().unwrap();
         self.raw.clear();
-        self.raw.reserve(rlen as usize);
+        self.raw.reserve(rlen as usize + PADDING);
         let r = d.decompress_to_buffer(&self.compressed[..], &mut self.raw);
         match r {
             Err(e) => Err(self.corrupt(at, format!("zstd frame does not decode: {e}"))),
@@ -183,7 +183,10 @@ impl<R: Read> NativeReader<R> {
                 at,
                 format!("block decompresses to {n} bytes, header says {rlen}"),
             )),
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                self.raw.extend_from_slice(&[0; PADDING]);
+                Ok(())
+            }
         }
     }
 
@@ -212,10 +215,10 @@ impl<R: Read> NativeReader<R> {
         let goal = out.len() + max;
         while out.len() < goal {
             if self.left == 0 {
-                if self.pos != self.raw.len() {
+                if self.pos != self.raw_end() {
                     let reason = format!(
                         "block holds {} bytes after its {} records",
-                        self.raw.len() - self.pos,
+                        self.raw_end() - self.pos,
                         self.block_records
                     );
                     return Err(self.corrupt(self.block_offset, reason));
@@ -231,27 +234,24 @@ impl<R: Read> NativeReader<R> {
         Ok(())
     }
 
+    /// End of the current block's raw bytes (before the padding).
+    fn raw_end(&self) -> usize {
+        self.raw.len().saturating_sub(PADDING)
+    }
+
     /// Decodes records of the current block until it is done or `out` reaches `goal`.
     fn decode(&mut self, out: &mut Vec<Event>, goal: usize) -> Result<(), TraceError> {
         let n = (goal - out.len()).min(self.left as usize);
         out.reserve(n);
+        let end = self.raw_end();
         let mut cur = Cursor {
             buf: &self.raw,
+            end,
             pos: self.pos,
         };
         let mut prev = self.prev;
-        let mut done = 0;
-        let mut failure = None;
-        while done < n {
-            match cur.record(&mut prev) {
-                Ok(e) => out.push(e),
-                Err(reason) => {
-                    failure = Some((cur.pos, reason));
-                    break;
-                }
-            }
-            done += 1;
-        }
+        let (done, r) = cur.decode_into(&mut prev, out, n);
+        let failure = r.err().map(|reason| (cur.pos, reason));
         self.pos = cur.pos;
         self.prev = prev;
         self.left -= done as u32;
@@ -261,7 +261,7 @@ impl<R: Read> NativeReader<R> {
                 let index = self.block_records - self.left;
                 let reason = format!(
                     "in the block starting here, record {index} (near byte {pos} of {} decompressed): {reason}",
-                    self.raw.len()
+                    self.raw_end()
                 );
                 Err(self.corrupt(self.block_offset, reason))
             }

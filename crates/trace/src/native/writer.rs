@@ -20,6 +20,8 @@ pub struct NativeWriter<W: Write> {
     compressed: Vec<u8>,
     compressor: zstd::bulk::Compressor<'static>,
     prev: Prev,
+    /// Raw bytes per block, at most.
+    block_target: usize,
     block_records: u32,
     total: u64,
 }
@@ -45,15 +47,24 @@ impl<W: Write> NativeWriter<W> {
             compressed: Vec::with_capacity(zstd::zstd_safe::compress_bound(BLOCK_RAW_TARGET)),
             compressor,
             prev: Prev::default(),
+            block_target: BLOCK_RAW_TARGET,
             block_records: 0,
             total: 0,
         })
     }
 
+    /// Makes blocks of at most `bytes` raw bytes (at least one record each), so
+    /// that tests can make many blocks from few events.
+    #[cfg(test)]
+    pub(crate) fn with_block_target(mut self, bytes: usize) -> Self {
+        self.block_target = bytes.min(BLOCK_RAW_TARGET);
+        self
+    }
+
     /// Appends one event.
     #[inline]
     pub fn write(&mut self, event: &Event) -> io::Result<()> {
-        if self.raw.len() + MAX_RECORD_LEN > BLOCK_RAW_TARGET {
+        if self.raw.len() + MAX_RECORD_LEN > self.block_target {
             self.flush_block()?;
         }
         encode(&mut self.raw, &mut self.prev, event);
