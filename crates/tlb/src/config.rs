@@ -269,7 +269,7 @@ fn validate_geometry(a: &ArrayConfig) -> Result<(), (&'static str, String)> {
             ),
         ));
     }
-    if a.entries % w != 0 {
+    if a.entries / w * w != a.entries {
         return Err((
             "ways",
             format!("entries ({}) must be a multiple of ways ({w})", a.entries),

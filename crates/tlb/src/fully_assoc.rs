@@ -9,12 +9,20 @@ use crate::array::{key, unkey, Key, Tlb, EMPTY};
 use pagelab_core::PageSize;
 
 const NIL: u32 = u32::MAX;
+const EMPTY_SLOT: Slot = Slot {
+    key: EMPTY,
+    prev: NIL,
+    next: NIL,
+    bucket: 0,
+};
 
 #[derive(Clone, Copy, Debug)]
 struct Slot {
     key: Key,
     prev: u32,
     next: u32,
+    /// Index of the hash bucket pointing at this slot.
+    bucket: u32,
 }
 
 /// A fully associative TLB array with exact LRU replacement.
@@ -41,14 +49,7 @@ impl FullyAssoc {
         );
         let buckets = (entries * 2).next_power_of_two().max(4);
         FullyAssoc {
-            slots: vec![
-                Slot {
-                    key: EMPTY,
-                    prev: NIL,
-                    next: NIL
-                };
-                entries
-            ],
+            slots: vec![EMPTY_SLOT; entries],
             table: vec![0; buckets],
             mask: buckets - 1,
             shift: 64 - buckets.trailing_zeros(),
@@ -86,6 +87,7 @@ impl FullyAssoc {
             i = (i + 1) & self.mask;
         }
         self.table[i] = slot + 1;
+        self.slots[slot as usize].bucket = i as u32;
     }
 
     /// Empties bucket `i`, shifting later members of its probe run back so that
@@ -108,6 +110,7 @@ impl FullyAssoc {
             };
             if !stays {
                 self.table[i] = s;
+                self.slots[(s - 1) as usize].bucket = i as u32;
                 i = j;
             }
         }
@@ -157,8 +160,7 @@ impl FullyAssoc {
         } else {
             let victim = self.tail;
             let old = self.slots[victim as usize].key;
-            let bucket = self.find(old).expect("resident key is in the table");
-            self.table_remove(bucket);
+            self.table_remove(self.slots[victim as usize].bucket as usize);
             self.unlink(victim);
             (victim, Some(old))
         };
@@ -170,6 +172,10 @@ impl FullyAssoc {
 
     #[inline]
     pub(crate) fn access_key(&mut self, k: Key) -> bool {
+        // Most references repeat the most recent page: skip the hash for them.
+        if self.head != NIL && self.slots[self.head as usize].key == k {
+            return true;
+        }
         match self.find(k) {
             Some(b) => {
                 self.touch(self.table[b] - 1);
@@ -190,8 +196,7 @@ impl FullyAssoc {
         let last = (self.len - 1) as u32;
         if s != last {
             let moved = self.slots[last as usize];
-            let mb = self.find(moved.key).expect("resident key is in the table");
-            self.table[mb] = s + 1;
+            self.table[moved.bucket as usize] = s + 1;
             self.slots[s as usize] = moved;
             if moved.prev == NIL {
                 self.head = s;
@@ -204,11 +209,7 @@ impl FullyAssoc {
                 self.slots[moved.next as usize].prev = s;
             }
         }
-        self.slots[last as usize] = Slot {
-            key: EMPTY,
-            prev: NIL,
-            next: NIL,
-        };
+        self.slots[last as usize] = EMPTY_SLOT;
         self.len -= 1;
     }
 
@@ -280,11 +281,7 @@ impl Tlb for FullyAssoc {
 
     fn flush(&mut self) {
         self.table.fill(0);
-        self.slots.fill(Slot {
-            key: EMPTY,
-            prev: NIL,
-            next: NIL,
-        });
+        self.slots.fill(EMPTY_SLOT);
         self.head = NIL;
         self.tail = NIL;
         self.len = 0;

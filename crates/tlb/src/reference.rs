@@ -134,7 +134,11 @@ impl RefLevel {
         let mut best: Option<(usize, PageSize)> = None;
         for (i, a) in self.cfg.arrays.iter().enumerate() {
             for &s in a.sizes.iter().flatten() {
-                if s < size && best.map_or(true, |(_, b)| s > b) {
+                let better = match best {
+                    None => true,
+                    Some((_, b)) => s > b,
+                };
+                if s < size && better {
                     best = Some((i, s));
                 }
             }

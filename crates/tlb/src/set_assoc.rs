@@ -22,7 +22,7 @@ impl SetAssoc {
     /// and `entries / ways` is a power of two; configurations are validated first.
     pub fn new(entries: usize, ways: usize) -> SetAssoc {
         assert!(
-            ways >= 1 && entries >= ways && entries % ways == 0,
+            ways >= 1 && entries >= ways && entries / ways * ways == entries,
             "entries {entries} must be a positive multiple of ways {ways}"
         );
         let sets = entries / ways;

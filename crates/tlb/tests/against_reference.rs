@@ -13,7 +13,11 @@ enum Op {
 }
 
 fn size(i: u8) -> PageSize {
-    [PageSize::K4, PageSize::from_shift(14).unwrap(), PageSize::M2][i as usize % 3]
+    [
+        PageSize::K4,
+        PageSize::from_shift(14).unwrap(),
+        PageSize::M2,
+    ][i as usize % 3]
 }
 
 fn ops(pages: u64) -> impl Strategy<Value = Vec<Op>> {
@@ -30,9 +34,19 @@ fn check(entries: usize, ways: Option<usize>, ops: &[Op]) -> Result<(), TestCase
     let mut slow = RefTlb::new(entries, ways);
     for (i, op) in ops.iter().enumerate() {
         match *op {
-            Op::Access(v, s) => prop_assert_eq!(fast.access(v, size(s)), slow.access(v, size(s)), "step {}", i),
+            Op::Access(v, s) => prop_assert_eq!(
+                fast.access(v, size(s)),
+                slow.access(v, size(s)),
+                "step {}",
+                i
+            ),
             Op::Invalidate(v, s) => {
-                prop_assert_eq!(fast.invalidate(v, size(s)), slow.invalidate(v, size(s)), "step {}", i)
+                prop_assert_eq!(
+                    fast.invalidate(v, size(s)),
+                    slow.invalidate(v, size(s)),
+                    "step {}",
+                    i
+                )
             }
             Op::Flush => {
                 fast.flush();

@@ -8,7 +8,9 @@ const K4: PageSize = PageSize::K4;
 const M2: PageSize = PageSize::M2;
 
 fn pattern(t: &mut impl Tlb, seq: &[u64]) -> String {
-    seq.iter().map(|&v| if t.access(v, K4) { 'H' } else { 'M' }).collect()
+    seq.iter()
+        .map(|&v| if t.access(v, K4) { 'H' } else { 'M' })
+        .collect()
 }
 
 #[test]
@@ -17,7 +19,10 @@ fn fully_assoc_exact_pattern_and_eviction_order() {
     // 1-4 cold; 1 hits and becomes MRU; 5 evicts 2 (LRU); 2 evicts 3; 1 still there.
     assert_eq!(pattern(&mut t, &[1, 2, 3, 4, 1, 5, 2, 1, 3]), "MMMMHMMHM");
     // After ...,2,1,3: 3 evicted 4 (order was 1,2,5,4 → LRU 4).
-    assert_eq!(t.lru_order().iter().map(|e| e.0).collect::<Vec<_>>(), vec![3, 1, 2, 5]);
+    assert_eq!(
+        t.lru_order().iter().map(|e| e.0).collect::<Vec<_>>(),
+        vec![3, 1, 2, 5]
+    );
     assert_eq!(t.len(), 4);
 }
 
@@ -72,7 +77,11 @@ fn set_index_is_page_number_modulo_sets_for_every_size() {
 
 #[test]
 fn invalidate_and_flush() {
-    for mut t in [TlbArray::new(4, None), TlbArray::new(4, Some(2)), TlbArray::new(4, Some(4))] {
+    for mut t in [
+        TlbArray::new(4, None),
+        TlbArray::new(4, Some(2)),
+        TlbArray::new(4, Some(4)),
+    ] {
         for v in 0..4 {
             t.access(v, K4);
         }
@@ -99,7 +108,10 @@ fn invalidate_keeps_recency_order() {
     t.invalidate(2, K4);
     t.access(4, K4); // room: no eviction
     t.access(5, K4); // evicts 1, the least recent
-    assert_eq!(t.lru_order().iter().map(|e| e.0).collect::<Vec<_>>(), vec![5, 4, 3]);
+    assert_eq!(
+        t.lru_order().iter().map(|e| e.0).collect::<Vec<_>>(),
+        vec![5, 4, 3]
+    );
     let mut s = SetAssoc::new(3, 3);
     for v in [1, 2, 3] {
         s.access(v, K4);
@@ -107,7 +119,10 @@ fn invalidate_keeps_recency_order() {
     s.invalidate(2, K4);
     s.access(4, K4);
     s.access(5, K4);
-    assert_eq!(s.set_order(0).iter().map(|e| e.0).collect::<Vec<_>>(), vec![5, 4, 3]);
+    assert_eq!(
+        s.set_order(0).iter().map(|e| e.0).collect::<Vec<_>>(),
+        vec![5, 4, 3]
+    );
 }
 
 #[test]

@@ -28,7 +28,10 @@ fn two_level_exact_outcomes_and_counters() {
     let mut t = TlbHierarchy::new(&cfg(TWO_LEVEL)).unwrap();
     let k = PageSize::K4;
     let d = Side::Data;
-    let got: Vec<Outcome> = [1, 2, 3, 1, 2, 4, 5, 1].iter().map(|&v| t.access(d, v, k)).collect();
+    let got: Vec<Outcome> = [1, 2, 3, 1, 2, 4, 5, 1]
+        .iter()
+        .map(|&v| t.access(d, v, k))
+        .collect();
     // L1 (2) holds the last two pages; L2 (4) the last four distinct misses of L1.
     // 1 2 3: cold. 1: L1 has {3,2}, L2 has {3,2,1} → L2 hit. 2: L1 {1,3} → L2 hit.
     // 4: miss (L2 now 4,2,1,3). 5: miss, evicts 3 from L2. 1: L1 {5,4}, L2 has 1 → L2 hit.
@@ -38,7 +41,15 @@ fn two_level_exact_outcomes_and_counters() {
     assert_eq!((s.l1d.accesses, s.l1d.hits, s.l1d.misses), (9, 1, 8));
     let l2 = s.l2.unwrap();
     assert_eq!((l2.accesses, l2.hits, l2.misses), (8, 3, 5));
-    assert_eq!((s.data.accesses, s.data.l1_hits, s.data.l2_hits, s.data.misses), (9, 1, 3, 5));
+    assert_eq!(
+        (
+            s.data.accesses,
+            s.data.l1_hits,
+            s.data.l2_hits,
+            s.data.misses
+        ),
+        (9, 1, 3, 5)
+    );
     assert_eq!(s.instr, Default::default());
     t.reset_stats();
     assert_eq!(t.stats().data.accesses, 0);
@@ -71,7 +82,10 @@ fn weisberg_counts_walks_per_side() {
     assert_eq!(t.access(Side::Instr, 64, s16), Miss); // evicts page 0
     assert_eq!(t.access(Side::Instr, 0, s16), Miss);
     let s = t.stats();
-    assert_eq!((s.instr.accesses, s.instr.misses, s.data.accesses), (130, 66, 0));
+    assert_eq!(
+        (s.instr.accesses, s.instr.misses, s.data.accesses),
+        (130, 66, 0)
+    );
 }
 
 #[test]
@@ -84,7 +98,7 @@ fn fragment_caches_one_entry_per_base_fragment() {
     assert_eq!(t.access_addr(Side::Instr, 0x40_1000, m4), Miss); // next fragment
     assert_eq!(t.access_addr(Side::Data, 0x40_0000, m4), Miss);
     assert_eq!(t.access_addr(Side::Data, 0x7f_ffff, m4), L1Hit); // whole 4M entry
-    // Invalidating the 4M page removes all of its fragments.
+                                                                 // Invalidating the 4M page removes all of its fragments.
     t.invalidate(1, m4);
     assert_eq!(t.access_addr(Side::Instr, 0x40_0000, m4), Miss);
     assert_eq!(t.access_addr(Side::Instr, 0x40_1000, m4), Miss);
@@ -100,7 +114,7 @@ fn sizes_route_to_their_arrays() {
         t.access(Side::Data, v, g1);
     }
     assert_eq!(t.access(Side::Data, 0, g1), L2Hit); // L1 1G array held 4; L2 1G array 16
-    // 4K and 64K pages share the 64-entry 4-way array: same set, 4 ways.
+                                                    // 4K and 64K pages share the 64-entry 4-way array: same set, 4 ways.
     let k64 = size("64K");
     let k4 = PageSize::K4;
     for v in [0u64, 16, 32, 48] {
