@@ -39,7 +39,7 @@ pub(crate) struct Config {
 impl Config {
     pub(crate) fn parse(p: &Params) -> Result<Config, WorkloadError> {
         let node = p.size("node", 8, 1 << 30)?;
-        if node % 8 != 0 {
+        if !node.is_multiple_of(8) {
             return Err(p.bad(
                 "node",
                 "the node size must be a multiple of 8 (it holds a pointer)",

@@ -152,6 +152,10 @@ impl<G: Generator> Driver<G> {
 impl<G: Generator> TraceSource for Driver<G> {
     fn fill(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError> {
         let start = out.len();
+        if max == 0 {
+            // Nothing may be appended, and the trace may not be over: say so.
+            return Ok(!self.done || !self.pending.is_empty());
+        }
         let target = start + max.min(MAX_FILL);
         let carried = self.pending.len().min(target - start);
         out.extend(self.pending.drain(..carried));

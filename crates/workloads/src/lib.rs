@@ -43,6 +43,8 @@
 //! assert_eq!(events.len(), 2 * 4 * 7); // six instructions and one load per page
 //! ```
 
+#![warn(missing_docs)]
+
 mod chase;
 mod code;
 mod error;

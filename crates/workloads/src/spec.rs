@@ -34,8 +34,11 @@ pub(crate) struct Params {
     values: Vec<String>,
 }
 
+/// A spec's `key=value` pairs, in the order written.
+pub(crate) type Pairs<'a> = Vec<(&'a str, &'a str)>;
+
 /// Splits `NAME[:k=v,...]` into the name and its key/value pairs.
-pub(crate) fn split(spec: &str) -> Result<(&str, Vec<(&str, &str)>), WorkloadError> {
+pub(crate) fn split(spec: &str) -> Result<(&str, Pairs<'_>), WorkloadError> {
     let syntax = |reason: String| WorkloadError::Syntax {
         spec: spec.to_string(),
         reason,
@@ -170,7 +173,7 @@ pub fn fmt_size(bytes: u64) -> String {
         (1 << 10, "K"),
     ];
     for (unit, name) in UNITS {
-        if bytes >= unit && bytes % unit == 0 {
+        if bytes >= unit && bytes.is_multiple_of(unit) {
             return format!("{}{}", bytes / unit, name);
         }
     }

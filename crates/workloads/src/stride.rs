@@ -42,7 +42,7 @@ impl Config {
     pub(crate) fn parse(p: &Params) -> Result<Config, WorkloadError> {
         let page = p.pow2_size("page", 64, 1 << 30)?;
         let heap = p.size("heap", page, code::MAX_FOOTPRINT)?;
-        if heap % page != 0 {
+        if !heap.is_multiple_of(page) {
             return Err(p.bad(
                 "heap",
                 format!("the heap must be a multiple of page={}", fmt_size(page)),
