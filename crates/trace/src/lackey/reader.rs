@@ -107,9 +107,10 @@ impl<R: Read> LackeyReader<R> {
         self.start = 0;
         self.complete = 0;
         if self.end == self.buf.len() {
-            return self.long_line();
+            self.long_line()?;
+        } else {
+            self.read_more()?;
         }
-        self.read_more()?;
         if self.eof && self.end > 0 && self.buf[self.end - 1] != b'\n' {
             if self.end < self.buf.len() {
                 // A last line without its newline: give it one.
@@ -155,6 +156,7 @@ impl<R: Read> LackeyReader<R> {
                 return Ok(());
             }
             if self.eof {
+                self.end = 0;
                 self.line += 1;
                 return Ok(());
             }

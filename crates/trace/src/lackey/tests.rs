@@ -1,1 +1,259 @@
+//! Lackey: parsing, every error with its line, chunk boundaries, exact writing.
 
+use super::*;
+use crate::{TraceError, TraceSource};
+use pagelab_core::{AccessKind, Event, MemRef};
+use proptest::prelude::*;
+use std::io::Read;
+
+fn r(kind: AccessKind, addr: u64, size: u32) -> Event {
+    Event::Ref(MemRef { addr, size, kind })
+}
+
+/// Reads everything in batches of `batch`: the events, and the error if any.
+fn read_from(src: impl Read, batch: usize) -> (Vec<Event>, Option<TraceError>) {
+    let mut src = LackeyReader::new(src, "t.lackey");
+    let mut out = Vec::new();
+    loop {
+        match src.fill(&mut out, batch) {
+            Ok(true) => {}
+            Ok(false) => {
+                assert!(!src.fill(&mut out, batch).unwrap());
+                return (out, None);
+            }
+            Err(e) => {
+                assert_eq!(
+                    src.fill(&mut out, batch).unwrap_err().to_string(),
+                    e.to_string()
+                );
+                return (out, Some(e));
+            }
+        }
+    }
+}
+
+fn read(text: &str) -> (Vec<Event>, Option<TraceError>) {
+    read_from(text.as_bytes(), 1000)
+}
+
+fn parse_error(text: &str) -> (u64, String, String) {
+    match read(text).1 {
+        Some(TraceError::Parse {
+            source_name,
+            line,
+            text,
+            reason,
+        }) => {
+            assert_eq!(source_name, "t.lackey");
+            assert!(reason.contains("a Lackey line is"), "{reason}");
+            (line, text, reason)
+        }
+        other => panic!("expected a parse error, got {other:?}"),
+    }
+}
+
+/// A reader that hands out at most `n` bytes per call.
+struct Trickle<'a>(&'a [u8], usize);
+
+impl Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.1.min(buf.len()).min(self.0.len());
+        buf[..n].copy_from_slice(&self.0[..n]);
+        self.0 = &self.0[n..];
+        Ok(n)
+    }
+}
+
+#[test]
+fn parses_valgrind_output() {
+    let text = "==6298== Lackey, an example Valgrind tool\n==6298== \n\
+                I  0401ab70,3\n S 1fff000758,8\n L 04000b20,4\n M 7ff0001234,16\n\n==6298== Exit\n";
+    let (events, err) = read(text);
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(
+        events,
+        vec![
+            r(AccessKind::Instr, 0x0401ab70, 3),
+            r(AccessKind::Store, 0x1fff000758, 8),
+            r(AccessKind::Load, 0x04000b20, 4),
+            r(AccessKind::Modify, 0x7ff0001234, 16),
+        ]
+    );
+}
+
+#[test]
+fn tolerates_spacing_a_missing_newline_and_crlf() {
+    let text = "  I 10,1\nL     20,2  \r\n    S\t"; // the tab is not spacing
+    assert_eq!(parse_error(text).0, 3);
+    let text = "  I 10,1\nL     20,2  \r\n S 0000000000000000000030,0";
+    let (events, err) = read(text);
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(
+        events,
+        vec![
+            r(AccessKind::Instr, 0x10, 1),
+            r(AccessKind::Load, 0x20, 2),
+            r(AccessKind::Store, 0x30, 0)
+        ]
+    );
+    let (events, err) = read("I  ffffffffffffffff,4294967295");
+    assert!(err.is_none());
+    assert_eq!(events, vec![r(AccessKind::Instr, u64::MAX, u32::MAX)]);
+    assert_eq!(read("").0, vec![]);
+    assert_eq!(read("\n\n").0, vec![]);
+}
+
+#[test]
+fn every_error_names_its_line() {
+    let cases: &[(&str, u64, &str)] = &[
+        ("I  10,1\nX  10,1\n", 2, "unknown record type"),
+        ("I  10,1\n\nIX 10,1\n", 3, "space after the record letter"),
+        ("I  ,1\n", 1, "hexadecimal address"),
+        ("I  10;1\n", 1, "`,` after the address"),
+        ("I  10,\n", 1, "decimal size"),
+        ("I  10,x\n", 1, "decimal size"),
+        ("I  10,1 x\n", 1, "after the size"),
+        ("I  10,1x\n", 1, "after the size"),
+        ("I  1ffffffffffffffff,1\n", 1, "64 bits"),
+        ("I  10,4294967296\n", 1, "32 bits"),
+        ("I  10,99999999999999999999999\n", 1, "32 bits"),
+        ("I  0x10,1\n", 1, "`,` after the address"),
+        (" == not valgrind\n", 1, "unknown record type"),
+        ("=\n", 1, "unknown record type"),
+        ("i  10,1", 1, "unknown record type"),
+        ("I  10,1\nI  10,1\nI  10,", 3, "decimal size"),
+    ];
+    for (text, line, want) in cases {
+        let (l, _, reason) = parse_error(text);
+        assert_eq!(l, *line, "{text:?}: {reason}");
+        assert!(reason.contains(want), "{text:?}: {reason}");
+    }
+    let (_, quoted, _) = parse_error("ok\n");
+    assert_eq!(quoted, "ok");
+    let long = format!("I  10,1\nI  {}\n", "z".repeat(500));
+    let (line, quoted, _) = parse_error(&long);
+    assert_eq!(line, 2);
+    assert_eq!(
+        quoted.len(),
+        203,
+        "quotes are truncated to 200 bytes plus `...`"
+    );
+}
+
+#[test]
+fn events_before_an_error_are_delivered_first() {
+    let (events, err) = read_from("I  10,1\n L 20,8\nbad\n".as_bytes(), 1);
+    assert_eq!(events.len(), 2);
+    assert!(matches!(err, Some(TraceError::Parse { line: 3, .. })));
+}
+
+/// Many lines with a line number in them, crossing several 1 MiB chunks.
+fn big_text() -> (String, Vec<Event>) {
+    let mut text = String::new();
+    let mut events = Vec::new();
+    for i in 0..300_000u64 {
+        if i % 1000 == 0 {
+            text.push_str("==1== some valgrind chatter\n");
+        }
+        let addr = i * 0x1_0001;
+        let size = (i % 64) as u32;
+        text.push_str(&format!(" L {addr:08x},{size}\n"));
+        events.push(r(AccessKind::Load, addr, size));
+    }
+    (text, events)
+}
+
+#[test]
+fn lines_straddling_chunks_are_read_whole() {
+    let (text, events) = big_text();
+    assert!(text.len() > 3 * (1 << 20));
+    for (batch, step) in [(1 << 16, usize::MAX), (7, 4096), (100_000, 13)] {
+        let (back, err) = read_from(Trickle(text.as_bytes(), step), batch);
+        assert!(err.is_none(), "{err:?}");
+        assert_eq!(back, events);
+    }
+    // An error deep in the file names the right line.
+    let bad = text.clone() + "I  12,zz\n";
+    let lines = text.lines().count() as u64;
+    let (back, err) = read_from(Trickle(bad.as_bytes(), 1 << 19), 1 << 16);
+    assert_eq!(back, events);
+    assert!(matches!(err, Some(TraceError::Parse { line, .. }) if line == lines + 1));
+}
+
+#[test]
+fn long_lines() {
+    // A Valgrind line longer than the buffer is skipped...
+    let text = format!("I  10,1\n=={}\nI  20,2", "x".repeat(3 << 20));
+    let (events, err) = read(&text);
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(
+        events,
+        vec![r(AccessKind::Instr, 0x10, 1), r(AccessKind::Instr, 0x20, 2)]
+    );
+    let text = format!("=={}", "x".repeat(3 << 20));
+    let (events, err) = read(&text);
+    assert!(events.is_empty() && err.is_none(), "{err:?}");
+    // ...and any other is refused.
+    let text = format!("I  10,1\nI  {}\n", "0".repeat(2 << 20));
+    let (line, _, reason) = parse_error(&text);
+    assert_eq!(line, 2);
+    assert!(reason.contains("longer than 1 MiB"), "{reason}");
+}
+
+fn written(events: &[Event]) -> (String, u64) {
+    let mut w = LackeyWriter::new(Vec::new());
+    events.iter().for_each(|e| w.write(e).unwrap());
+    let dropped = w.dropped();
+    (String::from_utf8(w.finish().unwrap()).unwrap(), dropped)
+}
+
+#[test]
+fn writes_exactly_as_lackey() {
+    let events = vec![
+        r(AccessKind::Instr, 0x0401ab70, 3),
+        r(AccessKind::Store, 0x1fff000758, 8),
+        r(AccessKind::Load, 0, 0),
+        r(AccessKind::Modify, u64::MAX, u32::MAX),
+        Event::Brk { end: 5 },
+        r(AccessKind::Instr, 0xabc, 15),
+    ];
+    let (text, dropped) = written(&events);
+    assert_eq!(
+        text,
+        "I  0401ab70,3\n S 1fff000758,8\n L 00000000,0\n M ffffffffffffffff,4294967295\nI  00000abc,15\n"
+    );
+    assert_eq!(dropped, 1);
+    let mut refs = events.clone();
+    refs.retain(|e| matches!(e, Event::Ref(_)));
+    let (back, err) = read(&text);
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(back, refs);
+}
+
+fn arb_ref() -> impl Strategy<Value = Event> {
+    let addr = prop_oneof![
+        Just(0u64),
+        Just(u64::MAX),
+        any::<u64>(),
+        0u64..0x1_0000_0000
+    ];
+    let size = prop_oneof![Just(0u32), Just(u32::MAX), 0u32..64, any::<u32>()];
+    let kind = prop_oneof![
+        Just(AccessKind::Instr),
+        Just(AccessKind::Load),
+        Just(AccessKind::Store),
+        Just(AccessKind::Modify)
+    ];
+    (kind, addr, size).prop_map(|(kind, addr, size)| r(kind, addr, size))
+}
+
+proptest! {
+    #[test]
+    fn references_round_trip(events in proptest::collection::vec(arb_ref(), 0..300), batch in 1usize..50) {
+        let (text, dropped) = written(&events);
+        prop_assert_eq!(dropped, 0);
+        let (back, err) = read_from(text.as_bytes(), batch);
+        prop_assert!(err.is_none());
+        prop_assert_eq!(back, events);
+    }
+}
