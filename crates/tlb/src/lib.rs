@@ -12,7 +12,7 @@
 //! - [`TlbConfig`] is read from TOML ([`load`], [`resolve`]) or taken from the
 //!   built-in [`presets`] (`weisberg`, the default, `pentium4`, `pkunity`,
 //!   `power5plus`, `skylake`, `zen4`).
-//! - [`reference`] is the slow, obviously-correct oracle the tests compare against.
+//! - [`mod@reference`] is the slow, obviously-correct oracle the tests compare against.
 //!
 //! ```
 //! use pagelab_core::PageSize;
