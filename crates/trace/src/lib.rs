@@ -38,6 +38,8 @@
 //!
 //! Contract: see [`TraceSource`].
 
+#![warn(missing_docs)]
+
 mod convert;
 mod lackey;
 mod native;

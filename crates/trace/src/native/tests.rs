@@ -370,11 +370,7 @@ fn truncation_at_every_offset_gives_whole_blocks_then_an_error() {
             matches!(err, Some(TraceError::Corrupt { .. })),
             "cut at {cut}: {err:?}"
         );
-        let whole = ends
-            .iter()
-            .filter(|(end, _)| *end <= cut)
-            .last()
-            .map_or(0, |e| e.1);
+        let whole = ends.iter().rfind(|(end, _)| *end <= cut).map_or(0, |e| e.1);
         assert_eq!(back.len(), whole, "cut at {cut}");
         assert_eq!(back, events[..whole], "cut at {cut}");
     }
