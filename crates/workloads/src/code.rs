@@ -160,7 +160,7 @@ impl<G: Generator> TraceSource for Driver<G> {
         let carried = self.pending.len().min(target - start);
         out.extend(self.pending.drain(..carried));
         if !self.done && out.len() < target {
-            out.reserve(target - out.len());
+            out.reserve((target - out.len()).min(1 << 16));
             while out.len() + G::MAX_STEP <= target {
                 if !self.gen.step(out) {
                     self.done = true;

@@ -69,3 +69,18 @@ fn generators_hold_no_growing_buffers() {
     assert!(std::mem::size_of::<chase::Chase>() <= 256);
     let _ = Event::Exit { status: 0 };
 }
+
+#[test]
+fn crate_docs_name_every_parameter_with_its_default() {
+    let docs = include_str!("lib.rs");
+    for d in catalog() {
+        for p in d.params {
+            let text = format!("`{}={}`", p.name, p.default);
+            assert!(
+                docs.contains(&text),
+                "lib.rs docs lack {text} of {}",
+                d.name
+            );
+        }
+    }
+}
