@@ -86,7 +86,7 @@ impl<R: Read> LackeyReader<R> {
     }
 
     fn fill_inner(&mut self, out: &mut Vec<Event>, max: usize) -> Result<(), TraceError> {
-        let goal = out.len() + max;
+        let goal = out.len().saturating_add(max);
         out.reserve(max.min(1 << 16));
         while out.len() < goal {
             if self.start < self.complete {

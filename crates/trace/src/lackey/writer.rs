@@ -83,16 +83,27 @@ impl<W: Write> LackeyWriter<W> {
     }
 }
 
+/// Each byte value as two lower-case hexadecimal digits.
+static HEX2: [[u8; 2]; 256] = {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut t = [[0u8; 2]; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = [DIGITS[i >> 4], DIGITS[i & 15]];
+        i += 1;
+    }
+    t
+};
+
 /// Appends `v` in lower-case hexadecimal, at least 8 digits, zero padded (`%08lx`).
 #[inline]
 fn push_hex(buf: &mut Vec<u8>, v: u64) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let n = ((64 - v.leading_zeros() as usize).div_ceil(4)).max(8);
     let mut tmp = [0u8; 16];
-    for (i, slot) in tmp[..n].iter_mut().enumerate() {
-        *slot = DIGITS[((v >> (4 * (n - 1 - i))) & 15) as usize];
+    for (pair, byte) in tmp.chunks_exact_mut(2).zip(v.to_be_bytes()) {
+        pair.copy_from_slice(&HEX2[byte as usize]);
     }
-    buf.extend_from_slice(&tmp[..n]);
+    let digits = (64 - v.leading_zeros() as usize).div_ceil(4).max(8);
+    buf.extend_from_slice(&tmp[16 - digits..]);
 }
 
 /// Appends `v` in decimal (`%lu`).

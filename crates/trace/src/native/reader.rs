@@ -212,7 +212,7 @@ impl<R: Read> NativeReader<R> {
         if !self.header_read {
             self.read_header()?;
         }
-        let goal = out.len() + max;
+        let goal = out.len().saturating_add(max);
         while out.len() < goal {
             if self.left == 0 {
                 if self.pos != self.raw_end() {

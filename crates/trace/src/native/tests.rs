@@ -132,7 +132,7 @@ fn corrupt_offset(bytes: &[u8]) -> (u64, String) {
 fn every_variant_round_trips() {
     let events = zoo();
     for target in [BLOCK_RAW_TARGET, 64, 1] {
-        for batch in [1, 3, 1000] {
+        for batch in [1, 3, 1000, usize::MAX] {
             let (back, err) = read(&write(&events, target), batch);
             assert!(err.is_none(), "{err:?}");
             assert_eq!(back, events);
