@@ -257,3 +257,22 @@ proptest! {
         prop_assert_eq!(back, events);
     }
 }
+
+proptest! {
+    /// Garbage never panics: it parses or names a line within the input.
+    #[test]
+    fn garbage_is_an_error_not_a_panic(
+        bytes in proptest::collection::vec(
+            prop_oneof![Just(b'\n'), Just(b' '), Just(b'I'), Just(b'L'), Just(b','), Just(b'='),
+                        Just(b'f'), Just(b'9'), any::<u8>()],
+            0..400,
+        ),
+        batch in 1usize..20,
+    ) {
+        let lines = bytes.iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+        if let (_, Some(err)) = read_from(&bytes[..], batch) {
+            let is_parse_error_within_input = matches!(err, TraceError::Parse { line, .. } if line <= lines);
+            prop_assert!(is_parse_error_within_input, "{}", err);
+        }
+    }
+}

@@ -451,3 +451,15 @@ proptest! {
         prop_assert_eq!(back, events);
     }
 }
+
+proptest! {
+    /// Garbage after a valid file header never panics and is always an error.
+    #[test]
+    fn garbage_is_an_error_not_a_panic(tail in proptest::collection::vec(any::<u8>(), 0..300)) {
+        let mut bytes = write(&[], BLOCK_RAW_TARGET)[..FILE_HEADER_LEN].to_vec();
+        bytes.extend_from_slice(&tail);
+        let (back, err) = read(&bytes, 3);
+        prop_assert!(back.is_empty());
+        prop_assert!(matches!(err, Some(TraceError::Corrupt { .. })), "{:?}", err);
+    }
+}
