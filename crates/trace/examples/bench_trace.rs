@@ -97,15 +97,16 @@ struct Timing {
 }
 
 impl Timing {
-    /// `what` per second, by wall clock and by CPU time.
-    fn rate(&self, what: f64) -> String {
-        match self.cpu {
-            Some(cpu) => format!(
-                "{:.0} (per CPU-second: {:.0})",
-                what / self.wall,
-                what / cpu
-            ),
-            None => format!("{:.0}", what / self.wall),
+    /// Prints `label: N refs/s[, M MB/s]` by wall clock, then the same per
+    /// CPU-second on an indented line when known.
+    fn report(&self, label: &str, refs: f64, mb: Option<f64>, note: &str) {
+        let line = |secs: f64| match mb {
+            Some(mb) => format!("{:.0} refs/s, {:.0} MB/s", refs / secs, mb / secs),
+            None => format!("{:.0} refs/s", refs / secs),
+        };
+        println!("{label}: {}{note}", line(self.wall));
+        if let Some(cpu) = self.cpu {
+            println!("    per CPU-second: {}", line(cpu));
         }
     }
 }
@@ -142,10 +143,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         w.finish().unwrap()
     });
     let mb = text.len() as f64 / 1e6;
-    println!(
-        "lackey write: {} refs/s, {} MB/s ({mb:.0} MB)",
-        t.rate(n),
-        t.rate(mb)
+    t.report(
+        "lackey write",
+        n,
+        Some(mb),
+        &format!(" ({mb:.0} MB of text)"),
     );
 
     let (t, native) = best(1, || {
@@ -153,19 +155,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         events.iter().for_each(|e| w.write(e).unwrap());
         w.finish().unwrap()
     });
-    println!(
-        "native write: {} refs/s ({:.1} MB, {:.2} bytes/ref)",
-        t.rate(n),
+    let note = format!(
+        " ({:.1} MB, {:.2} bytes/ref)",
         native.len() as f64 / 1e6,
         native.len() as f64 / n
     );
+    t.report("native write", n, None, &note);
 
     let (t, count) = best(3, || drain(&mut LackeyReader::new(&text[..], "bench")));
     assert_eq!(count, events.len() as u64);
-    println!("lackey parse: {} refs/s, {} MB/s", t.rate(n), t.rate(mb));
+    t.report("lackey parse", n, Some(mb), "");
 
     let (t, count) = best(3, || drain(&mut NativeReader::new(&native[..], "bench")));
     assert_eq!(count, events.len() as u64);
-    println!("native decode: {} refs/s", t.rate(n));
+    t.report("native decode", n, None, "");
     Ok(())
 }
