@@ -2,7 +2,7 @@
 
 use crate::{Format, LackeyWriter, NativeWriter, TraceError, TraceSource};
 use pagelab_core::Event;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 
 /// What [`convert`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -58,7 +58,8 @@ pub fn convert(
             Ok(stats)
         }
         Format::Lackey => {
-            let mut w = LackeyWriter::new(BufWriter::new(out));
+            // The Lackey writer gathers 64 KiB before each write: no BufWriter needed.
+            let mut w = LackeyWriter::new(out);
             pump(src, |e| w.write(e)).map_err(|e| e.named(out_path))?;
             let stats = ConvertStats {
                 events: w.written(),

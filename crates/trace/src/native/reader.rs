@@ -260,7 +260,7 @@ impl<R: Read> NativeReader<R> {
             Some((pos, reason)) => {
                 let index = self.block_records - self.left;
                 let reason = format!(
-                    "in the block starting here, record {index} (near byte {pos} of {} decompressed): {reason}",
+                    "in the block starting here, record {index} (counting from 0; near byte {pos} of {} decompressed): {reason}",
                     self.raw_end()
                 );
                 Err(self.corrupt(self.block_offset, reason))
