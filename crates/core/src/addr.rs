@@ -4,7 +4,9 @@ use crate::PageSize;
 use serde::{Deserialize, Serialize};
 
 /// A virtual byte address.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct VirtAddr(pub u64);
 
@@ -12,12 +14,16 @@ pub struct VirtAddr(pub u64);
 ///
 /// A `Vpn` does not remember its page size; the code that holds one also holds
 /// the size it was computed with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Vpn(pub u64);
 
 /// A physical frame number, in units of the smallest page size of the model.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Pfn(pub u64);
 

@@ -201,14 +201,26 @@ mod tests {
 
     #[test]
     fn event_stays_small() {
-        assert!(std::mem::size_of::<Event>() <= 24, "{}", std::mem::size_of::<Event>());
+        assert!(
+            std::mem::size_of::<Event>() <= 24,
+            "{}",
+            std::mem::size_of::<Event>()
+        );
     }
 
     #[test]
     fn last_byte_of_zero_size_ref_is_its_address() {
-        let r = MemRef { addr: 10, size: 0, kind: AccessKind::Load };
+        let r = MemRef {
+            addr: 10,
+            size: 0,
+            kind: AccessKind::Load,
+        };
         assert_eq!(r.last_byte(), 10);
-        let r = MemRef { addr: 10, size: 8, kind: AccessKind::Load };
+        let r = MemRef {
+            addr: 10,
+            size: 8,
+            kind: AccessKind::Load,
+        };
         assert_eq!(r.last_byte(), 17);
     }
 }

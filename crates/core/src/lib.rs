@@ -17,9 +17,7 @@ mod event;
 mod size;
 
 pub use addr::{Pfn, VirtAddr, Vpn};
-pub use event::{
-    AccessKind, Advice, Backing, Event, MapEvent, MemRef, Prot, Sharing, ThreadId,
-};
+pub use event::{AccessKind, Advice, Backing, Event, MapEvent, MemRef, Prot, Sharing, ThreadId};
 pub use size::{parse_bytes, parse_page_sizes, Bytes, Order, PageSize, PageSizeError};
 
 /// Where a trace came from, as recorded in every result.

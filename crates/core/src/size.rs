@@ -18,12 +18,16 @@ pub struct PageSize {
 }
 
 /// An allocation order: the log2 of a number of base pages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Order(pub u8);
 
 /// A count of bytes, displayed as people write sizes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Bytes(pub u64);
 
@@ -109,8 +113,9 @@ impl<'de> Deserialize<'de> for PageSize {
             Text(String),
         }
         match Raw::deserialize(d)? {
-            Raw::Num(n) => PageSize::from_bytes(n)
-                .ok_or_else(|| serde::de::Error::custom(PageSizeError::NotAPageSize(n.to_string()))),
+            Raw::Num(n) => PageSize::from_bytes(n).ok_or_else(|| {
+                serde::de::Error::custom(PageSizeError::NotAPageSize(n.to_string()))
+            }),
             Raw::Text(t) => t.parse().map_err(serde::de::Error::custom),
         }
     }
@@ -160,7 +165,12 @@ pub fn parse_page_sizes(s: &str) -> Result<Vec<PageSize>, PageSizeError> {
 impl fmt::Display for Bytes {
     /// Exact multiples print as `64K`, `2M`; others with one decimal (`1.5M`); below 1K as `512B`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const UNITS: [(u64, &str); 4] = [(1 << 40, "T"), (1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
+        const UNITS: [(u64, &str); 4] = [
+            (1 << 40, "T"),
+            (1 << 30, "G"),
+            (1 << 20, "M"),
+            (1 << 10, "K"),
+        ];
         let b = self.0;
         for (unit, name) in UNITS {
             if b >= unit {
@@ -192,11 +202,26 @@ mod tests {
     #[test]
     fn refuses_bad_sizes_with_reason() {
         let e = "3K".parse::<PageSize>().unwrap_err().to_string();
-        assert!(e.contains("3K") && e.contains("power of two from 4K to 1G"), "{e}");
-        assert!(matches!("2K".parse::<PageSize>(), Err(PageSizeError::NotAPageSize(_))));
-        assert!(matches!("2G".parse::<PageSize>(), Err(PageSizeError::NotAPageSize(_))));
-        assert!(matches!("x4K".parse::<PageSize>(), Err(PageSizeError::Syntax(_))));
-        assert!(matches!("".parse::<PageSize>(), Err(PageSizeError::Syntax(_))));
+        assert!(
+            e.contains("3K") && e.contains("power of two from 4K to 1G"),
+            "{e}"
+        );
+        assert!(matches!(
+            "2K".parse::<PageSize>(),
+            Err(PageSizeError::NotAPageSize(_))
+        ));
+        assert!(matches!(
+            "2G".parse::<PageSize>(),
+            Err(PageSizeError::NotAPageSize(_))
+        ));
+        assert!(matches!(
+            "x4K".parse::<PageSize>(),
+            Err(PageSizeError::Syntax(_))
+        ));
+        assert!(matches!(
+            "".parse::<PageSize>(),
+            Err(PageSizeError::Syntax(_))
+        ));
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! The loop: pull batches from a source, step the study, report progress.
 
 use crate::{Study, StudyConfig};
+use pagelab_core::Event;
 use pagelab_report::SimResult;
 use pagelab_trace::{TraceError, TraceSource};
+use std::sync::mpsc;
 
 /// Why a run stopped.
 #[derive(Debug, thiserror::Error)]
@@ -16,8 +18,11 @@ pub enum EngineError {
 }
 use std::time::Instant;
 
-/// Events per batch: large enough to amortise the source's call, small enough to stay in cache.
-pub const BATCH: usize = 4096;
+/// Events per batch: large enough that stepping the runs in parallel pays off.
+pub const BATCH: usize = 64 * 1024;
+
+/// Batches in flight between the reading thread and the stepping thread.
+const IN_FLIGHT: usize = 4;
 
 /// Receives progress while a long trace runs.
 pub trait Progress {
@@ -32,28 +37,53 @@ impl Progress for () {
 }
 
 /// Runs a whole study over `src`, in constant memory whatever the trace length.
+///
+/// Reading (parsing, decompressing, generating) runs on its own thread, a few
+/// batches ahead of the study, so the two overlap on a machine with two cores.
 pub fn run_study(
-    src: &mut dyn TraceSource,
+    src: &mut (dyn TraceSource + Send),
     cfg: &StudyConfig,
     progress: &mut dyn Progress,
 ) -> Result<SimResult, EngineError> {
     let start = Instant::now();
     let mut study = Study::new(cfg)?;
-    let mut batch = Vec::with_capacity(BATCH);
-    let mut next_report = 1u64 << 20;
-    loop {
-        batch.clear();
-        if !src.fill(&mut batch, BATCH)? {
-            break;
-        }
-        study.feed(&batch);
-        if study.refs() >= next_report {
-            progress.update(study.refs(), start.elapsed());
-            next_report = study.refs() + (1 << 20);
-        }
+    let info = src.info();
+    let (full_tx, full_rx) = mpsc::sync_channel::<Vec<Event>>(IN_FLIGHT);
+    let (empty_tx, empty_rx) = mpsc::sync_channel::<Vec<Event>>(IN_FLIGHT + 1);
+    for _ in 0..=IN_FLIGHT {
+        let _ = empty_tx.send(Vec::with_capacity(BATCH));
     }
+    let read_outcome = std::thread::scope(|scope| {
+        let reader = scope.spawn(move || -> Result<(), TraceError> {
+            // Ends when the source is exhausted or fails, or when the study hung up.
+            while let Ok(mut batch) = empty_rx.recv() {
+                batch.clear();
+                if !src.fill(&mut batch, BATCH)? {
+                    return Ok(());
+                }
+                if full_tx.send(batch).is_err() {
+                    return Ok(());
+                }
+            }
+            Ok(())
+        });
+        let mut next_report = 1u64 << 20;
+        for batch in full_rx.iter() {
+            study.feed(&batch);
+            if study.refs() >= next_report {
+                progress.update(study.refs(), start.elapsed());
+                next_report = study.refs() + (1 << 20);
+            }
+            let _ = empty_tx.send(batch);
+        }
+        reader.join()
+    });
     progress.done();
-    let mut result = study.finish(src.info());
+    match read_outcome {
+        Ok(r) => r?,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+    let mut result = study.finish(info);
     result.elapsed_seconds = Some(start.elapsed().as_secs_f64());
     Ok(result)
 }

@@ -40,14 +40,19 @@ struct SizeRun {
 
 impl SizeRun {
     fn new(size: PageSize, tlb: &TlbConfig) -> Result<Self, TlbError> {
-        let fragments = tlb
-            .levels()
-            .iter()
-            .any(|(_, l)| l.arrays.iter().any(|a| a.other_sizes == OtherSizes::Fragment));
+        let fragments = tlb.levels().iter().any(|(_, l)| {
+            l.arrays
+                .iter()
+                .any(|a| a.other_sizes == OtherSizes::Fragment)
+        });
         Ok(SizeRun {
             size,
             shift: size.shift(),
-            key_shift: if fragments { FILTER_SHIFT } else { size.shift() },
+            key_shift: if fragments {
+                FILTER_SHIFT
+            } else {
+                size.shift()
+            },
             tlb: TlbHierarchy::new(tlb)?,
             last: [u64::MAX; 2],
             accesses: [0; 2],
@@ -80,10 +85,27 @@ impl SizeRun {
         }
     }
 
+    /// Every page a pending reference touches, in ascending order, each at its first byte
+    /// (the first page at the reference's own address, which matters to fragmenting arrays).
+    #[inline]
+    fn reference(&mut self, p: &Pending) {
+        let side = p.side as usize;
+        self.touch(side, p.first);
+        for vpn in (p.first >> self.shift) + 1..=(p.last >> self.shift) {
+            self.touch(side, vpn << self.shift);
+        }
+    }
+
     fn stats(&self, filtered: [u64; 2]) -> RunStats {
         let bytes = self.size.bytes();
         let t = self.tlb.stats();
-        let named = [("l1i", Some(t.l1i)), ("l1d", Some(t.l1d)), ("l2", t.l2), ("l2i", t.l2i), ("l2d", t.l2d)];
+        let named = [
+            ("l1i", Some(t.l1i)),
+            ("l1d", Some(t.l1d)),
+            ("l2", t.l2),
+            ("l2i", t.l2i),
+            ("l2d", t.l2d),
+        ];
         let mut levels: Vec<LevelStats> = named
             .into_iter()
             .filter_map(|(name, l)| {
@@ -117,7 +139,23 @@ impl SizeRun {
     }
 }
 
+/// A reference that the shared repeat filter could not answer: its byte range and side.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    first: u64,
+    last: u64,
+    side: u8,
+}
+
+/// Below this many pending references a batch is stepped on one thread.
+const PARALLEL_MIN: usize = 16 * 1024;
+
 /// A page-size study in progress: feed it events, then ask for the result.
+///
+/// Each batch is stepped in two phases: one cheap serial pass answers every
+/// reference that repeats its side's previous 4K page (a hit in every run's
+/// L1) and collects the rest; then every page size's run steps over that
+/// remainder, the runs in parallel when the batch is large.
 ///
 /// ```
 /// use pagelab_core::{AccessKind, Event, MemRef, PageSize};
@@ -136,6 +174,7 @@ pub struct Study {
     filtered: [u64; 2],
     refs: [u64; 2],
     other_events: u64,
+    pending: Vec<Pending>,
     tlb_json: serde_json::Value,
 }
 
@@ -152,6 +191,7 @@ impl Study {
             filtered: [0; 2],
             refs: [0; 2],
             other_events: 0,
+            pending: Vec::new(),
             tlb_json: serde_json::to_value(&cfg.tlb).unwrap_or(serde_json::Value::Null),
         })
     }
@@ -164,16 +204,29 @@ impl Study {
     /// Steps every run over a batch of events. Events other than references
     /// are counted and otherwise ignored: every page here is one fixed size.
     pub fn feed(&mut self, events: &[Event]) {
+        self.pending.clear();
         for ev in events {
             match ev {
-                Event::Ref(r) => self.reference(r),
+                Event::Ref(r) => self.filter(r),
                 _ => self.other_events += 1,
             }
+        }
+        let pending = &self.pending;
+        let step = |run: &mut SizeRun| {
+            for p in pending {
+                run.reference(p);
+            }
+        };
+        if pending.len() >= PARALLEL_MIN && self.runs.len() > 1 {
+            use rayon::prelude::*;
+            self.runs.par_iter_mut().for_each(step);
+        } else {
+            self.runs.iter_mut().for_each(step);
         }
     }
 
     #[inline]
-    fn reference(&mut self, r: &MemRef) {
+    fn filter(&mut self, r: &MemRef) {
         let side = usize::from(!r.kind.is_instr());
         self.refs[side] += 1;
         let first = r.addr;
@@ -186,13 +239,11 @@ impl Study {
             return;
         }
         self.last_small[side] = last >> FILTER_SHIFT;
-        for run in &mut self.runs {
-            run.touch(side, first);
-            // Further pages of a straddling reference, each at its first byte.
-            for vpn in (first >> run.shift) + 1..=(last >> run.shift) {
-                run.touch(side, vpn << run.shift);
-            }
-        }
+        self.pending.push(Pending {
+            first,
+            last,
+            side: side as u8,
+        });
     }
 
     /// The result so far, in the `pagelab.sim/1` schema.

@@ -8,6 +8,10 @@ use pagelab_report::RunStats;
 use proptest::prelude::*;
 use std::collections::HashSet;
 
+/// The eight figures of one run: iTLB accesses, iTLB misses, dTLB accesses,
+/// dTLB misses, code, data and total footprint bytes, faults.
+type Figures = (u64, u64, u64, u64, u64, u64, u64, u64);
+
 /// One page size of the 003 paper's study: 64 I + 64 D entries, fully associative, LRU.
 struct RefRun {
     shift: u32,
@@ -34,7 +38,7 @@ impl RefRun {
         self.pages[side].insert(page);
     }
 
-    fn stats(&self) -> (u64, u64, u64, u64, u64, u64, u64, u64) {
+    fn stats(&self) -> Figures {
         let b = 1u64 << self.shift;
         let all: HashSet<u64> = self.pages[0].union(&self.pages[1]).copied().collect();
         (
@@ -50,7 +54,7 @@ impl RefRun {
     }
 }
 
-fn reference(events: &[Event], sizes: &[PageSize], entries: usize) -> Vec<(u64, u64, u64, u64, u64, u64, u64, u64)> {
+fn reference(events: &[Event], sizes: &[PageSize], entries: usize) -> Vec<Figures> {
     let mut runs: Vec<RefRun> = sizes
         .iter()
         .map(|s| RefRun {
@@ -78,7 +82,10 @@ fn reference(events: &[Event], sizes: &[PageSize], entries: usize) -> Vec<(u64, 
 }
 
 fn fast(events: &[Event], sizes: &[PageSize]) -> Vec<RunStats> {
-    let cfg = StudyConfig { page_sizes: sizes.to_vec(), tlb: pagelab_tlb::preset("weisberg").unwrap() };
+    let cfg = StudyConfig {
+        page_sizes: sizes.to_vec(),
+        tlb: pagelab_tlb::preset("weisberg").unwrap(),
+    };
     let mut study = Study::new(&cfg).unwrap();
     for chunk in events.chunks(1000) {
         study.feed(chunk);
@@ -86,7 +93,7 @@ fn fast(events: &[Event], sizes: &[PageSize]) -> Vec<RunStats> {
     study.finish(Default::default()).runs
 }
 
-fn flat(r: &RunStats) -> (u64, u64, u64, u64, u64, u64, u64, u64) {
+fn flat(r: &RunStats) -> Figures {
     (
         r.itlb_accesses,
         r.itlb_misses,
@@ -112,7 +119,13 @@ fn hand_computed_tiny_trace() {
     use AccessKind::*;
     // Instruction at 0x1000 (4 bytes), a load spanning 0x1ffc..0x2003 (two 4K pages),
     // a store back on page 0x1000, a modify on 0x5000.
-    let ev = vec![r(Instr, 0x1000, 4), r(Load, 0x1ffc, 8), r(Store, 0x1008, 8), r(Modify, 0x5000, 8), r(Instr, 0x1004, 2)];
+    let ev = vec![
+        r(Instr, 0x1000, 4),
+        r(Load, 0x1ffc, 8),
+        r(Store, 0x1008, 8),
+        r(Modify, 0x5000, 8),
+        r(Instr, 0x1004, 2),
+    ];
     let sizes = pagelab_core::parse_page_sizes("4K,8K,64K").unwrap();
     let got = fast(&ev, &sizes);
     // 4K: I: two accesses to page 1, one miss. D: pages 1,2 (load), 1 (store), 5 (modify):
@@ -123,29 +136,43 @@ fn hand_computed_tiny_trace() {
     assert_eq!(flat(&got[1]), (2, 1, 4, 3, 8192, 3 * 8192, 3 * 8192, 3));
     // 64K: everything in page 0.
     assert_eq!(flat(&got[2]), (2, 1, 3, 1, 65536, 65536, 65536, 1));
-    assert_eq!(got.iter().map(flat).collect::<Vec<_>>(), reference(&ev, &sizes, 64));
+    assert_eq!(
+        got.iter().map(flat).collect::<Vec<_>>(),
+        reference(&ev, &sizes, 64)
+    );
 }
 
 #[test]
 fn lru_evicts_the_least_recent_of_64() {
     // 65 distinct pages, then the first again: a miss (evicted); then the 65th: a hit.
-    let mut ev: Vec<Event> = (0..65u64).map(|p| r(AccessKind::Load, p << 12, 8)).collect();
+    let mut ev: Vec<Event> = (0..65u64)
+        .map(|p| r(AccessKind::Load, p << 12, 8))
+        .collect();
     ev.push(r(AccessKind::Load, 0, 8));
     ev.push(r(AccessKind::Load, 64 << 12, 8));
     let got = fast(&ev, &[PageSize::K4]);
     assert_eq!(got[0].dtlb_accesses, 67);
     assert_eq!(got[0].dtlb_misses, 66);
     // At 64 entries minus one: 64 distinct pages then the first again is a hit.
-    let mut ev: Vec<Event> = (0..64u64).map(|p| r(AccessKind::Load, p << 12, 8)).collect();
+    let mut ev: Vec<Event> = (0..64u64)
+        .map(|p| r(AccessKind::Load, p << 12, 8))
+        .collect();
     ev.push(r(AccessKind::Load, 0, 8));
     assert_eq!(fast(&ev, &[PageSize::K4])[0].dtlb_misses, 64);
 }
 
 #[test]
 fn zero_size_and_top_of_address_space() {
-    let ev = vec![r(AccessKind::Load, u64::MAX - 3, 4), r(AccessKind::Store, 0, 0), r(AccessKind::Instr, u64::MAX, 0)];
+    let ev = vec![
+        r(AccessKind::Load, u64::MAX - 3, 4),
+        r(AccessKind::Store, 0, 0),
+        r(AccessKind::Instr, u64::MAX, 0),
+    ];
     let sizes = all_sizes();
-    assert_eq!(fast(&ev, &sizes).iter().map(flat).collect::<Vec<_>>(), reference(&ev, &sizes, 64));
+    assert_eq!(
+        fast(&ev, &sizes).iter().map(flat).collect::<Vec<_>>(),
+        reference(&ev, &sizes, 64)
+    );
 }
 
 fn arb_event() -> impl Strategy<Value = Event> {
@@ -157,7 +184,10 @@ fn arb_event() -> impl Strategy<Value = Event> {
     ];
     // Addresses over a few hundred 4K pages in two distant regions so that
     // TLBs both hit and thrash; sizes up to two pages so references straddle.
-    let addr = prop_oneof![0u64..(300 << 12), (1u64 << 40)..((1u64 << 40) + (300 << 12))];
+    let addr = prop_oneof![
+        0u64..(300 << 12),
+        (1u64 << 40)..((1u64 << 40) + (300 << 12))
+    ];
     let size = prop_oneof![Just(0u32), 1u32..=16, Just(4096u32), Just(8192u32)];
     (kind, addr, size).prop_map(|(kind, addr, size)| Event::Ref(MemRef { addr, size, kind }))
 }

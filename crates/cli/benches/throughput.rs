@@ -1,0 +1,134 @@
+//! Throughput of the hot paths, printed as rates (run: `cargo bench -p pagelab --bench throughput`).
+//!
+//! Input: the real gzip trace of `tests/data`, decompressed and repeated to
+//! about 36 M references (`PAGELAB_BENCH_REPEAT` changes the count). Each
+//! figure is the best of three runs; `wc -l` on the same file is the yardstick
+//! the issue sets for the whole study on Lackey text.
+
+use pagelab_engine::{run_study, StudyConfig};
+use pagelab_trace::{Format, TraceSource};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn best_of<T>(n: usize, mut f: impl FnMut() -> T) -> (Duration, T) {
+    let mut best = None;
+    let mut last = None;
+    for _ in 0..n {
+        let t = Instant::now();
+        let v = f();
+        let d = t.elapsed();
+        best = Some(best.map_or(d, |b: Duration| b.min(d)));
+        last = Some(v);
+    }
+    (best.unwrap(), last.unwrap())
+}
+
+fn make_input(dir: &Path, repeat: usize) -> PathBuf {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/gzip-9.lackey.zst");
+    let text = zstd_decode(&data);
+    let path = dir.join("bench.lackey");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    for _ in 0..repeat {
+        f.write_all(&text).unwrap();
+    }
+    f.flush().unwrap();
+    path
+}
+
+fn zstd_decode(path: &Path) -> Vec<u8> {
+    let out = Command::new("zstd")
+        .arg("-dc")
+        .arg(path)
+        .output()
+        .expect("zstd is installed by scripts/setup.sh");
+    assert!(out.status.success(), "zstd -dc {} failed", path.display());
+    out.stdout
+}
+
+fn count_refs(path: &str) -> u64 {
+    let mut src = pagelab_trace::open(path, None).unwrap();
+    let mut buf = Vec::with_capacity(pagelab_engine::BATCH);
+    let mut n = 0u64;
+    loop {
+        buf.clear();
+        if !src.fill(&mut buf, pagelab_engine::BATCH).unwrap() {
+            return n;
+        }
+        n += buf.len() as u64;
+    }
+}
+
+fn study(path: &str) -> u64 {
+    let cfg = StudyConfig {
+        page_sizes: pagelab_core::parse_page_sizes("4K,8K,16K,32K,64K,128K,256K,2M").unwrap(),
+        tlb: pagelab_tlb::preset("weisberg").unwrap(),
+    };
+    let mut src = pagelab_trace::open(path, None).unwrap();
+    let r = run_study(&mut *src, &cfg, &mut ()).unwrap();
+    r.refs.instr + r.refs.data
+}
+
+fn rate(what: &str, refs: u64, d: Duration, bytes: Option<u64>) {
+    let s = d.as_secs_f64();
+    match bytes {
+        Some(b) => println!(
+            "{what:<34} {:>8.1} M refs/s {:>8.0} MB/s  ({s:.3} s)",
+            refs as f64 / s / 1e6,
+            b as f64 / s / 1e6
+        ),
+        None => println!(
+            "{what:<34} {:>8.1} M refs/s              ({s:.3} s)",
+            refs as f64 / s / 1e6
+        ),
+    }
+}
+
+fn main() {
+    let repeat: usize = std::env::var("PAGELAB_BENCH_REPEAT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8);
+    let dir = std::env::temp_dir().join(format!("pagelab-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let lackey = make_input(&dir, repeat);
+    let lackey_s = lackey.to_str().unwrap().to_string();
+    let native = dir.join("bench.trace");
+    let native_s = native.to_str().unwrap().to_string();
+    let mut src = pagelab_trace::open(&lackey_s, None).unwrap();
+    pagelab_trace::convert(&mut *src, &native_s, Format::Native).unwrap();
+    let bytes = std::fs::metadata(&lackey).unwrap().len();
+
+    let (wc, _) = best_of(3, || {
+        Command::new("wc").arg("-l").arg(&lackey).output().unwrap()
+    });
+    let (parse, refs) = best_of(3, || count_refs(&lackey_s));
+    let (decode, nrefs) = best_of(3, || count_refs(&native_s));
+    let (study_l, srefs) = best_of(3, || study(&lackey_s));
+    let (study_n, _) = best_of(3, || study(&native_s));
+    assert_eq!(refs, nrefs);
+    assert_eq!(refs, srefs);
+
+    println!(
+        "input: {} M references, {:.0} MB of Lackey text, {:.0} MB native",
+        refs as f64 / 1e6,
+        bytes as f64 / 1e6,
+        std::fs::metadata(&native).unwrap().len() as f64 / 1e6
+    );
+    rate("wc -l (yardstick)", refs, wc, Some(bytes));
+    rate("lackey parse", refs, parse, Some(bytes));
+    rate("native decode", nrefs, decode, None);
+    rate(
+        "study, 8 sizes, weisberg, lackey",
+        refs,
+        study_l,
+        Some(bytes),
+    );
+    rate("study, 8 sizes, weisberg, native", refs, study_n, None);
+    println!(
+        "study on lackey / wc -l: {:.1}x (goal: at most 4x)",
+        study_l.as_secs_f64() / wc.as_secs_f64()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

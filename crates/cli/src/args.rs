@@ -1,0 +1,100 @@
+//! Command-line arguments (clap derive).
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Default page sizes of a study.
+pub const DEFAULT_PAGE_SIZES: &str = "4K,8K,16K,32K,64K,128K,256K,2M";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "pagelab",
+    version,
+    about = "A laboratory for page sizes: what would each page size cost and buy?"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the page-size study on workloads (the built-in default set when none is named):
+    /// prints a table per workload and writes result.json, result.csv and study.svg.
+    Study(StudyArgs),
+    /// Simulate every page size in one pass over a trace file, standard input or a workload.
+    Sim(SimArgs),
+    /// Convert a trace between formats (Lackey text, native binary).
+    Convert(ConvertArgs),
+    /// List the TLB presets with their parameters and sources.
+    Presets,
+    /// List the built-in workloads with their parameters and defaults.
+    Workloads,
+}
+
+/// Options shared by every command that simulates.
+#[derive(Args, Debug, Clone)]
+pub struct ModelArgs {
+    /// Page sizes to simulate, each a power of two from 4K to 1G.
+    #[arg(long, value_name = "SIZES", default_value = DEFAULT_PAGE_SIZES)]
+    pub page_sizes: String,
+    /// TLB: a preset name (see `pagelab presets`) or a TOML file.
+    #[arg(long, value_name = "PRESET|FILE", default_value = "weisberg")]
+    pub tlb: String,
+}
+
+#[derive(Args, Debug)]
+pub struct StudyArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Directory for result.json, result.csv and study.svg.
+    #[arg(long, short = 'o', default_value = "pagelab-study")]
+    pub out: PathBuf,
+    /// Workloads to study, as NAME[:key=value,...]; the default set when none is given.
+    #[arg(value_name = "WORKLOAD")]
+    pub workloads: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Trace file to read (`-` for standard input); Lackey text (optionally zstd/xz) or native.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "workload",
+        required_unless_present = "workload"
+    )]
+    pub trace: Option<String>,
+    /// Built-in workload, as NAME[:key=value,...] (see `pagelab workloads`).
+    #[arg(long, value_name = "SPEC")]
+    pub workload: Option<String>,
+    /// Trace format, overriding detection: lackey or native.
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<String>,
+    /// Write the result as JSON (schema pagelab.sim/1).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write the result as CSV.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Write the plot of TLB misses and memory per page size as SVG.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct ConvertArgs {
+    /// Input trace (`-` for standard input), any readable format.
+    pub input: String,
+    /// Output trace (`-` for standard output).
+    pub output: String,
+    /// Input format, overriding detection: lackey or native.
+    #[arg(long, value_name = "FORMAT")]
+    pub from: Option<String>,
+    /// Output format: lackey or native. Default: lackey when OUTPUT ends in .txt, .lackey,
+    /// .lackey.zst or .txt.zst, native otherwise.
+    #[arg(long, value_name = "FORMAT")]
+    pub to: Option<String>,
+}

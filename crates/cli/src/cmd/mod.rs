@@ -1,0 +1,25 @@
+//! One module per subcommand; shared set-up lives here.
+
+pub mod convert;
+pub mod list;
+pub mod sim;
+pub mod study;
+
+use crate::args::ModelArgs;
+use anyhow::{Context, Result};
+use pagelab_engine::StudyConfig;
+
+/// The study configuration named by the command line.
+pub fn study_config(m: &ModelArgs) -> Result<StudyConfig> {
+    let page_sizes = pagelab_core::parse_page_sizes(&m.page_sizes)
+        .with_context(|| format!("--page-sizes {}", m.page_sizes))?;
+    let tlb = pagelab_tlb::resolve(&m.tlb).with_context(|| format!("--tlb {}", m.tlb))?;
+    Ok(StudyConfig { page_sizes, tlb })
+}
+
+/// Parses a trace format name given on the command line.
+pub fn parse_format(flag: &str, value: Option<&str>) -> Result<Option<pagelab_trace::Format>> {
+    value
+        .map(|v| v.parse().map_err(|e| anyhow::anyhow!("{flag} {v}: {e}")))
+        .transpose()
+}
