@@ -1,0 +1,1 @@
+//! Page tables (in progress).
