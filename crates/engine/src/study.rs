@@ -18,6 +18,15 @@ pub struct StudyConfig {
     pub tlb: TlbConfig,
 }
 
+/// Whether some array of `tlb` caches fragments of pages larger than its sizes.
+fn has_fragments(tlb: &TlbConfig) -> bool {
+    tlb.levels().iter().any(|(_, l)| {
+        l.arrays
+            .iter()
+            .any(|a| a.other_sizes == OtherSizes::Fragment)
+    })
+}
+
 /// The state of one page size's run.
 struct SizeRun {
     size: PageSize,
@@ -75,10 +84,14 @@ impl SizeRun {
         }
         self.last[side] = key;
         let s = if side == 0 { Side::Instr } else { Side::Data };
-        if self.tlb.access_addr(s, addr, self.size) == Outcome::Miss {
-            let vpn = addr >> self.shift;
+        let outcome = self.tlb.access_addr(s, addr, self.size);
+        if outcome == Outcome::Miss {
             self.misses[side] += 1;
-            // Only a TLB miss can be the first touch of a page.
+        }
+        // Only a miss in the side's own L1 can be this side's first touch of a
+        // page (an L2 shared by both sides may already hold it).
+        if outcome != Outcome::L1Hit {
+            let vpn = addr >> self.shift;
             if self.pages[side].insert(vpn) {
                 self.all_pages.insert(vpn);
             }
@@ -175,6 +188,8 @@ pub struct Study {
     refs: [u64; 2],
     other_events: u64,
     pending: Vec<Pending>,
+    /// Whether some TLB array caches fragments of larger pages.
+    fragments: bool,
     tlb_json: serde_json::Value,
 }
 
@@ -192,6 +207,7 @@ impl Study {
             refs: [0; 2],
             other_events: 0,
             pending: Vec::new(),
+            fragments: has_fragments(&cfg.tlb),
             tlb_json: serde_json::to_value(&cfg.tlb).unwrap_or(serde_json::Value::Null),
         })
     }
@@ -238,7 +254,14 @@ impl Study {
             self.filtered[side] += 1;
             return;
         }
-        self.last_small[side] = last >> FILTER_SHIFT;
+        // After a reference straddling 4K pages, a fragmenting array's most recent
+        // entry holds the fragment of the address looked up, which differs by size:
+        // the shared filter then knows nothing until the next single-page reference.
+        self.last_small[side] = if small != last >> FILTER_SHIFT && self.fragments {
+            u64::MAX
+        } else {
+            last >> FILTER_SHIFT
+        };
         self.pending.push(Pending {
             first,
             last,

@@ -1,90 +1,22 @@
-//! The fast study against the simplest possible model of the same semantics:
-//! a linear-scan, move-to-front LRU list per side and HashSet footprints,
-//! written here from the wording and sharing no code with the engine.
+//! The fast study against the simplest possible model of the same semantics
+//! (`common/mod.rs`), on hand-computed and random traces.
 
+mod common;
+
+use common::{reference, reference_hierarchy, Figures};
 use pagelab_core::{AccessKind, Event, MemRef, PageSize};
 use pagelab_engine::{Study, StudyConfig};
 use pagelab_report::RunStats;
 use proptest::prelude::*;
-use std::collections::HashSet;
-
-/// The eight figures of one run: iTLB accesses, iTLB misses, dTLB accesses,
-/// dTLB misses, code, data and total footprint bytes, faults.
-type Figures = (u64, u64, u64, u64, u64, u64, u64, u64);
-
-/// One page size of the 003 paper's study: 64 I + 64 D entries, fully associative, LRU.
-struct RefRun {
-    shift: u32,
-    entries: usize,
-    lru: [Vec<u64>; 2],
-    accesses: [u64; 2],
-    misses: [u64; 2],
-    pages: [HashSet<u64>; 2],
-}
-
-impl RefRun {
-    fn access(&mut self, side: usize, page: u64) {
-        self.accesses[side] += 1;
-        let lru = &mut self.lru[side];
-        if let Some(i) = lru.iter().position(|&p| p == page) {
-            lru.remove(i);
-        } else {
-            self.misses[side] += 1;
-            if lru.len() == self.entries {
-                lru.pop();
-            }
-        }
-        lru.insert(0, page);
-        self.pages[side].insert(page);
-    }
-
-    fn stats(&self) -> Figures {
-        let b = 1u64 << self.shift;
-        let all: HashSet<u64> = self.pages[0].union(&self.pages[1]).copied().collect();
-        (
-            self.accesses[0],
-            self.misses[0],
-            self.accesses[1],
-            self.misses[1],
-            self.pages[0].len() as u64 * b,
-            self.pages[1].len() as u64 * b,
-            all.len() as u64 * b,
-            all.len() as u64,
-        )
-    }
-}
-
-fn reference(events: &[Event], sizes: &[PageSize], entries: usize) -> Vec<Figures> {
-    let mut runs: Vec<RefRun> = sizes
-        .iter()
-        .map(|s| RefRun {
-            shift: s.shift(),
-            entries,
-            lru: [Vec::new(), Vec::new()],
-            accesses: [0; 2],
-            misses: [0; 2],
-            pages: [HashSet::new(), HashSet::new()],
-        })
-        .collect();
-    for ev in events {
-        if let Event::Ref(r) = ev {
-            let side = if r.kind == AccessKind::Instr { 0 } else { 1 };
-            // A reference running past the top of the address space is clipped there.
-            let end = r.addr.saturating_add(u64::from(r.size.max(1)) - 1);
-            for run in &mut runs {
-                for page in (r.addr >> run.shift)..=(end >> run.shift) {
-                    run.access(side, page);
-                }
-            }
-        }
-    }
-    runs.iter().map(RefRun::stats).collect()
-}
 
 fn fast(events: &[Event], sizes: &[PageSize]) -> Vec<RunStats> {
+    fast_with(events, sizes, "weisberg")
+}
+
+fn fast_with(events: &[Event], sizes: &[PageSize], preset: &str) -> Vec<RunStats> {
     let cfg = StudyConfig {
         page_sizes: sizes.to_vec(),
-        tlb: pagelab_tlb::preset("weisberg").unwrap(),
+        tlb: pagelab_tlb::preset(preset).unwrap(),
     };
     let mut study = Study::new(&cfg).unwrap();
     for chunk in events.chunks(1000) {
@@ -199,5 +131,39 @@ proptest! {
         let sizes = all_sizes();
         let got: Vec<_> = fast(&ev, &sizes).iter().map(flat).collect();
         prop_assert_eq!(got, reference(&ev, &sizes, 64));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    /// Every preset (set-associative arrays, split and unified L2s, fragmenting
+    /// arrays) against the tlb crate's linear-scan oracle hierarchy.
+    #[test]
+    fn random_traces_match_oracle_hierarchy_for_every_preset(ev in proptest::collection::vec(arb_event(), 0..2000)) {
+        let sizes = pagelab_core::parse_page_sizes("4K,16K,2M,1G").unwrap();
+        for name in pagelab_tlb::preset_names() {
+            let tlb = pagelab_tlb::preset(name).unwrap();
+            let got: Vec<_> = fast_with(&ev, &sizes, name).iter().map(flat).collect();
+            prop_assert_eq!(got, reference_hierarchy(&ev, &sizes, &tlb), "preset {}", name);
+        }
+    }
+}
+
+#[test]
+fn built_in_workloads_match_reference() {
+    use pagelab_trace::TraceSource;
+    let sizes = all_sizes();
+    for spec in [
+        "stride:heap=2M,every=16,iters=20",
+        "stride:heap=512K,iters=3,align=4096",
+        "stream:n=20000,iters=1",
+        "gups:table=1M,updates=20000",
+        "chase:nodes=5000,steps=20000",
+    ] {
+        let mut src = pagelab_workloads::open(spec).unwrap();
+        let mut events = Vec::new();
+        while src.fill(&mut events, 1 << 16).unwrap() {}
+        let got: Vec<_> = fast(&events, &sizes).iter().map(flat).collect();
+        assert_eq!(got, reference(&events, &sizes, 64), "{spec}");
     }
 }
