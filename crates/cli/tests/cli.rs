@@ -1,0 +1,333 @@
+//! End-to-end tests of the `pagelab` binary: real trace in, the reference
+//! model's counts out; every input path (file, compressed, native, standard
+//! input, workload); every error says what and where; the study's files.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn pagelab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_pagelab"))
+}
+
+fn data(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data")
+        .join(name)
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pagelab-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("pagelab runs");
+    assert!(
+        out.status.success(),
+        "pagelab failed: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn fail(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("pagelab runs");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "expected exit 1, stdout: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+const ALL_SIZES: &str = "4K,8K,16K,32K,64K,128K,256K,2M,1G";
+
+/// The result's runs restricted to the fields the expected file carries.
+fn runs_like_expected(result: &serde_json::Value) -> serde_json::Value {
+    let keys = [
+        "page_size",
+        "itlb_accesses",
+        "itlb_misses",
+        "dtlb_accesses",
+        "dtlb_misses",
+        "code_footprint_bytes",
+        "data_footprint_bytes",
+        "footprint_bytes",
+        "faults",
+    ];
+    let runs = result["runs"].as_array().unwrap();
+    serde_json::Value::Array(
+        runs.iter()
+            .map(|r| {
+                keys.iter()
+                    .map(|k| (k.to_string(), r[*k].clone()))
+                    .collect::<serde_json::Map<_, _>>()
+                    .into()
+            })
+            .collect(),
+    )
+}
+
+fn decompressed_real_trace() -> Vec<u8> {
+    zstd::decode_all(&std::fs::read(data("gzip-9.lackey.zst")).unwrap()[..]).unwrap()
+}
+
+#[test]
+fn sim_on_real_trace_gives_the_reference_counts() {
+    let dir = tmp("sim-real");
+    let out = dir.join("r.json");
+    let o = run(pagelab()
+        .args(["sim", "--page-sizes", ALL_SIZES, "--trace"])
+        .arg(data("gzip-9.lackey.zst"))
+        .arg("--json")
+        .arg(&out)
+        .arg("--csv")
+        .arg(dir.join("r.csv")));
+    let expected = json(&data("gzip-9.expected.json"));
+    let got = json(&out);
+    assert_eq!(got["schema"], "pagelab.sim/1");
+    assert_eq!(got["source"]["kind"], "lackey");
+    assert_eq!(got["source"]["compression"], "zstd");
+    assert_eq!(got["tlb"]["name"], "weisberg");
+    assert_eq!(
+        got["refs"]["instr"].as_u64().unwrap() + got["refs"]["data"].as_u64().unwrap(),
+        4_518_898
+    );
+    assert_eq!(runs_like_expected(&got), expected["runs"]);
+    // The table names every page size; no progress line when stderr is not a terminal.
+    let table = String::from_utf8(o.stdout).unwrap();
+    for s in ["4K", "256K", "2M", "1G"] {
+        assert!(table.contains(s), "{table}");
+    }
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let csv = std::fs::read_to_string(dir.join("r.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 9, "{csv}");
+}
+
+#[test]
+fn standard_input_xz_and_native_give_the_same_result() {
+    let dir = tmp("inputs");
+    let text = decompressed_real_trace();
+    // Standard input, plain text, as from `valgrind ... | pagelab sim --trace -`.
+    let mut child = pagelab()
+        .args(["sim", "--page-sizes", ALL_SIZES, "--trace", "-", "--json"])
+        .arg(dir.join("stdin.json"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&text).unwrap();
+    assert!(child.wait().unwrap().success());
+    // xz-compressed text.
+    let xz = dir.join("t.lackey.xz");
+    let mut enc = xz2::write::XzEncoder::new(std::fs::File::create(&xz).unwrap(), 1);
+    enc.write_all(&text).unwrap();
+    enc.finish().unwrap();
+    run(pagelab()
+        .args(["sim", "--page-sizes", ALL_SIZES, "--trace"])
+        .arg(&xz)
+        .arg("--json")
+        .arg(dir.join("xz.json")));
+    // Native, converted by pagelab.
+    let native = dir.join("t.trace");
+    run(pagelab()
+        .arg("convert")
+        .arg(data("gzip-9.lackey.zst"))
+        .arg(&native));
+    run(pagelab()
+        .args(["sim", "--page-sizes", ALL_SIZES, "--trace"])
+        .arg(&native)
+        .arg("--json")
+        .arg(dir.join("n.json")));
+    let expected = json(&data("gzip-9.expected.json"))["runs"].clone();
+    for f in ["stdin.json", "xz.json", "n.json"] {
+        assert_eq!(runs_like_expected(&json(&dir.join(f))), expected, "{f}");
+    }
+    assert_eq!(json(&dir.join("n.json"))["source"]["kind"], "native");
+    assert_eq!(json(&dir.join("stdin.json"))["source"]["name"], "-");
+}
+
+#[test]
+fn convert_round_trip_is_exact() {
+    let dir = tmp("convert");
+    let native = dir.join("t.trace");
+    let back = dir.join("back.lackey");
+    run(pagelab()
+        .arg("convert")
+        .arg(data("gzip-9.lackey.zst"))
+        .arg(&native));
+    run(pagelab().arg("convert").arg(&native).arg(&back));
+    let original: Vec<u8> = decompressed_real_trace()
+        .split_inclusive(|&b| b == b'\n')
+        .filter(|l| !l.starts_with(b"=="))
+        .flatten()
+        .copied()
+        .collect();
+    assert!(
+        std::fs::read(&back).unwrap() == original,
+        "Lackey -> native -> Lackey changed the records"
+    );
+    assert!(
+        std::fs::metadata(&native).unwrap().len() * 10 < original.len() as u64,
+        "native is compact"
+    );
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let dir = tmp("errors");
+    let e = fail(pagelab().args(["sim", "--workload", "stride", "--page-sizes", "4K,3K"]));
+    assert!(
+        e.contains("3K") && e.contains("power of two from 4K to 1G"),
+        "{e}"
+    );
+    let e = fail(pagelab().args(["sim", "--workload", "stride", "--tlb", "nosuch"]));
+    for p in [
+        "weisberg",
+        "pentium4",
+        "pkunity",
+        "power5plus",
+        "skylake",
+        "zen4",
+    ] {
+        assert!(e.contains(p), "{e}");
+    }
+    let e = fail(pagelab().args(["sim", "--workload", "nosuch"]));
+    for w in ["stride", "stream", "gups", "chase"] {
+        assert!(e.contains(w), "{e}");
+    }
+    let bad = dir.join("bad.lackey");
+    std::fs::write(&bad, "I  04000b20,3\n L 1ffefffc58,8\n X 12,4\n").unwrap();
+    let e = fail(pagelab().args(["sim", "--trace"]).arg(&bad));
+    assert!(
+        e.contains("bad.lackey") && e.contains("line 3") && e.contains("X 12,4"),
+        "{e}"
+    );
+    // A native trace cut short names the byte offset.
+    let native = dir.join("t.trace");
+    run(pagelab()
+        .arg("convert")
+        .arg(data("gzip-9.lackey.zst"))
+        .arg(&native));
+    let bytes = std::fs::read(&native).unwrap();
+    let cut = dir.join("cut.trace");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let e = fail(pagelab().args(["sim", "--trace"]).arg(&cut));
+    assert!(e.contains("cut.trace") && e.contains("byte offset"), "{e}");
+    let e = fail(
+        pagelab()
+            .args(["sim", "--trace"])
+            .arg(dir.join("missing.lackey")),
+    );
+    assert!(e.contains("missing.lackey"), "{e}");
+}
+
+#[test]
+fn study_writes_json_csv_and_plot() {
+    let dir = tmp("study");
+    let o = run(pagelab()
+        .args(["study", "-o"])
+        .arg(&dir)
+        .args(["stride:heap=1M,iters=2", "chase:nodes=4096,steps=10000"]));
+    let stdout = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        stdout.contains("stride") && stdout.contains("chase"),
+        "{stdout}"
+    );
+    let result = json(&dir.join("result.json"));
+    assert_eq!(result["schema"], "pagelab.study/1");
+    let results = result["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    for r in results {
+        assert_eq!(r["schema"], "pagelab.sim/1");
+        let sizes: Vec<u64> = r["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["page_size"].as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            sizes,
+            [4096, 8192, 16384, 32768, 65536, 131072, 262144, 2097152]
+        );
+    }
+    let svg = std::fs::read_to_string(dir.join("study.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("stride") && svg.contains("256K"));
+    assert!(
+        std::fs::read_to_string(dir.join("result.csv"))
+            .unwrap()
+            .lines()
+            .count()
+            == 1 + 16
+    );
+}
+
+#[test]
+fn sim_table_snapshot() {
+    let o = run(pagelab().args([
+        "sim",
+        "--workload",
+        "stride:heap=256K,iters=2",
+        "--page-sizes",
+        "4K,64K,2M",
+    ]));
+    insta::assert_snapshot!(String::from_utf8(o.stdout).unwrap());
+}
+
+#[test]
+fn presets_and_workloads_are_listed() {
+    let p = String::from_utf8(run(pagelab().arg("presets")).stdout).unwrap();
+    for name in [
+        "weisberg",
+        "pentium4",
+        "pkunity",
+        "power5plus",
+        "skylake",
+        "zen4",
+    ] {
+        assert!(p.contains(name), "{p}");
+    }
+    let w = String::from_utf8(run(pagelab().arg("workloads")).stdout).unwrap();
+    for name in ["stride", "stream", "gups", "chase"] {
+        assert!(w.contains(name), "{w}");
+    }
+}
+
+/// Peak resident memory of a finished `pagelab` run, in KiB.
+fn peak_rss_kib(args: &[&str]) -> i64 {
+    let child = pagelab().args(args).stdout(Stdio::null()).spawn().unwrap();
+    let pid = child.id() as i32;
+    let mut status = 0;
+    // SAFETY: rusage is plain data, zero is a valid value; wait4 fills it for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid);
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+    usage.ru_maxrss
+}
+
+#[test]
+fn memory_stays_flat_whatever_the_trace_length() {
+    // 10 times the references, the same peak memory (within a few MB).
+    let short = peak_rss_kib(&["sim", "--workload", "gups:table=4M,updates=200000"]);
+    let long = peak_rss_kib(&["sim", "--workload", "gups:table=4M,updates=2000000"]);
+    assert!(
+        long < short + 4096,
+        "peak RSS grew from {short} KiB to {long} KiB"
+    );
+}
