@@ -309,6 +309,7 @@ fn presets_and_workloads_are_listed() {
 }
 
 /// Peak resident memory of a finished `pagelab` run, in KiB.
+#[allow(clippy::zombie_processes)] // reaped by wait4, which also gives the peak
 fn peak_rss_kib(args: &[&str]) -> i64 {
     let child = pagelab().args(args).stdout(Stdio::null()).spawn().unwrap();
     let pid = child.id() as i32;
