@@ -1,0 +1,264 @@
+//! The physical-memory configuration: memory size, largest order, zones and
+//! their fallback order, read with serde and validated into a zone layout.
+
+use super::MAX_ORDER_LIMIT;
+use pagelab_core::{parse_bytes, Bytes, PageSize};
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// Bytes per frame: frames are 4K.
+pub(crate) const FRAME_BYTES: u64 = 4096;
+
+/// A kind of zone, named as in configs and stats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ZoneKind {
+    /// Frames below the `dma32` limit (4G by default), as Linux's ZONE_DMA32.
+    Dma32,
+    /// Frames above `dma32` and below the large zone.
+    Normal,
+    /// A zone reserved at boot for large pages (000 paper, 4.4), at the top of memory.
+    Large,
+}
+
+impl ZoneKind {
+    /// The name used in configs and stats: `dma32`, `normal`, `large`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ZoneKind::Dma32 => "dma32",
+            ZoneKind::Normal => "normal",
+            ZoneKind::Large => "large",
+        }
+    }
+}
+
+/// Physical memory as configured (TOML or JSON; sizes written `64M`, `2G` or as bytes).
+///
+/// Layout, from physical address 0: `dma32` up to the `dma32` limit, then
+/// `normal`, then the `large` zone (if any) as the top `large.size` bytes.
+/// Empty zones are left out.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhysConfig {
+    /// Total physical memory; a multiple of 4K.
+    #[serde(deserialize_with = "de_bytes")]
+    pub memory: Bytes,
+    /// The largest buddy order, 0..=18 (default 10, Linux's 4M blocks; 18 for 1G pages).
+    #[serde(default = "default_max_order")]
+    pub max_order: u8,
+    /// Where `dma32` ends and `normal` begins (default 4G; `0` for no dma32 zone).
+    #[serde(default = "default_dma32", deserialize_with = "de_bytes")]
+    pub dma32: Bytes,
+    /// An optional zone reserved at boot for large pages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub large: Option<LargeZoneConfig>,
+    /// Zones tried, in order, by `ZonePref::Any` (default: large, normal, dma32 — those that exist).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<Vec<ZoneKind>>,
+    /// The page size whose fragmentation is reported (default: the large page, else 2M or the largest order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_page: Option<PageSize>,
+}
+
+/// The large-page zone (000 paper, section 4.4): fixed at boot, for large pages only.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LargeZoneConfig {
+    /// Size of the zone; a multiple of `page`.
+    #[serde(deserialize_with = "de_bytes")]
+    pub size: Bytes,
+    /// The large page size; orders at or above it may use the zone.
+    pub page: PageSize,
+    /// When true (default), smaller orders never use the zone through `ZonePref::Any`.
+    #[serde(default = "yes")]
+    pub exclusive: bool,
+}
+
+/// A configuration value that cannot be used, naming the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("physical memory config, field `{field}`: {message}")]
+pub struct ConfigError {
+    /// The field, as written in the config (`memory`, `large.size`, ...).
+    pub field: &'static str,
+    /// What is wrong and what is allowed.
+    pub message: String,
+}
+
+/// A validated layout: zones in ascending physical order.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Layout {
+    /// (kind, first pfn, frames), non-empty zones only.
+    pub zones: Vec<(ZoneKind, u64, u64)>,
+    pub fallback: Vec<ZoneKind>,
+    pub max_order: u8,
+    /// Order of the large page, when there is a large zone.
+    pub large_order: Option<u8>,
+    pub large_exclusive: bool,
+    pub report_order: u8,
+}
+
+fn default_max_order() -> u8 {
+    10
+}
+fn default_dma32() -> Bytes {
+    Bytes(4 << 30)
+}
+fn yes() -> bool {
+    true
+}
+
+/// Accepts a byte count as a number or as text (`64M`, `2G`).
+fn de_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Num(u64),
+        Text(String),
+    }
+    match Raw::deserialize(d)? {
+        Raw::Num(n) => Ok(Bytes(n)),
+        Raw::Text(t) => parse_bytes(&t).map(Bytes).map_err(serde::de::Error::custom),
+    }
+}
+
+fn err(field: &'static str, message: String) -> ConfigError {
+    ConfigError { field, message }
+}
+
+impl PhysConfig {
+    /// A config with `memory` bytes and every other field at its default.
+    pub fn new(memory: Bytes) -> PhysConfig {
+        PhysConfig {
+            memory,
+            max_order: default_max_order(),
+            dma32: default_dma32(),
+            large: None,
+            fallback: None,
+            report_page: None,
+        }
+    }
+
+    /// Checks every field; the error names the first bad one.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.layout().map(|_| ())
+    }
+
+    pub(crate) fn layout(&self) -> Result<Layout, ConfigError> {
+        let mem = self.memory.0;
+        if mem == 0 || !mem.is_multiple_of(FRAME_BYTES) || mem > 1 << 50 {
+            return Err(err(
+                "memory",
+                format!("{} is not allowed: write a non-zero multiple of 4K up to 1024T, like 64M or 16G", self.memory),
+            ));
+        }
+        if self.max_order > MAX_ORDER_LIMIT {
+            return Err(err(
+                "max_order",
+                format!("{} is above {MAX_ORDER_LIMIT} (1G in 4K frames); allowed 0..={MAX_ORDER_LIMIT}", self.max_order),
+            ));
+        }
+        if !self.dma32.0.is_multiple_of(FRAME_BYTES) {
+            return Err(err(
+                "dma32",
+                format!("{} is not a multiple of 4K", self.dma32),
+            ));
+        }
+        let (large_bytes, large_order) = match &self.large {
+            None => (0, None),
+            Some(l) => (l.size.0, Some(self.check_large(l)?)),
+        };
+        let large_start = mem - large_bytes;
+        let dma_end = self.dma32.0.min(large_start);
+        let mut zones = Vec::new();
+        for (kind, lo, hi) in [
+            (ZoneKind::Dma32, 0, dma_end),
+            (ZoneKind::Normal, dma_end, large_start),
+            (ZoneKind::Large, large_start, mem),
+        ] {
+            if hi > lo {
+                zones.push((kind, lo / FRAME_BYTES, (hi - lo) / FRAME_BYTES));
+            }
+        }
+        let fallback = self.check_fallback(&zones)?;
+        let report_order = self.check_report(large_order)?;
+        Ok(Layout {
+            zones,
+            fallback,
+            max_order: self.max_order,
+            large_order,
+            large_exclusive: self.large.as_ref().is_none_or(|l| l.exclusive),
+            report_order,
+        })
+    }
+
+    fn check_large(&self, l: &LargeZoneConfig) -> Result<u8, ConfigError> {
+        let order = l.page.shift() as u8 - 12;
+        if order > self.max_order {
+            return Err(err(
+                "large.page",
+                format!("{} pages are order {order}, above max_order {}; raise max_order to at least {order}", l.page, self.max_order),
+            ));
+        }
+        if l.size.0 == 0 || !l.size.0.is_multiple_of(l.page.bytes()) || l.size.0 > self.memory.0 {
+            return Err(err(
+                "large.size",
+                format!("{} is not allowed: write a non-zero multiple of large.page ({}) no larger than memory ({})", l.size, l.page, self.memory),
+            ));
+        }
+        if !(self.memory.0 - l.size.0).is_multiple_of(l.page.bytes()) {
+            return Err(err(
+                "large.size",
+                format!("the large zone is the top {} of memory, so memory minus it ({}) must be a multiple of {}", l.size, Bytes(self.memory.0 - l.size.0), l.page),
+            ));
+        }
+        Ok(order)
+    }
+
+    fn check_fallback(&self, zones: &[(ZoneKind, u64, u64)]) -> Result<Vec<ZoneKind>, ConfigError> {
+        let present = |k: ZoneKind| zones.iter().any(|z| z.0 == k);
+        let Some(list) = &self.fallback else {
+            return Ok([ZoneKind::Large, ZoneKind::Normal, ZoneKind::Dma32]
+                .into_iter()
+                .filter(|&k| present(k))
+                .collect());
+        };
+        if list.is_empty() {
+            return Err(err(
+                "fallback",
+                "is empty; list zones to try in order, like [\"normal\", \"dma32\"]".into(),
+            ));
+        }
+        for (i, &k) in list.iter().enumerate() {
+            if list[..i].contains(&k) {
+                return Err(err("fallback", format!("`{}` is listed twice", k.name())));
+            }
+            if !present(k) {
+                let have: Vec<&str> = zones.iter().map(|z| z.0.name()).collect();
+                return Err(err(
+                    "fallback",
+                    format!(
+                        "zone `{}` does not exist with this memory layout; zones are: {}",
+                        k.name(),
+                        have.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(list.clone())
+    }
+
+    fn check_report(&self, large_order: Option<u8>) -> Result<u8, ConfigError> {
+        match self.report_page {
+            Some(p) => {
+                let order = p.shift() as u8 - 12;
+                if order > self.max_order {
+                    return Err(err(
+                        "report_page",
+                        format!("{p} is order {order}, above max_order {}", self.max_order),
+                    ));
+                }
+                Ok(order)
+            }
+            None => Ok(large_order.unwrap_or(9.min(self.max_order))),
+        }
+    }
+}

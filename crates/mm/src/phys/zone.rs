@@ -1,0 +1,264 @@
+//! Zones: physical memory split into ranges, each its own buddy allocator,
+//! with a fallback order and an optional large-page zone reserved at boot.
+
+use super::config::{Layout, FRAME_BYTES};
+use super::stats::{unusable_index, Fragmentation, PhysStats, ZoneStats};
+use super::{
+    BuddyAllocator, ConfigError, FrameAllocator, Lru, PhysConfig, PhysError, ZoneId, ZoneKind,
+    ZonePref,
+};
+use pagelab_core::{Order, Pfn};
+
+/// One zone: its kind and its allocator.
+#[derive(Clone, Debug)]
+pub struct Zone {
+    /// `dma32`, `normal` or `large`.
+    pub kind: ZoneKind,
+    /// The zone's frames.
+    pub buddy: BuddyAllocator,
+}
+
+/// Physical memory: zones in ascending physical order, a fallback order, and
+/// the LRU lists of every zone.
+#[derive(Clone, Debug)]
+pub struct PhysMem {
+    zones: Vec<Zone>,
+    /// Zone indices tried by `ZonePref::Any`.
+    fallback: Vec<usize>,
+    max_order: u8,
+    large_order: Option<u8>,
+    large_exclusive: bool,
+    report_order: u8,
+    fallbacks: u64,
+    failures: Vec<u64>,
+    lru: Lru,
+}
+
+impl PhysMem {
+    /// Physical memory laid out as `cfg` says, all free.
+    pub fn new(cfg: &PhysConfig) -> Result<PhysMem, ConfigError> {
+        let layout: Layout = cfg.layout()?;
+        let mut zones = Vec::new();
+        for &(kind, start, frames) in &layout.zones {
+            let buddy =
+                BuddyAllocator::new(Pfn(start), frames, Order(layout.max_order)).map_err(|e| {
+                    ConfigError {
+                        field: "memory",
+                        message: e.to_string(),
+                    }
+                })?;
+            zones.push(Zone { kind, buddy });
+        }
+        let index = |k: ZoneKind| zones.iter().position(|z| z.kind == k);
+        let fallback = layout.fallback.iter().filter_map(|&k| index(k)).collect();
+        Ok(PhysMem {
+            lru: Lru::new(zones.len()),
+            zones,
+            fallback,
+            max_order: layout.max_order,
+            large_order: layout.large_order,
+            large_exclusive: layout.large_exclusive,
+            report_order: layout.report_order,
+            fallbacks: 0,
+            failures: vec![0; layout.max_order as usize + 1],
+        })
+    }
+
+    /// The zones, in ascending physical order.
+    pub fn zones(&self) -> &[Zone] {
+        &self.zones
+    }
+
+    /// A zone by index.
+    pub fn zone(&self, id: ZoneId) -> Option<&Zone> {
+        self.zones.get(id.0)
+    }
+
+    /// The index of the zone of `kind`, if it exists.
+    pub fn zone_id(&self, kind: ZoneKind) -> Option<ZoneId> {
+        self.zones.iter().position(|z| z.kind == kind).map(ZoneId)
+    }
+
+    /// The zone holding `pfn`. O(zones).
+    pub fn zone_of(&self, pfn: Pfn) -> Option<ZoneId> {
+        self.zones
+            .iter()
+            .position(|z| z.buddy.contains(pfn))
+            .map(ZoneId)
+    }
+
+    /// The order reported as the fragmentation figure.
+    pub fn report_order(&self) -> Order {
+        Order(self.report_order)
+    }
+
+    /// Bytes per frame (4K).
+    pub fn frame_bytes(&self) -> u64 {
+        FRAME_BYTES
+    }
+
+    /// The LRU lists.
+    pub fn lru(&self) -> &Lru {
+        &self.lru
+    }
+
+    /// The LRU lists, to add, touch, remove and pick victims.
+    pub fn lru_mut(&mut self) -> &mut Lru {
+        &mut self.lru
+    }
+
+    /// The zone a block must belong to, or an error naming the range.
+    fn zone_for(&mut self, pfn: Pfn, order: Order) -> Result<&mut BuddyAllocator, PhysError> {
+        let end = self.zones.last().map_or(0, |z| z.buddy.end().0);
+        match self.zone_of(pfn) {
+            Some(id) => Ok(&mut self.zones[id.0].buddy),
+            None => Err(PhysError::OutOfRange {
+                pfn: pfn.0,
+                order: order.0,
+                start: 0,
+                end,
+            }),
+        }
+    }
+
+    /// Whether `ZonePref::Any` may take `order` from zone `z`.
+    fn allowed(&self, z: usize, order: u8) -> bool {
+        self.zones[z].kind != ZoneKind::Large
+            || !self.large_exclusive
+            || self.large_order.is_some_and(|l| order >= l)
+    }
+
+    fn record_failure(&mut self, order: u8) {
+        let i = order as usize;
+        if i >= self.failures.len() {
+            self.failures.resize(i + 1, 0);
+        }
+        self.failures[i] += 1;
+    }
+
+    /// Free blocks per order summed over zones.
+    pub fn free_blocks(&self) -> Vec<u64> {
+        let mut sum = vec![0; self.max_order as usize + 1];
+        for z in &self.zones {
+            for (s, &n) in sum.iter_mut().zip(z.buddy.free_blocks()) {
+                *s += n;
+            }
+        }
+        sum
+    }
+
+    /// Verifies every zone's allocator and the LRU lists; see [`BuddyAllocator::check`].
+    pub fn check(&self) -> Result<(), PhysError> {
+        for (i, z) in self.zones.iter().enumerate() {
+            z.buddy
+                .check()
+                .map_err(|e| PhysError::Invariant(format!("zone {}: {e}", z.kind.name())))?;
+            if i > 0 && self.zones[i - 1].buddy.end() != z.buddy.start() {
+                return Err(PhysError::Invariant(format!(
+                    "zone {} does not follow the zone before it",
+                    z.kind.name()
+                )));
+            }
+        }
+        self.lru.check()
+    }
+}
+
+impl FrameAllocator for PhysMem {
+    fn alloc(&mut self, order: Order, pref: ZonePref) -> Option<Pfn> {
+        let got = match pref {
+            ZonePref::Only(kind) => self
+                .zone_id(kind)
+                .and_then(|id| self.zones[id.0].buddy.alloc(order)),
+            ZonePref::Any => {
+                let mut tried = 0;
+                let mut got = None;
+                for i in 0..self.fallback.len() {
+                    let z = self.fallback[i];
+                    if !self.allowed(z, order.0) {
+                        continue;
+                    }
+                    tried += 1;
+                    got = self.zones[z].buddy.alloc(order);
+                    if got.is_some() {
+                        break;
+                    }
+                }
+                if got.is_some() && tried > 1 {
+                    self.fallbacks += 1;
+                }
+                got
+            }
+        };
+        if got.is_none() {
+            self.record_failure(order.0);
+        }
+        got
+    }
+
+    fn free(&mut self, pfn: Pfn, order: Order) -> Result<(), PhysError> {
+        self.zone_for(pfn, order)?.free(pfn, order)
+    }
+
+    fn split(&mut self, pfn: Pfn, order: Order) -> Result<(), PhysError> {
+        self.zone_for(pfn, order)?.split(pfn, order)
+    }
+
+    fn free_count(&self, order: Order) -> u64 {
+        self.zones.iter().map(|z| z.buddy.free_count(order)).sum()
+    }
+
+    fn free_frames(&self) -> u64 {
+        self.zones.iter().map(|z| z.buddy.free_frames()).sum()
+    }
+
+    fn total_frames(&self) -> u64 {
+        self.zones.iter().map(|z| z.buddy.total_frames()).sum()
+    }
+
+    fn max_order(&self) -> Order {
+        Order(self.max_order)
+    }
+
+    fn unusable_index(&self, order: Order) -> f64 {
+        unusable_index(&self.free_blocks(), order.0)
+    }
+
+    fn stats(&self) -> PhysStats {
+        let zones: Vec<ZoneStats> = self
+            .zones
+            .iter()
+            .enumerate()
+            .map(|(i, z)| ZoneStats {
+                name: z.kind.name().into(),
+                buddy: z.buddy.buddy_stats(),
+                lru: self.lru.zone_stats(ZoneId(i)),
+            })
+            .collect();
+        let free_blocks = self.free_blocks();
+        let index: Vec<f64> = (0..=self.max_order)
+            .map(|k| unusable_index(&free_blocks, k))
+            .collect();
+        let (total, free) = (self.total_frames(), self.free_frames());
+        PhysStats {
+            total_frames: total,
+            free_frames: free,
+            used_frames: total - free,
+            allocs: zones.iter().map(|z| z.buddy.allocs).sum(),
+            frees: zones.iter().map(|z| z.buddy.frees).sum(),
+            fallbacks: self.fallbacks,
+            failures_by_order: self.failures.clone(),
+            fragmentation: Fragmentation {
+                order: self.report_order,
+                unusable_index: index[self.report_order as usize],
+            },
+            unusable_index: index,
+            free_blocks,
+            zones,
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "zone_tests.rs"]
+mod tests;
