@@ -5,6 +5,7 @@
 //! write the versioned JSON result, and render tables, CSV and plots from it.
 
 mod args;
+mod builtin;
 mod cmd;
 mod progress;
 

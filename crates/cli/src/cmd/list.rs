@@ -17,5 +17,6 @@ pub fn workloads() -> Result<()> {
         }
         println!();
     }
+    println!("{}: {}", crate::builtin::REAL, crate::builtin::REAL_SUMMARY);
     Ok(())
 }

@@ -12,7 +12,7 @@ pub fn run(a: SimArgs) -> Result<()> {
             let format = super::parse_format("--format", a.format.as_deref())?;
             pagelab_trace::open(path, format)?
         }
-        (None, Some(spec)) => pagelab_workloads::open(spec).with_context(|| format!("--workload {spec}"))?,
+        (None, Some(spec)) => crate::builtin::open(spec).with_context(|| format!("--workload {spec}"))?,
         (None, None) => anyhow::bail!("give a trace with --trace FILE (or - for standard input) or a workload with --workload NAME"),
     };
     let label = src.info().name;

@@ -8,17 +8,14 @@ use pagelab_report::{StudyResult, STUDY_SCHEMA};
 pub fn run(a: StudyArgs) -> Result<()> {
     let cfg = super::study_config(&a.model)?;
     let specs: Vec<String> = if a.workloads.is_empty() {
-        pagelab_workloads::default_set()
-            .into_iter()
-            .map(String::from)
-            .collect()
+        crate::builtin::default_set()
     } else {
         a.workloads.clone()
     };
     // Open every workload first so a typo fails before minutes of work.
     let mut sources = specs
         .iter()
-        .map(|s| pagelab_workloads::open(s).with_context(|| format!("workload {s}")))
+        .map(|s| crate::builtin::open(s))
         .collect::<Result<Vec<_>>>()?;
     let mut results = Vec::new();
     for (spec, src) in specs.iter().zip(sources.iter_mut()) {

@@ -1,0 +1,37 @@
+//! Workloads the binary carries: the synthetic generators of `pagelab-workloads`
+//! plus one real program's trace, so that `pagelab study` shows real code too.
+
+use anyhow::{Context, Result};
+use pagelab_trace::{LackeyReader, TraceSource};
+
+/// The name of the bundled real trace.
+pub const REAL: &str = "gzip";
+
+/// What `pagelab workloads` says about the bundled real trace.
+pub const REAL_SUMMARY: &str = "a real program: Valgrind Lackey trace of `gzip -9` compressing 20 KB of text \
+     (4.5 M references, dynamic loader included; bundled in the binary, tests/data/gzip-9.lackey.zst)";
+
+static REAL_TRACE: &[u8] = include_bytes!("../../../tests/data/gzip-9.lackey.zst");
+
+/// The default workloads of `pagelab study`: every synthetic one and the real trace.
+pub fn default_set() -> Vec<String> {
+    let mut v: Vec<String> = pagelab_workloads::default_set()
+        .into_iter()
+        .map(String::from)
+        .collect();
+    v.push(REAL.to_string());
+    v
+}
+
+/// Opens a workload spec: the bundled real trace by name, or a synthetic workload.
+pub fn open(spec: &str) -> Result<Box<dyn TraceSource + Send>> {
+    if spec.trim() == REAL {
+        let decoder = zstd::stream::read::Decoder::new(REAL_TRACE)
+            .context("opening the bundled gzip trace")?;
+        let reader = LackeyReader::new(decoder, "gzip (bundled Lackey trace of gzip -9)")
+            .with_compression(Some("zstd".to_string()));
+        return Ok(Box::new(reader));
+    }
+    pagelab_workloads::open(spec)
+        .with_context(|| format!("workload {spec} (or `{REAL}`, the bundled real trace)"))
+}
