@@ -60,8 +60,8 @@ pub enum TraceError {
     Io {
         /// The input's name (path or `-`).
         source_name: String,
-        /// The underlying error.
-        #[source]
+        /// The underlying error (already in the message, so not chained as a source:
+        /// `anyhow`'s `{:#}` would print it twice).
         err: std::io::Error,
     },
     /// A text trace has a line that is not a valid record.
