@@ -12,22 +12,21 @@
 //! - [`unusable_index`]: the fragmentation figure.
 //!
 //! ```
-//! use pagelab_core::{Order, Pfn};
-//! use pagelab_mm::phys::{FrameAllocator, PhysConfig, PhysMem, ZonePref};
+//! use pagelab_core::{Bytes, Order, PageSize};
+//! use pagelab_mm::phys::{FrameAllocator, LargeZoneConfig, PhysConfig, PhysMem, ZoneKind, ZonePref};
 //!
-//! let cfg: PhysConfig = PhysConfig::from_toml_str(r#"
-//!     memory = "64M"
-//!     max_order = 10
-//!     large = { size = "16M", page = "2M" }
-//! "#).unwrap();
+//! // As TOML: memory = "64M", large = { size = "16M", page = "2M" }
+//! let mut cfg = PhysConfig::new(Bytes(64 << 20));
+//! cfg.large = Some(LargeZoneConfig { size: Bytes(16 << 20), page: PageSize::M2, exclusive: true });
 //! let mut mem = PhysMem::new(&cfg).unwrap();
 //! let big = mem.alloc(Order(9), ZonePref::Any).unwrap(); // 2M, from the large zone
 //! let small = mem.alloc(Order(0), ZonePref::Any).unwrap(); // 4K, never from the large zone
 //! assert_eq!(big.0 % 512, 0);
-//! assert_eq!(mem.zone_of(big), mem.zone_id(pagelab_mm::phys::ZoneKind::Large));
+//! assert_eq!(mem.zone_of(big), mem.zone_id(ZoneKind::Large));
 //! mem.free(small, Order(0)).unwrap();
 //! assert!(mem.free(small, Order(0)).is_err()); // double free is an error, not a panic
 //! mem.check().unwrap();
+//! println!("{:?}", mem.stats().fragmentation); // unusable free space index at 2M
 //! ```
 
 mod bitset;
