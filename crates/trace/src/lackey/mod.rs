@@ -5,6 +5,7 @@
 //! modify; the address is hexadecimal without `0x` (at least eight digits,
 //! zero padded) and the size decimal. Valgrind's own lines start with `==`.
 
+mod fast;
 mod reader;
 mod writer;
 

@@ -1,5 +1,7 @@
-//! The Lackey parser: hand-written byte parsing over 1 MiB chunks.
+//! The Lackey parser: a fast path for Valgrind's own line shapes
+//! ([`super::fast`]) over 1 MiB chunks, and careful byte parsing for the rest.
 
+use super::fast::{newline_mask, parse_well_formed, READ_AHEAD};
 use super::VALID_LINE;
 use crate::{Latch, TraceError, TraceSource};
 use pagelab_core::{AccessKind, Event, MemRef, SourceInfo};
@@ -44,7 +46,10 @@ pub struct LackeyReader<R: Read> {
     inner: R,
     name: String,
     compression: Option<String>,
+    /// `chunk` bytes of input and `READ_AHEAD` more that the fast path may read.
     buf: Vec<u8>,
+    /// Bytes read at a time: `CHUNK`, smaller in tests to cross many chunk boundaries.
+    chunk: usize,
     /// Next byte to parse.
     start: usize,
     /// One past the last newline in `buf[..end]`: `buf[start..complete]` holds whole lines.
@@ -64,7 +69,8 @@ impl<R: Read> LackeyReader<R> {
             inner,
             name: name.into(),
             compression: None,
-            buf: vec![0; CHUNK],
+            buf: vec![0; CHUNK + READ_AHEAD],
+            chunk: CHUNK,
             start: 0,
             complete: 0,
             end: 0,
@@ -80,6 +86,14 @@ impl<R: Read> LackeyReader<R> {
         self
     }
 
+    /// Reads `chunk` bytes at a time instead of 1 MiB (which is also the longest line).
+    #[cfg(test)]
+    pub(crate) fn with_chunk(mut self, chunk: usize) -> Self {
+        self.chunk = chunk;
+        self.buf = vec![0; chunk + READ_AHEAD];
+        self
+    }
+
     /// Number of lines consumed so far.
     pub fn lines(&self) -> u64 {
         self.line
@@ -90,6 +104,7 @@ impl<R: Read> LackeyReader<R> {
         out.reserve(max.min(1 << 16));
         while out.len() < goal {
             if self.start < self.complete {
+                self.parse_fast(out, goal)?;
                 self.parse_lines(out, goal)?;
             } else if self.eof {
                 return Ok(());
@@ -106,13 +121,13 @@ impl<R: Read> LackeyReader<R> {
         self.end -= self.start;
         self.start = 0;
         self.complete = 0;
-        if self.end == self.buf.len() {
+        if self.end == self.chunk {
             self.long_line()?;
         } else {
             self.read_more()?;
         }
         if self.eof && self.end > 0 && self.buf[self.end - 1] != b'\n' {
-            if self.end < self.buf.len() {
+            if self.end < self.chunk {
                 // A last line without its newline: give it one.
                 self.buf[self.end] = b'\n';
                 self.end += 1;
@@ -126,8 +141,8 @@ impl<R: Read> LackeyReader<R> {
     }
 
     fn read_more(&mut self) -> Result<(), TraceError> {
-        while self.end < self.buf.len() {
-            match self.inner.read(&mut self.buf[self.end..]) {
+        while self.end < self.chunk {
+            match self.inner.read(&mut self.buf[self.end..self.chunk]) {
                 Ok(0) => {
                     self.eof = true;
                     break;
@@ -161,6 +176,68 @@ impl<R: Read> LackeyReader<R> {
                 return Ok(());
             }
         }
+    }
+
+    /// Parses whole lines from `buf[start..complete]` 64 bytes at a time while
+    /// `out` has room for 64 more before `goal`; [`Self::parse_lines`] does the rest.
+    ///
+    /// Each block's newlines are found at once, so where a line starts never
+    /// depends on parsing the line before it. Lines of the shape Valgrind
+    /// prints take the fast path; any other goes to [`parse_line`], which
+    /// decides what it is (and every error) exactly as if it were alone.
+    fn parse_fast(&mut self, out: &mut Vec<Event>, goal: usize) -> Result<(), TraceError> {
+        let complete = self.complete;
+        let buf = &self.buf[..complete + READ_AHEAD];
+        let mut s = self.start;
+        let mut line = self.line;
+        let mut block = s;
+        let mut result = Ok(());
+        'blocks: while block < complete && goal.saturating_sub(out.len()) >= 64 {
+            let mut ends = newline_mask(buf[block..block + 64].try_into().unwrap());
+            if complete - block < 64 {
+                ends &= (1 << (complete - block)) - 1;
+            }
+            // At most 64 lines end in the block: their references go straight
+            // into `out`'s spare room, which keeps `out` itself out of the loop.
+            out.reserve(64);
+            let len = out.len();
+            let room = &mut out.spare_capacity_mut()[..64];
+            let mut n = 0;
+            line += ends.count_ones() as u64;
+            while ends != 0 {
+                let e = block + ends.trailing_zeros() as usize;
+                ends &= ends - 1;
+                if let Some(r) = parse_well_formed(buf, s, e) {
+                    room[n & 63].write(Event::Ref(r));
+                    n += 1;
+                } else {
+                    match parse_odd_line(&buf[..complete], s, e) {
+                        Ok(Some(r)) => {
+                            room[n & 63].write(Event::Ref(r));
+                            n += 1;
+                        }
+                        Ok(None) => {}
+                        Err(reason) => {
+                            // Lines from this one on were counted but not consumed.
+                            line -= ends.count_ones() as u64 + 1;
+                            result = Err(reason);
+                            break;
+                        }
+                    }
+                }
+                s = e + 1;
+            }
+            // SAFETY: `room[..n]`, the first `n` spare slots after `len`, were
+            // written just above (`n <= 64`, one per newline of the block).
+            unsafe { out.set_len(len + n) };
+            if result.is_err() {
+                break 'blocks;
+            }
+            block += 64;
+        }
+        self.start = s;
+        self.line = line;
+        result.map_err(|reason| self.error_at(s, reason.to_string() + "; " + VALID_LINE))
     }
 
     /// Parses whole lines from `buf[start..complete]` until `out` reaches `goal`.
@@ -205,6 +282,16 @@ impl<R: Read> LackeyReader<R> {
             reason,
         }
     }
+}
+
+/// [`parse_line`] for a line the fast path left, `buf[pos..=end]`; out of line
+/// to keep the fast loop's registers free.
+#[cold]
+#[inline(never)]
+fn parse_odd_line(buf: &[u8], pos: usize, end: usize) -> Result<Option<MemRef>, &'static str> {
+    let (next, r) = parse_line(buf, pos)?;
+    debug_assert_eq!(next, end + 1);
+    Ok(r)
 }
 
 /// Parses the line at `buf[pos]`, which ends with a newline within `buf`.

@@ -276,3 +276,157 @@ proptest! {
         }
     }
 }
+
+/// The rules of the module docs, line by line over `str`-like slices: the
+/// events and the first error's line and reason.
+fn reference(text: &[u8]) -> (Vec<Event>, Option<(u64, &'static str)>) {
+    let mut lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
+    if text.is_empty() || text.ends_with(b"\n") {
+        lines.pop();
+    }
+    let mut out = Vec::new();
+    for (i, l) in lines.into_iter().enumerate() {
+        match reference_line(l) {
+            Ok(r) => out.extend(r),
+            Err(why) => return (out, Some((i as u64 + 1, why))),
+        }
+    }
+    (out, None)
+}
+
+fn reference_line(l: &[u8]) -> Result<Option<Event>, &'static str> {
+    let skip = |t: &[u8], set: &[u8]| t.iter().take_while(|b| set.contains(b)).count();
+    let blank = |t: &[u8]| skip(t, b" \r") == t.len();
+    if l.starts_with(b"==") {
+        return Ok(None);
+    }
+    let t = &l[skip(l, b" ")..];
+    let kind = match t.first() {
+        Some(b'I') => AccessKind::Instr,
+        Some(b'L') => AccessKind::Load,
+        Some(b'S') => AccessKind::Store,
+        Some(b'M') => AccessKind::Modify,
+        _ if blank(t) => return Ok(None),
+        _ => return Err("unknown record type"),
+    };
+    if t.get(1) != Some(&b' ') {
+        return Err("expected a space after the record letter");
+    }
+    let t = &t[1 + skip(&t[1..], b" ")..];
+    let hex = t.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    if hex == 0 {
+        return Err("expected a hexadecimal address");
+    }
+    let digits = std::str::from_utf8(&t[skip(&t[..hex], b"0")..hex]).unwrap();
+    let addr = u64::from_str_radix(digits, 16).or(if digits.is_empty() {
+        Ok(0)
+    } else {
+        Err("address does not fit in 64 bits")
+    })?;
+    if t.get(hex) != Some(&b',') {
+        return Err("expected `,` after the address");
+    }
+    let t = &t[hex + 1..];
+    let dec = t.iter().take_while(|b| b.is_ascii_digit()).count();
+    if dec == 0 {
+        return Err("expected a decimal size after `,`");
+    }
+    let digits = std::str::from_utf8(&t[skip(&t[..dec], b"0")..dec]).unwrap();
+    let size = if digits.is_empty() {
+        0
+    } else {
+        digits
+            .parse::<u32>()
+            .map_err(|_| "size does not fit in 32 bits")?
+    };
+    if !blank(&t[dec..]) {
+        return Err("unexpected text after the size");
+    }
+    Ok(Some(r(kind, addr, size)))
+}
+
+/// Mostly lines as Valgrind prints them, with every variant and mistake near them.
+fn arb_line() -> impl Strategy<Value = String> {
+    let head = prop_oneof![
+        8 => prop_oneof![Just("I  "), Just(" L "), Just(" S "), Just(" M ")].prop_map(String::from),
+        1 => "[ ]{0,3}[ILSMX=i][ ]{0,3}",
+    ];
+    let hex = prop_oneof![
+        8 => "[0-9a-f]{8,12}",
+        2 => "[0-9a-fA-F]{1,16}",
+        1 => "0{0,6}[0-9a-f]{15,18}",
+        1 => "[0-9a-fx]{0,3}",
+    ];
+    let size = prop_oneof![
+        8 => "[1-9][0-9]?",
+        2 => "[0-9]{0,4}",
+        1 => "[0-9]{9,12}",
+        1 => "[0-9x;]{0,2}",
+    ];
+    let comma = prop_oneof![12 => Just(","), 1 => Just(";"), 1 => Just("")];
+    let tail = prop_oneof![12 => Just(""), 1 => Just(" "), 1 => Just("\r"), 1 => Just(" \r"), 1 => Just("x")];
+    let record =
+        (head, hex, comma, size, tail).prop_map(|(h, x, c, s, t)| format!("{h}{x}{c}{s}{t}"));
+    prop_oneof![
+        20 => record,
+        1 => "==[0-9]{1,5}==[ -~]{0,60}",
+        1 => Just(String::new()),
+        1 => "[ -~\r]{0,40}",
+        1 => "[ \r]{1,3}",
+    ]
+}
+
+fn arb_text() -> impl Strategy<Value = Vec<u8>> {
+    (proptest::collection::vec(arb_line(), 0..120), any::<bool>()).prop_map(|(lines, last_nl)| {
+        let mut text = lines.join("\n");
+        if last_nl && !lines.is_empty() {
+            text.push('\n');
+        }
+        text.into_bytes()
+    })
+}
+
+/// The events and the error, printed, of reading `text` in batches of
+/// `batch` (below 64 the fast path never runs) from a reader of `chunk` bytes.
+fn outcome(text: &[u8], batch: usize, chunk: usize, step: usize) -> (Vec<Event>, Option<String>) {
+    let mut src = LackeyReader::new(Trickle(text, step), "t.lackey").with_chunk(chunk);
+    let mut out = Vec::new();
+    loop {
+        match src.fill(&mut out, batch) {
+            Ok(true) => {}
+            Ok(false) => return (out, None),
+            Err(e) => return (out, Some(e.to_string())),
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// The fast path, the careful path and the reference agree on every
+    /// event and on the error, its line and its text, whatever the chunks.
+    #[test]
+    fn fast_careful_and_reference_agree(
+        text in arb_text(),
+        chunk in 64usize..400,
+        step in 1usize..50,
+        batch in 1usize..64,
+    ) {
+        let fast = outcome(&text, usize::MAX, 1 << 20, step);
+        let careful = outcome(&text, batch, 1 << 20, step);
+        prop_assert_eq!(&fast, &careful);
+        let (events, err) = reference(&text);
+        prop_assert_eq!(&fast.0, &events);
+        match (&fast.1, err) {
+            (None, None) => {}
+            (Some(got), Some((line, why))) => {
+                let want = format!("t.lackey line {line}: ");
+                prop_assert!(got.contains(&want) && got.contains(why), "{} / {} {}", got, line, why);
+            }
+            (got, want) => prop_assert!(false, "error {:?}, reference {:?}", got, want),
+        }
+        // Small chunks put lines across chunk boundaries at every offset.
+        prop_assert_eq!(&outcome(&text, usize::MAX, chunk, step), &fast);
+        prop_assert_eq!(&outcome(&text, 1000, chunk, step), &fast);
+    }
+}

@@ -1,0 +1,287 @@
+//! The fast path of the Lackey parser: well-formed lines without loops over bytes.
+//!
+//! [`newline_mask`] finds the line ends of 64 bytes at a time, so the start of
+//! the next line never waits on parsing this one and the CPU overlaps lines.
+//! [`parse_well_formed`] reads a line of exactly the shape Valgrind prints
+//! (`I  <hex>,<dec>\n` or ` L|S|M <hex>,<dec>\n`, 1 to 16 hex digits, 1 or 2
+//! decimal digits) with a few wide loads; anything else returns `None` and
+//! goes to the careful scalar parser, which alone decides what is an error.
+//!
+//! On x86_64 the byte classification uses SSE2 (part of every x86_64 target);
+//! other targets use the same arithmetic on 64-bit words (SWAR). The tests
+//! check that both agree with a byte-by-byte reference.
+
+use pagelab_core::{AccessKind, MemRef};
+
+/// Bytes that [`newline_mask`] and [`parse_well_formed`] may read past a position.
+pub(super) const READ_AHEAD: usize = 64;
+
+/// The first three bytes of a well-formed line with this second byte, as a
+/// little-endian `u32` (`u32::MAX`, never a three-byte value, if none).
+static HEAD: [u32; 256] = {
+    let mut t = [u32::MAX; 256];
+    t[b' ' as usize] = u32::from_le_bytes([b'I', b' ', b' ', 0]);
+    t[b'L' as usize] = u32::from_le_bytes([b' ', b'L', b' ', 0]);
+    t[b'S' as usize] = u32::from_le_bytes([b' ', b'S', b' ', 0]);
+    t[b'M' as usize] = u32::from_le_bytes([b' ', b'M', b' ', 0]);
+    t
+};
+
+/// The kind of a well-formed line by its second byte.
+static KIND: [AccessKind; 256] = {
+    let mut t = [AccessKind::Instr; 256];
+    t[b'L' as usize] = AccessKind::Load;
+    t[b'S' as usize] = AccessKind::Store;
+    t[b'M' as usize] = AccessKind::Modify;
+    t
+};
+
+fn word(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// Bit `i` is set when `block[i]` is a newline.
+#[inline(always)]
+pub(super) fn newline_mask(block: &[u8; 64]) -> u64 {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    // SAFETY: the function only needs SSE2, which this build enables (the cfg
+    // checks; it is part of every x86_64 target).
+    unsafe {
+        sse2::newline_mask(block)
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    {
+        swar::newline_mask(block)
+    }
+}
+
+/// The number of leading hexadecimal digits of `chunk` (0..=16), and the
+/// value of the first 16 bytes read as hexadecimal digits (only meaningful for
+/// the leading digits: callers shift the rest out).
+#[inline(always)]
+fn hex16(chunk: &[u8; 16]) -> (u32, u64) {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    // SAFETY: the function only needs SSE2, which this build enables (the cfg
+    // checks; it is part of every x86_64 target).
+    unsafe {
+        sse2::hex16(chunk)
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    {
+        swar::hex16(chunk)
+    }
+}
+
+/// Parses the line `buf[s..=e]`, where `buf[e]` is its newline and
+/// `buf.len() >= s + READ_AHEAD`, if it has the exact shape Valgrind prints.
+///
+/// `None` means "ask the careful parser", not "invalid": a line it returns is
+/// parsed exactly as the careful parser would parse it.
+#[inline(always)]
+pub(super) fn parse_well_formed(buf: &[u8], s: usize, e: usize) -> Option<MemRef> {
+    let line: &[u8; 32] = buf[s..s + 32].try_into().unwrap();
+    let head = u32::from_le_bytes([line[0], line[1], line[2], 0]);
+    let head_ok = head == HEAD[line[1] as usize];
+    let kind = KIND[line[1] as usize];
+
+    let (n, digits) = hex16(line[3..19].try_into().unwrap());
+    let addr = digits.checked_shr(64 - 4 * n).unwrap_or(0);
+    let comma = 3 + n as usize; // <= 19
+    let comma_ok = (n != 0) & (line[comma] == b',');
+
+    // The size: one or two decimal digits between the comma and the newline.
+    let k = e.wrapping_sub(s + comma + 1);
+    let d0 = line[comma + 1].wrapping_sub(b'0');
+    let d1 = line[comma + 2].wrapping_sub(b'0');
+    let two = k == 2;
+    let size_ok = (k.wrapping_sub(1) < 2) & (d0 <= 9) & (!two | (d1 <= 9));
+    let size = if two {
+        d0 as u32 * 10 + d1 as u32
+    } else {
+        d0 as u32
+    };
+
+    if head_ok & comma_ok & size_ok {
+        Some(MemRef { addr, size, kind })
+    } else {
+        None
+    }
+}
+
+/// Portable versions on 64-bit words; on x86_64 compiled for the tests only.
+#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
+pub(super) mod swar {
+    use super::word;
+
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+
+    fn splat(b: u8) -> u64 {
+        u64::from_ne_bytes([b; 8])
+    }
+
+    /// 0x80 in each byte of `x` that is zero.
+    fn zero_bytes(x: u64) -> u64 {
+        !(((x & LOW7) + LOW7) | x | LOW7)
+    }
+
+    /// 0x80 in each byte of `x` that is at least `lo` (`lo` in 1..=0x80), for bytes below 0x80.
+    fn at_least(x: u64, lo: u8) -> u64 {
+        ((x & LOW7) + splat(0x80 - lo)) & HIGH
+    }
+
+    /// Bit `i` of the result is the high bit of byte `i` of `x`.
+    fn gather(x: u64) -> u64 {
+        ((x >> 7).wrapping_mul(0x0102_0408_1020_4080)) >> 56
+    }
+
+    pub fn newline_mask(block: &[u8; 64]) -> u64 {
+        (0..8).fold(0, |m, i| {
+            m | gather(zero_bytes(word(block, 8 * i) ^ splat(b'\n'))) << (8 * i)
+        })
+    }
+
+    /// 0x80 in each byte that is a hexadecimal digit, and the letters among them.
+    fn classify(x: u64) -> (u64, u64) {
+        let ascii = !x & HIGH;
+        let digit = at_least(x, b'0') & !at_least(x, b'9' + 1);
+        let y = x | splat(0x20);
+        let alpha = at_least(y, b'a') & !at_least(y, b'f' + 1) & ascii;
+        ((digit & ascii) | alpha, alpha)
+    }
+
+    /// Nibble `15 - i` of the result is the digit value of byte `i`.
+    fn pack(a: u64, alpha_a: u64, b: u64, alpha_b: u64) -> u64 {
+        let nib = |x: u64, alpha: u64| {
+            let v = (x & splat(0x0f)) + (alpha >> 7) * 9;
+            // Byte 0 (the first digit) is the most significant.
+            let mut v = v.swap_bytes();
+            v = (v | v >> 4) & 0x00ff_00ff_00ff_00ff;
+            v = (v | v >> 8) & 0x0000_ffff_0000_ffff;
+            (v | v >> 16) & 0xffff_ffff
+        };
+        nib(a, alpha_a) << 32 | nib(b, alpha_b)
+    }
+
+    pub fn hex16(chunk: &[u8; 16]) -> (u32, u64) {
+        let (a, b) = (word(chunk, 0), word(chunk, 8));
+        let (hex_a, alpha_a) = classify(a);
+        let (hex_b, alpha_b) = classify(b);
+        let not_hex = gather(!hex_a & HIGH) | gather(!hex_b & HIGH) << 8 | 1 << 16;
+        let n = not_hex.trailing_zeros();
+        (n, pack(a, alpha_a, b, alpha_b))
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+mod sse2 {
+    use super::word;
+    use std::arch::x86_64::*;
+
+    #[target_feature(enable = "sse2")]
+    fn load(b: &[u8], at: usize) -> __m128i {
+        _mm_set_epi64x(word(b, at + 8) as i64, word(b, at) as i64)
+    }
+
+    #[target_feature(enable = "sse2")]
+    fn splat(b: u8) -> __m128i {
+        _mm_set1_epi8(b as i8)
+    }
+
+    #[target_feature(enable = "sse2")]
+    pub fn newline_mask(block: &[u8; 64]) -> u64 {
+        let nl = splat(b'\n');
+        (0..4).fold(0, |m, i| {
+            let eq = _mm_cmpeq_epi8(load(block, 16 * i), nl);
+            m | (_mm_movemask_epi8(eq) as u16 as u64) << (16 * i)
+        })
+    }
+
+    #[target_feature(enable = "sse2")]
+    pub fn hex16(chunk: &[u8; 16]) -> (u32, u64) {
+        let x = load(chunk, 0);
+        // Signed compares: bytes from 0x80 up are negative and so never in range.
+        let in_range = |v, lo: u8, hi: u8| {
+            _mm_and_si128(
+                _mm_cmpgt_epi8(v, splat(lo - 1)),
+                _mm_cmplt_epi8(v, splat(hi + 1)),
+            )
+        };
+        let digit = in_range(x, b'0', b'9');
+        let alpha = in_range(_mm_or_si128(x, splat(0x20)), b'a', b'f');
+        let hex = _mm_movemask_epi8(_mm_or_si128(digit, alpha)) as u32;
+        let n = (!hex | 1 << 16).trailing_zeros();
+        let nib = _mm_add_epi8(
+            _mm_and_si128(x, splat(0x0f)),
+            _mm_and_si128(alpha, splat(9)),
+        );
+        // Pairs of digits into bytes, first digit high: 16-bit lane d0 | d1 << 8 -> d0 << 4 | d1.
+        let pairs = _mm_and_si128(
+            _mm_or_si128(_mm_slli_epi16::<4>(nib), _mm_srli_epi16::<8>(nib)),
+            _mm_set1_epi16(0xff),
+        );
+        let bytes = _mm_packus_epi16(pairs, pairs);
+        let v = _mm_cvtsi128_si64(bytes) as u64;
+        (n, v.swap_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn hex_ref(chunk: &[u8; 16]) -> (u32, u64) {
+        let n = chunk.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+        let text = std::str::from_utf8(&chunk[..n]).unwrap();
+        (n as u32, u64::from_str_radix(text, 16).unwrap_or(0))
+    }
+
+    fn bytes() -> impl Strategy<Value = u8> {
+        prop_oneof![
+            Just(b'\n'),
+            Just(b','),
+            b'0'..=b'9',
+            b'a'..=b'f',
+            b'A'..=b'F',
+            any::<u8>()
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn newline_masks_agree(block in proptest::collection::vec(bytes(), 64)) {
+            let block: [u8; 64] = block.try_into().unwrap();
+            let want = block.iter().enumerate().fold(0u64, |m, (i, &b)| m | ((b == b'\n') as u64) << i);
+            prop_assert_eq!(newline_mask(&block), want);
+            prop_assert_eq!(swar::newline_mask(&block), want);
+        }
+
+        #[test]
+        fn hex_digits_agree(chunk in proptest::collection::vec(bytes(), 16)) {
+            let chunk: [u8; 16] = chunk.try_into().unwrap();
+            let (want_n, want) = hex_ref(&chunk);
+            for (n, v) in [hex16(&chunk), swar::hex16(&chunk)] {
+                prop_assert_eq!(n, want_n);
+                if n > 0 {
+                    prop_assert_eq!(v >> (64 - 4 * n), want);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_byte_is_classified_right() {
+        for b in 0..=255u8 {
+            let mut chunk = [b'0'; 16];
+            chunk[0] = b;
+            let want = hex_ref(&chunk);
+            for (n, v) in [hex16(&chunk), swar::hex16(&chunk)] {
+                assert_eq!(n, want.0, "byte {b:#x}");
+                if n == 16 {
+                    assert_eq!(v, want.1, "byte {b:#x}");
+                }
+            }
+        }
+    }
+}
