@@ -40,6 +40,11 @@ fn one_4k_page_needs_four_tables() {
         (VirtAddr(0x7fff_1234_5000), PageSize::K4, Pfn(7), 4)
     );
     assert!(pt.walk(VirtAddr(0x7fff_1234_6000)).is_none());
+    // A miss in the same leaf table still reads four levels; elsewhere fewer.
+    assert_eq!(pt.walk_levels(VirtAddr(0x7fff_1234_6000)), 4);
+    assert_eq!(pt.walk_levels(VirtAddr(0x7fff_1240_0000)), 3);
+    assert_eq!(pt.walk_levels(VirtAddr(0)), 1);
+    assert_eq!(pt.walk_levels(VirtAddr(u64::MAX)), 0);
 }
 
 #[test]

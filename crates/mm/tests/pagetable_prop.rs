@@ -190,6 +190,10 @@ fn compare(
                     "walk {:#x}",
                     va
                 );
+                prop_assert_eq!(
+                    radix.walk_levels(VirtAddr(va)),
+                    reference.walk_levels(VirtAddr(va))
+                );
             }
             if m.start.0 > 0 {
                 let va = VirtAddr(m.start.0 - 1);
@@ -277,6 +281,7 @@ fn run(geo: Geometry, ops: &[Op]) -> Result<(), TestCaseError> {
             Op::Walk { at } => {
                 let va = VirtAddr(space.va(at, 1) + at.mid as u64 * 8);
                 prop_assert_eq!(radix.walk(va), reference.walk(va));
+                prop_assert_eq!(radix.walk_levels(va), reference.walk_levels(va), "{:?}", va);
                 format!("walk {}", radix.walk(va).is_some())
             }
             Op::Empty { at, len } => {

@@ -269,6 +269,10 @@ pub trait PageTable {
     fn unmap(&mut self, va: VirtAddr, size: PageSize) -> Result<Mapping, PtError>;
     /// The leaf holding `va`, if any.
     fn walk(&self, va: VirtAddr) -> Option<Translation>;
+    /// Table levels a walk for `va` reads before it finds a leaf or an empty
+    /// entry: the cost of the walk that precedes a fault. Equals
+    /// `walk(va).levels` when `va` is mapped; 0 outside the address space.
+    fn walk_levels(&self, va: VirtAddr) -> u8;
     /// Sets flags on a range, splitting pages partly inside it.
     fn protect(
         &mut self,

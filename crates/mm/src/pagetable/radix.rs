@@ -299,6 +299,21 @@ impl PageTable for RadixPageTable {
         })
     }
 
+    fn walk_levels(&self, va: VirtAddr) -> u8 {
+        if va.0 >> self.va_bits != 0 {
+            return 0;
+        }
+        let (mut off, mut level) = (self.root, self.levels);
+        loop {
+            let e = self.pool[off + self.index(va.0, level)];
+            if e & PRESENT == 0 || e & LEAF != 0 {
+                return self.levels - level + 1;
+            }
+            off = payload(e) as usize;
+            level -= 1;
+        }
+    }
+
     fn protect(
         &mut self,
         va: VirtAddr,

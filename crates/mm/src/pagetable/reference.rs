@@ -158,6 +158,29 @@ impl PageTable for ReferencePageTable {
         })
     }
 
+    /// The root, then every level whose table on the path to `va` exists: a
+    /// table at level `l` exists when a mapping in its span has its leaf at
+    /// level `l` or below.
+    fn walk_levels(&self, va: VirtAddr) -> u8 {
+        if va.0 >> self.geo.va_bits() != 0 {
+            return 0;
+        }
+        if let Some(t) = self.walk(va) {
+            return t.levels;
+        }
+        let mut touched = 1;
+        for l in (1..self.geo.levels()).rev() {
+            let shift = self.geo.table_shift(l);
+            let start = VirtAddr(va.0 >> shift << shift);
+            let needs = |m: &Mapping| self.geo.placement(m.size).is_some_and(|p| p.level <= l);
+            if !self.mappings_in(start, 1 << shift).iter().any(needs) {
+                break;
+            }
+            touched += 1;
+        }
+        touched
+    }
+
     fn protect(
         &mut self,
         va: VirtAddr,
