@@ -3,6 +3,8 @@
 //!
 //! - [`phys`]: physical memory, a buddy allocator with zones (seam: `FrameAllocator`).
 //! - [`pagetable`]: a radix page table with leaves at any level (seam: `PageTable`).
+//! - [`vma`]: address spaces: VMAs with protection, backing and page-size wishes.
 
 pub mod pagetable;
 pub mod phys;
+pub mod vma;
