@@ -11,7 +11,8 @@
 //! other targets use the same arithmetic on 64-bit words (SWAR). The tests
 //! check that both agree with a byte-by-byte reference.
 
-use pagelab_core::{AccessKind, MemRef};
+use super::reader::parse_odd_line;
+use pagelab_core::{AccessKind, Event, MemRef};
 
 /// Bytes that [`newline_mask`] and [`parse_well_formed`] may read past a position.
 pub(super) const READ_AHEAD: usize = 64;
@@ -42,34 +43,119 @@ fn word(b: &[u8], at: usize) -> u64 {
 
 /// Bit `i` is set when `block[i]` is a newline.
 #[inline(always)]
-pub(super) fn newline_mask(block: &[u8; 64]) -> u64 {
+fn newline_mask<const AVX2: bool>(block: &[u8; 64]) -> u64 {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    // SAFETY: the function only needs SSE2, which this build enables (the cfg
-    // checks; it is part of every x86_64 target).
-    unsafe {
-        sse2::newline_mask(block)
+    if AVX2 {
+        avx2::newline_mask(block)
+    } else {
+        // SAFETY: the function only needs SSE2, which this build enables (the
+        // cfg checks; it is part of every x86_64 target).
+        unsafe { sse2::newline_mask(block) }
     }
     #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-    {
-        swar::newline_mask(block)
-    }
+    swar::newline_mask(block)
 }
 
 /// The number of leading hexadecimal digits of `chunk` (0..=16), and the
 /// value of the first 16 bytes read as hexadecimal digits (only meaningful for
 /// the leading digits: callers shift the rest out).
 #[inline(always)]
-fn hex16(chunk: &[u8; 16]) -> (u32, u64) {
+fn hex16<const AVX2: bool>(chunk: &[u8; 16]) -> (u32, u64) {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    // SAFETY: the function only needs SSE2, which this build enables (the cfg
-    // checks; it is part of every x86_64 target).
-    unsafe {
-        sse2::hex16(chunk)
+    if AVX2 {
+        avx2::hex16(chunk)
+    } else {
+        // SAFETY: as in `newline_mask`.
+        unsafe { sse2::hex16(chunk) }
     }
     #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    swar::hex16(chunk)
+}
+
+/// Parses whole lines of `buf[start..complete]` 64 bytes at a time while
+/// `out` has room for 64 more before `goal`; returns where it stopped (a line
+/// start), the lines consumed in all, and the error of the line at the stop.
+///
+/// `buf` has `READ_AHEAD` bytes after `complete`, and `buf[complete - 1]` is
+/// a newline. Each block's newlines are found at once, so where a line starts
+/// never waits on parsing the line before it. Lines of the shape Valgrind
+/// prints take [`parse_well_formed`]; any other goes to the careful parser,
+/// which decides what it is (and every error) exactly as if it were alone.
+pub(super) fn parse_blocks(
+    buf: &[u8],
+    complete: usize,
+    start: usize,
+    line: u64,
+    out: &mut Vec<Event>,
+    goal: usize,
+) -> (usize, u64, Result<(), &'static str>) {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    if std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("bmi2")
+        && std::arch::is_x86_feature_detected!("popcnt")
     {
-        swar::hex16(chunk)
+        // SAFETY: the CPU has the features `avx2::parse_blocks` is compiled for (checked just above).
+        return unsafe { avx2::parse_blocks(buf, complete, start, line, out, goal) };
     }
+    parse_blocks_with::<false>(buf, complete, start, line, out, goal)
+}
+
+#[inline(always)]
+fn parse_blocks_with<const AVX2: bool>(
+    buf: &[u8],
+    complete: usize,
+    start: usize,
+    mut line: u64,
+    out: &mut Vec<Event>,
+    goal: usize,
+) -> (usize, u64, Result<(), &'static str>) {
+    let mut s = start;
+    let mut block = s;
+    let mut result = Ok(());
+    while block < complete && goal.saturating_sub(out.len()) >= 64 {
+        let mut ends = newline_mask::<AVX2>(buf[block..block + 64].try_into().unwrap());
+        if complete - block < 64 {
+            ends &= (1 << (complete - block)) - 1;
+        }
+        // At most 64 lines end in the block: their references go straight
+        // into `out`'s spare room, which keeps `out` itself out of the loop.
+        out.reserve(64);
+        let len = out.len();
+        let room = &mut out.spare_capacity_mut()[..64];
+        let mut n = 0;
+        line += ends.count_ones() as u64;
+        while ends != 0 {
+            let e = block + ends.trailing_zeros() as usize;
+            ends &= ends - 1;
+            if let Some(r) = parse_well_formed::<AVX2>(buf, s, e) {
+                room[n & 63].write(Event::Ref(r));
+                n += 1;
+            } else {
+                match parse_odd_line(&buf[..complete], s, e) {
+                    Ok(Some(r)) => {
+                        room[n & 63].write(Event::Ref(r));
+                        n += 1;
+                    }
+                    Ok(None) => {}
+                    Err(reason) => {
+                        // Lines from this one on were counted but not consumed.
+                        line -= ends.count_ones() as u64 + 1;
+                        result = Err(reason);
+                        break;
+                    }
+                }
+            }
+            s = e + 1;
+        }
+        // SAFETY: `room[..n]`, the first `n` spare slots after `len`, were
+        // written just above (`n <= 64`, one per newline of the block).
+        unsafe { out.set_len(len + n) };
+        if result.is_err() {
+            break;
+        }
+        block += 64;
+    }
+    (s, line, result)
 }
 
 /// Parses the line `buf[s..=e]`, where `buf[e]` is its newline and
@@ -78,13 +164,13 @@ fn hex16(chunk: &[u8; 16]) -> (u32, u64) {
 /// `None` means "ask the careful parser", not "invalid": a line it returns is
 /// parsed exactly as the careful parser would parse it.
 #[inline(always)]
-pub(super) fn parse_well_formed(buf: &[u8], s: usize, e: usize) -> Option<MemRef> {
+fn parse_well_formed<const AVX2: bool>(buf: &[u8], s: usize, e: usize) -> Option<MemRef> {
     let line: &[u8; 32] = buf[s..s + 32].try_into().unwrap();
     let head = u32::from_le_bytes([line[0], line[1], line[2], 0]);
     let head_ok = head == HEAD[line[1] as usize];
     let kind = KIND[line[1] as usize];
 
-    let (n, digits) = hex16(line[3..19].try_into().unwrap());
+    let (n, digits) = hex16::<AVX2>(line[3..19].try_into().unwrap());
     let addr = digits.checked_shr(64 - 4 * n).unwrap_or(0);
     let comma = 3 + n as usize; // <= 19
     let comma_ok = (n != 0) & (line[comma] == b',');
@@ -226,10 +312,111 @@ mod sse2 {
     }
 }
 
+/// The same with AVX2 (and BMI2, POPCNT for the scalar parts), chosen at run time.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+mod avx2 {
+    use super::{word, Event};
+    use std::arch::x86_64::*;
+
+    #[target_feature(enable = "avx2,bmi1,bmi2,popcnt,lzcnt")]
+    pub fn parse_blocks(
+        buf: &[u8],
+        complete: usize,
+        start: usize,
+        line: u64,
+        out: &mut Vec<Event>,
+        goal: usize,
+    ) -> (usize, u64, Result<(), &'static str>) {
+        super::parse_blocks_with::<true>(buf, complete, start, line, out, goal)
+    }
+
+    #[inline(always)]
+    pub fn newline_mask(block: &[u8; 64]) -> u64 {
+        // SAFETY: only called from `parse_blocks`, whose caller checked AVX2.
+        unsafe {
+            let load = |at: usize| {
+                _mm256_set_epi64x(
+                    word(block, at + 24) as i64,
+                    word(block, at + 16) as i64,
+                    word(block, at + 8) as i64,
+                    word(block, at) as i64,
+                )
+            };
+            let nl = _mm256_set1_epi8(b'\n' as i8);
+            let lo = _mm256_movemask_epi8(_mm256_cmpeq_epi8(load(0), nl)) as u32 as u64;
+            let hi = _mm256_movemask_epi8(_mm256_cmpeq_epi8(load(32), nl)) as u32 as u64;
+            lo | hi << 32
+        }
+    }
+
+    #[inline(always)]
+    pub fn hex16(chunk: &[u8; 16]) -> (u32, u64) {
+        // SAFETY: only called from `parse_blocks`, whose caller checked AVX2.
+        unsafe {
+            let splat = |b: u8| _mm_set1_epi8(b as i8);
+            let x = _mm_set_epi64x(word(chunk, 8) as i64, word(chunk, 0) as i64);
+            let in_range = |v, lo: u8, hi: u8| {
+                _mm_and_si128(
+                    _mm_cmpgt_epi8(v, splat(lo - 1)),
+                    _mm_cmplt_epi8(v, splat(hi + 1)),
+                )
+            };
+            let digit = in_range(x, b'0', b'9');
+            let alpha = in_range(_mm_or_si128(x, splat(0x20)), b'a', b'f');
+            let hex = _mm_movemask_epi8(_mm_or_si128(digit, alpha)) as u32;
+            let n = (!hex | 1 << 16).trailing_zeros();
+            let nib = _mm_add_epi8(
+                _mm_and_si128(x, splat(0x0f)),
+                _mm_and_si128(alpha, splat(9)),
+            );
+            // Pairs of digits into bytes, first digit high: d0 * 16 + d1.
+            let pairs = _mm_maddubs_epi16(nib, _mm_set1_epi16(0x0110));
+            let bytes = _mm_packus_epi16(pairs, pairs);
+            let v = _mm_cvtsi128_si64(bytes) as u64;
+            (n, v.swap_bytes())
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Every implementation of `hex16` this CPU can run.
+    fn all_hex16(chunk: &[u8; 16]) -> Vec<(u32, u64)> {
+        let mut all = vec![hex16::<false>(chunk), swar::hex16(chunk)];
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            all.push(avx2::hex16(chunk));
+        }
+        all
+    }
+
+    /// `parse_blocks` over `text` padded as the reader pads it.
+    fn blocks(text: &[u8], avx2: bool) -> (Vec<Event>, u64, Result<(), &'static str>, usize) {
+        let mut buf = text.to_vec();
+        if !buf.ends_with(b"\n") {
+            buf.push(b'\n');
+        }
+        let complete = buf.len();
+        buf.resize(complete + READ_AHEAD, b'7');
+        let mut out = Vec::new();
+        let (s, line, result) = if avx2 {
+            parse_blocks(&buf, complete, 0, 0, &mut out, usize::MAX)
+        } else {
+            parse_blocks_with::<false>(&buf, complete, 0, 0, &mut out, usize::MAX)
+        };
+        (out, line, result, s)
+    }
+
+    proptest! {
+        /// The SSE2 (or SWAR) build of the block loop agrees with the one this CPU runs.
+        #[test]
+        fn block_loops_agree(text in super::super::tests::arb_text()) {
+            prop_assert_eq!(blocks(&text, false), blocks(&text, true));
+        }
+    }
 
     fn hex_ref(chunk: &[u8; 16]) -> (u32, u64) {
         let n = chunk.iter().take_while(|b| b.is_ascii_hexdigit()).count();
@@ -253,15 +440,19 @@ mod tests {
         fn newline_masks_agree(block in proptest::collection::vec(bytes(), 64)) {
             let block: [u8; 64] = block.try_into().unwrap();
             let want = block.iter().enumerate().fold(0u64, |m, (i, &b)| m | ((b == b'\n') as u64) << i);
-            prop_assert_eq!(newline_mask(&block), want);
+            prop_assert_eq!(newline_mask::<false>(&block), want);
             prop_assert_eq!(swar::newline_mask(&block), want);
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                prop_assert_eq!(avx2::newline_mask(&block), want);
+            }
         }
 
         #[test]
         fn hex_digits_agree(chunk in proptest::collection::vec(bytes(), 16)) {
             let chunk: [u8; 16] = chunk.try_into().unwrap();
             let (want_n, want) = hex_ref(&chunk);
-            for (n, v) in [hex16(&chunk), swar::hex16(&chunk)] {
+            for (n, v) in all_hex16(&chunk) {
                 prop_assert_eq!(n, want_n);
                 if n > 0 {
                     prop_assert_eq!(v >> (64 - 4 * n), want);
@@ -276,7 +467,7 @@ mod tests {
             let mut chunk = [b'0'; 16];
             chunk[0] = b;
             let want = hex_ref(&chunk);
-            for (n, v) in [hex16(&chunk), swar::hex16(&chunk)] {
+            for (n, v) in all_hex16(&chunk) {
                 assert_eq!(n, want.0, "byte {b:#x}");
                 if n == 16 {
                     assert_eq!(v, want.1, "byte {b:#x}");

@@ -1,7 +1,7 @@
 //! The Lackey parser: a fast path for Valgrind's own line shapes
 //! ([`super::fast`]) over 1 MiB chunks, and careful byte parsing for the rest.
 
-use super::fast::{newline_mask, parse_well_formed, READ_AHEAD};
+use super::fast::{parse_blocks, READ_AHEAD};
 use super::VALID_LINE;
 use crate::{Latch, TraceError, TraceSource};
 use pagelab_core::{AccessKind, Event, MemRef, SourceInfo};
@@ -188,56 +188,10 @@ impl<R: Read> LackeyReader<R> {
     fn parse_fast(&mut self, out: &mut Vec<Event>, goal: usize) -> Result<(), TraceError> {
         let complete = self.complete;
         let buf = &self.buf[..complete + READ_AHEAD];
-        let mut s = self.start;
-        let mut line = self.line;
-        let mut block = s;
-        let mut result = Ok(());
-        'blocks: while block < complete && goal.saturating_sub(out.len()) >= 64 {
-            let mut ends = newline_mask(buf[block..block + 64].try_into().unwrap());
-            if complete - block < 64 {
-                ends &= (1 << (complete - block)) - 1;
-            }
-            // At most 64 lines end in the block: their references go straight
-            // into `out`'s spare room, which keeps `out` itself out of the loop.
-            out.reserve(64);
-            let len = out.len();
-            let room = &mut out.spare_capacity_mut()[..64];
-            let mut n = 0;
-            line += ends.count_ones() as u64;
-            while ends != 0 {
-                let e = block + ends.trailing_zeros() as usize;
-                ends &= ends - 1;
-                if let Some(r) = parse_well_formed(buf, s, e) {
-                    room[n & 63].write(Event::Ref(r));
-                    n += 1;
-                } else {
-                    match parse_odd_line(&buf[..complete], s, e) {
-                        Ok(Some(r)) => {
-                            room[n & 63].write(Event::Ref(r));
-                            n += 1;
-                        }
-                        Ok(None) => {}
-                        Err(reason) => {
-                            // Lines from this one on were counted but not consumed.
-                            line -= ends.count_ones() as u64 + 1;
-                            result = Err(reason);
-                            break;
-                        }
-                    }
-                }
-                s = e + 1;
-            }
-            // SAFETY: `room[..n]`, the first `n` spare slots after `len`, were
-            // written just above (`n <= 64`, one per newline of the block).
-            unsafe { out.set_len(len + n) };
-            if result.is_err() {
-                break 'blocks;
-            }
-            block += 64;
-        }
-        self.start = s;
+        let (start, line, result) = parse_blocks(buf, complete, self.start, self.line, out, goal);
+        self.start = start;
         self.line = line;
-        result.map_err(|reason| self.error_at(s, reason.to_string() + "; " + VALID_LINE))
+        result.map_err(|reason| self.error_at(start, reason.to_string() + "; " + VALID_LINE))
     }
 
     /// Parses whole lines from `buf[start..complete]` until `out` reaches `goal`.
@@ -288,7 +242,11 @@ impl<R: Read> LackeyReader<R> {
 /// to keep the fast loop's registers free.
 #[cold]
 #[inline(never)]
-fn parse_odd_line(buf: &[u8], pos: usize, end: usize) -> Result<Option<MemRef>, &'static str> {
+pub(super) fn parse_odd_line(
+    buf: &[u8],
+    pos: usize,
+    end: usize,
+) -> Result<Option<MemRef>, &'static str> {
     let (next, r) = parse_line(buf, pos)?;
     debug_assert_eq!(next, end + 1);
     Ok(r)

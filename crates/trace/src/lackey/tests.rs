@@ -376,7 +376,7 @@ fn arb_line() -> impl Strategy<Value = String> {
     ]
 }
 
-fn arb_text() -> impl Strategy<Value = Vec<u8>> {
+pub(super) fn arb_text() -> impl Strategy<Value = Vec<u8>> {
     (proptest::collection::vec(arb_line(), 0..120), any::<bool>()).prop_map(|(lines, last_nl)| {
         let mut text = lines.join("\n");
         if last_nl && !lines.is_empty() {
