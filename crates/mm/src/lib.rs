@@ -4,7 +4,13 @@
 //! - [`phys`]: physical memory, a buddy allocator with zones (seam: `FrameAllocator`).
 //! - [`pagetable`]: a radix page table with leaves at any level (seam: `PageTable`).
 //! - [`vma`]: address spaces: VMAs with protection, backing and page-size wishes.
+//! - [`machine`]: physical memory plus every process's VMAs and page table, with counters.
+//! - [`policy`]: superpage policies (seam: `Policy`), one file each.
+//! - [`system`]: the model stepped event by event under one policy.
 
+pub mod machine;
 pub mod pagetable;
 pub mod phys;
+pub mod policy;
+pub mod system;
 pub mod vma;

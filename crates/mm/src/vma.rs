@@ -343,7 +343,11 @@ impl AddressSpace {
     pub fn check(&self) -> Result<(), String> {
         let mut prev: Option<&Vma> = None;
         for (&k, v) in &self.vmas {
-            if k != v.start || v.start >= v.end || !v.start.is_multiple_of(BASE) || !v.end.is_multiple_of(BASE) {
+            if k != v.start
+                || v.start >= v.end
+                || !v.start.is_multiple_of(BASE)
+                || !v.end.is_multiple_of(BASE)
+            {
                 return Err(format!("malformed VMA {v:?} under key {k:#x}"));
             }
             if let Some(p) = prev {

@@ -1,0 +1,308 @@
+//! The machine the policies act on: physical memory, and per process an
+//! address space and a page table, with the counters every run reports.
+//!
+//! The machine does the mechanical work (allocate and zero frames, map them,
+//! unmap and split, count); a [`Policy`](crate::policy::Policy) decides what to
+//! map at a fault and who frees what.
+
+use crate::pagetable::{Geometry, Mapping, PageTable, PtError, PteFlags, RadixPageTable};
+use crate::phys::{FrameAllocator, PhysConfig, PhysError, PhysMem, ZonePref};
+use crate::vma::AddressSpace;
+use pagelab_core::{Order, PageSize, Pfn, VirtAddr};
+use rustc_hash::FxHashMap;
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+
+/// Why the model could not go on. Contradictory trace events are not errors:
+/// they are counted in [`MmStats`] (and refused by the engine under `--strict`).
+#[derive(Debug, thiserror::Error)]
+pub enum MmError {
+    /// The physical-memory configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] crate::phys::ConfigError),
+    /// A page-table operation failed: a bug in a policy or the machine.
+    #[error("page table: {0}")]
+    PageTable(#[from] PtError),
+    /// A frame operation failed: a bug in a policy or the machine.
+    #[error("physical memory: {0}")]
+    Phys(#[from] PhysError),
+    /// No page could be allocated even after reclaim.
+    #[error("out of memory: no {size} page could be allocated for a fault at {addr:#x}")]
+    OutOfMemory {
+        /// The faulting address.
+        addr: u64,
+        /// The smallest size tried.
+        size: PageSize,
+    },
+    /// A policy name or parameter is not valid.
+    #[error("{0}")]
+    Policy(String),
+}
+
+/// Counts per page size, serialized as `{"4K": n, "2M": n}` in size order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PerSize([u64; 19]);
+
+impl PerSize {
+    /// Adds `n` to `size`'s count.
+    pub fn add(&mut self, size: PageSize, n: u64) {
+        self.0[(size.shift() - 12) as usize] += n;
+    }
+
+    /// The count for `size`.
+    pub fn get(&self, size: PageSize) -> u64 {
+        self.0[(size.shift() - 12) as usize]
+    }
+
+    /// Every size with a non-zero count, smallest first.
+    pub fn iter(&self) -> impl Iterator<Item = (PageSize, u64)> + '_ {
+        self.0
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(i, &n)| (PageSize::from_shift(12 + i as u8).expect("4K..1G"), n))
+    }
+
+    /// The sum over sizes.
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+}
+
+impl Serialize for PerSize {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        for (size, n) in self.iter() {
+            m.serialize_entry(&size.to_string(), &n)?;
+        }
+        m.end()
+    }
+}
+
+/// What the machine counted during a run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct MmStats {
+    /// Page faults that mapped memory.
+    pub faults: u64,
+    /// Those faults by the size of the page mapped.
+    pub faults_by_size: PerSize,
+    /// Bytes mapped now, whole pages (internal fragmentation included).
+    pub rss_bytes: u64,
+    /// The highest `rss_bytes` seen.
+    pub peak_rss_bytes: u64,
+    /// Bytes of frames zeroed for new pages.
+    pub zeroed_bytes: u64,
+    /// Bytes copied (promotion by relocation, copy-on-write).
+    pub copied_bytes: u64,
+    /// Pages promoted to a larger size.
+    pub promotions: u64,
+    /// Pages demoted (split) to smaller ones.
+    pub demotions: u64,
+    /// Reservations broken to satisfy other allocations.
+    pub preemptions: u64,
+    /// References outside every VMA in a trace that has map events (skipped).
+    pub refs_outside_vmas: u64,
+    /// Unmap, protect or advise events on ranges holding no mapping.
+    pub events_on_nothing: u64,
+    /// Events the model does not carry out yet (counted, skipped).
+    pub unsupported_events: u64,
+    /// VMAs created by the inference rule (traces without map events).
+    pub inferred_vmas: u64,
+}
+
+/// One process: its VMAs and its page table.
+#[derive(Clone, Debug)]
+pub struct Proc {
+    /// The VMAs.
+    pub aspace: AddressSpace,
+    /// The page table.
+    pub pt: RadixPageTable,
+}
+
+/// What a [`Machine`] is built from.
+#[derive(Clone, Debug)]
+pub struct MachineConfig {
+    /// Physical memory and zones.
+    pub phys: PhysConfig,
+    /// The base page size; the page-table geometry follows it.
+    pub base: PageSize,
+}
+
+/// Physical memory plus every process's address space and page table.
+pub struct Machine {
+    /// Physical memory (frames of 4K).
+    pub phys: PhysMem,
+    geometry: Geometry,
+    procs: FxHashMap<u32, Proc>,
+    /// Counters.
+    pub stats: MmStats,
+}
+
+impl Machine {
+    /// A machine with no process yet.
+    pub fn new(cfg: &MachineConfig) -> Result<Machine, MmError> {
+        Ok(Machine {
+            phys: PhysMem::new(&cfg.phys)?,
+            geometry: Geometry::for_base(cfg.base),
+            procs: FxHashMap::default(),
+            stats: MmStats::default(),
+        })
+    }
+
+    /// The page-table geometry.
+    pub fn geometry(&self) -> &Geometry {
+        &self.geometry
+    }
+
+    /// The base page size.
+    pub fn base(&self) -> PageSize {
+        self.geometry.base()
+    }
+
+    /// Process `pid`, created empty on first use.
+    pub fn proc_mut(&mut self, pid: u32) -> &mut Proc {
+        let geometry = &self.geometry;
+        self.procs.entry(pid).or_insert_with(|| Proc {
+            aspace: AddressSpace::new(),
+            pt: RadixPageTable::new(geometry.clone()),
+        })
+    }
+
+    /// Process `pid`, if it exists.
+    pub fn proc(&self, pid: u32) -> Option<&Proc> {
+        self.procs.get(&pid)
+    }
+
+    /// Every process id.
+    pub fn pids(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self.procs.keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Removes a process, returning it (its pages are still allocated).
+    pub fn remove_proc(&mut self, pid: u32) -> Option<Proc> {
+        self.procs.remove(&pid)
+    }
+
+    /// Inserts a process (fork).
+    pub fn insert_proc(&mut self, pid: u32, p: Proc) {
+        self.procs.insert(pid, p);
+    }
+
+    /// Sum of every process's page-table memory.
+    pub fn page_table_bytes(&self) -> u64 {
+        self.procs.values().map(|p| p.pt.memory_bytes()).sum()
+    }
+
+    /// Allocates a naturally aligned block for a `size` page, or `None` when memory is short.
+    pub fn alloc_frames(&mut self, size: PageSize) -> Option<Pfn> {
+        self.phys.alloc(frames_order(size), ZonePref::Any)
+    }
+
+    /// Frees the frames of a `size` page at `pfn` (4K units): the whole block
+    /// when it is still allocated as one, else frame by frame (its block was
+    /// split when the page was demoted).
+    pub fn free_frames(&mut self, pfn: Pfn, size: PageSize) -> Result<(), MmError> {
+        let order = frames_order(size);
+        if self.allocated_order(pfn) == Some(order) {
+            return Ok(self.phys.free(pfn, order)?);
+        }
+        for f in pfn.0..pfn.0 + (size.bytes() >> 12) {
+            self.phys.free(Pfn(f), Order(0))?;
+        }
+        Ok(())
+    }
+
+    /// The order of the allocated block whose head is `pfn` (4K units).
+    fn allocated_order(&self, pfn: Pfn) -> Option<Order> {
+        let zone = self.phys.zone_of(pfn)?;
+        self.phys.zones()[zone.0].buddy.allocated_order(pfn)
+    }
+
+    /// Splits the frames of a demoted `size` page at `pfn` (4K units) into
+    /// single frames, as the kernel's split_page does, unless already split.
+    pub fn split_frames(&mut self, pfn: Pfn, size: PageSize) -> Result<(), MmError> {
+        let order = frames_order(size);
+        if order.0 > 0 && self.allocated_order(pfn) == Some(order) {
+            self.phys.split(pfn, order)?;
+        }
+        Ok(())
+    }
+
+    /// Splits the page of `pid` starting at `va` one step down (a demotion),
+    /// frames included.
+    pub fn split_page(&mut self, pid: u32, va: u64) -> Result<(), MmError> {
+        let base_shift = self.base().shift();
+        let p = self.proc_mut(pid);
+        let t =
+            p.pt.walk(VirtAddr(va))
+                .ok_or(PtError::NotMapped { va: VirtAddr(va) })?;
+        p.pt.split(VirtAddr(va))?;
+        self.stats.demotions += 1;
+        self.split_frames(Pfn(t.pfn.0 << (base_shift - 12)), t.size)
+    }
+
+    /// Maps frames `pfn` (4K units) as a `size` page at `va` in `pid`, counting
+    /// a fault of that size and the bytes zeroed when `zeroed`.
+    pub fn map(
+        &mut self,
+        pid: u32,
+        va: u64,
+        pfn: Pfn,
+        size: PageSize,
+        flags: PteFlags,
+        zeroed: bool,
+    ) -> Result<(), MmError> {
+        let pt_pfn = Pfn(pfn.0 >> (self.base().shift() - 12));
+        self.proc_mut(pid)
+            .pt
+            .map(VirtAddr(va), pt_pfn, size, flags)?;
+        self.stats.rss_bytes += size.bytes();
+        self.stats.peak_rss_bytes = self.stats.peak_rss_bytes.max(self.stats.rss_bytes);
+        if zeroed {
+            self.stats.zeroed_bytes += size.bytes();
+        }
+        Ok(())
+    }
+
+    /// Counts one fault that mapped a `size` page.
+    pub fn count_fault(&mut self, size: PageSize) {
+        self.stats.faults += 1;
+        self.stats.faults_by_size.add(size, 1);
+    }
+
+    /// Unmaps every page of `pid` inside `[start, end)`, splitting pages that
+    /// straddle an edge first (each split is a demotion). Returns the removed
+    /// mappings, with frame numbers in 4K units; the caller frees their frames.
+    pub fn unmap_range(&mut self, pid: u32, start: u64, end: u64) -> Result<Vec<Mapping>, MmError> {
+        let base_shift = self.base().shift();
+        let mut removed = Vec::new();
+        loop {
+            let Some(p) = self.procs.get_mut(&pid) else {
+                return Ok(removed);
+            };
+            let maps = p.pt.mappings_in(VirtAddr(start), end - start);
+            let straddling = maps
+                .iter()
+                .find(|m| m.start.0 < start || m.start.0 + m.size.bytes() > end);
+            if let Some(m) = straddling {
+                let va = m.start.0;
+                self.split_page(pid, va)?;
+                continue;
+            }
+            for m in maps {
+                let mut m = p.pt.unmap(m.start, m.size)?;
+                self.stats.rss_bytes -= m.size.bytes();
+                m.pfn = Pfn(m.pfn.0 << (base_shift - 12));
+                removed.push(m);
+            }
+            return Ok(removed);
+        }
+    }
+}
+
+/// The buddy order of a block of frames holding one `size` page.
+pub fn frames_order(size: PageSize) -> Order {
+    Order((size.shift() - 12) as u8)
+}

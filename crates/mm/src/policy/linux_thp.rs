@@ -1,0 +1,276 @@
+//! `linux-thp`: today's Linux anonymous transparent huge pages with multi-size
+//! THP (mm/memory.c `alloc_anon_folio`, mm/huge_memory.c), settings in the
+//! kernel's own sysfs words.
+//!
+//! At a fault in an anonymous VMA: the sizes allowed are those whose setting
+//! is `always`, or `madvise` in a VMA given MADV_HUGEPAGE, or `inherit` with
+//! the top-level setting saying so; none in a VMA given MADV_NOHUGEPAGE. A
+//! size is suitable when its naturally aligned range lies inside the VMA.
+//! 2M (the PMD size) is tried first when its whole range is unmapped; then
+//! the highest smaller size whose range has no page mapped; an allocation
+//! that fails counts `anon_fault_fallback` for that size and the next lower
+//! suitable size is tried, down to one 4K page. File mappings get 4K pages.
+//! Not modelled yet: the zero page for read faults, khugepaged.
+
+use super::Policy;
+use crate::machine::{Machine, MmError, PerSize};
+use crate::pagetable::{PageTable, PteFlags};
+use crate::vma::{ThpAdvice, Vma};
+use pagelab_core::{Backing, PageSize, VirtAddr};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// The anonymous sizes x86-64 Linux offers beside 4K: 16K to 1M (mTHP) and 2M (PMD).
+pub fn thp_sizes() -> Vec<PageSize> {
+    (14..=21)
+        .map(|s| PageSize::from_shift(s).expect("16K..2M"))
+        .collect()
+}
+
+/// One sysfs setting (`enabled` files).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ThpSetting {
+    /// `always`.
+    Always,
+    /// `madvise`: only in VMAs given MADV_HUGEPAGE.
+    Madvise,
+    /// `never`.
+    Never,
+    /// `inherit`: follow the top-level setting (per-size files only).
+    Inherit,
+}
+
+impl std::str::FromStr for ThpSetting {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "always" => Ok(ThpSetting::Always),
+            "madvise" => Ok(ThpSetting::Madvise),
+            "never" => Ok(ThpSetting::Never),
+            "inherit" => Ok(ThpSetting::Inherit),
+            _ => Err(format!(
+                "`{s}` is not a THP setting: use always, madvise, never or inherit"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for ThpSetting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ThpSetting::Always => "always",
+            ThpSetting::Madvise => "madvise",
+            ThpSetting::Never => "never",
+            ThpSetting::Inherit => "inherit",
+        })
+    }
+}
+
+/// The top-level `enabled` and every `hugepages-<size>kB/enabled`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThpSettings {
+    /// `/sys/kernel/mm/transparent_hugepage/enabled` (never `inherit`).
+    pub enabled: ThpSetting,
+    /// Per-size settings, 16K..2M.
+    pub per_size: BTreeMap<PageSize, ThpSetting>,
+}
+
+impl Default for ThpSettings {
+    /// A fresh kernel's defaults: top-level `madvise`, 2M `inherit`, the mTHP sizes `never`.
+    fn default() -> Self {
+        let per_size = thp_sizes()
+            .into_iter()
+            .map(|s| {
+                (
+                    s,
+                    if s == PageSize::M2 {
+                        ThpSetting::Inherit
+                    } else {
+                        ThpSetting::Never
+                    },
+                )
+            })
+            .collect();
+        ThpSettings {
+            enabled: ThpSetting::Madvise,
+            per_size,
+        }
+    }
+}
+
+impl std::str::FromStr for ThpSettings {
+    type Err = String;
+    /// `enabled=always,64K=always,2M=never` (any subset; the rest keep the defaults).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut t = ThpSettings::default();
+        for kv in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, v) = kv.split_once('=').ok_or_else(|| {
+                format!("`{kv}` is not key=value (like enabled=always or 64K=inherit)")
+            })?;
+            let setting: ThpSetting = v.parse()?;
+            if k == "enabled" {
+                if setting == ThpSetting::Inherit {
+                    return Err("the top-level `enabled` is always, madvise or never (inherit is for sizes)".into());
+                }
+                t.enabled = setting;
+                continue;
+            }
+            let size: PageSize = k.parse().map_err(|e| format!("`{k}`: {e}"))?;
+            if !t.per_size.contains_key(&size) {
+                return Err(format!("`{k}`: anonymous THP sizes on x86-64 are 16K, 32K, 64K, 128K, 256K, 512K, 1M and 2M"));
+            }
+            t.per_size.insert(size, setting);
+        }
+        Ok(t)
+    }
+}
+
+impl fmt::Display for ThpSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "enabled={}", self.enabled)?;
+        for (s, v) in &self.per_size {
+            write!(f, ",{s}={v}")?;
+        }
+        Ok(())
+    }
+}
+
+impl ThpSettings {
+    /// Whether `size` may be used in `vma`.
+    pub fn allows(&self, size: PageSize, vma: &Vma) -> bool {
+        if vma.thp == ThpAdvice::NoHuge {
+            return false;
+        }
+        let setting = match self.per_size.get(&size) {
+            Some(ThpSetting::Inherit) => self.enabled,
+            Some(s) => *s,
+            None => ThpSetting::Never,
+        };
+        match setting {
+            ThpSetting::Always => true,
+            ThpSetting::Madvise => vma.thp == ThpAdvice::Huge,
+            ThpSetting::Never | ThpSetting::Inherit => false,
+        }
+    }
+}
+
+/// The policy, with the kernel's per-size counters.
+#[derive(Clone, Debug)]
+pub struct LinuxThpPolicy {
+    settings: ThpSettings,
+    anon_fault_alloc: PerSize,
+    anon_fault_fallback: PerSize,
+}
+
+impl LinuxThpPolicy {
+    /// The policy with these settings.
+    pub fn new(settings: ThpSettings) -> Self {
+        LinuxThpPolicy {
+            settings,
+            anon_fault_alloc: PerSize::default(),
+            anon_fault_fallback: PerSize::default(),
+        }
+    }
+
+    /// `hugepages-<size>/stats/anon_fault_alloc`.
+    pub fn anon_fault_alloc(&self) -> &PerSize {
+        &self.anon_fault_alloc
+    }
+
+    /// `hugepages-<size>/stats/anon_fault_fallback`.
+    pub fn anon_fault_fallback(&self) -> &PerSize {
+        &self.anon_fault_fallback
+    }
+
+    /// Tries to allocate and map a `size` page at the aligned `va`; counts the outcome.
+    fn try_size(
+        &mut self,
+        m: &mut Machine,
+        pid: u32,
+        va: u64,
+        size: PageSize,
+        flags: PteFlags,
+    ) -> Result<bool, MmError> {
+        match m.alloc_frames(size) {
+            Some(pfn) => {
+                m.map(pid, va, pfn, size, flags, true)?;
+                m.count_fault(size);
+                self.anon_fault_alloc.add(size, 1);
+                Ok(true)
+            }
+            None => {
+                self.anon_fault_fallback.add(size, 1);
+                Ok(false)
+            }
+        }
+    }
+}
+
+impl Policy for LinuxThpPolicy {
+    fn fault(
+        &mut self,
+        m: &mut Machine,
+        pid: u32,
+        vma: &Vma,
+        addr: u64,
+        _write: bool,
+    ) -> Result<(), MmError> {
+        let flags = PteFlags::from_prot(vma.prot);
+        let anon = vma.backing == Backing::Anon;
+        let suitable: Vec<PageSize> = if anon {
+            thp_sizes()
+                .into_iter()
+                .filter(|&s| self.settings.allows(s, vma) && vma.holds_aligned(addr, s.bytes()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let aligned = |s: PageSize| addr & !(s.bytes() - 1);
+        let unmapped = |m: &mut Machine, s: PageSize| {
+            m.proc_mut(pid)
+                .pt
+                .is_unmapped(VirtAddr(aligned(s)), s.bytes())
+        };
+        // The PMD-sized page first, when its whole range is empty.
+        if suitable.contains(&PageSize::M2)
+            && unmapped(m, PageSize::M2)
+            && self.try_size(m, pid, aligned(PageSize::M2), PageSize::M2, flags)?
+        {
+            return Ok(());
+        }
+        // Then the highest smaller size whose range is empty, falling back down on failure.
+        let mut rest: Vec<PageSize> = suitable
+            .into_iter()
+            .filter(|&s| s < PageSize::M2)
+            .rev()
+            .collect();
+        while let Some(&s) = rest.first() {
+            if unmapped(m, s) {
+                break;
+            }
+            rest.remove(0);
+        }
+        for s in rest {
+            if self.try_size(m, pid, aligned(s), s, flags)? {
+                return Ok(());
+            }
+        }
+        let pfn = m.alloc_frames(PageSize::K4).ok_or(MmError::OutOfMemory {
+            addr,
+            size: PageSize::K4,
+        })?;
+        m.map(pid, aligned(PageSize::K4), pfn, PageSize::K4, flags, true)?;
+        m.count_fault(PageSize::K4);
+        Ok(())
+    }
+
+    fn counters(&self) -> serde_json::Value {
+        serde_json::json!({
+            "settings": self.settings.to_string(),
+            "anon_fault_alloc": serde_json::to_value(&self.anon_fault_alloc).unwrap_or_default(),
+            "anon_fault_fallback": serde_json::to_value(&self.anon_fault_fallback).unwrap_or_default(),
+        })
+    }
+}

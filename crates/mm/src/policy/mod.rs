@@ -1,0 +1,167 @@
+//! Superpage policies: what to map at a fault, when to promote and demote.
+//!
+//! One file per policy, chosen by a closed enum ([`PolicyImpl`]) from a spec
+//! string ([`PolicySpec`]) such as `base:64K` or `linux-thp:enabled=always`.
+
+mod base;
+mod linux_thp;
+
+pub use base::BasePolicy;
+pub use linux_thp::{LinuxThpPolicy, ThpSetting, ThpSettings};
+
+use crate::machine::{Machine, MmError};
+use crate::pagetable::Mapping;
+use crate::vma::Vma;
+use pagelab_core::PageSize;
+use std::fmt;
+
+/// The seam every policy implements.
+///
+/// Contract: [`Policy::fault`] is called for a reference to an address of
+/// `pid` that no page maps, inside `vma`; it must map a page holding `addr`
+/// (through [`Machine::map`], counting the fault with [`Machine::count_fault`])
+/// or return an error. [`Policy::release`] receives every mapping the machine
+/// removed (munmap, MADV_DONTNEED, brk shrink, exit), frame numbers in 4K
+/// units, and must free their frames or keep them in its own bookkeeping
+/// (a reservation); frames must never leak: after the run, frames in use equal
+/// frames mapped plus frames the policy reports holding. [`Policy::tick`] is
+/// called between batches of references for periodic work (a scanner).
+pub trait Policy {
+    /// Maps a page holding `addr`.
+    fn fault(
+        &mut self,
+        m: &mut Machine,
+        pid: u32,
+        vma: &Vma,
+        addr: u64,
+        write: bool,
+    ) -> Result<(), MmError>;
+    /// Frees (or keeps) the frames of removed mappings.
+    fn release(&mut self, m: &mut Machine, pid: u32, removed: &[Mapping]) -> Result<(), MmError> {
+        let _ = pid;
+        for r in removed {
+            m.free_frames(r.pfn, r.size)?;
+        }
+        Ok(())
+    }
+    /// Periodic work between batches.
+    fn tick(&mut self, m: &mut Machine) -> Result<(), MmError> {
+        let _ = m;
+        Ok(())
+    }
+    /// Policy-specific counters, as JSON.
+    fn counters(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+}
+
+/// A policy as named on the command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PolicySpec {
+    /// `base:SIZE`: every page one fixed size, 4K to 256K.
+    Base(PageSize),
+    /// `linux-thp[:SETTINGS]`: Linux anonymous THP with multi-size THP.
+    LinuxThp(ThpSettings),
+}
+
+/// The names `--policy` accepts, for error messages.
+pub const POLICY_NAMES: &str = "base:SIZE (4K..256K), linux-thp[:enabled=always|madvise|never,SIZE=always|madvise|never|inherit,...]";
+
+impl std::str::FromStr for PolicySpec {
+    type Err = MmError;
+    fn from_str(s: &str) -> Result<Self, MmError> {
+        let s = s.trim();
+        let (name, params) = s.split_once(':').unwrap_or((s, ""));
+        match name {
+            "base" => {
+                let size: PageSize = params
+                    .parse()
+                    .map_err(|e| MmError::Policy(format!("policy `{s}`: {e}")))?;
+                if size > PageSize::from_shift(18).expect("256K") {
+                    return Err(MmError::Policy(format!(
+                        "policy `{s}`: a base page size is from 4K to 256K (larger pages are superpages: use a superpage policy)"
+                    )));
+                }
+                Ok(PolicySpec::Base(size))
+            }
+            "linux-thp" => {
+                Ok(PolicySpec::LinuxThp(params.parse().map_err(|e| {
+                    MmError::Policy(format!("policy `{s}`: {e}"))
+                })?))
+            }
+            _ => Err(MmError::Policy(format!(
+                "unknown policy `{s}`: the policies are {POLICY_NAMES}"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for PolicySpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PolicySpec::Base(s) => write!(f, "base:{s}"),
+            PolicySpec::LinuxThp(t) => write!(f, "linux-thp:{t}"),
+        }
+    }
+}
+
+impl PolicySpec {
+    /// The base page size the machine runs with under this policy.
+    pub fn base(&self) -> PageSize {
+        match self {
+            PolicySpec::Base(s) => *s,
+            PolicySpec::LinuxThp(_) => PageSize::K4,
+        }
+    }
+
+    /// A fresh policy of this kind.
+    pub fn build(&self) -> PolicyImpl {
+        match self {
+            PolicySpec::Base(s) => PolicyImpl::Base(BasePolicy::new(*s)),
+            PolicySpec::LinuxThp(t) => PolicyImpl::LinuxThp(LinuxThpPolicy::new(t.clone())),
+        }
+    }
+}
+
+/// Every policy, dispatched by `match` (no dynamic dispatch on the fault path).
+#[derive(Clone, Debug)]
+pub enum PolicyImpl {
+    /// See [`BasePolicy`].
+    Base(BasePolicy),
+    /// See [`LinuxThpPolicy`].
+    LinuxThp(LinuxThpPolicy),
+}
+
+impl Policy for PolicyImpl {
+    fn fault(
+        &mut self,
+        m: &mut Machine,
+        pid: u32,
+        vma: &Vma,
+        addr: u64,
+        write: bool,
+    ) -> Result<(), MmError> {
+        match self {
+            PolicyImpl::Base(p) => p.fault(m, pid, vma, addr, write),
+            PolicyImpl::LinuxThp(p) => p.fault(m, pid, vma, addr, write),
+        }
+    }
+    fn release(&mut self, m: &mut Machine, pid: u32, removed: &[Mapping]) -> Result<(), MmError> {
+        match self {
+            PolicyImpl::Base(p) => p.release(m, pid, removed),
+            PolicyImpl::LinuxThp(p) => p.release(m, pid, removed),
+        }
+    }
+    fn tick(&mut self, m: &mut Machine) -> Result<(), MmError> {
+        match self {
+            PolicyImpl::Base(p) => p.tick(m),
+            PolicyImpl::LinuxThp(p) => p.tick(m),
+        }
+    }
+    fn counters(&self) -> serde_json::Value {
+        match self {
+            PolicyImpl::Base(p) => p.counters(),
+            PolicyImpl::LinuxThp(p) => p.counters(),
+        }
+    }
+}

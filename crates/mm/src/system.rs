@@ -1,0 +1,256 @@
+//! The whole model stepped event by event: a [`Machine`] and a [`Policy`],
+//! with the event semantics of the trace (map, unmap, protect, advise, brk,
+//! switch, exit) and the translation of every reference (faulting as needed).
+
+use crate::machine::{Machine, MachineConfig, MmError};
+use crate::pagetable::{PageTable, PteFlags, Translation};
+use crate::phys::PhysConfig;
+use crate::policy::{Policy, PolicyImpl, PolicySpec};
+use pagelab_core::{Advice, Event, VirtAddr};
+
+/// Inferred VMAs cover naturally aligned blocks of this size.
+pub const INFER_GRANULE: u64 = 2 << 20;
+
+/// What the TLB model must forget after an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Invalidate {
+    /// Nothing changed that a TLB may hold.
+    Nothing,
+    /// Translations in `[start, end)` changed.
+    Range(u64, u64),
+    /// Everything (another process runs now: no ASIDs are modelled).
+    All,
+}
+
+/// One run of the model under one policy.
+pub struct Mm {
+    machine: Machine,
+    policy: PolicyImpl,
+    spec: PolicySpec,
+    pid: u32,
+    seen_map_events: bool,
+}
+
+impl Mm {
+    /// A model of `phys` under `spec`.
+    pub fn new(spec: &PolicySpec, phys: &PhysConfig) -> Result<Mm, MmError> {
+        let machine = Machine::new(&MachineConfig {
+            phys: phys.clone(),
+            base: spec.base(),
+        })?;
+        Ok(Mm {
+            machine,
+            policy: spec.build(),
+            spec: spec.clone(),
+            pid: 0,
+            seen_map_events: false,
+        })
+    }
+
+    /// The policy this run models.
+    pub fn spec(&self) -> &PolicySpec {
+        &self.spec
+    }
+
+    /// The machine, for its counters.
+    pub fn machine(&self) -> &Machine {
+        &self.machine
+    }
+
+    /// The policy's own counters.
+    pub fn policy_counters(&self) -> serde_json::Value {
+        self.policy.counters()
+    }
+
+    /// Periodic policy work.
+    pub fn tick(&mut self) -> Result<(), MmError> {
+        self.policy.tick(&mut self.machine)
+    }
+
+    /// The translation of `addr` for the current process, faulting the page in
+    /// if needed. A reference outside every VMA creates an inferred VMA (the
+    /// rule for traces without map events, see [`crate::vma::AddressSpace::infer`]);
+    /// in a trace that has map events it is also counted as a contradiction.
+    pub fn translate(
+        &mut self,
+        addr: u64,
+        instr: bool,
+        write: bool,
+    ) -> Result<Translation, MmError> {
+        let pid = self.pid;
+        if let Some(t) = self.machine.proc_mut(pid).pt.walk(VirtAddr(addr)) {
+            return Ok(t);
+        }
+        let p = self.machine.proc_mut(pid);
+        let vma = match p.aspace.find(addr) {
+            Some(v) => *v,
+            None => {
+                p.aspace.infer(addr, INFER_GRANULE, instr);
+                let v = *p.aspace.find(addr).expect("just inferred");
+                self.machine.stats.inferred_vmas += 1;
+                if self.seen_map_events {
+                    self.machine.stats.refs_outside_vmas += 1;
+                }
+                v
+            }
+        };
+        self.policy
+            .fault(&mut self.machine, pid, &vma, addr, write)?;
+        self.machine
+            .proc_mut(pid)
+            .pt
+            .walk(VirtAddr(addr))
+            .ok_or_else(|| {
+                MmError::Policy(format!(
+                    "policy {} left {addr:#x} unmapped after a fault",
+                    self.spec
+                ))
+            })
+    }
+
+    /// Carries out one non-reference event.
+    pub fn event(&mut self, ev: &Event) -> Result<Invalidate, MmError> {
+        let pid = self.pid;
+        match ev {
+            Event::Ref(_) => Ok(Invalidate::Nothing),
+            Event::Switch(t) => {
+                let changed = t.pid != self.pid;
+                self.pid = t.pid;
+                Ok(if changed {
+                    Invalidate::All
+                } else {
+                    Invalidate::Nothing
+                })
+            }
+            Event::Map(m) => {
+                self.seen_map_events = true;
+                match self.machine.proc_mut(pid).aspace.map(m) {
+                    Ok(removed) => self.drop_ranges(pid, &removed),
+                    Err(_) => self.on_nothing(),
+                }
+            }
+            Event::Unmap { start, len } => {
+                match self.machine.proc_mut(pid).aspace.unmap(*start, *len) {
+                    Ok(removed) => self.drop_ranges(pid, &removed),
+                    Err(_) => self.on_nothing(),
+                }
+            }
+            Event::Brk { end } => {
+                let removed = self
+                    .machine
+                    .proc_mut(pid)
+                    .aspace
+                    .brk(*end)
+                    .unwrap_or_default();
+                self.drop_ranges(pid, &removed)
+            }
+            Event::Protect { start, len, prot } => match self
+                .machine
+                .proc_mut(pid)
+                .aspace
+                .protect(*start, *len, *prot)
+            {
+                Ok(changed) => {
+                    let mut inv = Invalidate::Nothing;
+                    for (s, e) in changed {
+                        let report = self.machine.proc_mut(pid).pt.protect(
+                            VirtAddr(s),
+                            e - s,
+                            PteFlags::from_prot(*prot),
+                        )?;
+                        // Passive demotion: a page only partly re-protected was split.
+                        self.machine.stats.demotions += report.splits.len() as u64;
+                        let shift = self.machine.base().shift() - 12;
+                        for split in &report.splits {
+                            let t = self.machine.proc_mut(pid).pt.walk(split.start).ok_or_else(
+                                || {
+                                    MmError::Policy(format!(
+                                        "page at {} vanished while being split",
+                                        split.start
+                                    ))
+                                },
+                            )?;
+                            self.machine
+                                .split_frames(pagelab_core::Pfn(t.pfn.0 << shift), split.from)?;
+                        }
+                        inv = widen(inv, s, e);
+                    }
+                    Ok(inv)
+                }
+                Err(_) => self.on_nothing(),
+            },
+            Event::Advise { start, len, advice } => match self
+                .machine
+                .proc_mut(pid)
+                .aspace
+                .advise(*start, *len, *advice)
+            {
+                Ok(ranges) if *advice == Advice::DontNeed => self.drop_ranges(pid, &ranges),
+                Ok(_) => Ok(Invalidate::Nothing),
+                Err(_) => self.on_nothing(),
+            },
+            Event::Exit { .. } => {
+                let ranges: Vec<(u64, u64)> = match self.machine.proc(pid) {
+                    Some(p) => p.aspace.iter().map(|v| (v.start, v.end)).collect(),
+                    None => Vec::new(),
+                };
+                self.drop_ranges(pid, &ranges)?;
+                self.machine.remove_proc(pid);
+                Ok(Invalidate::All)
+            }
+            Event::Fork { .. } => {
+                // Fork and copy-on-write are not modelled yet: the child's references
+                // run in a fresh address space.
+                self.machine.stats.unsupported_events += 1;
+                Ok(Invalidate::Nothing)
+            }
+        }
+    }
+
+    fn on_nothing(&mut self) -> Result<Invalidate, MmError> {
+        self.machine.stats.events_on_nothing += 1;
+        Ok(Invalidate::Nothing)
+    }
+
+    /// Unmaps the pages of `ranges` and hands their frames to the policy.
+    fn drop_ranges(&mut self, pid: u32, ranges: &[(u64, u64)]) -> Result<Invalidate, MmError> {
+        let mut inv = Invalidate::Nothing;
+        for &(s, e) in ranges {
+            let removed = self.machine.unmap_range(pid, s, e)?;
+            self.policy.release(&mut self.machine, pid, &removed)?;
+            inv = widen(inv, s, e);
+        }
+        Ok(inv)
+    }
+
+    /// Checks every invariant: VMAs well formed; every mapped page inside a
+    /// VMA; frames in use equal frames mapped (no policy holds frames yet).
+    pub fn check(&self) -> Result<(), String> {
+        let mut mapped = 0u64;
+        for pid in self.machine.pids() {
+            let p = self.machine.proc(pid).expect("listed");
+            p.aspace.check()?;
+            for m in p.pt.mappings_in(VirtAddr(0), u64::MAX >> 16) {
+                mapped += m.size.bytes();
+            }
+        }
+        let phys = &self.machine.phys;
+        use crate::phys::FrameAllocator;
+        let used = (phys.total_frames() - phys.free_frames()) * 4096;
+        if used != mapped || mapped != self.machine.stats.rss_bytes {
+            return Err(format!(
+                "frames in use {used} B, mapped {mapped} B, rss {} B",
+                self.machine.stats.rss_bytes
+            ));
+        }
+        phys.check().map_err(|e| e.to_string())
+    }
+}
+
+fn widen(inv: Invalidate, s: u64, e: u64) -> Invalidate {
+    match inv {
+        Invalidate::Nothing => Invalidate::Range(s, e),
+        Invalidate::Range(a, b) => Invalidate::Range(a.min(s), b.max(e)),
+        Invalidate::All => Invalidate::All,
+    }
+}

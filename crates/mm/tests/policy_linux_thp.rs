@@ -1,0 +1,199 @@
+//! The `linux-thp` policy against the kernel's rules, on VMA geometries that
+//! exercise alignment, VMA edges, partially populated ranges and allocation
+//! failure. Expected values are worked out by hand from mm/memory.c.
+
+use pagelab_core::{Advice, Backing, Bytes, Event, MapEvent, PageSize, Prot, Sharing};
+use pagelab_mm::phys::PhysConfig;
+use pagelab_mm::policy::{PolicySpec, ThpSettings};
+use pagelab_mm::system::Mm;
+
+const K: u64 = 1 << 10;
+const M: u64 = 1 << 20;
+
+fn mm(settings: &str, memory: u64) -> Mm {
+    let spec: PolicySpec = format!("linux-thp:{settings}").parse().unwrap();
+    Mm::new(&spec, &PhysConfig::new(Bytes(memory))).unwrap()
+}
+
+fn map(m: &mut Mm, start: u64, len: u64) {
+    let ev = MapEvent {
+        start,
+        len,
+        prot: Prot(Prot::READ | Prot::WRITE),
+        backing: Backing::Anon,
+        sharing: Sharing::Private,
+    };
+    m.event(&Event::Map(Box::new(ev))).unwrap();
+}
+
+fn advise(m: &mut Mm, start: u64, len: u64, advice: Advice) {
+    m.event(&Event::Advise { start, len, advice }).unwrap();
+}
+
+/// Touches `addr` (a write) and returns the size of the page that maps it.
+fn touch(m: &mut Mm, addr: u64) -> u64 {
+    let t = m.translate(addr, false, true).unwrap();
+    m.check().unwrap();
+    t.size.bytes()
+}
+
+fn counter(m: &Mm, which: &str, size: &str) -> u64 {
+    m.policy_counters()[which][size].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn settings_parse_with_kernel_words_and_defaults() {
+    let d = ThpSettings::default();
+    assert_eq!(d.to_string(), "enabled=madvise,16K=never,32K=never,64K=never,128K=never,256K=never,512K=never,1M=never,2M=inherit");
+    let t: ThpSettings = "enabled=always,64K=inherit,2M=never".parse().unwrap();
+    assert!(t.to_string().contains("64K=inherit") && t.to_string().starts_with("enabled=always"));
+    for bad in ["enabled=inherit", "8K=always", "64K=sometimes", "64K"] {
+        assert!(bad.parse::<ThpSettings>().is_err(), "{bad}");
+    }
+    let e = "linux-thp:4M=always"
+        .parse::<PolicySpec>()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("16K") && e.contains("2M"), "{e}");
+}
+
+#[test]
+fn aligned_vma_gets_a_2m_page_when_always() {
+    let mut m = mm("enabled=always", 64 * M);
+    map(&mut m, 0x4000_0000, 4 * M);
+    assert_eq!(touch(&mut m, 0x4000_1234), 2 * M);
+    assert_eq!(touch(&mut m, 0x401f_ffff), 2 * M); // same page, no new fault
+    assert_eq!(touch(&mut m, 0x4020_0000), 2 * M);
+    assert_eq!(m.machine().stats.faults, 2);
+    assert_eq!(counter(&m, "anon_fault_alloc", "2M"), 2);
+}
+
+#[test]
+fn vma_edges_limit_the_size() {
+    // VMA [2M+16K, 2M+16K+1M): no 2M range fits; 64K ranges fit except at the ends.
+    let mut m = mm("enabled=always,16K=always,64K=always", 64 * M);
+    let start = 0x4020_4000;
+    map(&mut m, start, M);
+    assert_eq!(touch(&mut m, start), 16 * K); // [start, +64K) would start below the VMA
+    assert_eq!(touch(&mut m, 0x4021_0000), 64 * K);
+    let end = start + M;
+    assert_eq!(touch(&mut m, end - 1), 16 * K); // the last 64K block crosses the VMA's end
+    assert_eq!(counter(&m, "anon_fault_alloc", "64K"), 1);
+    assert_eq!(counter(&m, "anon_fault_alloc", "16K"), 2);
+}
+
+#[test]
+fn partially_populated_ranges_use_the_highest_empty_size() {
+    let mut m = mm("enabled=never,16K=always,32K=always,64K=always", 64 * M);
+    map(&mut m, 0x4000_0000, 2 * M);
+    advise(&mut m, 0x4000_0000, 2 * M, Advice::NoHugePage);
+    assert_eq!(touch(&mut m, 0x4000_0000), 4 * K);
+    advise(&mut m, 0x4000_0000, 2 * M, Advice::HugePage);
+    // [0, 64K) and [0, 32K) and [0, 16K) all hold the 4K page: 4K.
+    assert_eq!(touch(&mut m, 0x4000_2000), 4 * K);
+    // [32K, 64K) is empty: 32K.
+    assert_eq!(touch(&mut m, 0x4000_c000), 32 * K);
+    // [64K, 128K) is empty: 64K.
+    assert_eq!(touch(&mut m, 0x4001_0000), 64 * K);
+}
+
+#[test]
+fn madvise_mode_needs_madv_hugepage_and_nohugepage_wins() {
+    let mut m = mm("enabled=madvise", 64 * M);
+    map(&mut m, 0x4000_0000, 6 * M);
+    assert_eq!(touch(&mut m, 0x4000_0000), 4 * K);
+    advise(&mut m, 0x4020_0000, 2 * M, Advice::HugePage);
+    assert_eq!(touch(&mut m, 0x4020_0000), 2 * M);
+    let mut m = mm("enabled=always", 64 * M);
+    map(&mut m, 0x4000_0000, 4 * M);
+    advise(&mut m, 0x4000_0000, 2 * M, Advice::NoHugePage);
+    assert_eq!(touch(&mut m, 0x4000_0000), 4 * K);
+    assert_eq!(touch(&mut m, 0x4020_0000), 2 * M);
+}
+
+#[test]
+fn file_mappings_get_base_pages() {
+    let mut m = mm("enabled=always", 64 * M);
+    let ev = MapEvent {
+        start: 0x4000_0000,
+        len: 4 * M,
+        prot: Prot(Prot::READ),
+        backing: Backing::File {
+            file_id: 1,
+            offset: 0,
+        },
+        sharing: Sharing::Private,
+    };
+    m.event(&Event::Map(Box::new(ev))).unwrap();
+    assert_eq!(touch(&mut m, 0x4000_0000), 4 * K);
+}
+
+#[test]
+fn failed_allocation_falls_back_and_counts() {
+    // 4M of memory: a 4K page splits one 2M block; the first 2M fault takes the other;
+    // the second 2M fault fails (fallback counted) and gets 64K from the split block.
+    let mut m = mm("enabled=always,64K=always", 4 * M);
+    map(&mut m, 0x4000_0000, 4 * K);
+    advise(&mut m, 0x4000_0000, 4 * K, Advice::NoHugePage);
+    map(&mut m, 0x8000_0000, 4 * M);
+    assert_eq!(touch(&mut m, 0x4000_0000), 4 * K);
+    assert_eq!(touch(&mut m, 0x8000_0000), 2 * M);
+    assert_eq!(touch(&mut m, 0x8020_0000), 64 * K);
+    assert_eq!(counter(&m, "anon_fault_fallback", "2M"), 1);
+    assert_eq!(counter(&m, "anon_fault_alloc", "64K"), 1);
+    assert_eq!(m.machine().stats.faults_by_size.get(PageSize::K4), 1);
+}
+
+#[test]
+fn munmap_frees_and_splits_straddling_pages() {
+    let mut m = mm("enabled=always", 64 * M);
+    map(&mut m, 0x4000_0000, 4 * M);
+    assert_eq!(touch(&mut m, 0x4000_0000), 2 * M);
+    // Unmapping 4K in the middle of the 2M page splits it (a demotion), frees 4K.
+    m.event(&Event::Unmap {
+        start: 0x4010_0000,
+        len: 4 * K,
+    })
+    .unwrap();
+    m.check().unwrap();
+    assert_eq!(m.machine().stats.rss_bytes, 2 * M - 4 * K);
+    assert_eq!(m.machine().stats.demotions, 1);
+    m.event(&Event::Unmap {
+        start: 0x4000_0000,
+        len: 4 * M,
+    })
+    .unwrap();
+    m.check().unwrap();
+    assert_eq!(m.machine().stats.rss_bytes, 0);
+    // Unmapping nothing is counted, not an error.
+    m.event(&Event::Unmap {
+        start: 0x4000_0000,
+        len: 4 * M,
+    })
+    .unwrap();
+    assert_eq!(m.machine().stats.events_on_nothing, 1);
+}
+
+#[test]
+fn protecting_part_of_a_superpage_demotes_it() {
+    let mut m = mm("enabled=always", 64 * M);
+    map(&mut m, 0x4000_0000, 2 * M);
+    assert_eq!(touch(&mut m, 0x4000_0000), 2 * M);
+    m.event(&Event::Protect {
+        start: 0x4000_0000,
+        len: 4 * K,
+        prot: Prot(Prot::READ),
+    })
+    .unwrap();
+    m.check().unwrap();
+    assert_eq!(m.machine().stats.demotions, 1);
+    assert_eq!(touch(&mut m, 0x4010_0000), 4 * K);
+    // Freeing the demoted page frees its frames one by one.
+    m.event(&Event::Unmap {
+        start: 0x4000_0000,
+        len: 2 * M,
+    })
+    .unwrap();
+    m.check().unwrap();
+    assert_eq!(m.machine().stats.rss_bytes, 0);
+}
