@@ -164,7 +164,7 @@ impl Machine {
         let geometry = &self.geometry;
         self.procs.entry(pid).or_insert_with(|| Proc {
             aspace: AddressSpace::new(),
-            pt: RadixPageTable::new(geometry.clone()),
+            pt: RadixPageTable::new(*geometry),
         })
     }
 

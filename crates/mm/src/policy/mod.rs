@@ -118,7 +118,7 @@ impl PolicySpec {
     pub fn build(&self) -> PolicyImpl {
         match self {
             PolicySpec::Base(s) => PolicyImpl::Base(BasePolicy::new(*s)),
-            PolicySpec::LinuxThp(t) => PolicyImpl::LinuxThp(LinuxThpPolicy::new(t.clone())),
+            PolicySpec::LinuxThp(t) => PolicyImpl::LinuxThp(Box::new(LinuxThpPolicy::new(t.clone()))),
         }
     }
 }
@@ -128,8 +128,8 @@ impl PolicySpec {
 pub enum PolicyImpl {
     /// See [`BasePolicy`].
     Base(BasePolicy),
-    /// See [`LinuxThpPolicy`].
-    LinuxThp(LinuxThpPolicy),
+    /// See [`LinuxThpPolicy`] (boxed: its counters are large beside the other variants).
+    LinuxThp(Box<LinuxThpPolicy>),
 }
 
 impl Policy for PolicyImpl {
