@@ -27,6 +27,18 @@ fn has_fragments(tlb: &TlbConfig) -> bool {
     })
 }
 
+/// How many recent pages per side the shared filter may remember: no more
+/// than any L1 array's associativity (its entries, when fully associative).
+fn filter_depth(tlb: &TlbConfig) -> usize {
+    [&tlb.l1i, &tlb.l1d]
+        .iter()
+        .flat_map(|l| l.arrays.iter())
+        .map(|a| a.ways.unwrap_or(a.entries))
+        .min()
+        .unwrap_or(1)
+        .clamp(1, MAX_DEPTH)
+}
+
 /// The state of one page size's run.
 struct SizeRun {
     size: PageSize,
@@ -42,6 +54,8 @@ struct SizeRun {
     misses: [u64; 2],
     /// Accesses that hit the side's most recent entry without going to the TLB model.
     mru_hits: [u64; 2],
+    /// Replayed lookups, to take out of the TLB's own L1 counters.
+    replays: [u64; 2],
     /// Distinct pages touched per side, and by either side.
     pages: [FxHashSet<u64>; 2],
     all_pages: FxHashSet<u64>,
@@ -67,6 +81,7 @@ impl SizeRun {
             accesses: [0; 2],
             misses: [0; 2],
             mru_hits: [0; 2],
+            replays: [0; 2],
             pages: [FxHashSet::default(), FxHashSet::default()],
             all_pages: FxHashSet::default(),
         })
@@ -98,11 +113,30 @@ impl SizeRun {
         }
     }
 
+    /// Re-touches a page that was hit while the shared filter deferred it, to
+    /// put the LRU order right; it is an L1 hit and no access of its own.
+    #[inline]
+    fn replay(&mut self, side: usize, addr: u64) {
+        let key = addr >> self.key_shift;
+        if key == self.last[side] {
+            return;
+        }
+        self.last[side] = key;
+        let s = if side == 0 { Side::Instr } else { Side::Data };
+        let outcome = self.tlb.access_addr(s, addr, self.size);
+        debug_assert_eq!(outcome, Outcome::L1Hit, "a replayed page must be in L1");
+        self.replays[side] += 1;
+    }
+
     /// Every page a pending reference touches, in ascending order, each at its first byte
     /// (the first page at the reference's own address, which matters to fragmenting arrays).
     #[inline]
     fn reference(&mut self, p: &Pending) {
         let side = p.side as usize;
+        if p.replay {
+            self.replay(side, p.first);
+            return;
+        }
         self.touch(side, p.first);
         for vpn in (p.first >> self.shift) + 1..=(p.last >> self.shift) {
             self.touch(side, vpn << self.shift);
@@ -133,8 +167,8 @@ impl SizeRun {
         // Accesses answered by the repeat filters hit in the side's L1.
         for (side, name) in [(0, "l1i"), (1, "l1d")] {
             if let Some(l) = levels.iter_mut().find(|l| l.level == name) {
-                l.accesses += filtered[side] + self.mru_hits[side];
-                l.hits += filtered[side] + self.mru_hits[side];
+                l.accesses = l.accesses + filtered[side] + self.mru_hits[side] - self.replays[side];
+                l.hits = l.hits + filtered[side] + self.mru_hits[side] - self.replays[side];
             }
         }
         RunStats {
@@ -158,7 +192,13 @@ struct Pending {
     first: u64,
     last: u64,
     side: u8,
+    /// A replay of a deferred hit (see [`Study`]): a guaranteed L1 hit that
+    /// only restores the LRU order, counted nowhere.
+    replay: bool,
 }
+
+/// The most recent distinct 4K pages per side the shared filter remembers.
+const MAX_DEPTH: usize = 4;
 
 /// Below this many pending references a batch is stepped on one thread.
 const PARALLEL_MIN: usize = 16 * 1024;
@@ -181,8 +221,14 @@ const PARALLEL_MIN: usize = 16 * 1024;
 /// ```
 pub struct Study {
     runs: Vec<SizeRun>,
-    /// Last 4K page touched per side, for the filter shared by every size.
-    last_small: [u64; 2],
+    /// Per side, the most recent distinct 4K pages touched, most recent first
+    /// (`u64::MAX` when empty), `depth` of them.
+    recent: [[u64; MAX_DEPTH]; 2],
+    /// How many pages the filter remembers: at most the associativity of every
+    /// L1 array, so each of them is sure to be in every run's L1.
+    depth: usize,
+    /// Whether hits were deferred since the runs last saw this side's order.
+    dirty: [bool; 2],
     /// References answered by that filter, per side: one access and one L1 hit at every size.
     filtered: [u64; 2],
     refs: [u64; 2],
@@ -202,7 +248,9 @@ impl Study {
                 .iter()
                 .map(|&s| SizeRun::new(s, &cfg.tlb))
                 .collect::<Result<_, _>>()?,
-            last_small: [u64::MAX; 2],
+            recent: [[u64::MAX; MAX_DEPTH]; 2],
+            depth: filter_depth(&cfg.tlb),
+            dirty: [false; 2],
             filtered: [0; 2],
             refs: [0; 2],
             other_events: 0,
@@ -248,25 +296,62 @@ impl Study {
         let first = r.addr;
         let last = r.last_byte();
         let small = first >> FILTER_SHIFT;
-        if small == last >> FILTER_SHIFT && small == self.last_small[side] {
-            // Same 4K page as this side's previous access, hence the same page at
-            // every size: the most recent entry of every run's L1 on this side.
-            self.filtered[side] += 1;
-            return;
+        let single = small == last >> FILTER_SHIFT;
+        let recent = &mut self.recent[side];
+        if single {
+            if recent[0] == small {
+                // The side's most recent 4K page, hence its most recent page at
+                // every size: a hit in every run's L1 that changes no LRU order.
+                self.filtered[side] += 1;
+                return;
+            }
+            if let Some(i) = recent[1..self.depth].iter().position(|&p| p == small) {
+                // Among the `depth` most recent pages: a sure L1 hit at every size.
+                // Its move to the front is deferred; the runs replay the order
+                // before they next see a reference.
+                recent.copy_within(0..=i, 1);
+                recent[0] = small;
+                self.dirty[side] = true;
+                self.filtered[side] += 1;
+                return;
+            }
         }
-        // After a reference straddling 4K pages, a fragmenting array's most recent
-        // entry holds the fragment of the address looked up, which differs by size:
-        // the shared filter then knows nothing until the next single-page reference.
-        self.last_small[side] = if small != last >> FILTER_SHIFT && self.fragments {
-            u64::MAX
-        } else {
-            last >> FILTER_SHIFT
-        };
+        if self.dirty[side] {
+            for i in (0..self.depth).rev() {
+                if recent[i] != u64::MAX {
+                    let addr = recent[i] << FILTER_SHIFT;
+                    self.pending.push(Pending {
+                        first: addr,
+                        last: addr,
+                        side: side as u8,
+                        replay: true,
+                    });
+                }
+            }
+            self.dirty[side] = false;
+        }
         self.pending.push(Pending {
             first,
             last,
             side: side as u8,
+            replay: false,
         });
+        if !single && self.fragments {
+            // A fragmenting array holds the fragment of the address looked up,
+            // which for a straddling reference differs by size: forget everything.
+            *recent = [u64::MAX; MAX_DEPTH];
+            return;
+        }
+        // The 4K pages the reference touched, oldest first, go to the front.
+        let last_small = last >> FILTER_SHIFT;
+        for page in last_small.saturating_sub(self.depth as u64 - 1).max(small)..=last_small {
+            let at = recent[..self.depth]
+                .iter()
+                .position(|&p| p == page)
+                .unwrap_or(self.depth - 1);
+            recent.copy_within(0..at, 1);
+            recent[0] = page;
+        }
     }
 
     /// The result so far, in the `pagelab.sim/1` schema.
