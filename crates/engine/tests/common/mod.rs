@@ -123,12 +123,15 @@ pub fn reference_hierarchy(
         .collect()
 }
 
+/// One level's counters: name, accesses, hits, misses.
+pub type LevelFigures = (String, u64, u64, u64);
+
 /// [`reference_hierarchy`] with each level's counters, as `(level, accesses, hits, misses)`.
 pub fn reference_hierarchy_levels(
     events: &[Event],
     sizes: &[PageSize],
     tlb: &pagelab_tlb::TlbConfig,
-) -> Vec<(Figures, Vec<(String, u64, u64, u64)>)> {
+) -> Vec<(Figures, Vec<LevelFigures>)> {
     use pagelab_tlb::{reference::RefHierarchy, Outcome, Side};
     sizes
         .iter()
