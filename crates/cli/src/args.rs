@@ -82,6 +82,18 @@ pub struct SimArgs {
     /// Write the plot of TLB misses and memory per page size as SVG.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// Run the memory-management model under this policy instead of the fixed-size
+    /// study; repeat to compare several side by side in one pass: base:SIZE,
+    /// linux-thp[:enabled=always|madvise|never,SIZE=always|madvise|never|inherit,...].
+    #[arg(long, value_name = "POLICY")]
+    pub policy: Vec<String>,
+    /// Physical memory of the modelled machine (with --policy).
+    #[arg(long, value_name = "SIZE", default_value = "4G")]
+    pub memory: String,
+    /// Stop at the first contradictory event (unmap of nothing, a reference outside
+    /// every VMA in a trace with map events) instead of counting it (with --policy).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 #[derive(Args, Debug)]

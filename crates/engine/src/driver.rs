@@ -15,6 +15,9 @@ pub enum EngineError {
     /// The TLB configuration cannot be built.
     #[error(transparent)]
     Tlb(#[from] pagelab_tlb::TlbError),
+    /// The memory-management model refused the configuration or the trace.
+    #[error("{0}")]
+    Model(String),
 }
 use std::time::Instant;
 

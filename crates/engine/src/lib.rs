@@ -16,7 +16,9 @@
 //! ```
 
 mod driver;
+mod policy_run;
 mod study;
 
 pub use driver::{run_study, EngineError, Progress, BATCH};
+pub use policy_run::{run_policies, PolicyConfig};
 pub use study::{Study, StudyConfig};

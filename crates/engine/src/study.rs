@@ -182,6 +182,7 @@ impl SizeRun {
             footprint_bytes: self.all_pages.len() as u64 * bytes,
             faults: self.all_pages.len() as u64,
             tlb_levels: levels,
+            mm: None,
         }
     }
 }

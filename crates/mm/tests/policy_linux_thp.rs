@@ -44,9 +44,14 @@ fn counter(m: &Mm, which: &str, size: &str) -> u64 {
 #[test]
 fn settings_parse_with_kernel_words_and_defaults() {
     let d = ThpSettings::default();
-    assert_eq!(d.to_string(), "enabled=madvise,16K=never,32K=never,64K=never,128K=never,256K=never,512K=never,1M=never,2M=inherit");
+    assert_eq!(d.full(), "enabled=madvise,16K=never,32K=never,64K=never,128K=never,256K=never,512K=never,1M=never,2M=inherit");
+    assert_eq!(d.to_string(), "");
     let t: ThpSettings = "enabled=always,64K=inherit,2M=never".parse().unwrap();
-    assert!(t.to_string().contains("64K=inherit") && t.to_string().starts_with("enabled=always"));
+    assert_eq!(t.to_string(), "enabled=always,64K=inherit,2M=never");
+    assert_eq!(
+        "linux-thp".parse::<PolicySpec>().unwrap().to_string(),
+        "linux-thp"
+    );
     for bad in ["enabled=inherit", "8K=always", "64K=sometimes", "64K"] {
         assert!(bad.parse::<ThpSettings>().is_err(), "{bad}");
     }

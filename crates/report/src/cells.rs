@@ -33,8 +33,70 @@ pub(crate) fn refs_line(r: &SimResult) -> String {
 }
 
 /// One row of cells per run.
-pub(crate) fn rows(r: &SimResult) -> Vec<[String; 11]> {
-    r.runs.iter().map(row).collect()
+pub(crate) fn rows(r: &SimResult) -> Vec<Vec<String>> {
+    if r.runs.iter().any(|run| run.mm.is_some()) {
+        r.runs.iter().map(policy_row).collect()
+    } else {
+        r.runs.iter().map(|run| row(run).to_vec()).collect()
+    }
+}
+
+/// The column headers for `r`: one row per page size, or one row per policy.
+pub(crate) fn headers(r: &SimResult) -> &'static [&'static str] {
+    if r.runs.iter().any(|run| run.mm.is_some()) {
+        &POLICY_HEADERS
+    } else {
+        &HEADERS
+    }
+}
+
+/// Columns of a run of the memory-management model under a policy.
+pub(crate) const POLICY_HEADERS: [&str; 12] = [
+    "policy",
+    "faults",
+    "faults by size",
+    "iTLB miss",
+    "dTLB miss",
+    "walk refs",
+    "rss",
+    "peak rss",
+    "page tables",
+    "promo",
+    "demo",
+    "frag",
+];
+
+fn policy_row(run: &RunStats) -> Vec<String> {
+    let mm = run.mm.clone().unwrap_or_default();
+    let mut by_size: Vec<(u64, String)> = mm
+        .faults_by_size
+        .iter()
+        .map(|(k, n)| {
+            (
+                k.parse::<pagelab_core::PageSize>().map_or(0, |s| s.bytes()),
+                format!("{k}:{}", thousands(*n)),
+            )
+        })
+        .collect();
+    by_size.sort();
+    vec![
+        mm.policy.clone(),
+        thousands(run.faults),
+        by_size
+            .into_iter()
+            .map(|(_, s)| s)
+            .collect::<Vec<_>>()
+            .join(" "),
+        thousands(run.itlb_misses),
+        thousands(run.dtlb_misses),
+        thousands(mm.walk_refs),
+        Bytes(mm.rss_bytes).to_string(),
+        Bytes(mm.peak_rss_bytes).to_string(),
+        Bytes(mm.page_table_bytes).to_string(),
+        thousands(mm.promotions),
+        thousands(mm.demotions),
+        format!("{:.2}", mm.fragmentation),
+    ]
 }
 
 fn row(run: &RunStats) -> [String; 11] {

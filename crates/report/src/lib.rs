@@ -58,6 +58,7 @@ pub use json::{load, load_sim, load_study, parse, to_json_string, write_json, Lo
 pub use markdown::{markdown, markdowns, MarkdownExporter};
 pub use plot::{plot_svg, svg_string, SvgExporter};
 pub use schema::{
-    LevelStats, RefCounts, Results, RunStats, SimResult, StudyResult, SIM_SCHEMA, STUDY_SCHEMA,
+    LevelStats, PolicyStats, RefCounts, Results, RunStats, SimResult, StudyResult, SIM_SCHEMA,
+    STUDY_SCHEMA,
 };
 pub use table::{table, tables, TableExporter};

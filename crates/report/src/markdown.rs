@@ -1,6 +1,6 @@
 //! Markdown tables with the same content as the text table, handy for a README.
 
-use crate::cells::{heading, refs_line, rows, HEADERS};
+use crate::cells::{headers, heading, refs_line, rows};
 use crate::export::Exporter;
 use crate::schema::{Results, SimResult};
 use anyhow::Result;
@@ -10,8 +10,9 @@ use std::io::Write;
 /// table with the page size left-aligned and every number right-aligned.
 pub fn markdown(r: &SimResult) -> String {
     let mut out = format!("**{}**  \n{}\n\n", escape(&heading(r)), refs_line(r));
-    out.push_str(&format!("| {} |\n", HEADERS.join(" | ")));
-    let align: Vec<&str> = (0..HEADERS.len())
+    let headers = headers(r);
+    out.push_str(&format!("| {} |\n", headers.join(" | ")));
+    let align: Vec<&str> = (0..headers.len())
         .map(|c| if c == 0 { ":---" } else { "---:" })
         .collect();
     out.push_str(&format!("| {} |\n", align.join(" | ")));

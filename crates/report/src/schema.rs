@@ -83,7 +83,7 @@ pub struct RefCounts {
 }
 
 /// What happened under one page size.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunStats {
     /// The page size simulated (bytes in JSON).
     pub page_size: PageSize,
@@ -106,6 +106,47 @@ pub struct RunStats {
     /// Per-level TLB counters, when the TLB has levels worth reporting.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tlb_levels: Vec<LevelStats>,
+    /// The memory-management model's figures, for a run under a policy
+    /// (`pagelab sim --policy`); absent from a fixed-page-size study.
+    #[serde(default, flatten, skip_serializing_if = "Option::is_none")]
+    pub mm: Option<PolicyStats>,
+}
+
+/// What a run of the memory-management model adds to a run's figures.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PolicyStats {
+    /// The policy, as given on the command line (`base:64K`, `linux-thp:...`).
+    pub policy: String,
+    /// Faults by the size of the page each mapped, as `{"4K": n, "2M": n}`.
+    pub faults_by_size: std::collections::BTreeMap<String, u64>,
+    /// Bytes mapped at the end, whole pages (internal fragmentation included).
+    pub rss_bytes: u64,
+    /// The highest `rss_bytes` during the run.
+    pub peak_rss_bytes: u64,
+    /// Page-table memory at the end, all processes.
+    pub page_table_bytes: u64,
+    /// Memory references made by page walks (table levels touched on TLB misses).
+    pub walk_refs: u64,
+    /// Pages promoted to a larger size.
+    pub promotions: u64,
+    /// Pages demoted to smaller ones.
+    pub demotions: u64,
+    /// Reservations preempted.
+    pub preemptions: u64,
+    /// Bytes copied (relocation, copy-on-write).
+    pub copied_bytes: u64,
+    /// Bytes zeroed for new pages.
+    pub zeroed_bytes: u64,
+    /// The fragmentation figure at the end: the unusable free space index at
+    /// the large page order (0 = all free memory usable, 1 = none).
+    pub fragmentation: f64,
+    /// Its worst (highest) value during the run.
+    pub fragmentation_worst: f64,
+    /// Events the trace contradicted itself with, or the model does not carry out yet.
+    pub anomalies: std::collections::BTreeMap<String, u64>,
+    /// The policy's own counters (for linux-thp: `anon_fault_alloc`, `anon_fault_fallback` per size).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub policy_counters: serde_json::Value,
 }
 
 impl RunStats {
@@ -122,6 +163,7 @@ impl RunStats {
             footprint_bytes: 0,
             faults: 0,
             tlb_levels: Vec::new(),
+            mm: None,
         }
     }
 

@@ -1,6 +1,6 @@
 //! A text table for a terminal: right-aligned columns, one row per page size.
 
-use crate::cells::{heading, refs_line, rows, HEADERS};
+use crate::cells::{headers, heading, refs_line, rows};
 use crate::export::Exporter;
 use crate::schema::{Results, SimResult};
 use anyhow::Result;
@@ -13,11 +13,12 @@ const GAP: &str = "  ";
 /// header and one row per page size.
 pub fn table(r: &SimResult) -> String {
     let rows = rows(r);
-    let widths: Vec<usize> = (0..HEADERS.len())
+    let headers = headers(r);
+    let widths: Vec<usize> = (0..headers.len())
         .map(|c| {
             rows.iter()
                 .map(|row| row[c].chars().count())
-                .chain([HEADERS[c].len()])
+                .chain([headers[c].len()])
                 .max()
                 .unwrap_or(0)
         })
@@ -30,7 +31,7 @@ pub fn table(r: &SimResult) -> String {
             .collect();
         padded.join(GAP) + "\n"
     };
-    out.push_str(&line(&mut HEADERS.iter().copied()));
+    out.push_str(&line(&mut headers.iter().copied()));
     for row in &rows {
         out.push_str(&line(&mut row.iter().map(String::as_str)));
     }

@@ -16,7 +16,27 @@ pub fn run(a: SimArgs) -> Result<()> {
         (None, None) => anyhow::bail!("give a trace with --trace FILE (or - for standard input) or a workload with --workload NAME"),
     };
     let label = src.info().name;
-    let result = pagelab_engine::run_study(&mut *src, &cfg, &mut StderrProgress::new(&label))?;
+    let result = if a.policy.is_empty() {
+        pagelab_engine::run_study(&mut *src, &cfg, &mut StderrProgress::new(&label))?
+    } else {
+        let policies = a
+            .policy
+            .iter()
+            .map(|p| p.parse().with_context(|| format!("--policy {p}")))
+            .collect::<Result<Vec<_>>>()?;
+        let memory = pagelab_core::parse_bytes(&a.memory)
+            .with_context(|| format!("--memory {}", a.memory))?;
+        let phys = pagelab_mm::phys::PhysConfig::new(pagelab_core::Bytes(memory));
+        phys.validate()
+            .with_context(|| format!("--memory {}", a.memory))?;
+        let pcfg = pagelab_engine::PolicyConfig {
+            policies,
+            tlb: cfg.tlb.clone(),
+            phys,
+            strict: a.strict,
+        };
+        pagelab_engine::run_policies(&mut *src, &pcfg, &mut StderrProgress::new(&label))?
+    };
     print!("{}", pagelab_report::table(&result));
     if let Some(p) = &a.json {
         pagelab_report::write_json(p, &result)?;

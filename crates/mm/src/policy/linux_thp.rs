@@ -128,12 +128,31 @@ impl std::str::FromStr for ThpSettings {
 }
 
 impl fmt::Display for ThpSettings {
+    /// Only what differs from a fresh kernel's defaults, so `linux-thp:64K=always`
+    /// prints back as given; [`ThpSettings::full`] spells out every setting.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "enabled={}", self.enabled)?;
-        for (s, v) in &self.per_size {
-            write!(f, ",{s}={v}")?;
+        let d = ThpSettings::default();
+        let mut parts = Vec::new();
+        if self.enabled != d.enabled {
+            parts.push(format!("enabled={}", self.enabled));
         }
-        Ok(())
+        for (s, v) in &self.per_size {
+            if d.per_size.get(s) != Some(v) {
+                parts.push(format!("{s}={v}"));
+            }
+        }
+        f.write_str(&parts.join(","))
+    }
+}
+
+impl ThpSettings {
+    /// Every setting, top-level first: `enabled=madvise,16K=never,...,2M=inherit`.
+    pub fn full(&self) -> String {
+        let mut out = format!("enabled={}", self.enabled);
+        for (s, v) in &self.per_size {
+            out.push_str(&format!(",{s}={v}"));
+        }
+        out
     }
 }
 
@@ -268,7 +287,7 @@ impl Policy for LinuxThpPolicy {
 
     fn counters(&self) -> serde_json::Value {
         serde_json::json!({
-            "settings": self.settings.to_string(),
+            "settings": self.settings.full(),
             "anon_fault_alloc": serde_json::to_value(&self.anon_fault_alloc).unwrap_or_default(),
             "anon_fault_fallback": serde_json::to_value(&self.anon_fault_fallback).unwrap_or_default(),
         })

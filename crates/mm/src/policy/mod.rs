@@ -100,7 +100,14 @@ impl fmt::Display for PolicySpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PolicySpec::Base(s) => write!(f, "base:{s}"),
-            PolicySpec::LinuxThp(t) => write!(f, "linux-thp:{t}"),
+            PolicySpec::LinuxThp(t) => {
+                let t = t.to_string();
+                if t.is_empty() {
+                    f.write_str("linux-thp")
+                } else {
+                    write!(f, "linux-thp:{t}")
+                }
+            }
         }
     }
 }
@@ -118,7 +125,9 @@ impl PolicySpec {
     pub fn build(&self) -> PolicyImpl {
         match self {
             PolicySpec::Base(s) => PolicyImpl::Base(BasePolicy::new(*s)),
-            PolicySpec::LinuxThp(t) => PolicyImpl::LinuxThp(Box::new(LinuxThpPolicy::new(t.clone()))),
+            PolicySpec::LinuxThp(t) => {
+                PolicyImpl::LinuxThp(Box::new(LinuxThpPolicy::new(t.clone())))
+            }
         }
     }
 }

@@ -1,0 +1,241 @@
+//! Runs of the memory-management model: one per policy, all fed in one pass.
+//! Each run steps a [`Mm`] (VMAs, page tables, physical memory, the policy)
+//! and a TLB hierarchy holding entries of whatever size the page table maps.
+
+use crate::driver::{EngineError, Progress, BATCH};
+use pagelab_core::{Event, MemRef, SourceInfo};
+use pagelab_mm::phys::{FrameAllocator, PhysConfig};
+use pagelab_mm::policy::PolicySpec;
+use pagelab_mm::system::{Invalidate, Mm};
+use pagelab_report::{LevelStats, PolicyStats, RefCounts, RunStats, SimResult, SIM_SCHEMA};
+use pagelab_tlb::{Outcome, Side, TlbConfig, TlbHierarchy};
+use pagelab_trace::TraceSource;
+use rustc_hash::FxHashSet;
+use std::time::Instant;
+
+/// What the policy runs simulate.
+#[derive(Clone, Debug)]
+pub struct PolicyConfig {
+    /// The policies, each a run of its own.
+    pub policies: Vec<PolicySpec>,
+    /// The TLB every run uses.
+    pub tlb: TlbConfig,
+    /// Physical memory.
+    pub phys: PhysConfig,
+    /// Reject the trace at its first contradictory event instead of counting it.
+    pub strict: bool,
+}
+
+/// One policy's run.
+struct PolicyRun {
+    mm: Mm,
+    tlb: TlbHierarchy,
+    accesses: [u64; 2],
+    misses: [u64; 2],
+    walk_refs: u64,
+    /// Distinct base pages touched per side, for the footprints.
+    pages: [FxHashSet<u64>; 2],
+    frag_worst: f64,
+}
+
+impl PolicyRun {
+    fn new(spec: &PolicySpec, cfg: &PolicyConfig) -> Result<PolicyRun, EngineError> {
+        Ok(PolicyRun {
+            mm: Mm::new(spec, &cfg.phys).map_err(|e| EngineError::Model(e.to_string()))?,
+            tlb: TlbHierarchy::new(&cfg.tlb)?,
+            accesses: [0; 2],
+            misses: [0; 2],
+            walk_refs: 0,
+            pages: [FxHashSet::default(), FxHashSet::default()],
+            frag_worst: 0.0,
+        })
+    }
+
+    fn feed(
+        &mut self,
+        events: &[Event],
+        first_index: u64,
+        strict: bool,
+    ) -> Result<(), EngineError> {
+        let model = |e: pagelab_mm::machine::MmError| EngineError::Model(e.to_string());
+        for (i, ev) in events.iter().enumerate() {
+            match ev {
+                Event::Ref(r) => self.reference(r).map_err(model)?,
+                other => {
+                    let before = self.anomalies();
+                    match self.mm.event(other).map_err(model)? {
+                        Invalidate::Nothing => {}
+                        Invalidate::Range(s, e) => self.tlb.invalidate_range(s, e - s),
+                        Invalidate::All => self.tlb.flush(),
+                    }
+                    if strict && self.anomalies() > before {
+                        return Err(EngineError::Model(format!(
+                            "record {}: {other:?} contradicts the trace so far (--strict)",
+                            first_index + i as u64
+                        )));
+                    }
+                }
+            }
+        }
+        self.mm.tick().map_err(model)?;
+        let frag = self.mm.machine().phys.stats().fragmentation.unusable_index;
+        self.frag_worst = self.frag_worst.max(frag);
+        Ok(())
+    }
+
+    fn anomalies(&self) -> u64 {
+        let s = &self.mm.machine().stats;
+        s.refs_outside_vmas + s.events_on_nothing
+    }
+
+    /// Every page the reference touches, as the page table maps it.
+    fn reference(&mut self, r: &MemRef) -> Result<(), pagelab_mm::machine::MmError> {
+        let side = usize::from(!r.kind.is_instr());
+        let s = if side == 0 { Side::Instr } else { Side::Data };
+        let last = r.last_byte();
+        let mut addr = r.addr;
+        loop {
+            let t = self.mm.translate(addr, side == 0, r.kind.is_write())?;
+            self.accesses[side] += 1;
+            if self.tlb.access_addr(s, addr, t.size) == Outcome::Miss {
+                self.misses[side] += 1;
+                self.walk_refs += u64::from(t.levels);
+            }
+            let base = self.mm.machine().base().shift();
+            let page_end = t.start.0.saturating_add(t.size.bytes());
+            for b in (addr >> base)..=((last.min(page_end - 1)) >> base) {
+                self.pages[side].insert(b);
+            }
+            if page_end > last || page_end == 0 {
+                return Ok(());
+            }
+            addr = page_end;
+        }
+    }
+
+    fn stats(&self) -> RunStats {
+        let m = self.mm.machine();
+        let base = m.base();
+        let s = &m.stats;
+        let all = self.pages[0].union(&self.pages[1]).count() as u64;
+        let t = self.tlb.stats();
+        let named = [
+            ("l1i", Some(t.l1i)),
+            ("l1d", Some(t.l1d)),
+            ("l2", t.l2),
+            ("l2i", t.l2i),
+            ("l2d", t.l2d),
+        ];
+        let tlb_levels = named
+            .into_iter()
+            .filter_map(|(n, l)| {
+                l.map(|l| LevelStats {
+                    level: n.into(),
+                    accesses: l.accesses,
+                    hits: l.hits,
+                    misses: l.misses,
+                })
+            })
+            .collect();
+        let anomalies = [
+            ("refs_outside_vmas", s.refs_outside_vmas),
+            ("events_on_nothing", s.events_on_nothing),
+            ("unsupported_events", s.unsupported_events),
+            ("inferred_vmas", s.inferred_vmas),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        RunStats {
+            page_size: base,
+            itlb_accesses: self.accesses[0],
+            itlb_misses: self.misses[0],
+            dtlb_accesses: self.accesses[1],
+            dtlb_misses: self.misses[1],
+            code_footprint_bytes: self.pages[0].len() as u64 * base.bytes(),
+            data_footprint_bytes: self.pages[1].len() as u64 * base.bytes(),
+            footprint_bytes: all * base.bytes(),
+            faults: s.faults,
+            tlb_levels,
+            mm: Some(PolicyStats {
+                policy: self.mm.spec().to_string(),
+                faults_by_size: s
+                    .faults_by_size
+                    .iter()
+                    .map(|(k, n)| (k.to_string(), n))
+                    .collect(),
+                rss_bytes: s.rss_bytes,
+                peak_rss_bytes: s.peak_rss_bytes,
+                page_table_bytes: m.page_table_bytes(),
+                walk_refs: self.walk_refs,
+                promotions: s.promotions,
+                demotions: s.demotions,
+                preemptions: s.preemptions,
+                copied_bytes: s.copied_bytes,
+                zeroed_bytes: s.zeroed_bytes,
+                fragmentation: m.phys.stats().fragmentation.unusable_index,
+                fragmentation_worst: self.frag_worst,
+                anomalies,
+                policy_counters: self.mm.policy_counters(),
+            }),
+        }
+    }
+}
+
+/// Runs every policy of `cfg` over `src` in one pass, in constant memory
+/// whatever the trace length (the model's state grows with the pages touched).
+pub fn run_policies(
+    src: &mut (dyn TraceSource + Send),
+    cfg: &PolicyConfig,
+    progress: &mut dyn Progress,
+) -> Result<SimResult, EngineError> {
+    let start = Instant::now();
+    let mut runs = cfg
+        .policies
+        .iter()
+        .map(|p| PolicyRun::new(p, cfg))
+        .collect::<Result<Vec<_>, _>>()?;
+    let info: SourceInfo = src.info();
+    let mut batch = Vec::with_capacity(BATCH);
+    let (mut refs, mut index, mut next_report) = ([0u64; 2], 0u64, 1u64 << 20);
+    loop {
+        batch.clear();
+        if !src.fill(&mut batch, BATCH)? {
+            break;
+        }
+        for ev in &batch {
+            if let Event::Ref(r) = ev {
+                refs[usize::from(!r.kind.is_instr())] += 1;
+            }
+        }
+        {
+            use rayon::prelude::*;
+            runs.par_iter_mut()
+                .try_for_each(|r| r.feed(&batch, index, cfg.strict))?;
+        }
+        index += batch.len() as u64;
+        if refs[0] + refs[1] >= next_report {
+            progress.update(refs[0] + refs[1], start.elapsed());
+            next_report += 1 << 20;
+        }
+    }
+    progress.done();
+    if cfg!(debug_assertions) {
+        for r in &runs {
+            r.mm.check().map_err(|e| {
+                EngineError::Model(format!("invariant broken under {}: {e}", r.mm.spec()))
+            })?;
+        }
+    }
+    Ok(SimResult {
+        schema: SIM_SCHEMA.to_string(),
+        source: info,
+        tlb: serde_json::to_value(&cfg.tlb).unwrap_or_default(),
+        refs: RefCounts {
+            instr: refs[0],
+            data: refs[1],
+        },
+        runs: runs.iter().map(PolicyRun::stats).collect(),
+        elapsed_seconds: Some(start.elapsed().as_secs_f64()),
+    })
+}
