@@ -9,6 +9,7 @@ command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
 command -v zstd >/dev/null 2>&1 || need+=(zstd)
 command -v xz >/dev/null 2>&1 || need+=(xz-utils)
 command -v gzip >/dev/null 2>&1 || need+=(gzip)
+command -v qemu-x86_64 >/dev/null 2>&1 || need+=(qemu-user)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "pagelab setup: missing ${need[*]}; run as root or install them with apt-get" >&2

@@ -1,0 +1,634 @@
+/*
+ * pagelab's QEMU TCG plugin: records a user-mode guest's instruction fetches,
+ * loads, stores and address-space system calls as a stream of 64-bit words
+ * (docs/capture-format.md) written in large blocks to a file descriptor.
+ *
+ *   qemu-x86_64 -plugin libpagelab_qemu_v1.so,fd=N PROGRAM ARGS...
+ *
+ * Cost model: one callback per executed translation block (its instructions
+ * are rebuilt by the reader from the block's definition, written once at
+ * translation) and one per memory access, each appending one word to a
+ * per-thread buffer; a buffer is written with one write() per 1 MiB.
+ *
+ * Why things are the way they are:
+ * - QEMU 7.2 lists an instruction that crosses a page boundary at the end of
+ *   a block although it is not executed there (it is retranslated as the head
+ *   of the next block): such blocks get one callback per instruction instead.
+ * - The guest shares QEMU's file table and may close low descriptors: the
+ *   output descriptor is a high one chosen by pagelab, marked close-on-exec
+ *   so that programs the guest execs do not hold the pipe open.
+ * - After fork both processes own a copy of every buffer: buffers are flushed
+ *   before fork (and execve, which loses them, and exit), and the child drops
+ *   the other threads' copies.
+ * - Several threads and processes write to one pipe, and pipe writes above
+ *   PIPE_BUF bytes are not atomic: every block is written under a robust
+ *   mutex in memory shared by all processes of the capture, and starts with
+ *   a THREAD record naming its writer. Block ids come from a counter in the
+ *   same shared page, so ids are unique across processes and a forked child
+ *   can execute blocks its parent translated.
+ * - QEMU 7.2 calls no plugin callback when the guest dies of a signal, so
+ *   buffers live in slots of a memory file pagelab created and passed as
+ *   mem=M: after the last process is gone pagelab reads what was never
+ *   written. A flushed buffer is zeroed, so a slot's records end at the
+ *   first zero word at a record boundary (block ids start at 1).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "pagelab_qemu_api.h"
+
+#ifndef PAGELAB_PLUGIN_API
+#define PAGELAB_PLUGIN_API 1
+#endif
+
+QEMU_PLUGIN_EXPORT int qemu_plugin_version = PAGELAB_PLUGIN_API;
+
+/* ---- record layout (docs/capture-format.md) ---- */
+#define T_MEM (1ULL << 62)
+#define T_EXT (2ULL << 62)
+#define T_INSN (3ULL << 62)
+#define ADDR_MASK ((1ULL << 48) - 1)
+#define MEM_STORE (1ULL << 61)
+#define MEM_SHIFT_POS 58
+#define IDX_POS 48
+#define MAX_INSNS 1023
+#define EXT_VALUE_MASK ((1ULL << 40) - 1)
+#define EXT(sub, n, val) \
+    (T_EXT | ((uint64_t)(sub) << 56) | ((uint64_t)(n) << 40) | ((uint64_t)(val) & EXT_VALUE_MASK))
+
+enum { X_THREAD = 1, X_TBDEF = 2, X_MEMX = 3, X_SYSCALL = 4, X_CHILD = 5, X_FORK = 6 };
+enum { TB_PER_INSN = 1, TB_ADDRS = 2 };
+
+/* x86-64 system call numbers. */
+enum {
+    NR_MMAP = 9, NR_MPROTECT = 10, NR_MUNMAP = 11, NR_BRK = 12, NR_MREMAP = 25,
+    NR_MADVISE = 28, NR_CLONE = 56, NR_FORK = 57, NR_VFORK = 58, NR_EXECVE = 59,
+    NR_EXIT = 60, NR_EXIT_GROUP = 231, NR_EXECVEAT = 322, NR_CLONE3 = 435,
+};
+#define CLONE_VM_FLAG 0x100
+#define CLONE_VFORK_FLAG 0x4000
+#define MAP_ANON_FLAG 0x20
+
+/* Buffers are 1 MiB slots: [0] state, [1] pid | tid << 32, [2..4) room for
+ * the THREAD record that heads a written block, [4..) records. Slot 0 of the
+ * arena is its header: [0] magic, [1] next block id, then the write lock. */
+#define SLOT_WORDS (128 * 1024)
+#define SLOT_BYTES (SLOT_WORDS * 8)
+#define HDR_WORDS 2 /* room for the THREAD record at the head of a block */
+#define ARENA_MAGIC 0x414e455241424c50ULL /* "PLBARENA" */
+enum { SLOT_FREE = 0, SLOT_THREAD = 1, SLOT_DEFS = 2 };
+
+struct buf {
+    uint64_t *slot; /* NULL: not allocated */
+    uint64_t *pos, *end;
+    int in_arena;   /* else malloc'd: nothing to recover after a crash */
+};
+
+struct tstate {
+    struct buf b;
+    uint32_t pid, tid;
+    struct tstate *next, *prev; /* registry of live threads */
+    int64_t sc_num;             /* system call awaiting its result, or -1 */
+    uint64_t sc_args[6];
+};
+
+struct arena_header {
+    uint64_t magic;
+    uint64_t next_tb;      /* block id counter, shared across processes */
+    pthread_mutex_t lock;  /* serialises block writes across processes */
+};
+
+static int out_fd = -1;
+static int dead;                   /* the output failed in this process: record nothing more */
+static uint64_t *arena;
+static size_t nslots;
+static struct arena_header *hdr;
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER; /* registry and defs */
+static struct tstate registry = {.next = &registry, .prev = &registry};
+static struct buf defs;            /* block definitions not yet written */
+static __thread struct tstate *tls __attribute__((tls_model("initial-exec")));
+
+static void complain(const char *what, int err)
+{
+    char msg[200];
+    int n = snprintf(msg, sizeof msg, "pagelab plugin: %s: %s (fd %d); recording stops\n", what,
+                     strerror(err), out_fd);
+    if (n > 0 && write(2, msg, (size_t)n) < 0) {
+        /* nothing else to do: the guest may have closed fd 2 as well */
+    }
+}
+
+static void write_all(const uint64_t *words, size_t n)
+{
+    const char *p = (const char *)words;
+    size_t left = n * sizeof *words;
+    while (left > 0 && !dead) {
+        ssize_t w = write(out_fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            dead = 1;
+            complain("writing the trace", errno);
+            return;
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+}
+
+static void buf_get(struct buf *b, int kind, uint32_t pid, uint32_t tid)
+{
+    b->slot = NULL;
+    for (size_t i = 1; i < nslots && b->slot == NULL; i++) {
+        uint64_t *slot = arena + i * SLOT_WORDS;
+        uint64_t expect = SLOT_FREE;
+        if (__atomic_compare_exchange_n(&slot[0], &expect, (uint64_t)kind, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED)) {
+            b->slot = slot;
+            b->in_arena = 1;
+        }
+    }
+    if (b->slot == NULL) {
+        b->slot = calloc(SLOT_WORDS, sizeof *b->slot);
+        b->in_arena = 0;
+        if (b->slot == NULL) {
+            fprintf(stderr, "pagelab plugin: out of memory for a buffer\n");
+            abort();
+        }
+    }
+    b->slot[1] = (uint64_t)pid | ((uint64_t)tid << 32);
+    b->pos = b->slot + 2 + HDR_WORDS;
+    b->end = b->slot + SLOT_WORDS;
+}
+
+/* Gives the slot back; its records must have been written. */
+static void buf_put(struct buf *b)
+{
+    if (b->slot == NULL) {
+        return;
+    }
+    if (b->in_arena) {
+        __atomic_store_n(&b->slot[0], SLOT_FREE, __ATOMIC_RELEASE);
+    } else {
+        free(b->slot);
+    }
+    b->slot = NULL;
+}
+
+/* Writes the buffer's records as one block headed by a THREAD record, then zeroes them. */
+static void buf_flush(struct buf *b, uint32_t pid, uint32_t tid)
+{
+    if (b->slot == NULL) {
+        return;
+    }
+    uint64_t *words = b->slot + 2;
+    size_t n = (size_t)(b->pos - words);
+    if (n == HDR_WORDS) {
+        return;
+    }
+    if (!dead) {
+        words[0] = EXT(X_THREAD, 1, 0);
+        words[1] = (uint64_t)pid | ((uint64_t)tid << 32);
+        int r = pthread_mutex_lock(&hdr->lock);
+        if (r == EOWNERDEAD) {
+            /* a process died mid-write; its block is lost, the stream goes on */
+            pthread_mutex_consistent(&hdr->lock);
+        }
+        write_all(words, n);
+        pthread_mutex_unlock(&hdr->lock);
+    }
+    memset(words + HDR_WORDS, 0, (n - HDR_WORDS) * sizeof *words);
+    b->pos = words + HDR_WORDS;
+}
+
+/* Caller holds reg_lock. */
+static void flush_defs_locked(uint32_t pid, uint32_t tid)
+{
+    buf_flush(&defs, pid, tid);
+}
+
+static void flush_thread(struct tstate *t)
+{
+    pthread_mutex_lock(&reg_lock);
+    flush_defs_locked(t->pid, t->tid);
+    buf_flush(&t->b, t->pid, t->tid);
+    pthread_mutex_unlock(&reg_lock);
+}
+
+static struct tstate *thread_init(void)
+{
+    struct tstate *t = calloc(1, sizeof *t);
+    if (t == NULL) {
+        fprintf(stderr, "pagelab plugin: out of memory for a thread\n");
+        abort();
+    }
+    t->pid = (uint32_t)getpid();
+    t->tid = (uint32_t)syscall(SYS_gettid);
+    t->sc_num = -1;
+    buf_get(&t->b, SLOT_THREAD, t->pid, t->tid);
+    pthread_mutex_lock(&reg_lock);
+    t->next = registry.next;
+    t->prev = &registry;
+    registry.next->prev = t;
+    registry.next = t;
+    pthread_mutex_unlock(&reg_lock);
+    tls = t;
+    return t;
+}
+
+/* Forgets the calling thread; its records must have been written. */
+static void thread_free(struct tstate *t)
+{
+    pthread_mutex_lock(&reg_lock);
+    t->prev->next = t->next;
+    t->next->prev = t->prev;
+    pthread_mutex_unlock(&reg_lock);
+    buf_put(&t->b);
+    free(t);
+    tls = NULL;
+}
+
+static inline struct tstate *me(void)
+{
+    struct tstate *t = tls;
+    return __builtin_expect(t != NULL, 1) ? t : thread_init();
+}
+
+static inline void put(struct tstate *t, uint64_t w)
+{
+    *t->b.pos++ = w;
+    if (__builtin_expect(t->b.pos == t->b.end, 0)) {
+        flush_thread(t);
+    }
+}
+
+/* Makes room for an n-word record. */
+static inline void reserve(struct tstate *t, size_t n)
+{
+    if ((size_t)(t->b.end - t->b.pos) < n) {
+        flush_thread(t);
+    }
+}
+
+/* ---- execution callbacks: the hot path ---- */
+
+static void on_tb_exec(unsigned int vcpu, void *ud)
+{
+    (void)vcpu;
+    put(me(), (uint64_t)(uintptr_t)ud);
+}
+
+static void on_insn_exec(unsigned int vcpu, void *ud)
+{
+    (void)vcpu;
+    put(me(), (uint64_t)(uintptr_t)ud);
+}
+
+static void on_mem(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud)
+{
+    (void)vcpu;
+    struct tstate *t = me();
+    uint64_t shift = qemu_plugin_mem_size_shift(info) & 7;
+    uint64_t store = qemu_plugin_mem_is_store(info) ? 1 : 0;
+    if (__builtin_expect((vaddr >> 48) == 0, 1)) {
+        put(t, T_MEM | (uint64_t)(uintptr_t)ud | (store << 61) | (shift << MEM_SHIFT_POS) | vaddr);
+    } else {
+        uint64_t idx = ((uint64_t)(uintptr_t)ud >> IDX_POS) & MAX_INSNS;
+        reserve(t, 2);
+        *t->b.pos++ = EXT(X_MEMX, 1, idx | (store << 10) | (shift << 11));
+        put(t, vaddr);
+    }
+}
+
+/* ---- translation ---- */
+
+static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+{
+    (void)id;
+    size_t n = qemu_plugin_tb_n_insns(tb);
+    if (n == 0) {
+        return;
+    }
+    if (n > MAX_INSNS) {
+        n = MAX_INSNS; /* TCG stops at 512; never reached */
+    }
+    uint64_t tbid = __atomic_fetch_add(&hdr->next_tb, 1, __ATOMIC_RELAXED) & ADDR_MASK;
+    uint64_t addrs[MAX_INSNS];
+    uint8_t sizes[MAX_INSNS + 8];
+    int contiguous = 1;
+    for (size_t i = 0; i < n; i++) {
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        size_t sz = qemu_plugin_insn_size(insn);
+        addrs[i] = qemu_plugin_insn_vaddr(insn);
+        sizes[i] = (uint8_t)(sz > 255 ? 255 : sz);
+        if (i > 0 && addrs[i] != addrs[i - 1] + sizes[i - 1]) {
+            contiguous = 0;
+        }
+    }
+    uint64_t last = addrs[n - 1], last_end = last + (sizes[n - 1] ? sizes[n - 1] - 1 : 0);
+    int per_insn = ((last ^ last_end) >> 12) != 0;
+    for (size_t i = 0; i < n; i++) {
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        uint64_t idx = (uint64_t)i << IDX_POS;
+        if (per_insn) {
+            qemu_plugin_register_vcpu_insn_exec_cb(insn, on_insn_exec, QEMU_PLUGIN_CB_NO_REGS,
+                                                   (void *)(uintptr_t)(T_INSN | idx | tbid));
+        }
+        qemu_plugin_register_vcpu_mem_cb(insn, on_mem, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW,
+                                         (void *)(uintptr_t)idx);
+    }
+    if (!per_insn) {
+        qemu_plugin_register_vcpu_tb_exec_cb(tb, on_tb_exec, QEMU_PLUGIN_CB_NO_REGS,
+                                             (void *)(uintptr_t)tbid);
+    }
+
+    memset(sizes + n, 0, 8);
+    size_t size_words = (n + 7) / 8;
+    size_t words = 2 + (contiguous ? 0 : n) + size_words;
+    uint64_t flags = (per_insn ? TB_PER_INSN : 0) | (contiguous ? 0 : TB_ADDRS);
+    struct tstate *t = me();
+    pthread_mutex_lock(&reg_lock);
+    if (defs.slot == NULL) {
+        buf_get(&defs, SLOT_DEFS, t->pid, 0);
+    }
+    if ((size_t)(defs.end - defs.pos) < words + 1) {
+        flush_defs_locked(t->pid, t->tid);
+    }
+    *defs.pos++ = EXT(X_TBDEF, words, tbid);
+    *defs.pos++ = addrs[0];
+    *defs.pos++ = (uint64_t)n | (flags << 32);
+    if (!contiguous) {
+        for (size_t i = 0; i < n; i++) {
+            *defs.pos++ = addrs[i];
+        }
+    }
+    for (size_t w = 0; w < size_words; w++) {
+        uint64_t packed;
+        memcpy(&packed, sizes + 8 * w, 8);
+        *defs.pos++ = packed;
+    }
+    pthread_mutex_unlock(&reg_lock);
+}
+
+/* ---- system calls ---- */
+
+static int is_fork_like(int64_t num)
+{
+    return num == NR_CLONE || num == NR_CLONE3 || num == NR_FORK || num == NR_VFORK;
+}
+
+static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint64_t a1,
+                       uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5, uint64_t a6,
+                       uint64_t a7, uint64_t a8)
+{
+    (void)id, (void)vcpu, (void)a7, (void)a8;
+    struct tstate *t = me();
+    switch (num) {
+    case NR_MMAP: case NR_MUNMAP: case NR_MREMAP: case NR_MPROTECT: case NR_MADVISE:
+    case NR_BRK: case NR_CLONE: case NR_CLONE3: case NR_FORK: case NR_VFORK:
+        t->sc_num = num;
+        t->sc_args[0] = a1, t->sc_args[1] = a2, t->sc_args[2] = a3;
+        t->sc_args[3] = a4, t->sc_args[4] = a5, t->sc_args[5] = a6;
+        if (is_fork_like(num)) {
+            flush_thread(t);
+        }
+        return;
+    case NR_EXECVE: case NR_EXECVEAT:
+        /* A successful exec ends this image: give the slots back (a failed
+         * one finds new ones on its next record). */
+        flush_thread(t);
+        pthread_mutex_lock(&reg_lock);
+        buf_put(&defs);
+        pthread_mutex_unlock(&reg_lock);
+        thread_free(t);
+        return;
+    case NR_EXIT: case NR_EXIT_GROUP: {
+        pthread_mutex_lock(&reg_lock);
+        int last = registry.next == t && t->next == &registry;
+        pthread_mutex_unlock(&reg_lock);
+        /* The last thread's exit ends the process: record it as exit_group. */
+        int64_t rec = (num == NR_EXIT && last) ? NR_EXIT_GROUP : num;
+        reserve(t, 8);
+        *t->b.pos++ = EXT(X_SYSCALL, 7, (uint64_t)rec);
+        *t->b.pos++ = 0;
+        *t->b.pos++ = a1, *t->b.pos++ = a2, *t->b.pos++ = a3;
+        *t->b.pos++ = a4, *t->b.pos++ = a5, *t->b.pos++ = a6;
+        flush_thread(t);
+        if (num == NR_EXIT && !last) {
+            thread_free(t);
+        }
+        return;
+    }
+    default:
+        return;
+    }
+}
+
+static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, int64_t ret)
+{
+    (void)id, (void)vcpu;
+    struct tstate *t = me();
+    if (t->sc_num != num) {
+        return;
+    }
+    t->sc_num = -1;
+    if (is_fork_like(num)) {
+        if (ret <= 0) {
+            return; /* the child (its set-up is in on_fork_child) or an error */
+        }
+        int process = num == NR_FORK || num == NR_VFORK;
+        if (num == NR_CLONE) {
+            uint64_t f = t->sc_args[0];
+            /* QEMU runs vfork-style clones as fork, and CLONE_VM ones as threads. */
+            process = !(f & CLONE_VM_FLAG) || (f & CLONE_VFORK_FLAG);
+        } else if (num == NR_CLONE3) {
+            char path[64];
+            snprintf(path, sizeof path, "/proc/self/task/%lld", (long long)ret);
+            process = access(path, F_OK) != 0;
+        }
+        if (process) {
+            reserve(t, 1);
+            put(t, EXT(X_FORK, 0, (uint64_t)ret));
+            flush_thread(t); /* so that it precedes the child's first block */
+        }
+        return;
+    }
+    if (ret < 0 && ret > -4096 && num != NR_BRK) {
+        return; /* failed: the address space did not change */
+    }
+    uint64_t dev = 0, ino = 0;
+    int file = num == NR_MMAP && !(t->sc_args[3] & MAP_ANON_FLAG) && (int)t->sc_args[4] >= 0;
+    if (file) {
+        struct stat st;
+        if (fstat((int)t->sc_args[4], &st) == 0) {
+            dev = (uint64_t)st.st_dev;
+            ino = (uint64_t)st.st_ino;
+        } else {
+            file = 0;
+        }
+    }
+    size_t n = file ? 9 : 7;
+    reserve(t, n + 1);
+    *t->b.pos++ = EXT(X_SYSCALL, n, (uint64_t)num);
+    *t->b.pos++ = (uint64_t)ret;
+    for (int i = 0; i < 6; i++) {
+        *t->b.pos++ = t->sc_args[i];
+    }
+    if (file) {
+        *t->b.pos++ = dev;
+        *t->b.pos++ = ino;
+    }
+    if (t->b.pos == t->b.end) {
+        flush_thread(t);
+    }
+}
+
+/* ---- fork and exit ---- */
+
+static void on_fork_prepare(void)
+{
+    pthread_mutex_lock(&reg_lock);
+    struct tstate *t = tls;
+    if (t != NULL) {
+        flush_defs_locked(t->pid, t->tid);
+    } else {
+        flush_defs_locked((uint32_t)getpid(), (uint32_t)syscall(SYS_gettid));
+    }
+}
+
+static void on_fork_parent(void)
+{
+    pthread_mutex_unlock(&reg_lock);
+}
+
+static void on_fork_child(void)
+{
+    /* Only the forking thread survives. The slots are shared with the parent,
+     * which goes on using them: forget the others' without touching them, and
+     * take new ones. */
+    struct tstate *self = tls;
+    struct tstate *t = registry.next;
+    while (t != &registry) {
+        struct tstate *next = t->next;
+        if (t != self) {
+            if (!t->b.in_arena) {
+                free(t->b.slot);
+            }
+            free(t);
+        }
+        t = next;
+    }
+    registry.next = registry.prev = &registry;
+    if (!defs.in_arena) {
+        free(defs.slot);
+    }
+    defs.slot = NULL;
+    if (self != NULL) {
+        self->next = self->prev = &registry;
+        registry.next = registry.prev = self;
+    }
+    pthread_mutex_unlock(&reg_lock);
+    if (self == NULL) {
+        return;
+    }
+    uint64_t parent = (uint64_t)self->pid | ((uint64_t)self->tid << 32);
+    self->pid = (uint32_t)getpid();
+    self->tid = (uint32_t)syscall(SYS_gettid);
+    if (!self->b.in_arena) {
+        free(self->b.slot);
+    }
+    buf_get(&self->b, SLOT_THREAD, self->pid, self->tid);
+    *self->b.pos++ = EXT(X_CHILD, 1, 0);
+    *self->b.pos++ = parent;
+}
+
+static void on_exit_all(qemu_plugin_id_t id, void *ud)
+{
+    (void)id, (void)ud;
+    /* QEMU stops the other vCPUs before the at-exit callbacks. */
+    struct tstate *t;
+    for (t = registry.next; t != &registry; t = t->next) {
+        flush_thread(t);
+        buf_put(&t->b);
+    }
+    pthread_mutex_lock(&reg_lock);
+    flush_defs_locked((uint32_t)getpid(), (uint32_t)syscall(SYS_gettid));
+    buf_put(&defs);
+    pthread_mutex_unlock(&reg_lock);
+}
+
+/* ---- installation ---- */
+
+QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info,
+                                           int argc, char **argv)
+{
+    int mem_fd = -1;
+    for (int i = 0; i < argc; i++) {
+        if (strncmp(argv[i], "fd=", 3) == 0) {
+            out_fd = atoi(argv[i] + 3);
+        } else if (strncmp(argv[i], "mem=", 4) == 0) {
+            mem_fd = atoi(argv[i] + 4);
+        } else {
+            fprintf(stderr, "pagelab plugin: unknown argument `%s` (expected fd=N or mem=M)\n",
+                    argv[i]);
+            return -1;
+        }
+    }
+    if (out_fd < 0 || fcntl(out_fd, F_SETFD, FD_CLOEXEC) != 0) {
+        fprintf(stderr, "pagelab plugin: give an open output descriptor as fd=N (got %d)\n",
+                out_fd);
+        return -1;
+    }
+    if (info->system_emulation || strcmp(info->target_name, "x86_64") != 0) {
+        fprintf(stderr, "pagelab plugin: only user-mode x86_64 guests are supported (got %s%s)\n",
+                info->target_name, info->system_emulation ? ", system emulation" : "");
+        return -1;
+    }
+    /* The arena: pagelab's memory file, or (without mem=) anonymous shared
+     * memory, which a crash loses. */
+    size_t bytes = 64 * (size_t)SLOT_BYTES;
+    struct stat st;
+    if (mem_fd >= 0) {
+        if (fstat(mem_fd, &st) != 0 || st.st_size < 2 * SLOT_BYTES ||
+            fcntl(mem_fd, F_SETFD, FD_CLOEXEC) != 0) {
+            fprintf(stderr, "pagelab plugin: mem=%d is not a memory file of 2 MiB or more\n",
+                    mem_fd);
+            return -1;
+        }
+        bytes = (size_t)st.st_size;
+    }
+    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | (mem_fd >= 0 ? 0 : MAP_ANONYMOUS), mem_fd, 0);
+    if (m == MAP_FAILED) {
+        fprintf(stderr, "pagelab plugin: cannot map its buffers: %s\n", strerror(errno));
+        return -1;
+    }
+    arena = m;
+    nslots = bytes / SLOT_BYTES;
+    hdr = m;
+    hdr->magic = ARENA_MAGIC;
+    hdr->next_tb = 1; /* 0 would read as the end of a slot's records */
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&hdr->lock, &attr);
+    pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
+
+    qemu_plugin_register_vcpu_tb_trans_cb(id, on_tb_trans);
+    qemu_plugin_register_vcpu_syscall_cb(id, on_syscall);
+    qemu_plugin_register_vcpu_syscall_ret_cb(id, on_syscall_ret);
+    qemu_plugin_register_atexit_cb(id, on_exit_all, NULL);
+    return 0;
+}

@@ -1,0 +1,55 @@
+//! Builds the C parts of capture with the workspace's own build: the QEMU
+//! plugin once per plugin API version (QEMU 7.2 accepts only version 1, QEMU
+//! 8.2 and later only 2 and up; pagelab picks at run time) and the test
+//! program of the capture tests.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn main() {
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("../..");
+    let capture = root.join("capture");
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    println!("cargo:rerun-if-changed={}", capture.display());
+    let plugin = capture.join("qemu/pagelab_plugin.c");
+    for api in [1, 2] {
+        let so = out.join(format!("libpagelab_qemu_v{api}.so"));
+        compile(
+            &plugin,
+            &so,
+            &[
+                "-shared",
+                "-fPIC",
+                "-fvisibility=hidden",
+                &format!("-DPAGELAB_PLUGIN_API={api}"),
+                &format!("-I{}", capture.join("qemu").display()),
+            ],
+        );
+    }
+    compile(
+        &capture.join("testprog/pagelab_testprog.c"),
+        &out.join("pagelab_testprog"),
+        &[],
+    );
+}
+
+/// Compiles one C file into `dst` with the C compiler the `cc` crate finds.
+fn compile(src: &Path, dst: &Path, extra: &[&str]) {
+    let compiler = cc::Build::new()
+        .opt_level(2)
+        .warnings(true)
+        .extra_warnings(true)
+        .get_compiler();
+    let mut cmd = compiler.to_command();
+    cmd.args(extra).arg("-o").arg(dst).arg(src).arg("-lpthread");
+    run(cmd, src);
+}
+
+fn run(mut cmd: Command, src: &Path) {
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler for {}: {e}", src.display()));
+    if !status.success() {
+        panic!("compiling {} failed ({status}): {cmd:?}", src.display());
+    }
+}

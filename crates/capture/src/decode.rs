@@ -1,0 +1,515 @@
+//! Decoding the plugin's record stream into trace events, streaming.
+
+use crate::format::{self, ADDR_MASK, MAX_INSNS, TB_ADDRS, TB_PER_INSN};
+use crate::syscalls::{nr, AddressSpaces};
+use pagelab_core::{AccessKind, Event, MemRef, SourceInfo, ThreadId};
+use pagelab_trace::{TraceError, TraceSource};
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::io::Read;
+
+/// Bytes read from the input at a time (the plugin writes 1 MiB blocks).
+const READ_CHUNK: usize = 1 << 20;
+/// An extended record is at most 1 + 65535 words.
+const MAX_RECORD: usize = 8 * (1 + 0xffff);
+const NO_BLOCK: u32 = u32::MAX;
+
+/// A translation block: its instructions as instruction-fetch references.
+#[derive(Debug)]
+struct Block {
+    insns: Box<[MemRef]>,
+    per_insn: bool,
+}
+
+/// Where one thread is in its current block.
+#[derive(Clone, Copy, Debug)]
+struct Thread {
+    id: ThreadId,
+    /// Index into `blocks`, or `NO_BLOCK`.
+    block: u32,
+    /// Next instruction of the block not yet emitted (blocks reported as a whole).
+    next: u32,
+}
+
+impl Thread {
+    fn new(id: ThreadId) -> Thread {
+        Thread {
+            id,
+            block: NO_BLOCK,
+            next: 0,
+        }
+    }
+}
+
+/// Reads the QEMU plugin's record stream (`docs/capture-format.md`) as a [`TraceSource`].
+///
+/// Instruction fetches are rebuilt from block definitions: after a block's
+/// executed record, its instructions are emitted in order, each just before the
+/// first memory access it makes, the rest when the thread's next block starts
+/// (or a system call or the end of the stream intervenes). Memory use grows
+/// with the number of blocks QEMU translates (the program's code), never with
+/// the number of references.
+///
+/// Contract: see [`TraceSource`]; a stream that ends inside a record, or a
+/// record that does not decode, is [`TraceError::Corrupt`] with the byte
+/// offset of the record in the stream.
+pub struct PluginReader<R: Read> {
+    input: R,
+    name: String,
+    buf: Vec<u8>,
+    lo: usize,
+    hi: usize,
+    /// Stream offset of `buf[lo]`.
+    offset: u64,
+    eof: bool,
+    ids: FxHashMap<u64, u32>,
+    blocks: Vec<Block>,
+    cur: Thread,
+    threads: FxHashMap<ThreadId, Thread>,
+    /// The thread the last emitted Switch named.
+    emitted: Option<ThreadId>,
+    /// Forks already turned into events (both parent and child report one).
+    forks: FxHashSet<u32>,
+    exited: FxHashSet<u32>,
+    root: Option<u32>,
+    spaces: AddressSpaces,
+    /// Events decoded past the limit of the last `fill`.
+    staged: Vec<Event>,
+    done: Option<Result<(), TraceError>>,
+}
+
+impl<R: Read> PluginReader<R> {
+    /// A reader of the stream `input`; `name` appears in errors.
+    pub fn new(input: R, name: impl Into<String>) -> Self {
+        PluginReader {
+            input,
+            name: name.into(),
+            buf: vec![0; READ_CHUNK + MAX_RECORD],
+            lo: 0,
+            hi: 0,
+            offset: 0,
+            eof: false,
+            ids: FxHashMap::default(),
+            blocks: Vec::new(),
+            cur: Thread::new(ThreadId::default()),
+            threads: FxHashMap::default(),
+            emitted: None,
+            forks: FxHashSet::default(),
+            exited: FxHashSet::default(),
+            root: None,
+            spaces: AddressSpaces::default(),
+            staged: Vec::new(),
+            done: None,
+        }
+    }
+
+    /// The process id of the first record's writer: the captured program.
+    pub fn root_pid(&self) -> Option<u32> {
+        self.root
+    }
+
+    /// Whether an exit event was emitted for process `pid`.
+    pub fn exited(&self, pid: u32) -> bool {
+        self.exited.contains(&pid)
+    }
+
+    /// Translation blocks defined so far.
+    pub fn blocks(&self) -> usize {
+        self.blocks.len()
+    }
+
+    fn corrupt(&self, at: usize, reason: impl Into<String>) -> TraceError {
+        TraceError::Corrupt {
+            source_name: self.name.clone(),
+            offset: self.offset + (at - self.lo) as u64,
+            reason: reason.into(),
+        }
+    }
+
+    /// Reads more input after `buf[lo..hi]`, keeping it; false at the end of the input.
+    fn refill(&mut self) -> Result<bool, TraceError> {
+        if self.eof {
+            return Ok(false);
+        }
+        if self.lo > 0 {
+            self.buf.copy_within(self.lo..self.hi, 0);
+            self.hi -= self.lo;
+            self.lo = 0;
+        }
+        loop {
+            let end = (self.hi + READ_CHUNK).min(self.buf.len());
+            match self.input.read(&mut self.buf[self.hi..end]) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(false);
+                }
+                Ok(n) => {
+                    self.hi += n;
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(TraceError::io(&self.name, e)),
+            }
+        }
+    }
+
+    #[inline]
+    fn switch_to_cur(&mut self, out: &mut Vec<Event>) {
+        if self.emitted != Some(self.cur.id) {
+            out.push(Event::Switch(self.cur.id));
+            self.emitted = Some(self.cur.id);
+        }
+    }
+
+    /// Emits the current block's instructions not yet emitted.
+    fn finish_block(&mut self, out: &mut Vec<Event>) {
+        if self.cur.block == NO_BLOCK {
+            return;
+        }
+        let b = &self.blocks[self.cur.block as usize];
+        let from = self.cur.next as usize;
+        if !b.per_insn && from < b.insns.len() {
+            if self.emitted != Some(self.cur.id) {
+                out.push(Event::Switch(self.cur.id));
+                self.emitted = Some(self.cur.id);
+            }
+            out.extend(b.insns[from..].iter().map(|r| Event::Ref(*r)));
+        }
+        self.cur.block = NO_BLOCK;
+    }
+
+    fn lookup(&self, at: usize, id: u64) -> Result<u32, TraceError> {
+        self.ids
+            .get(&id)
+            .copied()
+            .ok_or_else(|| self.corrupt(at, format!("block {id} executed before its definition")))
+    }
+
+    /// A memory access by instruction `index` of the current block.
+    #[inline]
+    fn access(
+        &mut self,
+        at: usize,
+        index: u32,
+        addr: u64,
+        shift: u32,
+        store: bool,
+        out: &mut Vec<Event>,
+    ) -> Result<(), TraceError> {
+        self.switch_to_cur(out);
+        if self.cur.block != NO_BLOCK && index >= self.cur.next {
+            let b = &self.blocks[self.cur.block as usize];
+            if !b.per_insn {
+                let Some(upto) = b.insns.get(..=index as usize) else {
+                    return Err(self.corrupt(
+                        at,
+                        format!(
+                            "memory access by instruction {index} of a block of {}",
+                            b.insns.len()
+                        ),
+                    ));
+                };
+                out.extend(
+                    upto[self.cur.next as usize..]
+                        .iter()
+                        .map(|r| Event::Ref(*r)),
+                );
+                self.cur.next = index + 1;
+            }
+        }
+        out.push(Event::Ref(MemRef {
+            addr,
+            size: 1 << shift,
+            kind: if store {
+                AccessKind::Store
+            } else {
+                AccessKind::Load
+            },
+        }));
+        Ok(())
+    }
+
+    /// Decodes records until `out` holds at least `limit` events or the input ends.
+    fn decode(&mut self, out: &mut Vec<Event>, limit: usize) -> Result<(), TraceError> {
+        while out.len() < limit {
+            if self.hi - self.lo < 8 {
+                if !self.refill()? {
+                    return self.end(out);
+                }
+                continue;
+            }
+            let at = self.lo;
+            let w = u64::from_le_bytes(self.buf[at..at + 8].try_into().expect("8 bytes"));
+            match w >> 62 {
+                0 => {
+                    if w >> 48 != 0 {
+                        return Err(self.corrupt(at, format!("bad block-executed word {w:#018x}")));
+                    }
+                    self.finish_block(out);
+                    self.cur.block = self.lookup(at, w)?;
+                    self.cur.next = 0;
+                }
+                1 => {
+                    let index = ((w >> 48) & MAX_INSNS as u64) as u32;
+                    let shift = ((w >> 58) & 7) as u32;
+                    self.access(at, index, w & ADDR_MASK, shift, w >> 61 & 1 == 1, out)?;
+                }
+                3 => {
+                    self.finish_block(out);
+                    let index = ((w >> 48) & MAX_INSNS as u64) as usize;
+                    let block = self.lookup(at, w & ADDR_MASK)?;
+                    let Some(r) = self.blocks[block as usize].insns.get(index).copied() else {
+                        return Err(self.corrupt(
+                            at,
+                            format!(
+                                "instruction {index} of block {} is past its end",
+                                w & ADDR_MASK
+                            ),
+                        ));
+                    };
+                    self.switch_to_cur(out);
+                    out.push(Event::Ref(r));
+                    self.cur.block = block;
+                    self.cur.next = index as u32 + 1;
+                }
+                _ => {
+                    let words = ((w >> 40) & 0xffff) as usize;
+                    let len = 8 * (1 + words);
+                    if self.hi - self.lo < len {
+                        if !self.refill()? {
+                            return Err(self.truncated(len));
+                        }
+                        continue;
+                    }
+                    self.extended(at, w, words, out)?;
+                    self.lo = at + len;
+                    self.offset += len as u64;
+                    continue;
+                }
+            }
+            self.lo = at + 8;
+            self.offset += 8;
+        }
+        Ok(())
+    }
+
+    fn truncated(&self, need: usize) -> TraceError {
+        self.corrupt(
+            self.lo,
+            format!(
+                "the capture stream ends inside a record ({} of its {need} bytes present)",
+                self.hi - self.lo
+            ),
+        )
+    }
+
+    /// At the end of the input: the rest of every thread's current block.
+    fn end(&mut self, out: &mut Vec<Event>) -> Result<(), TraceError> {
+        if self.hi > self.lo {
+            return Err(self.truncated(8));
+        }
+        self.finish_block(out);
+        let mut rest: Vec<Thread> = self.threads.drain().map(|(_, t)| t).collect();
+        rest.sort_by_key(|t| (t.id.pid, t.id.tid));
+        for t in rest {
+            self.cur = t;
+            self.finish_block(out);
+        }
+        Ok(())
+    }
+
+    fn word(&self, at: usize, i: usize) -> u64 {
+        let p = at + 8 * i;
+        u64::from_le_bytes(self.buf[p..p + 8].try_into().expect("8 bytes"))
+    }
+
+    fn extended(
+        &mut self,
+        at: usize,
+        w: u64,
+        words: usize,
+        out: &mut Vec<Event>,
+    ) -> Result<(), TraceError> {
+        let subtype = ((w >> 56) & 63) as u8;
+        let value = w & format::EXT_VALUE_MASK;
+        let need = |n: usize| -> Result<(), TraceError> {
+            if words < n {
+                Err(self.corrupt(
+                    at,
+                    format!("record of type {subtype} has {words} words, needs {n}"),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        match subtype {
+            format::X_THREAD => {
+                need(1)?;
+                let v = self.word(at, 1);
+                let id = ThreadId {
+                    pid: v as u32,
+                    tid: (v >> 32) as u32,
+                };
+                self.root.get_or_insert(id.pid);
+                if id != self.cur.id {
+                    let next = self.threads.remove(&id).unwrap_or(Thread::new(id));
+                    let prev = std::mem::replace(&mut self.cur, next);
+                    if prev.id != ThreadId::default() {
+                        self.threads.insert(prev.id, prev);
+                    }
+                }
+            }
+            format::X_TBDEF => self.define(at, value, words)?,
+            format::X_MEMX => {
+                need(1)?;
+                let index = (value & MAX_INSNS as u64) as u32;
+                let store = value >> 10 & 1 == 1;
+                let shift = ((value >> 11) & 7) as u32;
+                let addr = self.word(at, 1);
+                self.access(at, index, addr, shift, store, out)?;
+            }
+            format::X_SYSCALL => {
+                need(7)?;
+                self.finish_block(out);
+                let ret = self.word(at, 1);
+                let mut a = [0u64; 6];
+                for (i, x) in a.iter_mut().enumerate() {
+                    *x = self.word(at, 2 + i);
+                }
+                let file = (words >= 9).then(|| (self.word(at, 8), self.word(at, 9)));
+                if value == nr::EXIT {
+                    // One thread of several ended: forget it.
+                    self.cur = Thread::new(ThreadId::default());
+                    return Ok(());
+                }
+                let mark = out.len();
+                self.switch_to_cur(out);
+                let before = out.len();
+                self.spaces
+                    .syscall(self.cur.id.pid, value, ret, &a, file, out);
+                if out.len() == before {
+                    out.truncate(mark);
+                    if mark < before {
+                        self.emitted = None;
+                    }
+                } else if value == nr::EXIT_GROUP {
+                    self.exited.insert(self.cur.id.pid);
+                }
+            }
+            format::X_FORK => {
+                self.finish_block(out);
+                if self.forks.insert(value as u32) {
+                    self.switch_to_cur(out);
+                    out.push(Event::Fork {
+                        child: value as u32,
+                    });
+                }
+            }
+            format::X_CHILD => {
+                need(1)?;
+                let v = self.word(at, 1);
+                let parent = ThreadId {
+                    pid: v as u32,
+                    tid: (v >> 32) as u32,
+                };
+                if self.forks.insert(self.cur.id.pid) {
+                    if self.emitted != Some(parent) {
+                        out.push(Event::Switch(parent));
+                        self.emitted = Some(parent);
+                    }
+                    out.push(Event::Fork {
+                        child: self.cur.id.pid,
+                    });
+                }
+            }
+            other => return Err(self.corrupt(at, format!("unknown record type {other}"))),
+        }
+        Ok(())
+    }
+
+    fn define(&mut self, at: usize, id: u64, words: usize) -> Result<(), TraceError> {
+        if words < 2 {
+            return Err(self.corrupt(at, "block definition shorter than 3 words"));
+        }
+        let start = self.word(at, 1);
+        let meta = self.word(at, 2);
+        let n = (meta & 0xffff_ffff) as usize;
+        let flags = meta >> 32;
+        let listed = flags & TB_ADDRS != 0;
+        let expect = 2 + if listed { n } else { 0 } + n.div_ceil(8);
+        if n == 0 || n > MAX_INSNS || words != expect {
+            return Err(self.corrupt(
+                at,
+                format!(
+                    "block definition of {n} instructions has {words} words, expected {expect}"
+                ),
+            ));
+        }
+        let sizes_at = 3 + if listed { n } else { 0 };
+        let mut insns = Vec::with_capacity(n);
+        let mut addr = start;
+        for i in 0..n {
+            let size = (self.word(at, sizes_at + i / 8) >> (8 * (i % 8))) as u8;
+            if listed {
+                addr = self.word(at, 3 + i);
+            }
+            insns.push(MemRef {
+                addr,
+                size: size as u32,
+                kind: AccessKind::Instr,
+            });
+            addr = addr.wrapping_add(size as u64);
+        }
+        let index = self.blocks.len() as u32;
+        self.blocks.push(Block {
+            insns: insns.into_boxed_slice(),
+            per_insn: flags & TB_PER_INSN != 0,
+        });
+        self.ids.insert(id, index);
+        Ok(())
+    }
+}
+
+impl<R: Read> TraceSource for PluginReader<R> {
+    fn fill(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError> {
+        let start = out.len();
+        let limit = start + max;
+        // Events decoded past the last call's limit come first.
+        let n = self.staged.len().min(max);
+        out.extend(self.staged.drain(..n));
+        match &self.done {
+            Some(Ok(())) => return Ok(out.len() > start),
+            Some(Err(e)) if out.len() == start => return Err(e.duplicate()),
+            Some(Err(_)) => return Ok(true),
+            None => {}
+        }
+        let r = self.decode(out, limit);
+        if out.len() > limit {
+            self.staged.extend(out.drain(limit..));
+        }
+        match r {
+            Ok(()) => {
+                if out.len() < limit {
+                    self.done = Some(Ok(()));
+                }
+                Ok(out.len() > start)
+            }
+            Err(e) if out.len() > start => {
+                self.done = Some(Err(e));
+                Ok(true)
+            }
+            Err(e) => {
+                self.done = Some(Err(e.duplicate()));
+                Err(e)
+            }
+        }
+    }
+
+    fn info(&self) -> SourceInfo {
+        SourceInfo {
+            kind: "qemu".into(),
+            name: self.name.clone(),
+            compression: None,
+            params: Default::default(),
+        }
+    }
+}

@@ -1,0 +1,390 @@
+//! Running a program under a backend with its trace coming back through a pipe.
+
+use crate::tools::{self, CaptureError};
+use crate::PluginReader;
+use pagelab_core::{Event, SourceInfo, ThreadId};
+use pagelab_trace::{LackeyReader, TraceError, TraceSource};
+use std::ffi::OsString;
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+/// How a program is captured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// QEMU user-mode emulation with pagelab's TCG plugin: references,
+    /// processes, threads and address-space system calls.
+    #[default]
+    Qemu,
+    /// Valgrind Lackey through a pipe: references only.
+    Valgrind,
+}
+
+impl FromStr for Backend {
+    type Err = CaptureError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "qemu" => Ok(Backend::Qemu),
+            "valgrind" | "lackey" => Ok(Backend::Valgrind),
+            _ => Err(CaptureError::Other(format!(
+                "unknown backend `{s}`: valid backends are `qemu` and `valgrind`"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Backend::Qemu => "qemu",
+            Backend::Valgrind => "valgrind",
+        })
+    }
+}
+
+/// What to capture and how.
+#[derive(Clone, Debug, Default)]
+pub struct CaptureCommand {
+    /// The backend.
+    pub backend: Backend,
+    /// The program (looked up in PATH unless it holds a slash).
+    pub program: OsString,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// Where the program's standard output goes.
+    pub stdout: StdoutTo,
+}
+
+/// Where a captured program's standard output goes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum StdoutTo {
+    /// pagelab's standard output.
+    #[default]
+    Inherit,
+    /// pagelab's standard error (when pagelab's standard output carries the trace).
+    Stderr,
+    /// A file, created or truncated.
+    File(std::path::PathBuf),
+}
+
+/// Process group of the running capture, for the signal handler (0: none).
+static CHILD_PGID: AtomicI32 = AtomicI32::new(0);
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn forward(sig: libc::c_int) {
+    let pg = CHILD_PGID.load(Ordering::SeqCst);
+    let again = INTERRUPTED.swap(true, Ordering::SeqCst);
+    if pg > 0 {
+        // The first signal goes to the program as it would natively; a second one kills.
+        let s = if again { libc::SIGKILL } else { sig };
+        unsafe { libc::kill(-pg, s) };
+    }
+}
+
+/// Whether SIGINT, SIGTERM or SIGHUP arrived while a capture ran.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
+fn install_forwarding() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = forward as *const () as usize;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    });
+}
+
+/// The plugin's stream: the pipe, then what the arena holds once the pipe ends.
+struct PluginInput {
+    pipe: File,
+    arena: Option<File>,
+    rest: std::io::Cursor<Vec<u8>>,
+}
+
+impl std::io::Read for PluginInput {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if let Some(arena) = &self.arena {
+            match self.pipe.read(buf)? {
+                0 => {
+                    self.rest = std::io::Cursor::new(crate::arena::leftovers(arena)?);
+                    self.arena = None;
+                }
+                n => return Ok(n),
+            }
+        }
+        self.rest.read(buf)
+    }
+}
+
+enum Reader {
+    Qemu(Box<PluginReader<PluginInput>>),
+    Lackey(LackeyReader<File>),
+}
+
+/// A running capture: a [`TraceSource`] of the program's events, read from a
+/// pipe as the program runs.
+///
+/// The program runs in a process group of its own; SIGINT, SIGTERM and SIGHUP
+/// sent to pagelab are forwarded to that group (a second one kills it), and
+/// the backend dies with pagelab. At the end of the stream the program is
+/// waited for, and an exit event is added for it when the trace lacks one (it
+/// was killed by a signal, or the backend records no system calls): its exit
+/// code, or 128 plus the signal number. Dropping a capture that is still
+/// running kills its process group.
+///
+/// Contract: that of [`TraceSource`].
+pub struct Capture {
+    child: Child,
+    reader: Reader,
+    label: String,
+    backend: Backend,
+    status: Option<ExitStatus>,
+    started: bool,
+    ended: bool,
+    /// Events to deliver after the stream: the exit the trace lacks.
+    tail: Vec<Event>,
+}
+
+/// Descriptor the plugin or Valgrind writes to: high, because the guest shares
+/// QEMU's descriptor table and programs close low ones.
+fn target_fd() -> i32 {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } == 0 {
+        rl.rlim_cur.min(1024) as i32
+    } else {
+        256
+    };
+    soft - 1
+}
+
+impl Capture {
+    /// Starts `cmd.program` under `cmd.backend`.
+    pub fn spawn(cmd: &CaptureCommand) -> Result<Capture, CaptureError> {
+        let program = tools::which(&cmd.program)
+            .ok_or_else(|| CaptureError::NoProgram(cmd.program.to_string_lossy().into_owned()))?;
+        let fd = target_fd();
+        let mem_fd = fd - 1;
+        let mut arena = None;
+        let mut command = match cmd.backend {
+            Backend::Qemu => {
+                let qemu = tools::find_qemu()?;
+                let api = tools::plugin_api_for(tools::qemu_version(&qemu)?);
+                let plugin = tools::plugin_path(api)?;
+                arena = Some(crate::arena::create()?);
+                let mut c = Command::new(qemu);
+                let mut arg = plugin.into_os_string();
+                arg.push(format!(",fd={fd},mem={mem_fd}"));
+                c.arg("-plugin").arg(arg);
+                c
+            }
+            Backend::Valgrind => {
+                let mut c = Command::new(tools::find_valgrind()?);
+                c.args(["--tool=lackey", "--trace-mem=yes"])
+                    .arg(format!("--log-fd={fd}"));
+                c
+            }
+        };
+        command.arg(&program).args(&cmd.args);
+        match &cmd.stdout {
+            StdoutTo::Inherit => {}
+            StdoutTo::Stderr => {
+                let err = std::io::stderr()
+                    .as_fd_owned()
+                    .map_err(|e| CaptureError::io("duplicating standard error", e))?;
+                command.stdout(Stdio::from(err));
+            }
+            StdoutTo::File(p) => {
+                let f = File::create(p)
+                    .map_err(|e| CaptureError::io(format!("creating {}", p.display()), e))?;
+                command.stdout(Stdio::from(f));
+            }
+        }
+        let (read_end, write_end) = pipe()?;
+        let w = write_end.as_raw_fd();
+        let m = arena.as_ref().map_or(-1, |a| a.as_raw_fd());
+        unsafe {
+            command.pre_exec(move || {
+                // dup2 leaves the copy without close-on-exec, so the backend inherits it.
+                if libc::dup2(w, fd) < 0
+                    || (m >= 0 && libc::dup2(m, mem_fd) < 0)
+                    || libc::setpgid(0, 0) < 0
+                    || libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        install_forwarding();
+        let child = command
+            .spawn()
+            .map_err(|e| CaptureError::io(format!("starting the {} backend", cmd.backend), e))?;
+        CHILD_PGID.store(child.id() as i32, Ordering::SeqCst);
+        drop(write_end);
+        let input = File::from(read_end);
+        let label = std::iter::once(cmd.program.to_string_lossy().into_owned())
+            .chain(cmd.args.iter().map(|a| a.to_string_lossy().into_owned()))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let reader = match cmd.backend {
+            Backend::Qemu => Reader::Qemu(Box::new(PluginReader::new(
+                PluginInput {
+                    pipe: input,
+                    arena,
+                    rest: Default::default(),
+                },
+                format!("qemu capture of {label}"),
+            ))),
+            Backend::Valgrind => Reader::Lackey(LackeyReader::new(
+                input,
+                format!("lackey capture of {label}"),
+            )),
+        };
+        Ok(Capture {
+            child,
+            reader,
+            label,
+            backend: cmd.backend,
+            status: None,
+            started: false,
+            ended: false,
+            tail: Vec::new(),
+        })
+    }
+
+    /// The program's process id (the backend's: both run the program in their own process).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The program's exit status, once the stream has ended.
+    pub fn status(&self) -> Option<ExitStatus> {
+        self.status
+    }
+
+    /// Stops the program (its whole process group) if it still runs, and waits for it.
+    pub fn stop(&mut self) -> Option<ExitStatus> {
+        if self.status.is_none() {
+            unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
+            self.status = self.child.wait().ok();
+            CHILD_PGID.store(0, Ordering::SeqCst);
+        }
+        self.status
+    }
+
+    /// Waits for the program and returns the exit event the trace lacks, if any.
+    fn wait(&mut self) -> Result<Option<Event>, TraceError> {
+        let status = self
+            .child
+            .wait()
+            .map_err(|e| TraceError::io(&self.label, e))?;
+        self.status = Some(status);
+        CHILD_PGID.store(0, Ordering::SeqCst);
+        let pid = self.child.id();
+        let recorded = match &self.reader {
+            Reader::Qemu(r) => r.exited(pid),
+            Reader::Lackey(_) => false,
+        };
+        Ok((!recorded).then(|| Event::Exit {
+            status: exit_code(status),
+        }))
+    }
+}
+
+/// An exit status as a shell reports it: the code, or 128 plus the signal.
+pub fn exit_code(status: ExitStatus) -> i32 {
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1)
+}
+
+trait AsFdOwned {
+    fn as_fd_owned(&self) -> std::io::Result<OwnedFd>;
+}
+
+impl AsFdOwned for std::io::Stderr {
+    fn as_fd_owned(&self) -> std::io::Result<OwnedFd> {
+        use std::os::fd::AsFd;
+        self.as_fd().try_clone_to_owned()
+    }
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), CaptureError> {
+    let mut fds = [0; 2];
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(CaptureError::io(
+            "creating a pipe",
+            std::io::Error::last_os_error(),
+        ));
+    }
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // A larger pipe lets the backend write whole blocks while pagelab is busy
+    // (refused above the system's pipe-max-size: then the default stays).
+    unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
+    Ok((r, w))
+}
+
+impl TraceSource for Capture {
+    fn fill(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError> {
+        if self.ended {
+            let n = self.tail.len().min(max);
+            out.extend(self.tail.drain(..n));
+            return Ok(n > 0);
+        }
+        if !self.started && max > 0 {
+            self.started = true;
+            if let Reader::Lackey(_) = self.reader {
+                // Lackey names no process: the whole trace is the program's.
+                let pid = self.child.id();
+                out.push(Event::Switch(ThreadId { pid, tid: pid }));
+                return Ok(true);
+            }
+        }
+        let more = match &mut self.reader {
+            Reader::Qemu(r) => r.fill(out, max)?,
+            Reader::Lackey(r) => r.fill(out, max)?,
+        };
+        if more {
+            return Ok(true);
+        }
+        self.ended = true;
+        if let Some(exit) = self.wait()? {
+            let pid = self.child.id();
+            self.tail = vec![Event::Switch(ThreadId { pid, tid: pid }), exit];
+        }
+        self.fill(out, max)
+    }
+
+    fn info(&self) -> SourceInfo {
+        let mut info = SourceInfo {
+            kind: match self.backend {
+                Backend::Qemu => "qemu".into(),
+                Backend::Valgrind => "lackey".into(),
+            },
+            name: self.label.clone(),
+            compression: None,
+            params: Default::default(),
+        };
+        info.params
+            .insert("backend".into(), self.backend.to_string());
+        info
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,214 @@
+//! What an x86-64 system call recorded by the plugin does to the address space.
+
+use pagelab_core::{Advice, Backing, Event, MapEvent, Prot, Sharing};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
+
+/// x86-64 system call numbers the plugin records.
+pub mod nr {
+    /// mmap(addr, len, prot, flags, fd, offset)
+    pub const MMAP: u64 = 9;
+    /// mprotect(addr, len, prot)
+    pub const MPROTECT: u64 = 10;
+    /// munmap(addr, len)
+    pub const MUNMAP: u64 = 11;
+    /// brk(addr)
+    pub const BRK: u64 = 12;
+    /// mremap(old, old_len, new_len, flags, new_addr)
+    pub const MREMAP: u64 = 25;
+    /// madvise(addr, len, advice)
+    pub const MADVISE: u64 = 28;
+    /// exit(status): one thread ends (the plugin reports the last thread's as exit_group)
+    pub const EXIT: u64 = 60;
+    /// exit_group(status): the process ends
+    pub const EXIT_GROUP: u64 = 231;
+}
+
+const PAGE: u64 = 4096;
+const MAP_SHARED: u64 = 0x01;
+const MAP_SHARED_VALIDATE: u64 = 0x03;
+const MAP_ANONYMOUS: u64 = 0x20;
+const MREMAP_DONTUNMAP: u64 = 4;
+const MADV_DONTNEED: u64 = 4;
+const MADV_HUGEPAGE: u64 = 14;
+const MADV_NOHUGEPAGE: u64 = 15;
+
+fn page_round(len: u64) -> u64 {
+    len.saturating_add(PAGE - 1) & !(PAGE - 1)
+}
+
+fn prot(p: u64) -> Prot {
+    Prot((p & 7) as u8)
+}
+
+fn is_error(ret: i64) -> bool {
+    (-4095..0).contains(&ret)
+}
+
+/// The decoder's memory of each process's address space, as far as it needs it.
+#[derive(Debug, Default)]
+pub(crate) struct AddressSpaces {
+    /// File ids by (device, inode), numbered from 1 in order of first mapping.
+    files: FxHashMap<(u64, u64), u64>,
+    /// Mappings by (pid, start), for mremap, which does not repeat protection or backing.
+    maps: BTreeMap<(u32, u64), MapEvent>,
+    /// Last program break per process.
+    brk: FxHashMap<u32, u64>,
+}
+
+impl AddressSpaces {
+    /// Appends the events of one recorded system call of process `pid` to `out`.
+    pub(crate) fn syscall(
+        &mut self,
+        pid: u32,
+        num: u64,
+        ret: u64,
+        a: &[u64; 6],
+        file: Option<(u64, u64)>,
+        out: &mut Vec<Event>,
+    ) {
+        let sret = ret as i64;
+        if num == nr::BRK {
+            if self.brk.insert(pid, ret) != Some(ret) {
+                out.push(Event::Brk { end: ret });
+            }
+            return;
+        }
+        if is_error(sret) {
+            return;
+        }
+        match num {
+            nr::MMAP => {
+                let backing = match file {
+                    Some(key) if a[3] & MAP_ANONYMOUS == 0 => {
+                        let next = self.files.len() as u64 + 1;
+                        Backing::File {
+                            file_id: *self.files.entry(key).or_insert(next),
+                            offset: a[5],
+                        }
+                    }
+                    _ => Backing::Anon,
+                };
+                let sharing = match a[3] & 3 {
+                    MAP_SHARED | MAP_SHARED_VALIDATE => Sharing::Shared,
+                    _ => Sharing::Private,
+                };
+                let m = MapEvent {
+                    start: ret,
+                    len: page_round(a[1]),
+                    prot: prot(a[2]),
+                    backing,
+                    sharing,
+                };
+                self.forget(pid, m.start, m.len);
+                self.maps.insert((pid, m.start), m);
+                out.push(Event::Map(Box::new(m)));
+            }
+            nr::MUNMAP => {
+                let len = page_round(a[1]);
+                self.forget(pid, a[0], len);
+                out.push(Event::Unmap { start: a[0], len });
+            }
+            nr::MPROTECT => {
+                if let Some(m) = self.maps.get_mut(&(pid, a[0])) {
+                    m.prot = prot(a[2]);
+                }
+                out.push(Event::Protect {
+                    start: a[0],
+                    len: page_round(a[1]),
+                    prot: prot(a[2]),
+                });
+            }
+            nr::MADVISE => {
+                let advice = match a[2] {
+                    MADV_HUGEPAGE => Advice::HugePage,
+                    MADV_NOHUGEPAGE => Advice::NoHugePage,
+                    MADV_DONTNEED => Advice::DontNeed,
+                    other => Advice::Other(other as u16),
+                };
+                out.push(Event::Advise {
+                    start: a[0],
+                    len: page_round(a[1]),
+                    advice,
+                });
+            }
+            nr::MREMAP => self.mremap(pid, ret, a, out),
+            nr::EXIT_GROUP => out.push(Event::Exit {
+                status: a[0] as i32,
+            }),
+            _ => {}
+        }
+    }
+
+    /// mremap as an unmap of what went away and a map of what came, with the
+    /// protection and backing of the mapping that began at the old address
+    /// (read-write private anonymous when the decoder never saw it).
+    fn mremap(&mut self, pid: u32, new: u64, a: &[u64; 6], out: &mut Vec<Event>) {
+        let (old, old_len, new_len) = (a[0], page_round(a[1]), page_round(a[2]));
+        let base = self.maps.get(&(pid, old)).copied().unwrap_or(MapEvent {
+            start: old,
+            len: old_len,
+            prot: Prot(Prot::READ | Prot::WRITE),
+            backing: Backing::Anon,
+            sharing: Sharing::Private,
+        });
+        let shifted = |by: u64| match base.backing {
+            Backing::File { file_id, offset } => Backing::File {
+                file_id,
+                offset: offset.wrapping_add(by),
+            },
+            Backing::Anon => Backing::Anon,
+        };
+        if new == old {
+            if new_len > old_len {
+                out.push(Event::Map(Box::new(MapEvent {
+                    start: old + old_len,
+                    len: new_len - old_len,
+                    backing: shifted(old_len),
+                    ..base
+                })));
+            } else if new_len < old_len {
+                out.push(Event::Unmap {
+                    start: old + new_len,
+                    len: old_len - new_len,
+                });
+            }
+            self.maps.insert(
+                (pid, old),
+                MapEvent {
+                    len: new_len,
+                    ..base
+                },
+            );
+            return;
+        }
+        if a[3] & MREMAP_DONTUNMAP == 0 {
+            self.forget(pid, old, old_len);
+            out.push(Event::Unmap {
+                start: old,
+                len: old_len,
+            });
+        }
+        let m = MapEvent {
+            start: new,
+            len: new_len,
+            ..base
+        };
+        self.forget(pid, new, new_len);
+        self.maps.insert((pid, new), m);
+        out.push(Event::Map(Box::new(m)));
+    }
+
+    /// Forgets the mappings of `pid` that begin inside `[start, start + len)`.
+    fn forget(&mut self, pid: u32, start: u64, len: u64) {
+        let end = start.saturating_add(len);
+        let keys: Vec<_> = self
+            .maps
+            .range((pid, start)..(pid, end))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in keys {
+            self.maps.remove(&k);
+        }
+    }
+}

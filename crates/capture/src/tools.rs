@@ -1,0 +1,170 @@
+//! Finding the backends' tools, and the plugin library that matches QEMU.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Why a capture could not start or finish.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    /// A tool a backend needs is not installed.
+    #[error("{tool} not found (looked in PATH{env}): the {backend} backend needs it; install it with `apt-get install {package}` (or run scripts/setup.sh){alternative}")]
+    Missing {
+        /// The executable looked for.
+        tool: String,
+        /// The backend that needs it.
+        backend: &'static str,
+        /// The Debian package that provides it.
+        package: &'static str,
+        /// The environment variable that overrides the lookup, as text for the message.
+        env: String,
+        /// What else the user can do, as text for the message.
+        alternative: &'static str,
+    },
+    /// The program to capture cannot be found.
+    #[error("{0}: not found in PATH, or not an executable file")]
+    NoProgram(String),
+    /// Something failed on the way: what, and the cause.
+    #[error("{what}: {err}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The underlying error.
+        err: std::io::Error,
+    },
+    /// Anything else, as a message.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl CaptureError {
+    pub(crate) fn io(what: impl Into<String>, err: std::io::Error) -> CaptureError {
+        CaptureError::Io {
+            what: what.into(),
+            err,
+        }
+    }
+}
+
+/// The executable `name` found in PATH (or `name` itself when it holds a slash).
+pub fn which(name: &OsStr) -> Option<PathBuf> {
+    let p = Path::new(name);
+    if name.to_string_lossy().contains('/') {
+        return is_executable(p).then(|| p.to_path_buf());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|c| is_executable(c))
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+/// QEMU's user-mode emulator for this machine's architecture (`$PAGELAB_QEMU` overrides).
+pub fn find_qemu() -> Result<PathBuf, CaptureError> {
+    let name = std::env::var_os("PAGELAB_QEMU").unwrap_or_else(|| "qemu-x86_64".into());
+    which(&name).ok_or_else(|| CaptureError::Missing {
+        tool: name.to_string_lossy().into_owned(),
+        backend: "qemu",
+        package: "qemu-user",
+        env: " and $PAGELAB_QEMU".into(),
+        alternative: ", or capture with --backend valgrind",
+    })
+}
+
+/// Valgrind (`$PAGELAB_VALGRIND` overrides).
+pub fn find_valgrind() -> Result<PathBuf, CaptureError> {
+    let name = std::env::var_os("PAGELAB_VALGRIND").unwrap_or_else(|| "valgrind".into());
+    which(&name).ok_or_else(|| CaptureError::Missing {
+        tool: name.to_string_lossy().into_owned(),
+        backend: "valgrind",
+        package: "valgrind",
+        env: " and $PAGELAB_VALGRIND".into(),
+        alternative: ", or capture with --backend qemu",
+    })
+}
+
+/// QEMU's version as (major, minor), from `qemu --version`.
+pub fn qemu_version(qemu: &Path) -> Result<(u32, u32), CaptureError> {
+    let out = Command::new(qemu)
+        .arg("--version")
+        .output()
+        .map_err(|e| CaptureError::io(format!("running {} --version", qemu.display()), e))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    parse_qemu_version(&text).ok_or_else(|| {
+        CaptureError::Other(format!(
+            "{} --version printed no version: `{}`",
+            qemu.display(),
+            text.trim()
+        ))
+    })
+}
+
+/// Parses "qemu-x86_64 version 7.2.22 (Debian ...)" into (7, 2).
+pub fn parse_qemu_version(text: &str) -> Option<(u32, u32)> {
+    let v = text.split("version ").nth(1)?;
+    let mut parts = v.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// The plugin API version a QEMU accepts: 1 before 8.2, 2 from 8.2 on.
+pub fn plugin_api_for(version: (u32, u32)) -> u32 {
+    if version >= (8, 2) {
+        2
+    } else {
+        1
+    }
+}
+
+const PLUGIN_V1: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libpagelab_qemu_v1.so"));
+const PLUGIN_V2: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libpagelab_qemu_v2.so"));
+
+/// The path of the plugin library for plugin API version `api`.
+///
+/// `$PAGELAB_QEMU_PLUGIN` overrides. Otherwise the library the build made is
+/// used where the build left it; when that is gone (an installed binary), the
+/// copy embedded in this binary is written once to `$XDG_CACHE_HOME/pagelab`
+/// (or `~/.cache/pagelab`, or the temporary directory).
+pub fn plugin_path(api: u32) -> Result<PathBuf, CaptureError> {
+    if let Some(p) = std::env::var_os("PAGELAB_QEMU_PLUGIN") {
+        return Ok(PathBuf::from(p));
+    }
+    let (bytes, file) = match api {
+        1 => (PLUGIN_V1, "libpagelab_qemu_v1.so"),
+        _ => (PLUGIN_V2, "libpagelab_qemu_v2.so"),
+    };
+    let built = Path::new(env!("OUT_DIR")).join(file);
+    if std::fs::metadata(&built).map(|m| m.len()).ok() == Some(bytes.len() as u64) {
+        return Ok(built);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    let hash = bytes.iter().fold(0xcbf29ce484222325u64, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x100000001b3)
+    });
+    let dir = base.join(format!("pagelab/plugin-{hash:016x}"));
+    let path = dir.join(file);
+    if !path.exists() {
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| CaptureError::io(format!("creating {}", dir.display()), e))?;
+        let tmp = dir.join(format!("{file}.{}", std::process::id()));
+        std::fs::write(&tmp, bytes)
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(|e| CaptureError::io(format!("writing {}", path.display()), e))?;
+    }
+    Ok(path)
+}
+
+/// The path of the capture test program (`capture/testprog`) the build made.
+pub fn testprog_path() -> PathBuf {
+    Path::new(env!("OUT_DIR")).join("pagelab_testprog")
+}

@@ -1,0 +1,277 @@
+//! The plugin stream decoder on hand-written streams: instruction rebuilding,
+//! threads, forks, system calls, and errors with byte offsets.
+
+use pagelab_capture::format::{self, *};
+use pagelab_capture::PluginReader;
+use pagelab_core::{AccessKind, Backing, Event, MapEvent, MemRef, Prot, Sharing, ThreadId};
+use pagelab_trace::{TraceError, TraceSource};
+
+fn decode(words: &[u64], max: usize) -> (Vec<Event>, Option<TraceError>) {
+    let bytes = to_bytes(words);
+    let mut r = PluginReader::new(&bytes[..], "test");
+    let mut out = Vec::new();
+    loop {
+        let before = out.len();
+        match r.fill(&mut out, max) {
+            Ok(true) => assert!(out.len() - before <= max && out.len() > before),
+            Ok(false) => return (out, None),
+            Err(e) => return (out, Some(e)),
+        }
+    }
+}
+
+fn i(addr: u64, size: u32) -> Event {
+    Event::Ref(MemRef {
+        addr,
+        size,
+        kind: AccessKind::Instr,
+    })
+}
+
+fn d(addr: u64, size: u32, kind: AccessKind) -> Event {
+    Event::Ref(MemRef { addr, size, kind })
+}
+
+fn sw(pid: u32, tid: u32) -> Event {
+    Event::Switch(ThreadId { pid, tid })
+}
+
+/// A stream with one thread, a block of three instructions (sizes 3, 4, 2 at 0x1000).
+fn base() -> Vec<u64> {
+    let mut w = thread(10, 10).to_vec();
+    w.extend(tb_def(1, 0x1000, &[3, 4, 2], false));
+    w
+}
+
+#[test]
+fn instructions_are_rebuilt_around_accesses() {
+    let mut w = base();
+    w.push(tb_exec(1));
+    w.push(mem(1, 0x8000, 3, false));
+    w.push(mem(1, 0x8008, 3, true));
+    w.push(tb_exec(1));
+    w.push(mem(0, 0x9000, 2, true));
+    let expect = vec![
+        sw(10, 10),
+        i(0x1000, 3),
+        i(0x1003, 4),
+        d(0x8000, 8, AccessKind::Load),
+        d(0x8008, 8, AccessKind::Store),
+        i(0x1007, 2),
+        i(0x1000, 3),
+        d(0x9000, 4, AccessKind::Store),
+        i(0x1003, 4),
+        i(0x1007, 2),
+    ];
+    for max in [1, 2, 3, 1000] {
+        let (events, err) = decode(&w, max);
+        assert!(err.is_none(), "{err:?}");
+        assert_eq!(events, expect, "max {max}");
+    }
+}
+
+#[test]
+fn per_instruction_blocks_emit_only_what_ran() {
+    let mut w = thread(1, 1).to_vec();
+    w.extend(tb_def(5, 0x2ffa, &[3, 4], true));
+    w.push(insn_exec(5, 0));
+    w.push(mem(0, 0x100, 0, false));
+    // instruction 1 crosses the page and is not executed here
+    let (events, err) = decode(&w, 100);
+    assert!(err.is_none());
+    assert_eq!(
+        events,
+        vec![sw(1, 1), i(0x2ffa, 3), d(0x100, 1, AccessKind::Load)]
+    );
+}
+
+#[test]
+fn threads_resume_their_own_blocks() {
+    let mut w = base();
+    w.push(tb_exec(1));
+    w.push(mem(0, 0x10, 3, false));
+    w.extend(thread(10, 11));
+    w.push(tb_exec(1));
+    w.extend(thread(10, 10));
+    w.push(mem(2, 0x20, 3, false));
+    let (events, err) = decode(&w, 100);
+    assert!(err.is_none());
+    assert_eq!(
+        events,
+        vec![
+            sw(10, 10),
+            i(0x1000, 3),
+            d(0x10, 8, AccessKind::Load),
+            // Thread 11's block start emits nothing yet: switches are lazy.
+            i(0x1003, 4),
+            i(0x1007, 2),
+            d(0x20, 8, AccessKind::Load),
+            sw(10, 11),
+            i(0x1000, 3),
+            i(0x1003, 4),
+            i(0x1007, 2),
+        ]
+    );
+}
+
+#[test]
+fn syscalls_become_address_space_events() {
+    let mut w = thread(7, 7).to_vec();
+    w.extend(syscall(
+        9,
+        0x7000_0000,
+        [0, 10000, 3, 0x22, u64::MAX, 0],
+        None,
+    ));
+    w.extend(syscall(
+        9,
+        0x7100_0000,
+        [0, 4096, 1, 0x02, 3, 8192],
+        Some((1, 99)),
+    ));
+    w.extend(syscall(10, 0, [0x7000_0000, 4096, 1, 0, 0, 0], None));
+    w.extend(syscall(28, 0, [0x7000_0000, 8192, 14, 0, 0, 0], None));
+    w.extend(syscall(
+        25,
+        0x7200_0000,
+        [0x7000_0000, 12288, 16384, 1, 0, 0],
+        None,
+    ));
+    w.extend(syscall(11, 0, [0x7100_0000, 1, 0, 0, 0, 0], None));
+    w.extend(syscall(12, 0x5000, [0, 0, 0, 0, 0, 0], None));
+    w.extend(syscall(12, 0x5000, [0, 0, 0, 0, 0, 0], None));
+    w.extend(syscall(12, 0x9000, [0x9000, 0, 0, 0, 0, 0], None));
+    w.extend(syscall(231, 0, [3, 0, 0, 0, 0, 0], None));
+    let (events, err) = decode(&w, 100);
+    assert!(err.is_none());
+    let anon = MapEvent {
+        start: 0x7000_0000,
+        len: 12288,
+        prot: Prot(3),
+        backing: Backing::Anon,
+        sharing: Sharing::Private,
+    };
+    assert_eq!(
+        events,
+        vec![
+            sw(7, 7),
+            Event::Map(Box::new(anon)),
+            Event::Map(Box::new(MapEvent {
+                start: 0x7100_0000,
+                len: 4096,
+                prot: Prot(1),
+                backing: Backing::File {
+                    file_id: 1,
+                    offset: 8192
+                },
+                sharing: Sharing::Private,
+            })),
+            Event::Protect {
+                start: 0x7000_0000,
+                len: 4096,
+                prot: Prot(1)
+            },
+            Event::Advise {
+                start: 0x7000_0000,
+                len: 8192,
+                advice: pagelab_core::Advice::HugePage
+            },
+            Event::Unmap {
+                start: 0x7000_0000,
+                len: 12288
+            },
+            Event::Map(Box::new(MapEvent {
+                start: 0x7200_0000,
+                len: 16384,
+                prot: Prot(1),
+                ..anon
+            })),
+            Event::Unmap {
+                start: 0x7100_0000,
+                len: 4096
+            },
+            Event::Brk { end: 0x5000 },
+            Event::Brk { end: 0x9000 },
+            Event::Exit { status: 3 },
+        ]
+    );
+}
+
+#[test]
+fn a_fork_is_reported_once_before_the_child() {
+    // The child's block arrives before the parent's FORK record.
+    let mut w = base();
+    w.extend(thread(11, 11));
+    w.push(ext(X_CHILD, 1, 0));
+    w.push(10 | (10 << 32));
+    w.push(tb_exec(1));
+    w.extend(thread(10, 10));
+    w.push(ext(X_FORK, 0, 11));
+    let (events, err) = decode(&w, 100);
+    assert!(err.is_none());
+    assert_eq!(
+        events,
+        vec![
+            sw(10, 10),
+            Event::Fork { child: 11 },
+            sw(11, 11),
+            i(0x1000, 3),
+            i(0x1003, 4),
+            i(0x1007, 2),
+        ]
+    );
+}
+
+fn corrupt(words: &[u64], cut: Option<usize>) -> (u64, String) {
+    let mut bytes = to_bytes(words);
+    if let Some(c) = cut {
+        bytes.truncate(c);
+    }
+    let mut r = PluginReader::new(&bytes[..], "s");
+    let mut out = Vec::new();
+    loop {
+        match r.fill(&mut out, 100) {
+            Ok(true) => continue,
+            Ok(false) => panic!("no error"),
+            Err(TraceError::Corrupt { offset, reason, .. }) => {
+                // The error repeats.
+                assert!(r.fill(&mut out, 100).is_err());
+                return (offset, reason);
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+#[test]
+fn a_truncated_stream_is_an_error_at_its_offset() {
+    let w = base();
+    let len = to_bytes(&w).len();
+    for cut in [len - 1, len - 8, len - 13, 3] {
+        let (offset, reason) = corrupt(&w, Some(cut));
+        assert!(reason.contains("ends inside a record"), "{reason}");
+        let record = if cut >= 16 { 16 } else { 0 };
+        assert_eq!(offset, record as u64, "cut at {cut}");
+    }
+}
+
+#[test]
+fn bad_records_are_errors_at_their_offset() {
+    let mut w = base();
+    w.push(tb_exec(2));
+    let (offset, reason) = corrupt(&w, None);
+    assert_eq!(offset, 8 * (w.len() as u64 - 1));
+    assert!(reason.contains("before its definition"), "{reason}");
+
+    let mut w = base();
+    w.push(tb_exec(1));
+    w.push(mem(3, 0, 0, false));
+    let (offset, reason) = corrupt(&w, None);
+    assert_eq!(offset, 8 * (w.len() as u64 - 1));
+    assert!(reason.contains("instruction 3"), "{reason}");
+
+    let mut w = base();
+    w.push(format::ext(40, 0, 0));
+    let (_, reason) = corrupt(&w, None);
+    assert!(reason.contains("unknown record type 40"), "{reason}");
+}
