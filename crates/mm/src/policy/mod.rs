@@ -5,9 +5,11 @@
 
 mod base;
 mod linux_thp;
+mod relocation;
 
 pub use base::BasePolicy;
 pub use linux_thp::{LinuxThpPolicy, ThpSetting, ThpSettings};
+pub use relocation::{RelocationCounters, RelocationPolicy, RelocationSettings, Threshold};
 
 use crate::machine::{Machine, MmError};
 use crate::pagetable::Mapping;
@@ -62,10 +64,13 @@ pub enum PolicySpec {
     Base(PageSize),
     /// `linux-thp[:SETTINGS]`: Linux anonymous THP with multi-size THP.
     LinuxThp(ThpSettings),
+    /// `relocation[:size=2M,max_ptes_none=511|threshold=P%,scan=N,budget=N]`:
+    /// base pages, collapsed by a periodic scanner.
+    Relocation(RelocationSettings),
 }
 
 /// The names `--policy` accepts, for error messages.
-pub const POLICY_NAMES: &str = "base:SIZE (4K..256K), linux-thp[:enabled=always|madvise|never,SIZE=always|madvise|never|inherit,...]";
+pub const POLICY_NAMES: &str = "base:SIZE (4K..256K), linux-thp[:enabled=always|madvise|never,SIZE=always|madvise|never|inherit,...], relocation[:size=2M,max_ptes_none=N|threshold=P%,scan=N,budget=N]";
 
 impl std::str::FromStr for PolicySpec {
     type Err = MmError;
@@ -89,6 +94,11 @@ impl std::str::FromStr for PolicySpec {
                     MmError::Policy(format!("policy `{s}`: {e}"))
                 })?))
             }
+            "relocation" => {
+                Ok(PolicySpec::Relocation(params.parse().map_err(|e| {
+                    MmError::Policy(format!("policy `{s}`: {e}"))
+                })?))
+            }
             _ => Err(MmError::Policy(format!(
                 "unknown policy `{s}`: the policies are {POLICY_NAMES}"
             ))),
@@ -100,6 +110,14 @@ impl fmt::Display for PolicySpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PolicySpec::Base(s) => write!(f, "base:{s}"),
+            PolicySpec::Relocation(r) => {
+                let r = r.to_string();
+                if r.is_empty() {
+                    f.write_str("relocation")
+                } else {
+                    write!(f, "relocation:{r}")
+                }
+            }
             PolicySpec::LinuxThp(t) => {
                 let t = t.to_string();
                 if t.is_empty() {
@@ -118,6 +136,7 @@ impl PolicySpec {
         match self {
             PolicySpec::Base(s) => *s,
             PolicySpec::LinuxThp(_) => PageSize::K4,
+            PolicySpec::Relocation(_) => PageSize::K4,
         }
     }
 
@@ -127,6 +146,9 @@ impl PolicySpec {
             PolicySpec::Base(s) => PolicyImpl::Base(BasePolicy::new(*s)),
             PolicySpec::LinuxThp(t) => {
                 PolicyImpl::LinuxThp(Box::new(LinuxThpPolicy::new(t.clone())))
+            }
+            PolicySpec::Relocation(r) => {
+                PolicyImpl::Relocation(Box::new(RelocationPolicy::new(r.clone())))
             }
         }
     }
@@ -139,6 +161,8 @@ pub enum PolicyImpl {
     Base(BasePolicy),
     /// See [`LinuxThpPolicy`] (boxed: its counters are large beside the other variants).
     LinuxThp(Box<LinuxThpPolicy>),
+    /// See [`RelocationPolicy`].
+    Relocation(Box<RelocationPolicy>),
 }
 
 impl Policy for PolicyImpl {
@@ -153,24 +177,28 @@ impl Policy for PolicyImpl {
         match self {
             PolicyImpl::Base(p) => p.fault(m, pid, vma, addr, write),
             PolicyImpl::LinuxThp(p) => p.fault(m, pid, vma, addr, write),
+            PolicyImpl::Relocation(p) => p.fault(m, pid, vma, addr, write),
         }
     }
     fn release(&mut self, m: &mut Machine, pid: u32, removed: &[Mapping]) -> Result<(), MmError> {
         match self {
             PolicyImpl::Base(p) => p.release(m, pid, removed),
             PolicyImpl::LinuxThp(p) => p.release(m, pid, removed),
+            PolicyImpl::Relocation(p) => p.release(m, pid, removed),
         }
     }
     fn tick(&mut self, m: &mut Machine) -> Result<(), MmError> {
         match self {
             PolicyImpl::Base(p) => p.tick(m),
             PolicyImpl::LinuxThp(p) => p.tick(m),
+            PolicyImpl::Relocation(p) => p.tick(m),
         }
     }
     fn counters(&self) -> serde_json::Value {
         match self {
             PolicyImpl::Base(p) => p.counters(),
             PolicyImpl::LinuxThp(p) => p.counters(),
+            PolicyImpl::Relocation(p) => p.counters(),
         }
     }
 }
