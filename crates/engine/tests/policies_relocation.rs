@@ -1,0 +1,84 @@
+//! The `relocation` policy on a real trace: the scanner, run between batches,
+//! collapses gzip's inferred 2M regions into superpages, and the dTLB misses
+//! fall below those of 4K base pages.
+
+mod common;
+
+use common::parse_lackey_simply;
+use pagelab_core::{Bytes, Event, PageSize};
+use pagelab_engine::{run_policies, PolicyConfig};
+use pagelab_mm::phys::PhysConfig;
+use pagelab_trace::TraceSource;
+
+struct Events(std::vec::IntoIter<Event>);
+
+impl TraceSource for Events {
+    fn fill(
+        &mut self,
+        out: &mut Vec<Event>,
+        max: usize,
+    ) -> Result<bool, pagelab_trace::TraceError> {
+        let before = out.len();
+        out.extend(self.0.by_ref().take(max));
+        Ok(out.len() > before)
+    }
+    fn info(&self) -> pagelab_core::SourceInfo {
+        Default::default()
+    }
+}
+
+fn real_prefix(n: usize) -> Vec<Event> {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/gzip-9.lackey.zst");
+    let text = zstd::decode_all(&std::fs::read(path).unwrap()[..]).unwrap();
+    parse_lackey_simply(std::str::from_utf8(&text).unwrap())
+        .into_iter()
+        .take(n)
+        .collect()
+}
+
+#[test]
+fn relocation_on_a_real_trace_collapses_and_misses_less_than_4k() {
+    let events = real_prefix(1_000_000);
+    let cfg = PolicyConfig {
+        policies: vec![
+            "base:4K".parse().unwrap(),
+            "relocation".parse().unwrap(),
+            "relocation:size=64K,threshold=50%".parse().unwrap(),
+        ],
+        tlb: pagelab_tlb::preset("weisberg").unwrap(),
+        phys: PhysConfig::new(Bytes(1 << 30)),
+        strict: false,
+        cow: Default::default(),
+    };
+    let got = run_policies(&mut Events(events.into_iter()), &cfg, &mut ()).unwrap();
+    let (base, deflt, half) = (&got.runs[0], &got.runs[1], &got.runs[2]);
+    let mm = |r: &pagelab_report::RunStats| r.mm.clone().unwrap();
+    let (b, e, h) = (mm(base), mm(deflt), mm(half));
+
+    // Every fault maps a base page; pages a collapse mapped fault no more.
+    assert_eq!(e.faults_by_size.keys().collect::<Vec<_>>(), ["4K"]);
+    assert!(deflt.faults < base.faults);
+    // The Linux default collapses every touched 2M region.
+    assert!(e.promotions > 0);
+    assert_eq!(e.promotions, e.policy_counters["pages_collapsed"]);
+    assert_eq!(
+        e.copied_bytes + e.zeroed_bytes,
+        e.promotions * PageSize::M2.bytes() + deflt.faults * 4096,
+        "each collapse copies or zeroes the whole 2M"
+    );
+    assert_eq!(e.rss_bytes, e.promotions * PageSize::M2.bytes());
+    assert!(e.rss_bytes > b.rss_bytes);
+    assert!(
+        deflt.dtlb_misses < base.dtlb_misses,
+        "relocation {} vs 4K {}",
+        deflt.dtlb_misses,
+        base.dtlb_misses
+    );
+    // 64K extents at least half populated: some collapse, for less memory
+    // than 2M extents and no more misses than 4K.
+    assert!(h.promotions > 0);
+    assert!(h.copied_bytes >= h.promotions * 8 * 4096);
+    assert!(b.rss_bytes < h.rss_bytes && h.rss_bytes < e.rss_bytes);
+    assert!(half.dtlb_misses <= base.dtlb_misses);
+}
