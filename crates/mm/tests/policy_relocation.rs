@@ -327,3 +327,33 @@ fn candidates_of_an_exited_process_are_dropped() {
     assert_eq!(counter(&m, "extents_scanned"), 0);
     assert_eq!(free_bytes(&m), 64 * M);
 }
+
+#[test]
+fn collapsed_ranges_are_handed_over_for_the_tlb_once() {
+    use pagelab_mm::machine::{Machine, MachineConfig};
+    use pagelab_mm::policy::{Policy, RelocationPolicy};
+    let mut m = Machine::new(&MachineConfig {
+        phys: PhysConfig::new(Bytes(64 * M)),
+        base: PageSize::K4,
+    })
+    .unwrap();
+    let ev = MapEvent {
+        start: 0x4000_0000,
+        len: 4 * M,
+        prot: RW,
+        backing: Backing::Anon,
+        sharing: Sharing::Private,
+    };
+    m.proc_mut(3).aspace.map(&ev).unwrap();
+    let mut p = RelocationPolicy::new("size=64K,max_ptes_none=0".parse().unwrap());
+    for i in 0..16 {
+        let vma = *m.proc(3).unwrap().aspace.find(0x4020_0000).unwrap();
+        p.fault(&mut m, 3, &vma, 0x4020_0000 + i * 4 * K, true)
+            .unwrap();
+    }
+    assert!(p.take_remapped().is_empty());
+    p.tick(&mut m).unwrap();
+    assert_eq!(p.take_remapped(), [(3, 0x4020_0000, 0x4021_0000)]);
+    assert!(p.take_remapped().is_empty());
+    assert_eq!(p.stats().pages_collapsed, 1);
+}

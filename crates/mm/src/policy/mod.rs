@@ -51,6 +51,12 @@ pub trait Policy {
         let _ = m;
         Ok(())
     }
+    /// Ranges `(pid, start, end)` whose translations `tick` changed (a
+    /// collapse) since the last call, for the caller to invalidate in the TLB,
+    /// as the kernel flushes the range of a page it collapses.
+    fn take_remapped(&mut self) -> Vec<(u32, u64, u64)> {
+        Vec::new()
+    }
     /// Policy-specific counters, as JSON.
     fn counters(&self) -> serde_json::Value {
         serde_json::Value::Null
@@ -192,6 +198,13 @@ impl Policy for PolicyImpl {
             PolicyImpl::Base(p) => p.tick(m),
             PolicyImpl::LinuxThp(p) => p.tick(m),
             PolicyImpl::Relocation(p) => p.tick(m),
+        }
+    }
+    fn take_remapped(&mut self) -> Vec<(u32, u64, u64)> {
+        match self {
+            PolicyImpl::Relocation(p) => p.take_remapped(),
+            // The others change translations only at faults and events.
+            _ => Vec::new(),
         }
     }
     fn counters(&self) -> serde_json::Value {

@@ -26,7 +26,8 @@
 //! faults, so nothing is missed but a block freed since a failed allocation.
 //! A collapse allocates the block first (a failure leaves the extent as it
 //! was), counts the populated pages as `copied_bytes` and the empty ones as
-//! `zeroed_bytes`, unmaps and frees the base pages and maps the superpage.
+//! `zeroed_bytes`, unmaps and frees the base pages and maps the superpage;
+//! [`Policy::take_remapped`] hands the collapsed ranges to the TLB.
 
 use super::Policy;
 use crate::machine::{Machine, MmError};
@@ -218,6 +219,8 @@ pub struct RelocationPolicy {
     ticks: u64,
     /// The process the next scan starts with, so a budget serves all in turn.
     next_pid: u32,
+    /// Extents collapsed since the last `take_remapped`, for the TLB.
+    remapped: Vec<(u32, u64, u64)>,
     counters: RelocationCounters,
 }
 
@@ -229,6 +232,7 @@ impl RelocationPolicy {
             candidates: FxHashMap::default(),
             ticks: 0,
             next_pid: 0,
+            remapped: Vec::new(),
             counters: RelocationCounters::default(),
         }
     }
@@ -316,6 +320,7 @@ impl RelocationPolicy {
         m.stats.zeroed_bytes += (self.settings.pages() - populated) << 12;
         m.stats.promotions += 1;
         self.counters.pages_collapsed += 1;
+        self.remapped.push((pid, lo, lo + size.bytes()));
         Ok(())
     }
 
@@ -356,6 +361,10 @@ impl Policy for RelocationPolicy {
             self.scan(m)?;
         }
         Ok(())
+    }
+
+    fn take_remapped(&mut self) -> Vec<(u32, u64, u64)> {
+        std::mem::take(&mut self.remapped)
     }
 
     fn counters(&self) -> serde_json::Value {
