@@ -1,6 +1,6 @@
 //! The `Tlb` seam and the closed set of array implementations.
 
-use crate::{FullyAssoc, SetAssoc};
+use crate::{FullyAssoc, SetAssoc, SmallFullyAssoc};
 use pagelab_core::PageSize;
 
 /// A packed entry key: `vpn << 5 | (shift - 12)`.
@@ -67,21 +67,30 @@ pub trait Tlb {
 /// A TLB array of either organisation, chosen by configuration.
 ///
 /// A closed enum rather than `dyn Tlb` so the hot path is a predictable match.
+// The small array is stored inline on purpose: a level holds one to three
+// arrays, and a box would put a pointer chase in front of every lookup.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum TlbArray {
-    /// Fully associative LRU.
+    /// Fully associative LRU, up to [`SmallFullyAssoc::MAX_ENTRIES`] entries: flat scan.
+    SmallFullyAssoc(SmallFullyAssoc),
+    /// Fully associative LRU, any size: hash table and recency list.
     FullyAssoc(FullyAssoc),
     /// Set associative, LRU within each set.
     SetAssoc(SetAssoc),
 }
 
 impl TlbArray {
-    /// A fully associative array when `ways` is `None` or equals `entries`,
+    /// A fully associative array when `ways` is `None` or equals `entries`
+    /// ([`SmallFullyAssoc`] up to its maximum size, else [`FullyAssoc`]),
     /// else a set-associative one. Panics on a geometry [`SetAssoc::new`] refuses;
     /// configurations are validated before they get here.
     pub fn new(entries: usize, ways: Option<usize>) -> TlbArray {
         match ways {
             Some(w) if w != entries => TlbArray::SetAssoc(SetAssoc::new(entries, w)),
+            _ if entries <= SmallFullyAssoc::MAX_ENTRIES => {
+                TlbArray::SmallFullyAssoc(SmallFullyAssoc::new(entries))
+            }
             _ => TlbArray::FullyAssoc(FullyAssoc::new(entries)),
         }
     }
@@ -89,6 +98,7 @@ impl TlbArray {
     #[inline]
     pub(crate) fn access_key(&mut self, k: Key) -> bool {
         match self {
+            TlbArray::SmallFullyAssoc(a) => a.access_key(k),
             TlbArray::FullyAssoc(a) => a.access_key(k),
             TlbArray::SetAssoc(a) => a.access_key(k),
         }
@@ -98,6 +108,7 @@ impl TlbArray {
 macro_rules! delegate {
     ($self:ident, $a:ident => $e:expr) => {
         match $self {
+            TlbArray::SmallFullyAssoc($a) => $e,
             TlbArray::FullyAssoc($a) => $e,
             TlbArray::SetAssoc($a) => $e,
         }

@@ -2,8 +2,9 @@
 //! two-level hierarchies holding pages of several sizes, and TOML presets.
 //!
 //! Overview:
-//! - [`Tlb`] is the array seam; [`FullyAssoc`] (O(1) LRU for any size) and
-//!   [`SetAssoc`] (LRU per set) implement it, chosen by the closed enum [`TlbArray`].
+//! - [`Tlb`] is the array seam; [`SmallFullyAssoc`] (flat vector scan, up to
+//!   128 entries), [`FullyAssoc`] (O(1) LRU for any size) and [`SetAssoc`] (LRU
+//!   per set) implement it, chosen by the closed enum [`TlbArray`].
 //!   Entries are keyed by (page number, page size), so sizes coexist.
 //! - [`TlbHierarchy`] is a split L1 (instruction and data) with an optional L2,
 //!   unified or per side; each level is one or more arrays, each for some page
@@ -37,6 +38,7 @@ mod hierarchy;
 mod presets;
 pub mod reference;
 mod set_assoc;
+mod small_assoc;
 
 pub use array::{Tlb, TlbArray};
 pub use config::{load, ArrayConfig, LevelConfig, OtherSizes, TlbConfig, MAX_ENTRIES};
@@ -45,3 +47,4 @@ pub use fully_assoc::FullyAssoc;
 pub use hierarchy::{LevelStats, Outcome, Side, SideStats, TlbHierarchy, TlbStats};
 pub use presets::{preset, preset_names, preset_text, presets, resolve, DEFAULT_PRESET};
 pub use set_assoc::SetAssoc;
+pub use small_assoc::SmallFullyAssoc;
