@@ -24,6 +24,8 @@ pub struct PolicyConfig {
     pub phys: PhysConfig,
     /// Reject the trace at its first contradictory event instead of counting it.
     pub strict: bool,
+    /// How a write to a shared private superpage is copied.
+    pub cow: pagelab_mm::fault::CowMode,
 }
 
 /// One policy's run.
@@ -41,7 +43,12 @@ struct PolicyRun {
 impl PolicyRun {
     fn new(spec: &PolicySpec, cfg: &PolicyConfig) -> Result<PolicyRun, EngineError> {
         Ok(PolicyRun {
-            mm: Mm::new(spec, &cfg.phys).map_err(|e| EngineError::Model(e.to_string()))?,
+            mm: {
+                let mut mm =
+                    Mm::new(spec, &cfg.phys).map_err(|e| EngineError::Model(e.to_string()))?;
+                mm.set_cow(cfg.cow);
+                mm
+            },
             tlb: TlbHierarchy::new(&cfg.tlb)?,
             accesses: [0; 2],
             misses: [0; 2],
@@ -141,6 +148,7 @@ impl PolicyRun {
             ("refs_outside_vmas", s.refs_outside_vmas),
             ("events_on_nothing", s.events_on_nothing),
             ("unsupported_events", s.unsupported_events),
+            ("writes_to_readonly", s.writes_to_readonly),
             ("inferred_vmas", s.inferred_vmas),
         ]
         .into_iter()

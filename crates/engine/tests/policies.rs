@@ -58,6 +58,7 @@ fn base_policies_equal_the_fixed_size_study_on_a_real_trace() {
             tlb,
             phys: PhysConfig::new(Bytes(1 << 30)),
             strict: false,
+            cow: Default::default(),
         };
         let got = run_policies(&mut Events(events.clone().into_iter()), &cfg, &mut ()).unwrap();
         for (g, w) in got.runs.iter().zip(&want.runs) {
@@ -98,6 +99,7 @@ fn linux_thp_on_a_real_trace_uses_2m_pages_when_always() {
         tlb: pagelab_tlb::preset("weisberg").unwrap(),
         phys: PhysConfig::new(Bytes(1 << 30)),
         strict: false,
+        cow: Default::default(),
     };
     let got = run_policies(&mut Events(events.into_iter()), &cfg, &mut ()).unwrap();
     let (always, never) = (
@@ -133,6 +135,7 @@ fn strict_mode_rejects_contradictions_with_their_position() {
         tlb: pagelab_tlb::preset("weisberg").unwrap(),
         phys: PhysConfig::new(Bytes(1 << 30)),
         strict: false,
+        cow: Default::default(),
     };
     let lenient = run_policies(&mut Events(events.clone().into_iter()), &cfg, &mut ()).unwrap();
     assert_eq!(

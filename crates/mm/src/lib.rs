@@ -5,9 +5,11 @@
 //! - [`pagetable`]: a radix page table with leaves at any level (seam: `PageTable`).
 //! - [`vma`]: address spaces: VMAs with protection, backing and page-size wishes.
 //! - [`machine`]: physical memory plus every process's VMAs and page table, with counters.
+//! - [`fault`]: the shared fault path: page cache, copy-on-write, fork.
 //! - [`policy`]: superpage policies (seam: `Policy`), one file each.
 //! - [`system`]: the model stepped event by event under one policy.
 
+pub mod fault;
 pub mod machine;
 pub mod pagetable;
 pub mod phys;

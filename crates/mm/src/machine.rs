@@ -106,6 +106,8 @@ pub struct MmStats {
     pub events_on_nothing: u64,
     /// Events the model does not carry out yet (counted, skipped).
     pub unsupported_events: u64,
+    /// Writes to pages whose protection forbids them (the program would fault).
+    pub writes_to_readonly: u64,
     /// VMAs created by the inference rule (traces without map events).
     pub inferred_vmas: u64,
 }
@@ -134,6 +136,13 @@ pub struct Machine {
     pub phys: PhysMem,
     geometry: Geometry,
     procs: FxHashMap<u32, Proc>,
+    /// References to 4K frames beyond the first, for frames mapped more than
+    /// once (after fork) or held by the page cache; a frame absent here has
+    /// exactly one reference: the one mapping that holds it.
+    shared: FxHashMap<u64, u32>,
+    /// The page cache: base-size pages of files, keyed by file id and page
+    /// index in the file, each holding one reference to its frames.
+    cache: FxHashMap<(u64, u64), Pfn>,
     /// Counters.
     pub stats: MmStats,
 }
@@ -145,6 +154,8 @@ impl Machine {
             phys: PhysMem::new(&cfg.phys)?,
             geometry: Geometry::for_base(cfg.base),
             procs: FxHashMap::default(),
+            shared: FxHashMap::default(),
+            cache: FxHashMap::default(),
             stats: MmStats::default(),
         })
     }
@@ -291,14 +302,90 @@ impl Machine {
                 self.split_page(pid, va)?;
                 continue;
             }
+            let mut gone = Vec::new();
             for m in maps {
                 let mut m = p.pt.unmap(m.start, m.size)?;
-                self.stats.rss_bytes -= m.size.bytes();
                 m.pfn = Pfn(m.pfn.0 << (base_shift - 12));
-                removed.push(m);
+                gone.push(m);
+            }
+            for m in gone {
+                self.stats.rss_bytes -= m.size.bytes();
+                // Frames still referenced elsewhere (another process, the page cache) stay.
+                if self.unshare(m.pfn, m.size)? {
+                    removed.push(m);
+                }
             }
             return Ok(removed);
         }
+    }
+}
+
+impl Machine {
+    /// Adds one reference to every frame of the `size` page at `pfn` (4K units).
+    pub fn share(&mut self, pfn: Pfn, size: PageSize) {
+        for f in pfn.0..pfn.0 + (size.bytes() >> 12) {
+            *self.shared.entry(f).or_insert(1) += 1;
+        }
+    }
+
+    /// Drops one reference to every frame of the `size` page at `pfn`. True
+    /// when that was the last reference to every frame (the caller frees the
+    /// page); when only some frames lost their last reference (the page was
+    /// partly copied on write elsewhere), those are freed here, one by one.
+    pub fn unshare(&mut self, pfn: Pfn, size: PageSize) -> Result<bool, MmError> {
+        let mut orphans = Vec::new();
+        for f in pfn.0..pfn.0 + (size.bytes() >> 12) {
+            match self.shared.get_mut(&f) {
+                Some(c) => {
+                    *c -= 1;
+                    if *c == 1 {
+                        self.shared.remove(&f);
+                    }
+                }
+                None => orphans.push(f),
+            }
+        }
+        if orphans.len() as u64 == size.bytes() >> 12 {
+            return Ok(true);
+        }
+        if !orphans.is_empty() {
+            self.split_frames(pfn, size)?;
+            for f in orphans {
+                self.phys.free(Pfn(f), Order(0))?;
+            }
+        }
+        Ok(false)
+    }
+
+    /// Whether no frame of the `size` page at `pfn` is referenced elsewhere.
+    pub fn exclusive(&self, pfn: Pfn, size: PageSize) -> bool {
+        self.shared.is_empty()
+            || (pfn.0..pfn.0 + (size.bytes() >> 12)).all(|f| !self.shared.contains_key(&f))
+    }
+
+    /// References to the frame `pfn` (4K units): 1 unless shared.
+    pub fn refs(&self, pfn: Pfn) -> u32 {
+        self.shared.get(&pfn.0).copied().unwrap_or(1)
+    }
+
+    /// The page-cache page (base size) of `file` at page `index`, if cached.
+    pub fn cached(&self, file: u64, index: u64) -> Option<Pfn> {
+        self.cache.get(&(file, index)).copied()
+    }
+
+    /// Puts a freshly read base page in the page cache; the cache holds one reference.
+    pub fn cache_insert(&mut self, file: u64, index: u64, pfn: Pfn) {
+        self.cache.insert((file, index), pfn);
+    }
+
+    /// Frames held by the page cache, in 4K frames.
+    pub fn cache_frames(&self) -> u64 {
+        self.cache.len() as u64 * (self.base().bytes() >> 12)
+    }
+
+    /// Every page-cache page with its frames, for invariant checks.
+    pub fn cache_pages(&self) -> impl Iterator<Item = Pfn> + '_ {
+        self.cache.values().copied()
     }
 }
 

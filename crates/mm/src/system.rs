@@ -2,11 +2,12 @@
 //! with the event semantics of the trace (map, unmap, protect, advise, brk,
 //! switch, exit) and the translation of every reference (faulting as needed).
 
+use crate::fault::{self, CowMode};
 use crate::machine::{Machine, MachineConfig, MmError};
 use crate::pagetable::{PageTable, PteFlags, Translation};
 use crate::phys::PhysConfig;
 use crate::policy::{Policy, PolicyImpl, PolicySpec};
-use pagelab_core::{Advice, Event, VirtAddr};
+use pagelab_core::{Advice, Backing, Event, VirtAddr};
 
 /// Inferred VMAs cover naturally aligned blocks of this size.
 pub const INFER_GRANULE: u64 = 2 << 20;
@@ -29,6 +30,7 @@ pub struct Mm {
     spec: PolicySpec,
     pid: u32,
     seen_map_events: bool,
+    cow: CowMode,
 }
 
 impl Mm {
@@ -44,6 +46,7 @@ impl Mm {
             spec: spec.clone(),
             pid: 0,
             seen_map_events: false,
+            cow: CowMode::Whole,
         })
     }
 
@@ -79,7 +82,19 @@ impl Mm {
     ) -> Result<Translation, MmError> {
         let pid = self.pid;
         if let Some(t) = self.machine.proc_mut(pid).pt.walk(VirtAddr(addr)) {
-            return Ok(t);
+            if !write || t.flags.contains(PteFlags::WRITE) {
+                return Ok(t);
+            }
+            let Some(vma) = self.machine.proc_mut(pid).aspace.find(addr).copied() else {
+                return Ok(t);
+            };
+            if !fault::is_cow(&vma, &t) {
+                // A write the protection forbids: the program would get SIGSEGV.
+                self.machine.stats.writes_to_readonly += 1;
+                return Ok(t);
+            }
+            fault::cow_fault(&mut self.machine, pid, &vma, &t, addr, self.cow)?;
+            return self.walk_after_fault(addr);
         }
         let p = self.machine.proc_mut(pid);
         let vma = match p.aspace.find(addr) {
@@ -94,8 +109,17 @@ impl Mm {
                 v
             }
         };
-        self.policy
-            .fault(&mut self.machine, pid, &vma, addr, write)?;
+        if matches!(vma.backing, Backing::File { .. }) {
+            fault::file_fault(&mut self.machine, pid, &vma, addr, write)?;
+        } else {
+            self.policy
+                .fault(&mut self.machine, pid, &vma, addr, write)?;
+        }
+        self.walk_after_fault(addr)
+    }
+
+    fn walk_after_fault(&mut self, addr: u64) -> Result<Translation, MmError> {
+        let pid = self.pid;
         self.machine
             .proc_mut(pid)
             .pt
@@ -106,6 +130,16 @@ impl Mm {
                     self.spec
                 ))
             })
+    }
+
+    /// How writes to shared private superpages are copied (default: the whole page).
+    pub fn set_cow(&mut self, mode: CowMode) {
+        self.cow = mode;
+    }
+
+    /// The process whose references come next.
+    pub fn pid(&self) -> u32 {
+        self.pid
     }
 
     /// Carries out one non-reference event.
@@ -198,11 +232,13 @@ impl Mm {
                 self.machine.remove_proc(pid);
                 Ok(Invalidate::All)
             }
-            Event::Fork { .. } => {
-                // Fork and copy-on-write are not modelled yet: the child's references
-                // run in a fresh address space.
-                self.machine.stats.unsupported_events += 1;
-                Ok(Invalidate::Nothing)
+            Event::Fork { child } => {
+                if self.machine.proc(*child).is_some() {
+                    // A pid still in use: the trace contradicts itself.
+                    return self.on_nothing();
+                }
+                fault::fork(&mut self.machine, pid, *child)?;
+                Ok(Invalidate::All)
             }
         }
     }
@@ -223,27 +259,16 @@ impl Mm {
         Ok(inv)
     }
 
-    /// Checks every invariant: VMAs well formed; every mapped page inside a
-    /// VMA; frames in use equal frames mapped (no policy holds frames yet).
+    /// Checks every invariant: VMAs well formed; every frame in use mapped,
+    /// cached or held by the policy, with the right reference count; rss equal
+    /// to the bytes mapped; the allocator's own invariants.
     pub fn check(&self) -> Result<(), String> {
-        let mut mapped = 0u64;
         for pid in self.machine.pids() {
-            let p = self.machine.proc(pid).expect("listed");
-            p.aspace.check()?;
-            for m in p.pt.mappings_in(VirtAddr(0), u64::MAX >> 16) {
-                mapped += m.size.bytes();
-            }
+            self.machine.proc(pid).expect("listed").aspace.check()?;
         }
-        let phys = &self.machine.phys;
-        use crate::phys::FrameAllocator;
-        let used = (phys.total_frames() - phys.free_frames()) * 4096;
-        if used != mapped || mapped != self.machine.stats.rss_bytes {
-            return Err(format!(
-                "frames in use {used} B, mapped {mapped} B, rss {} B",
-                self.machine.stats.rss_bytes
-            ));
-        }
-        phys.check().map_err(|e| e.to_string())
+        fault::check_frames(&self.machine, self.policy.held_frames())?;
+        self.policy.check(&self.machine)?;
+        self.machine.phys.check().map_err(|e| e.to_string())
     }
 }
 

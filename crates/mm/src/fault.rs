@@ -1,0 +1,233 @@
+//! The parts of the fault path every policy shares: file-backed pages through
+//! the page cache, copy-on-write, and fork.
+//!
+//! - A file page is read once into the page cache (one base page, one
+//!   reference held by the cache) and mapped by every process that maps the
+//!   file; a write to a private file mapping copies it (`copied_bytes`).
+//! - Fork gives the child every mapping of the parent; private writable pages
+//!   become read-only in both, with their frames shared.
+//! - A write to a shared private page copies it: the whole superpage
+//!   ([`CowMode::Whole`], Linux) or only the base page written, the writer's
+//!   mapping split while the other keeps its superpage ([`CowMode::Base`],
+//!   the COW link list of the 002 paper). A page nobody else references is
+//!   made writable in place.
+
+use crate::machine::{Machine, MmError};
+use crate::pagetable::{PageTable, PteFlags, RadixPageTable, Translation};
+use crate::vma::Vma;
+use pagelab_core::{Backing, Pfn, Prot, Sharing, VirtAddr};
+
+/// How a write to a shared private superpage is resolved.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CowMode {
+    /// Copy the whole page, whatever its size (Linux).
+    #[default]
+    Whole,
+    /// Split the writer's mapping and copy only the base page written (GISP).
+    Base,
+}
+
+impl std::str::FromStr for CowMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "whole" => Ok(CowMode::Whole),
+            "base" => Ok(CowMode::Base),
+            _ => Err(format!("`{s}` is not a copy-on-write mode: use whole (copy the whole superpage) or base (copy the base page written)")),
+        }
+    }
+}
+
+fn head_pfn(m: &Machine, t: &Translation) -> Pfn {
+    Pfn(t.pfn.0 << (m.base().shift() - 12))
+}
+
+/// Maps the base page of a file mapping holding `addr`, reading it into the
+/// page cache first if needed; a write to a private mapping gets a private copy.
+pub fn file_fault(
+    m: &mut Machine,
+    pid: u32,
+    vma: &Vma,
+    addr: u64,
+    write: bool,
+) -> Result<(), MmError> {
+    let Backing::File { file_id, offset } = vma.backing else {
+        return Err(MmError::Policy("file_fault on an anonymous VMA".into()));
+    };
+    let base = m.base();
+    let va = addr & !(base.bytes() - 1);
+    // File offset of the page's first byte (a page may start before the VMA with large base pages).
+    let file_off =
+        (offset + (va.max(vma.start) - vma.start)).saturating_sub(vma.start.saturating_sub(va));
+    let index = file_off / base.bytes();
+    let flags = PteFlags::from_prot(vma.prot);
+    if write && vma.sharing == Sharing::Private && vma.prot.0 & Prot::WRITE != 0 {
+        // do_cow_fault: a private copy of the file page, never cached.
+        let pfn = m
+            .alloc_frames(base)
+            .ok_or(MmError::OutOfMemory { addr, size: base })?;
+        ensure_cached(m, file_id, index, addr)?;
+        m.map(pid, va, pfn, base, flags, false)?;
+        m.stats.copied_bytes += base.bytes();
+        m.count_fault(base);
+        return Ok(());
+    }
+    let pfn = ensure_cached(m, file_id, index, addr)?;
+    let flags = if vma.sharing == Sharing::Private {
+        PteFlags(flags.0 & !PteFlags::WRITE.0)
+    } else {
+        flags
+    };
+    m.map(pid, va, pfn, base, flags, false)?;
+    m.share(pfn, base);
+    m.count_fault(base);
+    Ok(())
+}
+
+/// The page-cache page of `file` at `index`, read in (allocated) if absent.
+fn ensure_cached(m: &mut Machine, file: u64, index: u64, addr: u64) -> Result<Pfn, MmError> {
+    if let Some(p) = m.cached(file, index) {
+        return Ok(p);
+    }
+    let base = m.base();
+    let pfn = m
+        .alloc_frames(base)
+        .ok_or(MmError::OutOfMemory { addr, size: base })?;
+    m.cache_insert(file, index, pfn);
+    Ok(pfn)
+}
+
+/// Resolves a write to the present read-only page `t` of a private writable VMA.
+pub fn cow_fault(
+    m: &mut Machine,
+    pid: u32,
+    vma: &Vma,
+    t: &Translation,
+    addr: u64,
+    mode: CowMode,
+) -> Result<(), MmError> {
+    let flags = PteFlags::from_prot(vma.prot);
+    let head = head_pfn(m, t);
+    if m.exclusive(head, t.size) {
+        // Nobody else holds it: write in place (wp_page_reuse).
+        m.proc_mut(pid).pt.protect(t.start, t.size.bytes(), flags)?;
+        return Ok(());
+    }
+    let base = m.base();
+    if mode == CowMode::Base && t.size > base {
+        m.split_page(pid, t.start.0)?;
+        let piece = m
+            .proc_mut(pid)
+            .pt
+            .walk(VirtAddr(addr))
+            .ok_or(MmError::Policy("split lost a page".into()))?;
+        return cow_fault(m, pid, vma, &piece, addr, mode);
+    }
+    let size = t.size;
+    let Some(pfn) = m.alloc_frames(size) else {
+        if size > base {
+            // No block for a whole copy: split and copy the base page.
+            m.split_page(pid, t.start.0)?;
+            let piece = m
+                .proc_mut(pid)
+                .pt
+                .walk(VirtAddr(addr))
+                .ok_or(MmError::Policy("split lost a page".into()))?;
+            return cow_fault(m, pid, vma, &piece, addr, mode);
+        }
+        return Err(MmError::OutOfMemory { addr, size });
+    };
+    m.proc_mut(pid).pt.unmap(t.start, size)?;
+    m.stats.rss_bytes -= size.bytes();
+    if m.unshare(head, size)? {
+        m.free_frames(head, size)?;
+    }
+    m.map(pid, t.start.0, pfn, size, flags, false)?;
+    m.stats.copied_bytes += size.bytes();
+    m.count_fault(size);
+    Ok(())
+}
+
+/// Fork: the child `child` gets a copy of `parent`'s VMAs and mappings; private
+/// writable pages turn read-only in both and their frames are shared.
+pub fn fork(m: &mut Machine, parent: u32, child: u32) -> Result<(), MmError> {
+    let p = m.proc_mut(parent);
+    let aspace = p.aspace.clone();
+    let mappings = p.pt.mappings_in(VirtAddr(0), 1 << 47);
+    let mut pt = RadixPageTable::new(*m.geometry());
+    let shift = m.base().shift() - 12;
+    for mp in mappings {
+        let private = aspace
+            .find(mp.start.0)
+            .is_some_and(|v| v.sharing == Sharing::Private);
+        let mut flags = mp.flags;
+        if private && flags.contains(PteFlags::WRITE) {
+            flags = PteFlags(flags.0 & !PteFlags::WRITE.0);
+            m.proc_mut(parent)
+                .pt
+                .protect(mp.start, mp.size.bytes(), flags)?;
+        }
+        pt.map(mp.start, mp.pfn, mp.size, flags)?;
+        m.share(Pfn(mp.pfn.0 << shift), mp.size);
+        m.stats.rss_bytes += mp.size.bytes();
+    }
+    m.stats.peak_rss_bytes = m.stats.peak_rss_bytes.max(m.stats.rss_bytes);
+    m.insert_proc(child, crate::machine::Proc { aspace, pt });
+    Ok(())
+}
+
+/// Whether a write to `t` in `vma` is a copy-on-write fault.
+pub fn is_cow(vma: &Vma, t: &Translation) -> bool {
+    vma.sharing == Sharing::Private
+        && vma.prot.0 & Prot::WRITE != 0
+        && !t.flags.contains(PteFlags::WRITE)
+}
+
+/// Checks the frame accounting: every 4K frame in use is mapped somewhere, in
+/// the page cache, or held by the policy (`held` frames), and its reference
+/// count matches the mappers plus the cache.
+pub fn check_frames(m: &Machine, held: u64) -> Result<(), String> {
+    use crate::phys::FrameAllocator;
+    use std::collections::HashMap;
+    let mut refs: HashMap<u64, u32> = HashMap::new();
+    let shift = m.base().shift() - 12;
+    let mut mapped_bytes = 0;
+    for pid in m.pids() {
+        let p = m.proc(pid).expect("listed");
+        for mp in p.pt.mappings_in(VirtAddr(0), 1 << 47) {
+            mapped_bytes += mp.size.bytes();
+            let head = mp.pfn.0 << shift;
+            for f in head..head + (mp.size.bytes() >> 12) {
+                *refs.entry(f).or_insert(0) += 1;
+            }
+        }
+    }
+    let frames_per_base = m.base().bytes() >> 12;
+    for pfn in m.cache_pages() {
+        for f in pfn.0..pfn.0 + frames_per_base {
+            *refs.entry(f).or_insert(0) += 1;
+        }
+    }
+    for (&f, &n) in &refs {
+        if m.refs(Pfn(f)) != n {
+            return Err(format!(
+                "frame {f:#x} has {n} references but is counted {}",
+                m.refs(Pfn(f))
+            ));
+        }
+    }
+    let used = m.phys.total_frames() - m.phys.free_frames();
+    if used != refs.len() as u64 + held {
+        return Err(format!(
+            "{used} frames in use, {} referenced, {held} held by the policy",
+            refs.len()
+        ));
+    }
+    if mapped_bytes != m.stats.rss_bytes {
+        return Err(format!(
+            "mapped {mapped_bytes} B but rss is {} B",
+            m.stats.rss_bytes
+        ));
+    }
+    Ok(())
+}
