@@ -357,3 +357,62 @@ fn collapsed_ranges_are_handed_over_for_the_tlb_once() {
     assert!(p.take_remapped().is_empty());
     assert_eq!(p.stats().pages_collapsed, 1);
 }
+
+#[derive(Clone, Debug)]
+enum Op {
+    Touch(u64),
+    Tick,
+    Unmap(u64, u64),
+    Protect(u64, u64, bool),
+    Map(u64, u64),
+}
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    // Pages of an 8M window, so 2M and 64K extents, edges and splits all occur.
+    let page = 0..2048u64;
+    prop_oneof![
+        6 => page.clone().prop_map(Op::Touch),
+        2 => Just(Op::Tick),
+        1 => (page.clone(), 1..600u64).prop_map(|(p, n)| Op::Unmap(p, n)),
+        1 => (page.clone(), 1..600u64, any::<bool>()).prop_map(|(p, n, w)| Op::Protect(p, n, w)),
+        1 => (page, 1..1100u64).prop_map(|(p, n)| Op::Map(p, n)),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    /// Random events under little memory: every invariant holds after every
+    /// step, and unmapping everything frees every frame.
+    #[test]
+    fn random_events_keep_every_invariant(
+        params in proptest::sample::select(vec!["", "threshold=50%", "size=64K,max_ptes_none=8", "budget=1"]),
+        ops in proptest::collection::vec(op(), 1..300),
+    ) {
+        const BASE_VA: u64 = 0x4000_0000;
+        let mut m = mm(params, 6 * M);
+        map(&mut m, BASE_VA, 8 * M);
+        for o in ops {
+            let at = |p: u64| BASE_VA + p * 4 * K;
+            match o {
+                Op::Touch(p) => match m.translate(at(p), false, true) {
+                    Ok(_) | Err(pagelab_mm::machine::MmError::OutOfMemory { .. }) => {}
+                    Err(e) => panic!("{e}"),
+                },
+                Op::Tick => m.tick().unwrap(),
+                Op::Unmap(p, n) => {
+                    m.event(&Event::Unmap { start: at(p), len: n * 4 * K }).unwrap();
+                }
+                Op::Protect(p, n, w) => {
+                    let prot = Prot(Prot::READ | if w { Prot::WRITE } else { 0 });
+                    m.event(&Event::Protect { start: at(p), len: n * 4 * K, prot }).unwrap();
+                }
+                Op::Map(p, n) => map(&mut m, at(p), n * 4 * K),
+            }
+            m.check().unwrap();
+        }
+        m.event(&Event::Unmap { start: 0, len: 1 << 47 }).unwrap();
+        m.check().unwrap();
+        proptest::prop_assert_eq!(free_bytes(&m), 6 * M);
+    }
+}
