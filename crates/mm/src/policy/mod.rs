@@ -4,10 +4,14 @@
 //! string ([`PolicySpec`]) such as `base:64K` or `linux-thp:enabled=always`.
 
 mod base;
+mod eager;
+mod explicit;
 mod linux_thp;
 mod relocation;
 
 pub use base::BasePolicy;
+pub use eager::{EagerPolicy, EagerSettings, EAGER_DEFAULT_MAX};
+pub use explicit::{requested_size, ExplicitCounters, ExplicitPolicy};
 pub use linux_thp::{LinuxThpPolicy, ThpSetting, ThpSettings};
 pub use relocation::{RelocationCounters, RelocationPolicy, RelocationSettings, Threshold};
 
@@ -68,6 +72,10 @@ pub trait Policy {
 pub enum PolicySpec {
     /// `base:SIZE`: every page one fixed size, 4K to 256K.
     Base(PageSize),
+    /// `eager[:sizes=LIST]`: the largest page that fits, at first touch.
+    Eager(EagerSettings),
+    /// `explicit`: the page order each region asked for (best effort or wait).
+    Explicit,
     /// `linux-thp[:SETTINGS]`: Linux anonymous THP with multi-size THP.
     LinuxThp(ThpSettings),
     /// `relocation[:size=2M,max_ptes_none=511|threshold=P%,scan=N,budget=N]`:
@@ -76,7 +84,7 @@ pub enum PolicySpec {
 }
 
 /// The names `--policy` accepts, for error messages.
-pub const POLICY_NAMES: &str = "base:SIZE (4K..256K), linux-thp[:enabled=always|madvise|never,SIZE=always|madvise|never|inherit,...], relocation[:size=2M,max_ptes_none=N|threshold=P%,scan=N,budget=N]";
+pub const POLICY_NAMES: &str = "base:SIZE (4K..256K), linux-thp[:enabled=always|madvise|never,SIZE=always|madvise|never|inherit,...], relocation[:size=2M,max_ptes_none=N|threshold=P%,scan=N,budget=N], eager[:sizes=4K,64K,2M,...], explicit";
 
 impl std::str::FromStr for PolicySpec {
     type Err = MmError;
@@ -95,6 +103,15 @@ impl std::str::FromStr for PolicySpec {
                 }
                 Ok(PolicySpec::Base(size))
             }
+            "eager" => Ok(PolicySpec::Eager(
+                params
+                    .parse()
+                    .map_err(|e| MmError::Policy(format!("policy `{s}`: {e}")))?,
+            )),
+            "explicit" if params.is_empty() => Ok(PolicySpec::Explicit),
+            "explicit" => Err(MmError::Policy(format!(
+                "policy `{s}`: explicit takes no parameters (regions ask for their page order with advise events)"
+            ))),
             "linux-thp" => {
                 Ok(PolicySpec::LinuxThp(params.parse().map_err(|e| {
                     MmError::Policy(format!("policy `{s}`: {e}"))
@@ -116,6 +133,9 @@ impl fmt::Display for PolicySpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PolicySpec::Base(s) => write!(f, "base:{s}"),
+            PolicySpec::Eager(e) if e.sizes.is_none() => f.write_str("eager"),
+            PolicySpec::Eager(e) => write!(f, "eager:{e}"),
+            PolicySpec::Explicit => f.write_str("explicit"),
             PolicySpec::Relocation(r) => {
                 let r = r.to_string();
                 if r.is_empty() {
@@ -141,6 +161,7 @@ impl PolicySpec {
     pub fn base(&self) -> PageSize {
         match self {
             PolicySpec::Base(s) => *s,
+            PolicySpec::Eager(_) | PolicySpec::Explicit => PageSize::K4,
             PolicySpec::LinuxThp(_) => PageSize::K4,
             PolicySpec::Relocation(_) => PageSize::K4,
         }
@@ -150,6 +171,8 @@ impl PolicySpec {
     pub fn build(&self) -> PolicyImpl {
         match self {
             PolicySpec::Base(s) => PolicyImpl::Base(BasePolicy::new(*s)),
+            PolicySpec::Eager(e) => PolicyImpl::Eager(Box::new(EagerPolicy::new(e.clone()))),
+            PolicySpec::Explicit => PolicyImpl::Explicit(Box::new(ExplicitPolicy::new())),
             PolicySpec::LinuxThp(t) => {
                 PolicyImpl::LinuxThp(Box::new(LinuxThpPolicy::new(t.clone())))
             }
@@ -165,6 +188,10 @@ impl PolicySpec {
 pub enum PolicyImpl {
     /// See [`BasePolicy`].
     Base(BasePolicy),
+    /// See [`EagerPolicy`].
+    Eager(Box<EagerPolicy>),
+    /// See [`ExplicitPolicy`].
+    Explicit(Box<ExplicitPolicy>),
     /// See [`LinuxThpPolicy`] (boxed: its counters are large beside the other variants).
     LinuxThp(Box<LinuxThpPolicy>),
     /// See [`RelocationPolicy`].
@@ -182,6 +209,8 @@ impl Policy for PolicyImpl {
     ) -> Result<(), MmError> {
         match self {
             PolicyImpl::Base(p) => p.fault(m, pid, vma, addr, write),
+            PolicyImpl::Eager(p) => p.fault(m, pid, vma, addr, write),
+            PolicyImpl::Explicit(p) => p.fault(m, pid, vma, addr, write),
             PolicyImpl::LinuxThp(p) => p.fault(m, pid, vma, addr, write),
             PolicyImpl::Relocation(p) => p.fault(m, pid, vma, addr, write),
         }
@@ -189,6 +218,8 @@ impl Policy for PolicyImpl {
     fn release(&mut self, m: &mut Machine, pid: u32, removed: &[Mapping]) -> Result<(), MmError> {
         match self {
             PolicyImpl::Base(p) => p.release(m, pid, removed),
+            PolicyImpl::Eager(p) => p.release(m, pid, removed),
+            PolicyImpl::Explicit(p) => p.release(m, pid, removed),
             PolicyImpl::LinuxThp(p) => p.release(m, pid, removed),
             PolicyImpl::Relocation(p) => p.release(m, pid, removed),
         }
@@ -196,6 +227,8 @@ impl Policy for PolicyImpl {
     fn tick(&mut self, m: &mut Machine) -> Result<(), MmError> {
         match self {
             PolicyImpl::Base(p) => p.tick(m),
+            PolicyImpl::Eager(p) => p.tick(m),
+            PolicyImpl::Explicit(p) => p.tick(m),
             PolicyImpl::LinuxThp(p) => p.tick(m),
             PolicyImpl::Relocation(p) => p.tick(m),
         }
@@ -210,6 +243,8 @@ impl Policy for PolicyImpl {
     fn counters(&self) -> serde_json::Value {
         match self {
             PolicyImpl::Base(p) => p.counters(),
+            PolicyImpl::Eager(p) => p.counters(),
+            PolicyImpl::Explicit(p) => p.counters(),
             PolicyImpl::LinuxThp(p) => p.counters(),
             PolicyImpl::Relocation(p) => p.counters(),
         }
