@@ -8,12 +8,14 @@ mod eager;
 mod explicit;
 mod linux_thp;
 mod relocation;
+mod reservation;
 
 pub use base::BasePolicy;
 pub use eager::{EagerPolicy, EagerSettings, EAGER_DEFAULT_MAX};
 pub use explicit::{requested_size, ExplicitCounters, ExplicitPolicy};
 pub use linux_thp::{LinuxThpPolicy, ThpSetting, ThpSettings};
 pub use relocation::{RelocationCounters, RelocationPolicy, RelocationSettings, Threshold};
+pub use reservation::{ReservationPolicy, ReservationSettings};
 
 use crate::machine::{Machine, MmError};
 use crate::pagetable::Mapping;
@@ -65,6 +67,17 @@ pub trait Policy {
     fn counters(&self) -> serde_json::Value {
         serde_json::Value::Null
     }
+    /// 4K frames the policy holds without mapping them (reservations), for the
+    /// frame accounting of `Mm::check`.
+    fn held_frames(&self) -> u64 {
+        0
+    }
+    /// The policy's own invariants against the machine (its bookkeeping
+    /// agrees with the page tables and frames), for `Mm::check`.
+    fn check(&self, m: &Machine) -> Result<(), String> {
+        let _ = m;
+        Ok(())
+    }
 }
 
 /// A policy as named on the command line.
@@ -81,10 +94,12 @@ pub enum PolicySpec {
     /// `relocation[:size=2M,max_ptes_none=511|threshold=P%,scan=N,budget=N]`:
     /// base pages, collapsed by a periodic scanner.
     Relocation(RelocationSettings),
+    /// `reservation[:max=2M]`: reserve at first touch, promote when populated (GISP, Navarro et al.).
+    Reservation(ReservationSettings),
 }
 
 /// The names `--policy` accepts, for error messages.
-pub const POLICY_NAMES: &str = "base:SIZE (4K..256K), linux-thp[:enabled=always|madvise|never,SIZE=always|madvise|never|inherit,...], relocation[:size=2M,max_ptes_none=N|threshold=P%,scan=N,budget=N], eager[:sizes=4K,64K,2M,...], explicit";
+pub const POLICY_NAMES: &str = "base:SIZE (4K..256K), linux-thp[:enabled=always|madvise|never,SIZE=always|madvise|never|inherit,...], relocation[:size=2M,max_ptes_none=N|threshold=P%,scan=N,budget=N], eager[:sizes=4K,64K,2M,...], explicit, reservation[:max=2M]";
 
 impl std::str::FromStr for PolicySpec {
     type Err = MmError;
@@ -122,6 +137,11 @@ impl std::str::FromStr for PolicySpec {
                     MmError::Policy(format!("policy `{s}`: {e}"))
                 })?))
             }
+            "reservation" => Ok(PolicySpec::Reservation(
+                params
+                    .parse()
+                    .map_err(|e| MmError::Policy(format!("policy `{s}`: {e}")))?,
+            )),
             _ => Err(MmError::Policy(format!(
                 "unknown policy `{s}`: the policies are {POLICY_NAMES}"
             ))),
@@ -136,6 +156,8 @@ impl fmt::Display for PolicySpec {
             PolicySpec::Eager(e) if e.sizes.is_none() => f.write_str("eager"),
             PolicySpec::Eager(e) => write!(f, "eager:{e}"),
             PolicySpec::Explicit => f.write_str("explicit"),
+            PolicySpec::Reservation(r) if r.to_string().is_empty() => f.write_str("reservation"),
+            PolicySpec::Reservation(r) => write!(f, "reservation:{r}"),
             PolicySpec::Relocation(r) => {
                 let r = r.to_string();
                 if r.is_empty() {
@@ -164,6 +186,7 @@ impl PolicySpec {
             PolicySpec::Eager(_) | PolicySpec::Explicit => PageSize::K4,
             PolicySpec::LinuxThp(_) => PageSize::K4,
             PolicySpec::Relocation(_) => PageSize::K4,
+            PolicySpec::Reservation(_) => PageSize::K4,
         }
     }
 
@@ -178,6 +201,9 @@ impl PolicySpec {
             }
             PolicySpec::Relocation(r) => {
                 PolicyImpl::Relocation(Box::new(RelocationPolicy::new(r.clone())))
+            }
+            PolicySpec::Reservation(r) => {
+                PolicyImpl::Reservation(Box::new(ReservationPolicy::new(r.clone())))
             }
         }
     }
@@ -196,6 +222,8 @@ pub enum PolicyImpl {
     LinuxThp(Box<LinuxThpPolicy>),
     /// See [`RelocationPolicy`].
     Relocation(Box<RelocationPolicy>),
+    /// See [`ReservationPolicy`].
+    Reservation(Box<ReservationPolicy>),
 }
 
 impl Policy for PolicyImpl {
@@ -213,6 +241,7 @@ impl Policy for PolicyImpl {
             PolicyImpl::Explicit(p) => p.fault(m, pid, vma, addr, write),
             PolicyImpl::LinuxThp(p) => p.fault(m, pid, vma, addr, write),
             PolicyImpl::Relocation(p) => p.fault(m, pid, vma, addr, write),
+            PolicyImpl::Reservation(p) => p.fault(m, pid, vma, addr, write),
         }
     }
     fn release(&mut self, m: &mut Machine, pid: u32, removed: &[Mapping]) -> Result<(), MmError> {
@@ -222,6 +251,7 @@ impl Policy for PolicyImpl {
             PolicyImpl::Explicit(p) => p.release(m, pid, removed),
             PolicyImpl::LinuxThp(p) => p.release(m, pid, removed),
             PolicyImpl::Relocation(p) => p.release(m, pid, removed),
+            PolicyImpl::Reservation(p) => p.release(m, pid, removed),
         }
     }
     fn tick(&mut self, m: &mut Machine) -> Result<(), MmError> {
@@ -231,6 +261,7 @@ impl Policy for PolicyImpl {
             PolicyImpl::Explicit(p) => p.tick(m),
             PolicyImpl::LinuxThp(p) => p.tick(m),
             PolicyImpl::Relocation(p) => p.tick(m),
+            PolicyImpl::Reservation(p) => p.tick(m),
         }
     }
     fn take_remapped(&mut self) -> Vec<(u32, u64, u64)> {
@@ -240,6 +271,23 @@ impl Policy for PolicyImpl {
             _ => Vec::new(),
         }
     }
+    fn held_frames(&self) -> u64 {
+        match self {
+            PolicyImpl::Base(p) => p.held_frames(),
+            PolicyImpl::Eager(p) => p.held_frames(),
+            PolicyImpl::Explicit(p) => p.held_frames(),
+            PolicyImpl::LinuxThp(p) => p.held_frames(),
+            PolicyImpl::Relocation(p) => p.held_frames(),
+            PolicyImpl::Reservation(p) => p.held_frames(),
+        }
+    }
+    fn check(&self, m: &Machine) -> Result<(), String> {
+        match self {
+            PolicyImpl::Reservation(p) => p.check(m),
+            // The others keep no bookkeeping of their own to check yet.
+            _ => Ok(()),
+        }
+    }
     fn counters(&self) -> serde_json::Value {
         match self {
             PolicyImpl::Base(p) => p.counters(),
@@ -247,6 +295,7 @@ impl Policy for PolicyImpl {
             PolicyImpl::Explicit(p) => p.counters(),
             PolicyImpl::LinuxThp(p) => p.counters(),
             PolicyImpl::Relocation(p) => p.counters(),
+            PolicyImpl::Reservation(p) => p.counters(),
         }
     }
 }

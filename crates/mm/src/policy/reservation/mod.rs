@@ -1,0 +1,584 @@
+//! `reservation`: reservation-based superpages with a population map, after
+//! Navarro et al. (OSDI 2002) as GISP (the 002 paper, section 3) builds it
+//! into Linux.
+//!
+//! - At the first fault in a region the policy reserves the largest naturally
+//!   aligned extent, up to `max`, that lies inside the VMA, holds no mapped
+//!   page and overlaps no other reservation of the process: it allocates the
+//!   whole block but maps only the faulting base page, base page `i` of the
+//!   extent always on frame `block + i`. Later faults in the extent take
+//!   their frame from the reservation; the [`popmap`] records which frames
+//!   are in use.
+//! - Promotion is incremental from the smallest size up and happens exactly
+//!   at the fault that populates the last base page of an aligned extent of
+//!   the next size the page table can map (8K, 16K, ... 1M, 2M on x86-64):
+//!   the small pages are unmapped and the same frames mapped as one page; no
+//!   copy. An extent is promoted only when it lies inside the faulting VMA,
+//!   every page in it maps its own frame of the reservation with the VMA's
+//!   protection, and no frame is shared (after fork). A reservation whose
+//!   whole extent is promoted becomes an ordinary superpage.
+//! - Reservations wait on [`lists`] by the largest free block they would give
+//!   back, each ordered by their latest frame allocation; when a block cannot
+//!   be allocated (memory short or contiguity missing) the least recently
+//!   allocated reservation able to yield a block of that size is preempted:
+//!   its free frames go back to the allocator, its populated pages stay
+//!   mapped. With no such victim the next smaller extent is tried, down to a
+//!   base page outside any reservation.
+//! - Demotion is passive: the machine splits a superpage whose protection
+//!   changes in part (and one partly unmapped). The population map counts
+//!   frames, not pages, so it needs no change; a later promotion checks the
+//!   page table afresh.
+//! - A released page's frames return to their reservation (GISP 3.3, as
+//!   FreeBSD's vm_reserv does), held for a later fault there or freed by a
+//!   preemption; a reservation left with no frame in use is freed whole.
+//!   Frames are found by number, so a page released by another process
+//!   after fork finds its reservation too.
+//!
+//! Not modelled: GISP's immediate promotion of file mappings whose extent is
+//! in the page cache (file faults go through the shared page-cache path, one
+//! base page each), and its COW link list (see `fault::CowMode::Base`).
+//! VMAs given MADV_NOHUGEPAGE get base pages.
+
+mod lists;
+mod popmap;
+
+use super::Policy;
+use crate::machine::{Machine, MmError, PerSize};
+use crate::pagetable::{Geometry, Mapping, PageTable, PteFlags};
+use crate::phys::FrameAllocator;
+use crate::vma::{ThpAdvice, Vma};
+use lists::Lists;
+use pagelab_core::{Backing, Order, PageSize, Pfn, VirtAddr};
+use popmap::PopMap;
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
+use std::fmt;
+
+const BASE: PageSize = PageSize::K4;
+
+/// The parameters of the `reservation` policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReservationSettings {
+    /// The largest extent reserved (and promoted to).
+    pub max: PageSize,
+}
+
+impl Default for ReservationSettings {
+    fn default() -> Self {
+        ReservationSettings { max: PageSize::M2 }
+    }
+}
+
+impl std::str::FromStr for ReservationSettings {
+    type Err = String;
+    /// `max=2M` (or nothing: the defaults).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut r = ReservationSettings::default();
+        for kv in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| format!("`{kv}` is not key=value (like max=2M)"))?;
+            match k {
+                "max" => {
+                    let size: PageSize = v.parse().map_err(|e| format!("`max`: {e}"))?;
+                    if size <= BASE || !superpage_sizes(size).contains(&size) {
+                        let allowed: Vec<String> = superpage_sizes(PageSize::G1)
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect();
+                        return Err(format!(
+                            "`max`: {size} is not a superpage size of the x86-64 page table; use one of {}",
+                            allowed.join(", ")
+                        ));
+                    }
+                    r.max = size;
+                }
+                _ => return Err(format!("unknown parameter `{k}`: the only one is max=SIZE")),
+            }
+        }
+        Ok(r)
+    }
+}
+
+impl fmt::Display for ReservationSettings {
+    /// What differs from the defaults (`max=1M`), empty otherwise.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.max != ReservationSettings::default().max {
+            write!(f, "max={}", self.max)?;
+        }
+        Ok(())
+    }
+}
+
+/// Every size above 4K the 4K page table maps, up to `max`, smallest first.
+fn superpage_sizes(max: PageSize) -> Vec<PageSize> {
+    Geometry::for_base(BASE)
+        .sizes()
+        .into_iter()
+        .filter(|&s| s > BASE && s <= max)
+        .collect()
+}
+
+/// Base frames in a `size` page.
+fn frames(size: PageSize) -> u64 {
+    size.bytes() >> 12
+}
+
+/// One reservation: an aligned extent of one process and the block behind it.
+#[derive(Clone, Debug)]
+struct Reservation {
+    owner: u32,
+    va: u64,
+    size: PageSize,
+    block: Pfn,
+    pop: PopMap,
+    /// Time of the latest frame allocation from it.
+    time: u64,
+}
+
+/// What the policy counted, beside the machine's counters.
+#[derive(Clone, Debug, Default)]
+struct Counters {
+    reserved: PerSize,
+    promoted: PerSize,
+    fallbacks: PerSize,
+    preempted_for_contiguity: u64,
+    preempted_for_memory: u64,
+    base_pages_outside: u64,
+}
+
+/// The policy: reservations, their population maps and lists.
+#[derive(Clone, Debug)]
+pub struct ReservationPolicy {
+    settings: ReservationSettings,
+    /// Sizes reserved and promoted to, smallest first.
+    sizes: Vec<PageSize>,
+    res: FxHashMap<u64, Reservation>,
+    /// Per owner, extent start to reservation.
+    by_va: FxHashMap<u32, BTreeMap<u64, u64>>,
+    /// Block head frame to reservation.
+    by_pfn: BTreeMap<u64, u64>,
+    lists: Lists,
+    next_id: u64,
+    clock: u64,
+    held: u64,
+    counters: Counters,
+}
+
+impl ReservationPolicy {
+    /// The policy with these settings.
+    pub fn new(settings: ReservationSettings) -> Self {
+        ReservationPolicy {
+            sizes: superpage_sizes(settings.max),
+            settings,
+            res: FxHashMap::default(),
+            by_va: FxHashMap::default(),
+            by_pfn: BTreeMap::new(),
+            lists: Lists::default(),
+            next_id: 0,
+            clock: 0,
+            held: 0,
+            counters: Counters::default(),
+        }
+    }
+
+    /// The reservation of `pid` whose extent holds `va`.
+    fn find_va(&self, pid: u32, va: u64) -> Option<u64> {
+        let (&start, &id) = self.by_va.get(&pid)?.range(..=va).next_back()?;
+        (va < start + self.res[&id].size.bytes()).then_some(id)
+    }
+
+    /// Whether a reservation of `pid` overlaps `[start, start + size)`.
+    fn overlaps(&self, pid: u32, start: u64, size: PageSize) -> bool {
+        let Some(map) = self.by_va.get(&pid) else {
+            return false;
+        };
+        map.range(..start + size.bytes())
+            .next_back()
+            .is_some_and(|(&s, id)| s + self.res[id].size.bytes() > start)
+    }
+
+    /// The reservation whose block holds frame `pfn`.
+    fn find_pfn(&self, pfn: u64) -> Option<u64> {
+        let (&head, &id) = self.by_pfn.range(..=pfn).next_back()?;
+        (pfn < head + frames(self.res[&id].size)).then_some(id)
+    }
+
+    fn list_out(&mut self, id: u64) {
+        let r = &self.res[&id];
+        if let Some(level) = r.pop.largest_free() {
+            self.lists.remove(level, r.time, id);
+        }
+    }
+
+    fn list_in(&mut self, id: u64) {
+        let r = &self.res[&id];
+        if let Some(level) = r.pop.largest_free() {
+            self.lists.insert(level, r.time, id);
+        }
+    }
+
+    /// Forgets reservation `id` (its frames are the caller's business).
+    fn forget(&mut self, id: u64) -> Reservation {
+        self.list_out(id);
+        let r = self.res.remove(&id).expect("live reservation");
+        self.by_pfn.remove(&r.block.0);
+        if let Some(map) = self.by_va.get_mut(&r.owner) {
+            map.remove(&r.va);
+            if map.is_empty() {
+                self.by_va.remove(&r.owner);
+            }
+        }
+        self.held -= r.pop.frames() - r.pop.populated();
+        r
+    }
+
+    /// Breaks reservation `id`: its free frames go back to the allocator.
+    fn preempt(&mut self, m: &mut Machine, id: u64, want: PageSize) -> Result<(), MmError> {
+        if m.phys.free_frames() >= frames(want) {
+            self.counters.preempted_for_contiguity += 1;
+        } else {
+            self.counters.preempted_for_memory += 1;
+        }
+        let r = self.forget(id);
+        m.split_frames(r.block, r.size)?;
+        for i in r.pop.free_frames() {
+            m.phys.free(Pfn(r.block.0 + i), Order(0))?;
+        }
+        m.stats.preemptions += 1;
+        Ok(())
+    }
+
+    /// A block for a `size` page, preempting reservations that can yield one.
+    fn alloc(&mut self, m: &mut Machine, size: PageSize) -> Result<Option<Pfn>, MmError> {
+        let level = (size.shift() - 12) as u8;
+        loop {
+            if let Some(pfn) = m.alloc_frames(size) {
+                return Ok(Some(pfn));
+            }
+            let Some(victim) = self.lists.victim(level) else {
+                return Ok(None);
+            };
+            self.preempt(m, victim, size)?;
+        }
+    }
+
+    /// Reserves `size` at `start` for `pid` on the frames at `block`.
+    fn create(&mut self, pid: u32, start: u64, size: PageSize, block: Pfn) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let r = Reservation {
+            owner: pid,
+            va: start,
+            size,
+            block,
+            pop: PopMap::new((size.shift() - 12) as u8),
+            time: self.clock,
+        };
+        self.held += r.pop.frames();
+        self.res.insert(id, r);
+        self.by_va.entry(pid).or_default().insert(start, id);
+        self.by_pfn.insert(block.0, id);
+        self.counters.reserved.add(size, 1);
+        id
+    }
+
+    /// Maps the base page at `va` from reservation `id`, then promotes.
+    fn populate(
+        &mut self,
+        m: &mut Machine,
+        pid: u32,
+        id: u64,
+        vma: &Vma,
+        va: u64,
+    ) -> Result<(), MmError> {
+        let flags = PteFlags::from_prot(vma.prot);
+        let (rva, block) = (self.res[&id].va, self.res[&id].block);
+        let i = (va - rva) >> 12;
+        m.map(pid, va, Pfn(block.0 + i), BASE, flags, true)?;
+        m.count_fault(BASE);
+        self.list_out(id);
+        self.clock += 1;
+        let r = self.res.get_mut(&id).expect("live reservation");
+        r.pop.set(i);
+        r.time = self.clock;
+        self.held -= 1;
+        self.list_in(id);
+        self.promote(m, pid, id, vma, va)
+    }
+
+    /// Promotes, smallest size first, every extent holding `va` that the
+    /// fault just completed.
+    fn promote(
+        &mut self,
+        m: &mut Machine,
+        pid: u32,
+        id: u64,
+        vma: &Vma,
+        va: u64,
+    ) -> Result<(), MmError> {
+        let flags = PteFlags::from_prot(vma.prot);
+        let (rva, size, block) = {
+            let r = &self.res[&id];
+            (r.va, r.size, r.block)
+        };
+        let i = (va - rva) >> 12;
+        let mut top = None;
+        for &s in self.sizes.iter().filter(|&&s| s <= size) {
+            let k = (s.shift() - 12) as u8;
+            let start = va & !(s.bytes() - 1);
+            let pfn = block.0 + ((start - rva) >> 12);
+            if !self.res[&id].pop.full(k, i)
+                || !vma.holds_aligned(va, s.bytes())
+                || !promotable(m, pid, start, s, pfn, flags)
+            {
+                break;
+            }
+            m.unmap_range(pid, start, start + s.bytes())?;
+            m.map(pid, start, Pfn(pfn), s, flags, false)?;
+            m.stats.promotions += 1;
+            self.counters.promoted.add(s, 1);
+            top = Some(s);
+        }
+        if top == Some(size) {
+            // The whole extent is one page now: an ordinary superpage.
+            self.forget(id);
+        }
+        Ok(())
+    }
+
+    /// A base page outside every reservation.
+    fn base_page(
+        &mut self,
+        m: &mut Machine,
+        pid: u32,
+        vma: &Vma,
+        addr: u64,
+    ) -> Result<(), MmError> {
+        let pfn = self
+            .alloc(m, BASE)?
+            .ok_or(MmError::OutOfMemory { addr, size: BASE })?;
+        m.map(
+            pid,
+            addr & !(BASE.bytes() - 1),
+            pfn,
+            BASE,
+            PteFlags::from_prot(vma.prot),
+            true,
+        )?;
+        m.count_fault(BASE);
+        self.counters.base_pages_outside += 1;
+        Ok(())
+    }
+
+    /// Returns the frames of a released page to its reservation.
+    fn depopulate(&mut self, m: &mut Machine, id: u64, mp: &Mapping) -> Result<(), MmError> {
+        let (block, size) = (self.res[&id].block, self.res[&id].size);
+        if mp.pfn.0 + frames(mp.size) > block.0 + frames(size) {
+            return Err(MmError::Policy(format!(
+                "reservation: a {} page at frame {:#x} reaches past its {size} reservation",
+                mp.size, mp.pfn.0
+            )));
+        }
+        self.list_out(id);
+        let r = self.res.get_mut(&id).expect("live reservation");
+        for f in mp.pfn.0..mp.pfn.0 + frames(mp.size) {
+            if !r.pop.clear(f - block.0) {
+                return Err(MmError::Policy(format!(
+                    "reservation: frame {f:#x} released twice"
+                )));
+            }
+        }
+        self.held += frames(mp.size);
+        if self.res[&id].pop.populated() == 0 {
+            self.forget(id);
+            m.free_frames(block, size)?;
+        } else {
+            self.list_in(id);
+        }
+        Ok(())
+    }
+}
+
+/// Whether the aligned extent `[start, +s)` of `pid` is mapped entirely by
+/// pages on frames `pfn..` in order, with `flags`, none shared.
+fn promotable(m: &Machine, pid: u32, start: u64, s: PageSize, pfn: u64, flags: PteFlags) -> bool {
+    let Some(p) = m.proc(pid) else {
+        return false;
+    };
+    let mut covered = 0;
+    for mp in p.pt.mappings_in(VirtAddr(start), s.bytes()) {
+        let off = mp.start.0.wrapping_sub(start);
+        if mp.start.0 < start
+            || off + mp.size.bytes() > s.bytes()
+            || mp.pfn.0 != pfn + (off >> 12)
+            || mp.flags != flags
+        {
+            return false;
+        }
+        covered += mp.size.bytes();
+    }
+    covered == s.bytes() && (pfn..pfn + frames(s)).all(|f| m.refs(Pfn(f)) == 1)
+}
+
+impl Policy for ReservationPolicy {
+    fn fault(
+        &mut self,
+        m: &mut Machine,
+        pid: u32,
+        vma: &Vma,
+        addr: u64,
+        _write: bool,
+    ) -> Result<(), MmError> {
+        let va = addr & !(BASE.bytes() - 1);
+        if let Some(id) = self.find_va(pid, va) {
+            let r = &self.res[&id];
+            if !r.pop.is_set((va - r.va) >> 12) {
+                return self.populate(m, pid, id, vma, va);
+            }
+            // Its frame is still mapped elsewhere (shared at fork, then unmapped here).
+            return self.base_page(m, pid, vma, addr);
+        }
+        if vma.thp != ThpAdvice::NoHuge && vma.backing == Backing::Anon {
+            for size in self.sizes.clone().into_iter().rev() {
+                let start = addr & !(size.bytes() - 1);
+                if !vma.holds_aligned(addr, size.bytes())
+                    || self.overlaps(pid, start, size)
+                    || !m
+                        .proc_mut(pid)
+                        .pt
+                        .is_unmapped(VirtAddr(start), size.bytes())
+                {
+                    continue;
+                }
+                if let Some(block) = self.alloc(m, size)? {
+                    let id = self.create(pid, start, size, block);
+                    return self.populate(m, pid, id, vma, va);
+                }
+                self.counters.fallbacks.add(size, 1);
+            }
+        }
+        self.base_page(m, pid, vma, addr)
+    }
+
+    fn release(&mut self, m: &mut Machine, _pid: u32, removed: &[Mapping]) -> Result<(), MmError> {
+        for mp in removed {
+            match self.find_pfn(mp.pfn.0) {
+                Some(id) => self.depopulate(m, id, mp)?,
+                None => m.free_frames(mp.pfn, mp.size)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn held_frames(&self) -> u64 {
+        self.held
+    }
+
+    fn check(&self, m: &Machine) -> Result<(), String> {
+        self.check_state(m)
+    }
+
+    fn counters(&self) -> serde_json::Value {
+        let c = &self.counters;
+        let json = |p: &PerSize| serde_json::to_value(p).unwrap_or_default();
+        let lists: serde_json::Map<String, serde_json::Value> = self
+            .lists
+            .lengths()
+            .map(|(k, n)| {
+                (
+                    PageSize::from_shift(12 + k).map_or(k.to_string(), |s| s.to_string()),
+                    n.into(),
+                )
+            })
+            .collect();
+        serde_json::json!({
+            "max": self.settings.max.to_string(),
+            "reservations": self.res.len(),
+            "held_bytes": self.held * 4096,
+            "reserved": json(&c.reserved),
+            "promoted": json(&c.promoted),
+            "fallbacks": json(&c.fallbacks),
+            "preempted_for_contiguity": c.preempted_for_contiguity,
+            "preempted_for_memory": c.preempted_for_memory,
+            "base_pages_outside": c.base_pages_outside,
+            "lists": lists,
+        })
+    }
+}
+
+impl ReservationPolicy {
+    /// The policy's own invariants against the machine: population maps
+    /// agree with the frames mapped, indexes and lists agree with the
+    /// reservations, `held` is the sum of free frames, and every page of the
+    /// owner on reservation frames sits at its own place in the block.
+    fn check_state(&self, m: &Machine) -> Result<(), String> {
+        let mut mapped: FxHashMap<u64, (u32, u64)> = FxHashMap::default();
+        for pid in m.pids() {
+            let pt = &m.proc(pid).expect("listed").pt;
+            for mp in pt.mappings_in(VirtAddr(0), 1 << 47) {
+                for j in 0..frames(mp.size) {
+                    mapped.insert(mp.pfn.0 + j, (pid, mp.start.0 + (j << 12)));
+                }
+            }
+        }
+        let mut held = 0;
+        let mut listed = 0;
+        for (&id, r) in &self.res {
+            r.pop.check()?;
+            held += r.pop.frames() - r.pop.populated();
+            if self.by_pfn.get(&r.block.0) != Some(&id)
+                || self.by_va.get(&r.owner).and_then(|v| v.get(&r.va)) != Some(&id)
+            {
+                return Err(format!(
+                    "reservation {id} at {:#x} missing from an index",
+                    r.va
+                ));
+            }
+            if r.pop.largest_free().is_some() {
+                listed += 1;
+            }
+            for i in 0..r.pop.frames() {
+                let f = r.block.0 + i;
+                match (r.pop.is_set(i), mapped.get(&f)) {
+                    (true, None) => {
+                        return Err(format!(
+                            "reservation at {:#x}: frame {f:#x} populated but not mapped",
+                            r.va
+                        ))
+                    }
+                    (false, Some(_)) => {
+                        return Err(format!(
+                            "reservation at {:#x}: frame {f:#x} mapped but free",
+                            r.va
+                        ))
+                    }
+                    (_, Some(&(pid, va))) if pid == r.owner && va != r.va + (i << 12) => {
+                        return Err(format!(
+                            "reservation at {:#x}: {va:#x} maps frame {f:#x} of another place",
+                            r.va
+                        ))
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if held != self.held {
+            return Err(format!(
+                "reservations hold {held} free frames, {} counted",
+                self.held
+            ));
+        }
+        let entries: Vec<_> = self.lists.iter().collect();
+        if entries.len() != listed
+            || entries.iter().any(|&(k, t, id)| {
+                self.res
+                    .get(&id)
+                    .is_none_or(|r| r.pop.largest_free() != Some(k) || r.time != t)
+            })
+        {
+            return Err("reservation lists disagree with the reservations".into());
+        }
+        Ok(())
+    }
+}
