@@ -260,3 +260,30 @@ fn a_migrated_page_without_a_free_block_of_its_size_is_split() {
     assert_eq!(size, 4 * K);
     assert!(pfn < 512 && pfn % 2 == 1, "moved to frame {pfn}");
 }
+
+#[test]
+fn pages_shared_after_fork_pin_their_block() {
+    let mut m = fragmented(|i| i % 2 == 1);
+    m.event(&Event::Fork { child: 7 }).unwrap();
+    m.check().unwrap();
+    // Every allocated frame is mapped by parent and child: nothing can move.
+    map(&mut m, REGION, 2 * M);
+    order(&mut m, REGION, 2 * M, 21, true);
+    assert_eq!(touch_page(&mut m, REGION), (4 * K, 1));
+    assert_eq!(count(&m, "stalls"), 1);
+    assert_eq!(count(&m, "wait_failed"), 1);
+    assert_eq!(m.machine().stats.copied_bytes, 0);
+    // Once the child exits and the 4K page is dropped, 512 frames are free
+    // again and block 0 can be compacted.
+    let switch = |pid| Event::Switch(pagelab_core::ThreadId { pid, tid: pid });
+    m.event(&switch(7)).unwrap();
+    m.event(&Event::Exit { status: 0 }).unwrap();
+    m.event(&switch(0)).unwrap();
+    m.check().unwrap();
+    advise(&mut m, REGION, 4 * K, Advice::DontNeed);
+    map(&mut m, REGION + 2 * M, 2 * M);
+    order(&mut m, REGION + 2 * M, 2 * M, 21, true);
+    assert_eq!(touch_page(&mut m, REGION + 2 * M), (2 * M, 0));
+    assert_eq!(count(&m, "compactions"), 1);
+    assert_eq!(m.machine().stats.copied_bytes, M);
+}
