@@ -267,6 +267,8 @@ impl Policy for PolicyImpl {
     fn take_remapped(&mut self) -> Vec<(u32, u64, u64)> {
         match self {
             PolicyImpl::Relocation(p) => p.take_remapped(),
+            // Promotion at a fault remaps the pages around the faulting one.
+            PolicyImpl::Reservation(p) => p.take_remapped(),
             // The others change translations only at faults and events.
             _ => Vec::new(),
         }

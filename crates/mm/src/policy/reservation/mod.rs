@@ -162,6 +162,8 @@ pub struct ReservationPolicy {
     next_id: u64,
     clock: u64,
     held: u64,
+    /// Extents promoted since the last `take_remapped`, as `(pid, start, end)`.
+    remapped: Vec<(u32, u64, u64)>,
     counters: Counters,
 }
 
@@ -178,6 +180,7 @@ impl ReservationPolicy {
             next_id: 0,
             clock: 0,
             held: 0,
+            remapped: Vec::new(),
             counters: Counters::default(),
         }
     }
@@ -340,6 +343,11 @@ impl ReservationPolicy {
             self.counters.promoted.add(s, 1);
             top = Some(s);
         }
+        if let Some(s) = top {
+            // The largest extent promoted holds every smaller one.
+            let start = va & !(s.bytes() - 1);
+            self.remapped.push((pid, start, start + s.bytes()));
+        }
         if top == Some(size) {
             // The whole extent is one page now: an ordinary superpage.
             self.forget(id);
@@ -473,6 +481,10 @@ impl Policy for ReservationPolicy {
 
     fn held_frames(&self) -> u64 {
         self.held
+    }
+
+    fn take_remapped(&mut self) -> Vec<(u32, u64, u64)> {
+        std::mem::take(&mut self.remapped)
     }
 
     fn check(&self, m: &Machine) -> Result<(), String> {
