@@ -7,8 +7,10 @@
  *                              prints "region 0xADDR 262144 pages 0,1,5,17,40,63"
  *   pagelab_testprog exit N    touch, then exit with status N
  *   pagelab_testprog crash     touch, then store through a null pointer
- *   pagelab_testprog fork      touch, then fork a child that touches the
- *                              same pattern in a region of its own; wait for it
+ *   pagelab_testprog fork [sleep S]
+ *                              touch, then fork a child that touches the
+ *                              same pattern in a region of its own (and both
+ *                              spin for S seconds); wait for it
  *   pagelab_testprog threads   touch from two threads, each in its own region
  *   pagelab_testprog closefd   close fd 2 (as daemons do), then touch
  *   pagelab_testprog sleep S   touch, then spin for S seconds (for Ctrl-C tests)
@@ -53,6 +55,19 @@ static void touch(const char *who)
     fflush(stdout);
 }
 
+static void spin(double secs)
+{
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    volatile uint64_t spins = 0;
+    do {
+        for (int i = 0; i < 100000; i++) {
+            spins++;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    } while ((double)(now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) / 1e9 < secs);
+}
+
 static void *thread_main(void *arg)
 {
     (void)arg;
@@ -72,11 +87,14 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "crash") == 0) {
         *(volatile int *)(uintptr_t)(argc - 2) = 1;
     } else if (strcmp(mode, "fork") == 0) {
+        double secs = argc > 3 && strcmp(argv[2], "sleep") == 0 ? atof(argv[3]) : 0;
         pid_t pid = fork();
         if (pid == 0) {
             touch("child ");
+            spin(secs);
             _exit(0);
         }
+        spin(secs);
         int status;
         waitpid(pid, &status, 0);
         return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
@@ -85,16 +103,7 @@ int main(int argc, char **argv)
         pthread_create(&th, NULL, thread_main, NULL);
         pthread_join(th, NULL);
     } else if (strcmp(mode, "sleep") == 0) {
-        double secs = argc > 2 ? atof(argv[2]) : 10;
-        struct timespec start, now;
-        clock_gettime(CLOCK_MONOTONIC, &start);
-        volatile uint64_t spins = 0;
-        do {
-            for (int i = 0; i < 100000; i++) {
-                spins++;
-            }
-            clock_gettime(CLOCK_MONOTONIC, &now);
-        } while ((double)(now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) / 1e9 < secs);
+        spin(argc > 2 ? atof(argv[2]) : 10);
     }
     return 0;
 }

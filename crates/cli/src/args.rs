@@ -26,6 +26,9 @@ pub enum Command {
     Sim(SimArgs),
     /// Convert a trace between formats (Lackey text, native binary).
     Convert(ConvertArgs),
+    /// Run a program and write its trace (native format): references, threads,
+    /// processes and address-space system calls (qemu) or references (valgrind).
+    Capture(CaptureArgs),
     /// List the TLB presets with their parameters and sources.
     Presets,
     /// List the built-in workloads with their parameters and defaults.
@@ -53,6 +56,10 @@ pub struct StudyArgs {
     /// Workloads to study, as NAME[:key=value,...]; the default set when none is given.
     #[arg(value_name = "WORKLOAD")]
     pub workloads: Vec<String>,
+    #[command(flatten)]
+    pub program: ProgramArgs,
+    #[command(flatten)]
+    pub window: WindowArgs,
 }
 
 #[derive(Args, Debug)]
@@ -64,7 +71,7 @@ pub struct SimArgs {
         long,
         value_name = "FILE",
         conflicts_with = "workload",
-        required_unless_present = "workload"
+        required_unless_present_any = ["workload", "program"]
     )]
     pub trace: Option<String>,
     /// Built-in workload, as NAME[:key=value,...] (see `pagelab workloads`).
@@ -94,6 +101,45 @@ pub struct SimArgs {
     /// every VMA in a trace with map events) instead of counting it (with --policy).
     #[arg(long)]
     pub strict: bool,
+    #[command(flatten)]
+    pub program: ProgramArgs,
+    #[command(flatten)]
+    pub window: WindowArgs,
+}
+
+/// A program to capture and simulate on the fly: `-- PROGRAM ARGS...`.
+#[derive(Args, Debug, Clone)]
+pub struct ProgramArgs {
+    /// Capture backend for `-- PROGRAM`: qemu (references, threads, processes,
+    /// mappings) or valgrind (Lackey: references only).
+    #[arg(long, value_name = "BACKEND", default_value = "qemu")]
+    pub backend: String,
+    /// The program to run and its arguments, after `--`.
+    #[arg(last = true, value_name = "PROGRAM")]
+    pub program: Vec<std::ffi::OsString>,
+}
+
+/// A window of the input, in references.
+#[derive(Args, Debug, Clone, Default)]
+pub struct WindowArgs {
+    /// Skip this many references first (other events still apply).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub skip: u64,
+    /// Stop after this many references.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+pub struct CaptureArgs {
+    /// Output trace, native format (`-` for standard output; the program's own
+    /// standard output then goes to standard error).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: String,
+    #[command(flatten)]
+    pub program: ProgramArgs,
+    #[command(flatten)]
+    pub window: WindowArgs,
 }
 
 #[derive(Args, Debug)]

@@ -17,6 +17,7 @@ fn main() {
         args::Command::Study(a) => cmd::study::run(a),
         args::Command::Sim(a) => cmd::sim::run(a),
         args::Command::Convert(a) => cmd::convert::run(a),
+        args::Command::Capture(a) => cmd::capture::run(a),
         args::Command::Presets => cmd::list::presets(),
         args::Command::Workloads => cmd::list::workloads(),
     };

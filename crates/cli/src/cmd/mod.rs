@@ -1,5 +1,6 @@
 //! One module per subcommand; shared set-up lives here.
 
+pub mod capture;
 pub mod convert;
 pub mod list;
 pub mod sim;

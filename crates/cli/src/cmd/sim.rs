@@ -7,14 +7,7 @@ use pagelab_trace::TraceSource;
 
 pub fn run(a: SimArgs) -> Result<()> {
     let cfg = super::study_config(&a.model)?;
-    let mut src: Box<dyn TraceSource + Send> = match (&a.trace, &a.workload) {
-        (Some(path), _) => {
-            let format = super::parse_format("--format", a.format.as_deref())?;
-            pagelab_trace::open(path, format)?
-        }
-        (None, Some(spec)) => crate::builtin::open(spec).with_context(|| format!("--workload {spec}"))?,
-        (None, None) => anyhow::bail!("give a trace with --trace FILE (or - for standard input) or a workload with --workload NAME"),
-    };
+    let mut src = super::capture::sim_source(&a)?;
     let label = src.info().name;
     let result = if a.policy.is_empty() {
         pagelab_engine::run_study(&mut *src, &cfg, &mut StderrProgress::new(&label))?

@@ -13,10 +13,7 @@ pub fn run(a: StudyArgs) -> Result<()> {
         a.workloads.clone()
     };
     // Open every workload first so a typo fails before minutes of work.
-    let mut sources = specs
-        .iter()
-        .map(|s| crate::builtin::open(s))
-        .collect::<Result<Vec<_>>>()?;
+    let (specs, mut sources) = super::capture::study_sources(&a, &specs)?;
     let mut results = Vec::new();
     for (spec, src) in specs.iter().zip(sources.iter_mut()) {
         let result = pagelab_engine::run_study(&mut **src, &cfg, &mut StderrProgress::new(spec))?;

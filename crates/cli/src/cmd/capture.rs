@@ -1,0 +1,228 @@
+//! `pagelab capture`, and the sources of `study`/`sim -- PROGRAM` and of `--skip`/`--limit`.
+
+use crate::args::{CaptureArgs, ProgramArgs, SimArgs, StudyArgs, WindowArgs};
+use anyhow::{bail, Context, Result};
+use pagelab_capture::{Backend, Capture, CaptureCommand, StdoutTo, Window};
+use pagelab_core::{Event, SourceInfo};
+use pagelab_trace::{NativeWriter, TraceError, TraceSource};
+use std::io::Write;
+use std::sync::mpsc;
+use std::time::Instant;
+
+type Source = Box<dyn TraceSource + Send>;
+
+/// Events per batch between the capturing thread and the writer.
+const BATCH: usize = 64 * 1024;
+
+pub fn run(a: CaptureArgs) -> Result<()> {
+    let to_stdout = a.output == "-";
+    let mut src = Reported::new(spawn(&a.program, to_stdout)?.context("give the program to capture after `--`, e.g. `pagelab capture -o out.trace -- gzip -9 file`")?);
+    let out: Box<dyn Write> = if to_stdout {
+        Box::new(std::io::stdout().lock())
+    } else {
+        let f =
+            std::fs::File::create(&a.output).with_context(|| format!("creating {}", a.output))?;
+        Box::new(std::io::BufWriter::with_capacity(1 << 20, f))
+    };
+    let start = Instant::now();
+    let mut window = Window::new(&mut src, a.window.skip, a.window.limit);
+    let (events, refs, writer) =
+        write_native(&mut window, out).with_context(|| format!("capturing to {}", a.output))?;
+    let cut = window.cut_short();
+    writer
+        .finish()
+        .and_then(|mut w| w.flush())
+        .with_context(|| format!("writing {}", a.output))?;
+    let secs = start.elapsed().as_secs_f64();
+    eprintln!(
+        "pagelab: captured {refs} references ({events} events) in {secs:.2} s, {:.1} M refs/s; wrote {}",
+        refs as f64 / secs.max(1e-9) / 1e6,
+        a.output
+    );
+    let code = src.finish(cut);
+    if code != 0 {
+        std::process::exit(code);
+    }
+    Ok(())
+}
+
+/// Copies `src` into a native trace, reading on one thread while encoding on this one.
+fn write_native<W: Write>(
+    src: &mut (dyn TraceSource + Send),
+    out: W,
+) -> Result<(u64, u64, NativeWriter<W>)> {
+    let mut writer = NativeWriter::new(out)?;
+    let (full_tx, full_rx) = mpsc::sync_channel::<Vec<Event>>(4);
+    let (empty_tx, empty_rx) = mpsc::sync_channel::<Vec<Event>>(5);
+    for _ in 0..5 {
+        empty_tx.send(Vec::with_capacity(BATCH))?;
+    }
+    let mut events = 0u64;
+    let mut refs = 0u64;
+    let read = std::thread::scope(|scope| -> Result<Result<(), TraceError>> {
+        let reader = scope.spawn(move || -> Result<(), TraceError> {
+            while let Ok(mut batch) = empty_rx.recv() {
+                batch.clear();
+                if !src.fill(&mut batch, BATCH)? || full_tx.send(batch).is_err() {
+                    return Ok(());
+                }
+            }
+            Ok(())
+        });
+        for batch in full_rx.iter() {
+            for e in &batch {
+                writer.write(e)?;
+                refs += matches!(e, Event::Ref(_)) as u64;
+            }
+            events += batch.len() as u64;
+            let _ = empty_tx.send(batch);
+        }
+        Ok(reader
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p)))
+    })?;
+    read?;
+    Ok((events, refs, writer))
+}
+
+/// Starts the capture `p` names, if it names a program.
+fn spawn(p: &ProgramArgs, stdout_to_stderr: bool) -> Result<Option<Capture>> {
+    let Some((program, args)) = p.program.split_first() else {
+        return Ok(None);
+    };
+    let backend: Backend = p.backend.parse().context("--backend")?;
+    let cmd = CaptureCommand {
+        backend,
+        program: program.clone(),
+        args: args.to_vec(),
+        stdout: if stdout_to_stderr {
+            StdoutTo::Stderr
+        } else {
+            StdoutTo::Inherit
+        },
+    };
+    let capture = Capture::spawn(&cmd)
+        .with_context(|| format!("capturing `{}` with {backend}", program.to_string_lossy()))?;
+    Ok(Some(capture))
+}
+
+/// `source` cut to the window the command line asks for.
+fn windowed(source: Source, w: &WindowArgs) -> Source {
+    if w.skip == 0 && w.limit.is_none() {
+        source
+    } else {
+        Box::new(Window::new(source, w.skip, w.limit))
+    }
+}
+
+/// The program to capture as a source that reports its exit status, windowed.
+fn program_source(p: &ProgramArgs, w: &WindowArgs) -> Result<Option<Source>> {
+    Ok(spawn(p, false)?.map(|c| windowed(Box::new(Reported::new(c)), w)))
+}
+
+/// The input of `pagelab sim`: a trace, a workload or a program, windowed.
+pub fn sim_source(a: &SimArgs) -> Result<Source> {
+    if let Some(src) = program_source(&a.program, &a.window)? {
+        if a.trace.is_some() || a.workload.is_some() {
+            bail!("give one input: --trace, --workload or `-- PROGRAM`, not several");
+        }
+        return Ok(src);
+    }
+    let src: Source = match (&a.trace, &a.workload) {
+        (Some(path), _) => {
+            let format = super::parse_format("--format", a.format.as_deref())?;
+            pagelab_trace::open(path, format)?
+        }
+        (None, Some(spec)) => crate::builtin::open(spec).with_context(|| format!("--workload {spec}"))?,
+        (None, None) => bail!("give a trace with --trace FILE (or - for standard input), a workload with --workload NAME, or a program after `--`"),
+    };
+    Ok(windowed(src, &a.window))
+}
+
+/// The inputs of `pagelab study` with their labels: the program after `--`, or the workloads.
+pub fn study_sources(a: &StudyArgs, specs: &[String]) -> Result<(Vec<String>, Vec<Source>)> {
+    if let Some(src) = program_source(&a.program, &a.window)? {
+        if !a.workloads.is_empty() {
+            bail!("give workloads or `-- PROGRAM`, not both");
+        }
+        return Ok((vec![src.info().name], vec![src]));
+    }
+    let sources = specs
+        .iter()
+        .map(|s| Ok(windowed(crate::builtin::open(s)?, &a.window)))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((specs.to_vec(), sources))
+}
+
+/// A capture that tells on standard error how the program ended.
+struct Reported {
+    capture: Capture,
+    code: Option<i32>,
+}
+
+impl Reported {
+    fn new(capture: Capture) -> Self {
+        Reported {
+            capture,
+            code: None,
+        }
+    }
+
+    /// Reports how the program ended (once; stopping it if `cut` short) and returns its exit code.
+    fn finish(&mut self, cut: bool) -> i32 {
+        if let Some(code) = self.code {
+            return code;
+        }
+        let code = self.report(cut);
+        self.code = Some(code);
+        code
+    }
+
+    fn report(&mut self, cut: bool) -> i32 {
+        let name = self.capture.info().name;
+        let Some(status) = self.capture.status() else {
+            self.capture.stop();
+            eprintln!("pagelab: stopped `{name}` after the last reference of the window");
+            return 0;
+        };
+        let code = pagelab_capture::exit_code(status);
+        if pagelab_capture::interrupted() {
+            eprintln!("pagelab: `{name}` interrupted ({status}); the trace holds what ran");
+            return 130;
+        }
+        if code != 0 && !cut {
+            eprintln!("pagelab: `{name}` ended with {status}; the trace holds what ran");
+        }
+        code
+    }
+}
+
+impl TraceSource for Reported {
+    fn fill(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError> {
+        let more = self.capture.fill(out, max)?;
+        if !more {
+            self.finish(false);
+        }
+        Ok(more)
+    }
+
+    fn info(&self) -> SourceInfo {
+        self.capture.info()
+    }
+}
+
+impl Drop for Reported {
+    fn drop(&mut self) {
+        self.finish(true);
+    }
+}
+
+impl TraceSource for &mut Reported {
+    fn fill(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError> {
+        (**self).fill(out, max)
+    }
+
+    fn info(&self) -> SourceInfo {
+        (**self).info()
+    }
+}
