@@ -38,6 +38,13 @@ struct PolicyRun {
     /// Distinct base pages touched per side, for the footprints.
     pages: [FxHashSet<u64>; 2],
     frag_worst: f64,
+    /// Per side, the 4K page of the last access and whether its page was
+    /// writable: a repeat needs no translation and hits the side's most recent
+    /// L1 entry. Forgotten at every event and tick (mappings may change).
+    last: [u64; 2],
+    last_writable: [bool; 2],
+    /// Accesses answered that way, added to the L1 counters at the end.
+    filtered: [u64; 2],
 }
 
 impl PolicyRun {
@@ -55,6 +62,9 @@ impl PolicyRun {
             walk_refs: 0,
             pages: [FxHashSet::default(), FxHashSet::default()],
             frag_worst: 0.0,
+            last: [u64::MAX; 2],
+            last_writable: [false; 2],
+            filtered: [0; 2],
         })
     }
 
@@ -69,6 +79,7 @@ impl PolicyRun {
             match ev {
                 Event::Ref(r) => self.reference(r).map_err(model)?,
                 other => {
+                    self.last = [u64::MAX; 2];
                     let before = self.anomalies();
                     match self.mm.event(other).map_err(model)? {
                         Invalidate::Nothing => {}
@@ -85,9 +96,19 @@ impl PolicyRun {
             }
         }
         self.mm.tick().map_err(model)?;
+        self.invalidate_remapped();
+        self.last = [u64::MAX; 2];
         let frag = self.mm.machine().phys.stats().fragmentation.unusable_index;
         self.frag_worst = self.frag_worst.max(frag);
         Ok(())
+    }
+
+    /// Forgets translations a policy changed on its own (promotion, collapse).
+    fn invalidate_remapped(&mut self) {
+        for (s, e) in self.mm.take_invalidations() {
+            self.tlb.invalidate_range(s, e - s);
+            self.last = [u64::MAX; 2];
+        }
     }
 
     fn anomalies(&self) -> u64 {
@@ -100,9 +121,19 @@ impl PolicyRun {
         let side = usize::from(!r.kind.is_instr());
         let s = if side == 0 { Side::Instr } else { Side::Data };
         let last = r.last_byte();
+        let small = r.addr >> 12;
+        let write = r.kind.is_write();
+        if small == last >> 12 && small == self.last[side] && (!write || self.last_writable[side]) {
+            self.accesses[side] += 1;
+            self.filtered[side] += 1;
+            return Ok(());
+        }
+        self.last[side] = if small == last >> 12 { small } else { u64::MAX };
         let mut addr = r.addr;
         loop {
-            let t = self.mm.translate(addr, side == 0, r.kind.is_write())?;
+            let t = self.mm.translate(addr, side == 0, write)?;
+            self.invalidate_remapped();
+            self.last_writable[side] = t.flags.contains(pagelab_mm::pagetable::PteFlags::WRITE);
             self.accesses[side] += 1;
             if self.tlb.access_addr(s, addr, t.size) == Outcome::Miss {
                 self.misses[side] += 1;

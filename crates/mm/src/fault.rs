@@ -97,7 +97,9 @@ fn ensure_cached(m: &mut Machine, file: u64, index: u64, addr: u64) -> Result<Pf
     Ok(pfn)
 }
 
-/// Resolves a write to the present read-only page `t` of a private writable VMA.
+/// Resolves a write to the present read-only page `t` of a private writable
+/// VMA. Returns the pages (frames in 4K units) that lost their last reference,
+/// for the policy to free.
 pub fn cow_fault(
     m: &mut Machine,
     pid: u32,
@@ -105,13 +107,13 @@ pub fn cow_fault(
     t: &Translation,
     addr: u64,
     mode: CowMode,
-) -> Result<(), MmError> {
+) -> Result<Vec<crate::pagetable::Mapping>, MmError> {
     let flags = PteFlags::from_prot(vma.prot);
     let head = head_pfn(m, t);
     if m.exclusive(head, t.size) {
         // Nobody else holds it: write in place (wp_page_reuse).
         m.proc_mut(pid).pt.protect(t.start, t.size.bytes(), flags)?;
-        return Ok(());
+        return Ok(Vec::new());
     }
     let base = m.base();
     if mode == CowMode::Base && t.size > base {
@@ -137,15 +139,14 @@ pub fn cow_fault(
         }
         return Err(MmError::OutOfMemory { addr, size });
     };
-    m.proc_mut(pid).pt.unmap(t.start, size)?;
+    let mut old = m.proc_mut(pid).pt.unmap(t.start, size)?;
+    old.pfn = head;
     m.stats.rss_bytes -= size.bytes();
-    if m.unshare(head, size)? {
-        m.free_frames(head, size)?;
-    }
+    let freed = m.unshare(old)?;
     m.map(pid, t.start.0, pfn, size, flags, false)?;
     m.stats.copied_bytes += size.bytes();
     m.count_fault(size);
-    Ok(())
+    Ok(freed)
 }
 
 /// Fork: the child `child` gets a copy of `parent`'s VMAs and mappings; private

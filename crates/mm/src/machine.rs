@@ -311,9 +311,7 @@ impl Machine {
             for m in gone {
                 self.stats.rss_bytes -= m.size.bytes();
                 // Frames still referenced elsewhere (another process, the page cache) stay.
-                if self.unshare(m.pfn, m.size)? {
-                    removed.push(m);
-                }
+                removed.extend(self.unshare(m)?);
             }
             return Ok(removed);
         }
@@ -328,13 +326,13 @@ impl Machine {
         }
     }
 
-    /// Drops one reference to every frame of the `size` page at `pfn`. True
-    /// when that was the last reference to every frame (the caller frees the
-    /// page); when only some frames lost their last reference (the page was
-    /// partly copied on write elsewhere), those are freed here, one by one.
-    pub fn unshare(&mut self, pfn: Pfn, size: PageSize) -> Result<bool, MmError> {
+    /// Drops one reference to every frame of page `m` (frames in 4K units) and
+    /// returns what lost its last reference, for the policy to free: the whole
+    /// page, nothing, or (when the page was partly copied on write elsewhere)
+    /// the 4K pieces no one else holds, their block split first.
+    pub fn unshare(&mut self, m: Mapping) -> Result<Vec<Mapping>, MmError> {
         let mut orphans = Vec::new();
-        for f in pfn.0..pfn.0 + (size.bytes() >> 12) {
+        for f in m.pfn.0..m.pfn.0 + (m.size.bytes() >> 12) {
             match self.shared.get_mut(&f) {
                 Some(c) => {
                     *c -= 1;
@@ -345,16 +343,21 @@ impl Machine {
                 None => orphans.push(f),
             }
         }
-        if orphans.len() as u64 == size.bytes() >> 12 {
-            return Ok(true);
+        if orphans.len() as u64 == m.size.bytes() >> 12 {
+            return Ok(vec![m]);
         }
         if !orphans.is_empty() {
-            self.split_frames(pfn, size)?;
-            for f in orphans {
-                self.phys.free(Pfn(f), Order(0))?;
-            }
+            self.split_frames(m.pfn, m.size)?;
         }
-        Ok(false)
+        Ok(orphans
+            .into_iter()
+            .map(|f| Mapping {
+                start: VirtAddr(m.start.0 + ((f - m.pfn.0) << 12)),
+                size: PageSize::K4,
+                pfn: Pfn(f),
+                flags: m.flags,
+            })
+            .collect())
     }
 
     /// Whether no frame of the `size` page at `pfn` is referenced elsewhere.

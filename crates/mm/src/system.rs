@@ -31,6 +31,7 @@ pub struct Mm {
     pid: u32,
     seen_map_events: bool,
     cow: CowMode,
+    invalidations: Vec<(u64, u64)>,
 }
 
 impl Mm {
@@ -47,6 +48,7 @@ impl Mm {
             pid: 0,
             seen_map_events: false,
             cow: CowMode::Whole,
+            invalidations: Vec::new(),
         })
     }
 
@@ -67,7 +69,25 @@ impl Mm {
 
     /// Periodic policy work.
     pub fn tick(&mut self) -> Result<(), MmError> {
-        self.policy.tick(&mut self.machine)
+        self.policy.tick(&mut self.machine)?;
+        self.collect_remapped();
+        Ok(())
+    }
+
+    /// Ranges of the current process whose translations a policy changed
+    /// behind the trace's back (a promotion, a collapse) since the last call:
+    /// the caller invalidates them in its TLB, as the kernel flushes them.
+    pub fn take_invalidations(&mut self) -> Vec<(u64, u64)> {
+        std::mem::take(&mut self.invalidations)
+    }
+
+    fn collect_remapped(&mut self) {
+        for (pid, s, e) in self.policy.take_remapped() {
+            // Other processes' entries are gone anyway: a switch flushes the TLB.
+            if pid == self.pid {
+                self.invalidations.push((s, e));
+            }
+        }
     }
 
     /// The translation of `addr` for the current process, faulting the page in
@@ -93,7 +113,8 @@ impl Mm {
                 self.machine.stats.writes_to_readonly += 1;
                 return Ok(t);
             }
-            fault::cow_fault(&mut self.machine, pid, &vma, &t, addr, self.cow)?;
+            let freed = fault::cow_fault(&mut self.machine, pid, &vma, &t, addr, self.cow)?;
+            self.policy.release(&mut self.machine, pid, &freed)?;
             return self.walk_after_fault(addr);
         }
         let p = self.machine.proc_mut(pid);
