@@ -70,6 +70,20 @@ fn study(path: &str) -> u64 {
     r.refs.instr + r.refs.data
 }
 
+/// One policy run of the memory-management model over the whole trace.
+fn policy(path: &str, spec: &str) -> u64 {
+    let cfg = pagelab_engine::PolicyConfig {
+        policies: vec![spec.parse().unwrap()],
+        tlb: pagelab_tlb::preset("weisberg").unwrap(),
+        phys: pagelab_mm::phys::PhysConfig::new(pagelab_core::Bytes(4 << 30)),
+        strict: false,
+        cow: Default::default(),
+    };
+    let mut src = pagelab_trace::open(path, None).unwrap();
+    let r = pagelab_engine::run_policies(&mut *src, &cfg, &mut ()).unwrap();
+    r.refs.instr + r.refs.data
+}
+
 fn rate(what: &str, refs: u64, d: Duration, bytes: Option<u64>) {
     let s = d.as_secs_f64();
     match bytes {
