@@ -3,9 +3,9 @@
 //! Each set is a small array of keys kept in recency order (most recent first,
 //! empty ways at the end). A hit at way `p` shifts ways `0..p` down by one; a
 //! miss shifts the whole set, dropping the last (least recent) way. With the
-//! 2..24 ways of real TLBs this is a short scan and a short memmove.
+//! 2..24 ways of real TLBs this is one short pass that compares and shifts at once.
 
-use crate::array::{key, unkey, Key, Tlb, EMPTY};
+use crate::array::{key, move_to_front, unkey, Key, Tlb, EMPTY};
 use pagelab_core::PageSize;
 
 /// A set-associative TLB array: `entries / ways` sets of `ways` entries.
@@ -70,17 +70,10 @@ impl SetAssoc {
 
     #[inline]
     pub(crate) fn access_key(&mut self, k: Key) -> bool {
-        let set = self.set_mut(k);
-        match set.iter().position(|&e| e == k) {
-            Some(p) => {
-                Self::promote(set, p, k);
-                true
-            }
-            None => {
-                let last = set.len() - 1;
-                let victim = set[last];
-                Self::promote(set, last, k);
-                if victim == EMPTY {
+        match move_to_front(self.set_mut(k), k) {
+            None => true,
+            Some(dropped) => {
+                if dropped == EMPTY {
                     self.len += 1;
                 }
                 false
