@@ -101,6 +101,10 @@ pub struct SimArgs {
     /// every VMA in a trace with map events) instead of counting it (with --policy).
     #[arg(long)]
     pub strict: bool,
+    /// Copy-on-write of a shared private superpage (with --policy): whole (copy the
+    /// whole page, as Linux) or base (split the writer's mapping, copy the base page).
+    #[arg(long, value_name = "MODE", default_value = "whole")]
+    pub cow: String,
     #[command(flatten)]
     pub program: ProgramArgs,
     #[command(flatten)]

@@ -22,11 +22,16 @@ pub fn run(a: SimArgs) -> Result<()> {
         let phys = pagelab_mm::phys::PhysConfig::new(pagelab_core::Bytes(memory));
         phys.validate()
             .with_context(|| format!("--memory {}", a.memory))?;
+        let cow = a
+            .cow
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("--cow {}: {e}", a.cow))?;
         let pcfg = pagelab_engine::PolicyConfig {
             policies,
             tlb: cfg.tlb.clone(),
             phys,
             strict: a.strict,
+            cow,
         };
         pagelab_engine::run_policies(&mut *src, &pcfg, &mut StderrProgress::new(&label))?
     };
