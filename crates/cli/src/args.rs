@@ -94,9 +94,14 @@ pub struct SimArgs {
     /// linux-thp[:enabled=always|madvise|never,SIZE=always|madvise|never|inherit,...].
     #[arg(long, value_name = "POLICY")]
     pub policy: Vec<String>,
-    /// Physical memory of the modelled machine (with --policy).
-    #[arg(long, value_name = "SIZE", default_value = "4G")]
-    pub memory: String,
+    /// Physical memory of the modelled machine (with --policy); default 4G, or
+    /// the `memory` of --phys.
+    #[arg(long, value_name = "SIZE")]
+    pub memory: Option<String>,
+    /// Physical memory layout as TOML (with --policy): memory, max_order, dma32,
+    /// a large-page zone reserved at boot, zone fallback; see configs/phys/.
+    #[arg(long, value_name = "FILE.toml")]
+    pub phys: Option<PathBuf>,
     /// Stop at the first contradictory event (unmap of nothing, a reference outside
     /// every VMA in a trace with map events) instead of counting it (with --policy).
     #[arg(long)]

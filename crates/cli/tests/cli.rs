@@ -332,3 +332,64 @@ fn memory_stays_flat_whatever_the_trace_length() {
         "peak RSS grew from {short} KiB to {long} KiB"
     );
 }
+
+#[test]
+fn sim_with_policies_reports_the_model_figures() {
+    let dir = tmp("policies");
+    let out = dir.join("p.json");
+    let phys = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../configs/phys/large-zone.toml");
+    let o = run(pagelab()
+        .args([
+            "sim",
+            "--workload",
+            "gups:table=8M,updates=20000",
+            "--policy",
+            "base:4K",
+            "--policy",
+            "linux-thp:enabled=always",
+            "--phys",
+        ])
+        .arg(&phys)
+        .arg("--json")
+        .arg(&out));
+    let table = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        table.contains("linux-thp:enabled=always") && table.contains("2M:"),
+        "{table}"
+    );
+    let r = json(&out);
+    assert_eq!(r["runs"][0]["policy"], "base:4K");
+    assert_eq!(
+        r["runs"][1]["faults_by_size"]["2M"].as_u64().unwrap(),
+        r["runs"][1]["faults"].as_u64().unwrap()
+    );
+    for key in [
+        "rss_bytes",
+        "page_table_bytes",
+        "walk_refs",
+        "promotions",
+        "demotions",
+        "copied_bytes",
+        "zeroed_bytes",
+        "fragmentation",
+        "fragmentation_worst",
+    ] {
+        assert!(r["runs"][1].get(key).is_some(), "{key} missing");
+    }
+    let e = fail(pagelab().args(["sim", "--workload", "gups", "--policy", "huge:2M"]));
+    assert!(
+        e.contains("huge:2M") && e.contains("linux-thp") && e.contains("reservation"),
+        "{e}"
+    );
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "memory = \"4G\"\nbogus = 1\n").unwrap();
+    let e = fail(
+        pagelab()
+            .args(["sim", "--workload", "gups", "--policy", "eager", "--phys"])
+            .arg(&bad),
+    );
+    assert!(
+        e.contains("bad.toml") && e.contains("bogus") && e.contains("line 2"),
+        "{e}"
+    );
+}

@@ -17,11 +17,7 @@ pub fn run(a: SimArgs) -> Result<()> {
             .iter()
             .map(|p| p.parse().with_context(|| format!("--policy {p}")))
             .collect::<Result<Vec<_>>>()?;
-        let memory = pagelab_core::parse_bytes(&a.memory)
-            .with_context(|| format!("--memory {}", a.memory))?;
-        let phys = pagelab_mm::phys::PhysConfig::new(pagelab_core::Bytes(memory));
-        phys.validate()
-            .with_context(|| format!("--memory {}", a.memory))?;
+        let phys = phys_config(a.phys.as_deref(), a.memory.as_deref())?;
         let cow = a
             .cow
             .parse()
@@ -46,4 +42,33 @@ pub fn run(a: SimArgs) -> Result<()> {
         pagelab_report::plot_svg(std::slice::from_ref(&result), p)?;
     }
     Ok(())
+}
+
+/// The modelled machine's physical memory: `--phys FILE.toml`, else 4G, with
+/// `--memory` overriding the size.
+fn phys_config(
+    file: Option<&std::path::Path>,
+    memory: Option<&str>,
+) -> Result<pagelab_mm::phys::PhysConfig> {
+    use pagelab_mm::phys::PhysConfig;
+    let mut phys = match file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--phys {}", path.display()))?;
+            toml::from_str::<PhysConfig>(&text)
+                .with_context(|| format!("--phys {}", path.display()))?
+        }
+        None => PhysConfig::new(pagelab_core::Bytes(4 << 30)),
+    };
+    if let Some(m) = memory {
+        phys.memory = pagelab_core::Bytes(
+            pagelab_core::parse_bytes(m).with_context(|| format!("--memory {m}"))?,
+        );
+    }
+    let origin = file.map_or_else(
+        || "--memory".to_string(),
+        |p| format!("--phys {}", p.display()),
+    );
+    phys.validate().with_context(|| origin)?;
+    Ok(phys)
 }
