@@ -92,14 +92,30 @@ impl PolicyRun {
                             first_index + i as u64
                         )));
                     }
+                    self.debug_check(first_index + i as u64)?;
                 }
             }
         }
         self.mm.tick().map_err(model)?;
         self.invalidate_remapped();
+        self.debug_check(first_index + events.len() as u64)?;
         self.last = [u64::MAX; 2];
         let frag = self.mm.machine().phys.stats().fragmentation.unusable_index;
         self.frag_worst = self.frag_worst.max(frag);
+        Ok(())
+    }
+
+    /// In debug builds, every invariant of the model after each event and each
+    /// batch of references (frames, reference counts, VMAs, the policy's own).
+    fn debug_check(&self, record: u64) -> Result<(), EngineError> {
+        if cfg!(debug_assertions) {
+            self.mm.check().map_err(|e| {
+                EngineError::Model(format!(
+                    "invariant broken under {} after record {record}: {e}",
+                    self.mm.spec()
+                ))
+            })?;
+        }
         Ok(())
     }
 
