@@ -25,15 +25,50 @@ pub(crate) fn unkey(k: Key) -> (u64, PageSize) {
 }
 
 /// Moves `k` to the front of `set` (kept most recent first, empty slots
-/// [`EMPTY`] at the end) in one pass, shifting every entry it walks past back by
-/// one. Returns `None` when `k` was there (a hit), else the last entry, which
-/// fell off the end ([`EMPTY`] if the set had room).
+/// [`EMPTY`] at the end), shifting every entry before it back by one. Returns
+/// `None` when `k` was there (a hit), else the last entry, which fell off the
+/// end ([`EMPTY`] if the set had room).
 ///
-/// One loop that compares and shifts at once: the cost of a hit is its stack
-/// distance, with no call to `memmove` for the usual shift of one to three entries.
-#[inline]
+/// What reaches a TLB model after the engine's repeat filters nearly always
+/// hits one of the few most recent entries, at a rank that varies from one
+/// access to the next. So the first [`FRONT`] ranks are compared at once and
+/// shifted with selects, not branches that would mispredict; deeper hits and
+/// misses continue with one pass that compares and shifts as it goes (no call
+/// to `memmove`).
+#[inline(always)]
 pub(crate) fn move_to_front(set: &mut [Key], k: Key) -> Option<Key> {
-    let mut carry = k;
+    let (head, tail) = match set.split_first_chunk_mut::<FRONT>() {
+        Some(split) => split,
+        None => return move_to_front_by_walk(set, k, k),
+    };
+    let old = *head;
+    let hits = old
+        .iter()
+        .enumerate()
+        .fold(0u32, |m, (i, &e)| m | u32::from(e == k) << i);
+    if hits != 0 {
+        // Keys are unique, so exactly one bit is set: rank `p`.
+        let p = hits.trailing_zeros() as usize;
+        for i in (1..FRONT).rev() {
+            // A blend by mask, which compiles to no branch (p is unpredictable).
+            let take_prev = 0u64.wrapping_sub(u64::from(i <= p));
+            head[i] = (old[i - 1] & take_prev) | (old[i] & !take_prev);
+        }
+        head[0] = k;
+        return None;
+    }
+    head[0] = k;
+    head[1..].copy_from_slice(&old[..FRONT - 1]);
+    move_to_front_by_walk(tail, k, old[FRONT - 1])
+}
+
+/// Ranks compared at once by [`move_to_front`].
+const FRONT: usize = 4;
+
+/// Writes `carry` at the front of `set`, shifting entries back until `k` is
+/// overwritten (returns `None`) or the last entry falls off (returns it).
+#[inline(always)]
+fn move_to_front_by_walk(set: &mut [Key], k: Key, mut carry: Key) -> Option<Key> {
     for slot in set.iter_mut() {
         let cur = std::mem::replace(slot, carry);
         if cur == k {
@@ -92,7 +127,7 @@ pub trait Tlb {
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum TlbArray {
-    /// Fully associative LRU, up to [`SmallFullyAssoc::MAX_ENTRIES`] entries: flat scan.
+    /// Fully associative LRU, up to [`SmallFullyAssoc::MAX_ENTRIES`] entries: keys in recency order.
     SmallFullyAssoc(SmallFullyAssoc),
     /// Fully associative LRU, any size: hash table and recency list.
     FullyAssoc(FullyAssoc),
@@ -115,11 +150,13 @@ impl TlbArray {
         }
     }
 
-    #[inline]
+    /// The hot path: the small arrays' short loops are inlined into the
+    /// hierarchy; the hash table's longer code stays out of line.
+    #[inline(always)]
     pub(crate) fn access_key(&mut self, k: Key) -> bool {
         match self {
             TlbArray::SmallFullyAssoc(a) => a.access_key(k),
-            TlbArray::FullyAssoc(a) => a.access_key(k),
+            TlbArray::FullyAssoc(a) => a.access_key_outlined(k),
             TlbArray::SetAssoc(a) => a.access_key(k),
         }
     }

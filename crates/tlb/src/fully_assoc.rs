@@ -188,6 +188,11 @@ impl FullyAssoc {
         }
     }
 
+    #[inline(never)]
+    pub(crate) fn access_key_outlined(&mut self, k: Key) -> bool {
+        self.access_key(k)
+    }
+
     /// Removes the entry in slot `s` (found at bucket `b`), keeping slots
     /// `0..len` dense by moving the last slot into the hole.
     fn remove_slot(&mut self, b: usize, s: u32) {

@@ -140,7 +140,7 @@ impl Level {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn access(&mut self, addr: u64, shift: u32) -> bool {
         let r = self.routes[(shift - 12) as usize];
         let store = r.store_shift as u64;
@@ -253,13 +253,21 @@ impl TlbHierarchy {
     }
 
     /// Translates byte address `addr`, mapped by a page of `size`.
-    #[inline]
+    // Always inlined into the caller's loop: an L1 hit, by far the common case,
+    // then costs no call; the rest of the walk is out of line.
+    #[inline(always)]
     pub fn access_addr(&mut self, side: Side, addr: u64, size: PageSize) -> Outcome {
         let s = side as usize;
         let shift = size.shift();
         if self.l1[s].access(addr, shift) {
             return Outcome::L1Hit;
         }
+        self.after_l1_miss(s, addr, shift)
+    }
+
+    /// The L2 (if any) and the walk counters, after an L1 miss on side `s`.
+    #[inline(never)]
+    fn after_l1_miss(&mut self, s: usize, addr: u64, shift: u32) -> Outcome {
         let l2 = match &mut self.l2 {
             L2::None => {
                 self.walks[s] += 1;

@@ -2,7 +2,7 @@
 //! two-level hierarchies holding pages of several sizes, and TOML presets.
 //!
 //! Overview:
-//! - [`Tlb`] is the array seam; [`SmallFullyAssoc`] (flat vector scan, up to
+//! - [`Tlb`] is the array seam; [`SmallFullyAssoc`] (keys in recency order, up to
 //!   128 entries), [`FullyAssoc`] (O(1) LRU for any size) and [`SetAssoc`] (LRU
 //!   per set) implement it, chosen by the closed enum [`TlbArray`].
 //!   Entries are keyed by (page number, page size), so sizes coexist.

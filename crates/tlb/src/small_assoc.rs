@@ -19,12 +19,15 @@ const CAP: usize = 128;
 ///
 /// Same contract and results as [`crate::FullyAssoc`]; [`crate::TlbArray::new`]
 /// picks it for fully associative arrays of up to [`SmallFullyAssoc::MAX_ENTRIES`].
+// `repr(C)` with the sizes first: the enum tag, the sizes and the most
+// recent keys then share the first cache line, which is all a hit usually reads.
+#[repr(C)]
 #[derive(Clone, Debug)]
 pub struct SmallFullyAssoc {
-    /// Most recent first; slots `len..` are [`EMPTY`].
-    keys: [Key; CAP],
     entries: usize,
     len: usize,
+    /// Most recent first; slots `len..` are [`EMPTY`].
+    keys: [Key; CAP],
 }
 
 impl SmallFullyAssoc {
@@ -38,9 +41,9 @@ impl SmallFullyAssoc {
             "small fully associative TLB needs 1..={CAP} entries, got {entries}"
         );
         SmallFullyAssoc {
-            keys: [EMPTY; CAP],
             entries,
             len: 0,
+            keys: [EMPTY; CAP],
         }
     }
 

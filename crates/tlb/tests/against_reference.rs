@@ -2,7 +2,7 @@
 
 use pagelab_core::PageSize;
 use pagelab_tlb::reference::{RefHierarchy, RefTlb};
-use pagelab_tlb::{presets, Side, Tlb, TlbArray, TlbHierarchy};
+use pagelab_tlb::{presets, FullyAssoc, Side, SmallFullyAssoc, Tlb, TlbArray, TlbHierarchy};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -30,7 +30,15 @@ fn ops(pages: u64) -> impl Strategy<Value = Vec<Op>> {
 }
 
 fn check(entries: usize, ways: Option<usize>, ops: &[Op]) -> Result<(), TestCaseError> {
-    let mut fast = TlbArray::new(entries, ways);
+    check_array(TlbArray::new(entries, ways), entries, ways, ops)
+}
+
+fn check_array(
+    mut fast: TlbArray,
+    entries: usize,
+    ways: Option<usize>,
+    ops: &[Op],
+) -> Result<(), TestCaseError> {
     let mut slow = RefTlb::new(entries, ways);
     for (i, op) in ops.iter().enumerate() {
         match *op {
@@ -65,6 +73,15 @@ proptest! {
     #[test]
     fn fully_assoc_matches_reference(entries in 1usize..24, ops in ops(40)) {
         check(entries, None, &ops)?;
+    }
+
+    #[test]
+    fn every_fully_assoc_kind_matches_reference(entries in 1usize..=140, ops in ops(160)) {
+        // TlbArray::new picks one kind by size; check both kinds at every size.
+        check_array(TlbArray::FullyAssoc(FullyAssoc::new(entries)), entries, None, &ops)?;
+        if entries <= SmallFullyAssoc::MAX_ENTRIES {
+            check_array(TlbArray::SmallFullyAssoc(SmallFullyAssoc::new(entries)), entries, None, &ops)?;
+        }
     }
 
     #[test]
