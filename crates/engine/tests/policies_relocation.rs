@@ -4,38 +4,10 @@
 
 mod common;
 
-use common::parse_lackey_simply;
-use pagelab_core::{Bytes, Event, PageSize};
+use common::{real_prefix, Events};
+use pagelab_core::{Bytes, PageSize};
 use pagelab_engine::{run_policies, PolicyConfig};
 use pagelab_mm::phys::PhysConfig;
-use pagelab_trace::TraceSource;
-
-struct Events(std::vec::IntoIter<Event>);
-
-impl TraceSource for Events {
-    fn fill(
-        &mut self,
-        out: &mut Vec<Event>,
-        max: usize,
-    ) -> Result<bool, pagelab_trace::TraceError> {
-        let before = out.len();
-        out.extend(self.0.by_ref().take(max));
-        Ok(out.len() > before)
-    }
-    fn info(&self) -> pagelab_core::SourceInfo {
-        Default::default()
-    }
-}
-
-fn real_prefix(n: usize) -> Vec<Event> {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/gzip-9.lackey.zst");
-    let text = zstd::decode_all(&std::fs::read(path).unwrap()[..]).unwrap();
-    parse_lackey_simply(std::str::from_utf8(&text).unwrap())
-        .into_iter()
-        .take(n)
-        .collect()
-}
 
 #[test]
 fn relocation_on_a_real_trace_collapses_and_misses_less_than_4k() {

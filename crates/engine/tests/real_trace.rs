@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{parse_lackey_simply, reference, reference_hierarchy_levels, Figures};
+use common::{real_events, reference, reference_hierarchy_levels, Figures};
 use pagelab_core::{parse_page_sizes, Event, PageSize};
 use pagelab_engine::{run_study, StudyConfig};
 use std::path::PathBuf;
@@ -18,12 +18,6 @@ fn data(name: &str) -> PathBuf {
 
 fn sizes() -> Vec<PageSize> {
     parse_page_sizes("4K,8K,16K,32K,64K,128K,256K,2M,1G").unwrap()
-}
-
-fn real_events() -> Vec<Event> {
-    let raw = std::fs::read(data("gzip-9.lackey.zst")).unwrap();
-    let text = zstd::decode_all(&raw[..]).unwrap();
-    parse_lackey_simply(std::str::from_utf8(&text).unwrap())
 }
 
 fn figures_json(f: &[Figures], sizes: &[PageSize]) -> serde_json::Value {

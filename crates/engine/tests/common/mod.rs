@@ -183,3 +183,34 @@ pub fn reference_hierarchy_levels(
         })
         .collect()
 }
+
+/// The real trace of `tests/data` (gzip -9 under Lackey), parsed the plain way.
+pub fn real_events() -> Vec<Event> {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/gzip-9.lackey.zst");
+    let text = zstd::decode_all(&std::fs::read(path).unwrap()[..]).unwrap();
+    parse_lackey_simply(std::str::from_utf8(&text).unwrap())
+}
+
+/// Its first `n` references.
+pub fn real_prefix(n: usize) -> Vec<Event> {
+    real_events().into_iter().take(n).collect()
+}
+
+/// A trace source over events held in memory.
+pub struct Events(pub std::vec::IntoIter<Event>);
+
+impl pagelab_trace::TraceSource for Events {
+    fn fill(
+        &mut self,
+        out: &mut Vec<Event>,
+        max: usize,
+    ) -> Result<bool, pagelab_trace::TraceError> {
+        let before = out.len();
+        out.extend(self.0.by_ref().take(max));
+        Ok(out.len() > before)
+    }
+    fn info(&self) -> pagelab_core::SourceInfo {
+        Default::default()
+    }
+}
