@@ -7,7 +7,7 @@ use pagelab_core::{Event, MemRef, SourceInfo};
 use pagelab_mm::phys::{FrameAllocator, PhysConfig};
 use pagelab_mm::policy::PolicySpec;
 use pagelab_mm::system::{Invalidate, Mm};
-use pagelab_report::{LevelStats, PolicyStats, RefCounts, RunStats, SimResult, SIM_SCHEMA};
+use pagelab_report::{PolicyStats, RefCounts, RunStats, SimResult, SIM_SCHEMA};
 use pagelab_tlb::{Outcome, Side, TlbConfig, TlbHierarchy};
 use pagelab_trace::TraceSource;
 use rustc_hash::FxHashSet;
@@ -172,25 +172,7 @@ impl PolicyRun {
         let base = m.base();
         let s = &m.stats;
         let all = self.pages[0].union(&self.pages[1]).count() as u64;
-        let t = self.tlb.stats();
-        let named = [
-            ("l1i", Some(t.l1i)),
-            ("l1d", Some(t.l1d)),
-            ("l2", t.l2),
-            ("l2i", t.l2i),
-            ("l2d", t.l2d),
-        ];
-        let tlb_levels = named
-            .into_iter()
-            .filter_map(|(n, l)| {
-                l.map(|l| LevelStats {
-                    level: n.into(),
-                    accesses: l.accesses,
-                    hits: l.hits,
-                    misses: l.misses,
-                })
-            })
-            .collect();
+        let tlb_levels = crate::study::level_stats(&self.tlb, self.filtered, [0; 2]);
         let anomalies = [
             ("refs_outside_vmas", s.refs_outside_vmas),
             ("events_on_nothing", s.events_on_nothing),

@@ -18,6 +18,33 @@ pub struct StudyConfig {
     pub tlb: TlbConfig,
 }
 
+/// Each level's counters of `tlb`, with `add[side]` L1 hits answered before the
+/// model saw them (repeat filters) and `sub[side]` lookups that were no
+/// accesses of their own (replays), for the instruction and data L1s.
+pub(crate) fn level_stats(tlb: &TlbHierarchy, add: [u64; 2], sub: [u64; 2]) -> Vec<LevelStats> {
+    let t = tlb.stats();
+    let named = [
+        ("l1i", Some(t.l1i)),
+        ("l1d", Some(t.l1d)),
+        ("l2", t.l2),
+        ("l2i", t.l2i),
+        ("l2d", t.l2d),
+    ];
+    named
+        .into_iter()
+        .filter_map(|(name, l)| {
+            let side = ["l1i", "l1d"].iter().position(|n| *n == name);
+            let (plus, minus) = side.map_or((0, 0), |s| (add[s], sub[s]));
+            l.map(|l| LevelStats {
+                level: name.to_string(),
+                accesses: l.accesses + plus - minus,
+                hits: l.hits + plus - minus,
+                misses: l.misses,
+            })
+        })
+        .collect()
+}
+
 /// Whether some array of `tlb` caches fragments of pages larger than its sizes.
 fn has_fragments(tlb: &TlbConfig) -> bool {
     tlb.levels().iter().any(|(_, l)| {
@@ -145,32 +172,14 @@ impl SizeRun {
 
     fn stats(&self, filtered: [u64; 2]) -> RunStats {
         let bytes = self.size.bytes();
-        let t = self.tlb.stats();
-        let named = [
-            ("l1i", Some(t.l1i)),
-            ("l1d", Some(t.l1d)),
-            ("l2", t.l2),
-            ("l2i", t.l2i),
-            ("l2d", t.l2d),
-        ];
-        let mut levels: Vec<LevelStats> = named
-            .into_iter()
-            .filter_map(|(name, l)| {
-                l.map(|l| LevelStats {
-                    level: name.to_string(),
-                    accesses: l.accesses,
-                    hits: l.hits,
-                    misses: l.misses,
-                })
-            })
-            .collect();
-        // Accesses answered by the repeat filters hit in the side's L1.
-        for (side, name) in [(0, "l1i"), (1, "l1d")] {
-            if let Some(l) = levels.iter_mut().find(|l| l.level == name) {
-                l.accesses = l.accesses + filtered[side] + self.mru_hits[side] - self.replays[side];
-                l.hits = l.hits + filtered[side] + self.mru_hits[side] - self.replays[side];
-            }
-        }
+        let levels = level_stats(
+            &self.tlb,
+            [
+                filtered[0] + self.mru_hits[0],
+                filtered[1] + self.mru_hits[1],
+            ],
+            self.replays,
+        );
         RunStats {
             page_size: self.size,
             itlb_accesses: self.accesses[0] + filtered[0],

@@ -277,6 +277,23 @@ impl Machine {
         Ok(())
     }
 
+    /// The plain fault: allocates, zeroes and maps the `size` page holding
+    /// `addr` in `pid` with `flags`, and counts it; out of memory is an error.
+    pub fn fault_in(
+        &mut self,
+        pid: u32,
+        addr: u64,
+        size: PageSize,
+        flags: PteFlags,
+    ) -> Result<(), MmError> {
+        let pfn = self
+            .alloc_frames(size)
+            .ok_or(MmError::OutOfMemory { addr, size })?;
+        self.map(pid, addr & !(size.bytes() - 1), pfn, size, flags, true)?;
+        self.count_fault(size);
+        Ok(())
+    }
+
     /// Counts one fault that mapped a `size` page.
     pub fn count_fault(&mut self, size: PageSize) {
         self.stats.faults += 1;

@@ -30,13 +30,6 @@ impl Policy for BasePolicy {
         addr: u64,
         _write: bool,
     ) -> Result<(), MmError> {
-        let va = addr & !(self.size.bytes() - 1);
-        let pfn = m.alloc_frames(self.size).ok_or(MmError::OutOfMemory {
-            addr,
-            size: self.size,
-        })?;
-        m.map(pid, va, pfn, self.size, PteFlags::from_prot(vma.prot), true)?;
-        m.count_fault(self.size);
-        Ok(())
+        m.fault_in(pid, addr, self.size, PteFlags::from_prot(vma.prot))
     }
 }

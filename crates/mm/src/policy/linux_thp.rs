@@ -276,13 +276,7 @@ impl Policy for LinuxThpPolicy {
                 return Ok(());
             }
         }
-        let pfn = m.alloc_frames(PageSize::K4).ok_or(MmError::OutOfMemory {
-            addr,
-            size: PageSize::K4,
-        })?;
-        m.map(pid, aligned(PageSize::K4), pfn, PageSize::K4, flags, true)?;
-        m.count_fault(PageSize::K4);
-        Ok(())
+        m.fault_in(pid, addr, PageSize::K4, flags)
     }
 
     fn counters(&self) -> serde_json::Value {

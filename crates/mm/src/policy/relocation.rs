@@ -342,12 +342,7 @@ impl Policy for RelocationPolicy {
         _write: bool,
     ) -> Result<(), MmError> {
         let base = m.base();
-        let pfn = m
-            .alloc_frames(base)
-            .ok_or(MmError::OutOfMemory { addr, size: base })?;
-        let va = addr & !(base.bytes() - 1);
-        m.map(pid, va, pfn, base, PteFlags::from_prot(vma.prot), true)?;
-        m.count_fault(base);
+        m.fault_in(pid, addr, base, PteFlags::from_prot(vma.prot))?;
         let lo = addr & !(self.settings.size.bytes() - 1);
         if self.eligible(vma, lo) {
             self.candidates.entry(pid).or_default().insert(lo);
