@@ -126,7 +126,7 @@ impl std::io::Read for PluginInput {
 
 enum Reader {
     Qemu(Box<PluginReader<PluginInput>>),
-    Lackey(LackeyReader<File>),
+    Lackey(Box<LackeyReader<File>>),
 }
 
 /// A running capture: a [`TraceSource`] of the program's events, read from a
@@ -246,10 +246,10 @@ impl Capture {
                 },
                 format!("qemu capture of {label}"),
             ))),
-            Backend::Valgrind => Reader::Lackey(LackeyReader::new(
+            Backend::Valgrind => Reader::Lackey(Box::new(LackeyReader::new(
                 input,
                 format!("lackey capture of {label}"),
-            )),
+            ))),
         };
         Ok(Capture {
             child,

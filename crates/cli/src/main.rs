@@ -21,8 +21,25 @@ fn main() {
         args::Command::Presets => cmd::list::presets(),
         args::Command::Workloads => cmd::list::workloads(),
     };
+    report_peak_rss();
     if let Err(e) = outcome {
         eprintln!("pagelab: error: {e:#}");
         std::process::exit(1);
+    }
+}
+
+/// With `PAGELAB_PEAK_RSS` set, prints this process's peak resident memory
+/// (`VmHWM`) on standard error: the tests' check that memory stays flat. (A
+/// parent's `wait4` figure would also count the pre-exec copy of the parent.)
+fn report_peak_rss() {
+    if std::env::var_os("PAGELAB_PEAK_RSS").is_none() {
+        return;
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    if let Some(line) = status.lines().find(|l| l.starts_with("VmHWM:")) {
+        eprintln!(
+            "pagelab: peak rss {}",
+            line.trim_start_matches("VmHWM:").trim()
+        );
     }
 }
