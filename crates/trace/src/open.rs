@@ -48,13 +48,39 @@ type Input = Box<dyn Read + Send>;
 /// means [`Format::Native`], anything else [`Format::Lackey`]; `format`
 /// overrides the detection. A native trace is normally not compressed again
 /// (its blocks already are), but one that was is read through the decompressor.
+///
+/// A regular file of plain Lackey text is parsed in place through a memory
+/// map ([`LackeyReader::mapped`]); it must not change while it is read.
 pub fn open(path: &str, format: Option<Format>) -> Result<Box<dyn TraceSource + Send>, TraceError> {
-    let input: Input = if path == "-" {
-        Box::new(std::io::stdin())
+    if path == "-" {
+        return open_input(Box::new(std::io::stdin()), path, format);
+    }
+    let file = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
+    let regular = file.metadata().is_ok_and(|m| m.is_file());
+    let mut head = Vec::with_capacity(NATIVE_MAGIC.len());
+    (&file)
+        .take(NATIVE_MAGIC.len() as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| TraceError::io(path, e))?;
+    let plain = !head.starts_with(&ZSTD_MAGIC) && !head.starts_with(&XZ_MAGIC);
+    let lackey = format.unwrap_or(if head == NATIVE_MAGIC {
+        Format::Native
     } else {
-        let file = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
-        Box::new(file)
-    };
+        Format::Lackey
+    }) == Format::Lackey;
+    if regular && plain && lackey {
+        return Ok(Box::new(LackeyReader::mapped(file, path)?));
+    }
+    open_input(Box::new(Cursor::new(head).chain(file)), path, format)
+}
+
+/// [`open`] on an input whose compression and format are still to be detected.
+fn open_input(
+    input: Input,
+    path: &str,
+    format: Option<Format>,
+) -> Result<Box<dyn TraceSource + Send>, TraceError> {
+    const _: () = assert!(NATIVE_MAGIC.len() >= XZ_MAGIC.len());
     let (head, input) = peek(input, XZ_MAGIC.len(), path)?;
     let (compression, input): (Option<String>, Input) = if head.starts_with(&ZSTD_MAGIC) {
         let d = zstd::stream::read::Decoder::new(input).map_err(|e| TraceError::io(path, e))?;

@@ -104,6 +104,35 @@ fn opens_plain_zstd_and_xz_lackey_and_native() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A plain file (read in place) and the same bytes on a pipe (read into a
+/// buffer) give the same events and the same error, empty or unterminated.
+#[test]
+fn plain_file_and_pipe_agree() {
+    let dir = scratch("mapped");
+    let cases = [
+        String::new(),
+        TEXT.to_string(),
+        TEXT.trim_end().to_string(),
+        TEXT.repeat(50_000),
+        TEXT.repeat(50_000) + "I  10,zz\n" + TEXT,
+        TEXT.repeat(50_000) + " L 10,",
+    ];
+    for (i, text) in cases.iter().enumerate() {
+        let p = path(&dir, &format!("{i}.lackey"));
+        std::fs::write(&p, text).unwrap();
+        let mut file = open(&p, None).unwrap();
+        assert_eq!(file.info().kind, "lackey");
+        let mut pipe = pagelab_trace::LackeyReader::new(text.as_bytes(), p.as_str());
+        let (a, b) = (drain(&mut *file), drain(&mut pipe));
+        match (a, b) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "{i}"),
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{i}"),
+            (a, b) => panic!("{i}: {a:?} / {b:?}"),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn errors_name_the_input() {
     let err = open("/nonexistent/trace.lackey", None).err().unwrap();

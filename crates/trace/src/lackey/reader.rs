@@ -1,11 +1,17 @@
 //! The Lackey parser: a fast path for Valgrind's own line shapes
 //! ([`super::fast`]) over 1 MiB chunks, and careful byte parsing for the rest.
+//!
+//! A chunk is either read into the reader's own buffer or, for a mapped
+//! file, a window on the map; everything after [`LackeyReader::refill`] sees
+//! the same bytes through [`LackeyReader::data`] either way.
 
 use super::fast::{parse_blocks, READ_AHEAD};
 use super::VALID_LINE;
 use crate::{Latch, TraceError, TraceSource};
+use memmap2::Mmap;
 use pagelab_core::{AccessKind, Event, MemRef, SourceInfo};
-use std::io::{ErrorKind, Read};
+use std::fs::File;
+use std::io::{ErrorKind, Read, Seek, SeekFrom};
 
 /// Bytes read from the input at a time; also the longest line accepted
 /// (except Valgrind's own `==` lines, which may be of any length).
@@ -41,20 +47,29 @@ static HEX: [u8; 256] = {
 /// beyond 64 bits or sizes beyond 32 bits, are a [`TraceError::Parse`] naming
 /// the 1-based line.
 ///
-/// The reader takes 1 MiB at a time from `R` and needs no buffering around it.
+/// The reader takes 1 MiB at a time from `R` and needs no buffering around it;
+/// [`LackeyReader::mapped`] reads a file in place, without copying it.
 pub struct LackeyReader<R: Read> {
     inner: R,
+    /// The whole input, for a mapped file; `inner` is then not read.
+    map: Option<Mmap>,
+    /// Mapped input: `data()` is `map[base..]` while `windowed`; after,
+    /// `map[base..]` is what `read_more` has still to copy into `buf`.
+    base: usize,
+    /// `data()` is a window on `map`: while `base + chunk + READ_AHEAD <= map.len()`.
+    windowed: bool,
     name: String,
     compression: Option<String>,
-    /// `chunk` bytes of input and `READ_AHEAD` more that the fast path may read.
+    /// `chunk` bytes of input and `READ_AHEAD` more that the fast path may read
+    /// (empty for a mapped file until its last window).
     buf: Vec<u8>,
     /// Bytes read at a time: `CHUNK`, smaller in tests to cross many chunk boundaries.
     chunk: usize,
-    /// Next byte to parse.
+    /// Next byte of `data()` to parse.
     start: usize,
-    /// One past the last newline in `buf[..end]`: `buf[start..complete]` holds whole lines.
+    /// One past the last newline in `data()[..end]`: `data()[start..complete]` holds whole lines.
     complete: usize,
-    /// End of the valid data in `buf`.
+    /// End of the valid data in `data()`.
     end: usize,
     eof: bool,
     /// Lines consumed so far.
@@ -65,11 +80,22 @@ pub struct LackeyReader<R: Read> {
 impl<R: Read> LackeyReader<R> {
     /// A reader of `inner`, named `name` (a path or `-`) in errors and [`SourceInfo`].
     pub fn new(inner: R, name: impl Into<String>) -> Self {
+        Self::with_input(inner, None, name.into())
+    }
+
+    fn with_input(inner: R, map: Option<Mmap>, name: String) -> Self {
         LackeyReader {
             inner,
-            name: name.into(),
+            windowed: map.is_some(),
+            buf: if map.is_some() {
+                Vec::new()
+            } else {
+                vec![0; CHUNK + READ_AHEAD]
+            },
+            map,
+            base: 0,
+            name,
             compression: None,
-            buf: vec![0; CHUNK + READ_AHEAD],
             chunk: CHUNK,
             start: 0,
             complete: 0,
@@ -90,8 +116,25 @@ impl<R: Read> LackeyReader<R> {
     #[cfg(test)]
     pub(crate) fn with_chunk(mut self, chunk: usize) -> Self {
         self.chunk = chunk;
-        self.buf = vec![0; chunk + READ_AHEAD];
+        if self.map.is_none() {
+            self.buf = vec![0; chunk + READ_AHEAD];
+        }
         self
+    }
+
+    /// Whether the input is a memory map.
+    #[cfg(test)]
+    pub(crate) fn is_mapped(&self) -> bool {
+        self.map.is_some()
+    }
+
+    /// The input as the parser sees it: the reader's buffer, or a window on the map.
+    #[inline(always)]
+    fn data(&self) -> &[u8] {
+        match &self.map {
+            Some(map) if self.windowed => &map[self.base..],
+            _ => &self.buf,
+        }
     }
 
     /// Number of lines consumed so far.
@@ -117,16 +160,15 @@ impl<R: Read> LackeyReader<R> {
 
     /// Moves the unparsed tail to the front and reads until the buffer is full or the input ends.
     fn refill(&mut self) -> Result<(), TraceError> {
-        self.buf.copy_within(self.start..self.end, 0);
-        self.end -= self.start;
-        self.start = 0;
-        self.complete = 0;
+        self.shift();
         if self.end == self.chunk {
             self.long_line()?;
         } else {
             self.read_more()?;
         }
-        if self.eof && self.end > 0 && self.buf[self.end - 1] != b'\n' {
+        if self.eof && self.end > 0 && self.data()[self.end - 1] != b'\n' {
+            // (A window never reaches the end of the map: `buf` is ours here.)
+            debug_assert!(!self.windowed);
             if self.end < self.chunk {
                 // A last line without its newline: give it one.
                 self.buf[self.end] = b'\n';
@@ -136,11 +178,51 @@ impl<R: Read> LackeyReader<R> {
                 self.eof = false;
             }
         }
-        self.complete = memchr::memrchr(b'\n', &self.buf[..self.end]).map_or(0, |i| i + 1);
+        self.complete = memchr::memrchr(b'\n', &self.data()[..self.end]).map_or(0, |i| i + 1);
         Ok(())
     }
 
+    /// Drops `data()[..start]`: the rest moves to the front of `buf`, or the
+    /// window moves forward. A window that could reach within `READ_AHEAD`
+    /// of the map's end becomes a copy in `buf`, from where on the file is
+    /// read as any other input.
+    fn shift(&mut self) {
+        let map_len = self.map.as_ref().map_or(0, |m| m.len());
+        if self.windowed && self.base + self.start + self.chunk + READ_AHEAD <= map_len {
+            self.base += self.start;
+            self.end -= self.start;
+        } else if self.windowed {
+            let tail = self.base + self.start..self.base + self.end;
+            self.buf.resize(self.chunk + READ_AHEAD, 0);
+            let map = self.map.as_ref().expect("a window is on a map");
+            self.buf[..tail.len()].copy_from_slice(&map[tail.clone()]);
+            self.windowed = false;
+            self.base = tail.end;
+            self.end = tail.len();
+        } else {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+        }
+        self.start = 0;
+        self.complete = 0;
+    }
+
+    /// Fills `data()` up to `chunk` bytes, or to the end of the input (`eof`).
     fn read_more(&mut self) -> Result<(), TraceError> {
+        if let Some(map) = &self.map {
+            if self.windowed {
+                // The map holds `chunk + READ_AHEAD` bytes past `base`.
+                self.end = self.chunk;
+            } else if self.end < self.chunk {
+                let n = (self.chunk - self.end).min(map.len() - self.base);
+                self.buf[self.end..self.end + n].copy_from_slice(&map[self.base..self.base + n]);
+                self.base += n;
+                self.end += n;
+                // As `read` returning 0: only once something was asked for.
+                self.eof = self.end < self.chunk;
+            }
+            return Ok(());
+        }
         while self.end < self.chunk {
             match self.inner.read(&mut self.buf[self.end..self.chunk]) {
                 Ok(0) => {
@@ -158,14 +240,14 @@ impl<R: Read> LackeyReader<R> {
     /// The buffer holds one line without a newline: skip it if it is Valgrind's, else refuse it.
     #[cold]
     fn long_line(&mut self) -> Result<(), TraceError> {
-        if !self.buf.starts_with(b"==") {
+        if !self.data().starts_with(b"==") {
             return Err(self.error_at(0, "line longer than 1 MiB; ".to_string() + VALID_LINE));
         }
         loop {
-            self.start = 0;
-            self.end = 0;
+            self.start = self.end;
+            self.shift();
             self.read_more()?;
-            if let Some(i) = memchr::memchr(b'\n', &self.buf[..self.end]) {
+            if let Some(i) = memchr::memchr(b'\n', &self.data()[..self.end]) {
                 self.start = i + 1;
                 self.line += 1;
                 return Ok(());
@@ -187,7 +269,7 @@ impl<R: Read> LackeyReader<R> {
     /// decides what it is (and every error) exactly as if it were alone.
     fn parse_fast(&mut self, out: &mut Vec<Event>, goal: usize) -> Result<(), TraceError> {
         let complete = self.complete;
-        let buf = &self.buf[..complete + READ_AHEAD];
+        let buf = &self.data()[..complete + READ_AHEAD];
         let (start, line, result) = parse_blocks(buf, complete, self.start, self.line, out, goal);
         self.start = start;
         self.line = line;
@@ -197,7 +279,7 @@ impl<R: Read> LackeyReader<R> {
     /// Parses whole lines from `buf[start..complete]` until `out` reaches `goal`.
     fn parse_lines(&mut self, out: &mut Vec<Event>, goal: usize) -> Result<(), TraceError> {
         // Every line of `buf` ends with b'\n', so each scan below stops at the latest there.
-        let buf = &self.buf[..self.complete];
+        let buf = &self.data()[..self.complete];
         let mut pos = self.start;
         let mut line = self.line;
         let result = loop {
@@ -222,7 +304,7 @@ impl<R: Read> LackeyReader<R> {
     /// A parse error for the line that starts at `buf[at]`, numbered `self.line + 1`.
     #[cold]
     fn error_at(&self, at: usize, reason: String) -> TraceError {
-        let rest = &self.buf[at..self.end];
+        let rest = &self.data()[at..self.end];
         let len = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
         let line = &rest[..len.min(QUOTE_MAX)];
         let mut text = String::from_utf8_lossy(line).into_owned();
@@ -340,6 +422,47 @@ fn end_of_line(buf: &[u8], mut p: usize) -> Result<usize, ()> {
         Ok(p + 1)
     } else {
         Err(())
+    }
+}
+
+impl LackeyReader<File> {
+    /// A reader of the regular file `file`, from its start, that parses the
+    /// file in place through a memory map instead of copying it into a buffer.
+    ///
+    /// Events and errors are those of [`LackeyReader::new`] on the same bytes.
+    /// An empty file, or one that cannot be mapped, is read as by `new`.
+    ///
+    /// The file must not change while it is read: a trace is written once,
+    /// then read. If another process does change it, the lines read may be
+    /// wrong or the reader may panic at a bounds check, and if it truncates
+    /// the file, reading a page past the new end raises `SIGBUS`; memmap2
+    /// documents these as the risks of a mapped file, and no code here
+    /// depends on the bytes for memory safety (every access is bounds checked).
+    pub fn mapped(mut file: File, name: impl Into<String>) -> Result<Self, TraceError> {
+        let name = name.into();
+        let len = file.metadata().map_err(|e| TraceError::io(&name, e))?.len();
+        let map = if len == 0 {
+            // Nothing to map (and Linux refuses a map of length 0).
+            None
+        } else {
+            // SAFETY: the map is only read, through `&[u8]`s, all bounds
+            // checked; a file changed under us is the caller's promise not to
+            // (see above), as memmap2's `Mmap::map` requires.
+            unsafe { Mmap::map(&file) }.ok()
+        };
+        match map {
+            Some(map) => {
+                // Only a hint (read-ahead, early reclaim); reading works without it.
+                #[cfg(unix)]
+                let _ = map.advise(memmap2::Advice::Sequential);
+                Ok(Self::with_input(file, Some(map), name))
+            }
+            None => {
+                file.seek(SeekFrom::Start(0))
+                    .map_err(|e| TraceError::io(&name, e))?;
+                Ok(Self::with_input(file, None, name))
+            }
+        }
     }
 }
 

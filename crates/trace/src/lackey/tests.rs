@@ -430,3 +430,156 @@ proptest! {
         prop_assert_eq!(&outcome(&text, 1000, chunk, step), &fast);
     }
 }
+
+/// `text` in a fresh file of its own, removed when dropped.
+struct TempFile(std::path::PathBuf);
+
+impl TempFile {
+    fn new(text: &[u8]) -> Self {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path =
+            std::env::temp_dir().join(format!("pagelab-lackey-{}-{n}.lackey", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        TempFile(path)
+    }
+
+    fn reader(&self) -> LackeyReader<std::fs::File> {
+        let file = std::fs::File::open(&self.0).unwrap();
+        LackeyReader::mapped(file, "t.lackey").unwrap()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// As [`outcome`], through a memory map of `text` with windows of `chunk` bytes.
+fn mapped_outcome(text: &[u8], batch: usize, chunk: usize) -> (Vec<Event>, Option<String>) {
+    let file = TempFile::new(text);
+    let mut src = file.reader().with_chunk(chunk);
+    assert_eq!(src.is_mapped(), !text.is_empty());
+    let mut out = Vec::new();
+    loop {
+        match src.fill(&mut out, batch) {
+            Ok(true) => {}
+            Ok(false) => {
+                assert!(!src.fill(&mut out, batch).unwrap());
+                return (out, None);
+            }
+            Err(e) => {
+                let again = src.fill(&mut out, batch).unwrap_err().to_string();
+                assert_eq!(again, e.to_string());
+                return (out, Some(e.to_string()));
+            }
+        }
+    }
+}
+
+/// Reading in place and reading into a buffer agree, whatever the chunk size.
+fn assert_mapped_agrees(text: &[u8], chunks: &[usize]) {
+    for &chunk in chunks {
+        for batch in [usize::MAX, 1000, 7] {
+            let read = outcome(text, batch, chunk, usize::MAX);
+            let mapped = mapped_outcome(text, batch, chunk);
+            assert_eq!(mapped, read, "chunk {chunk}, batch {batch}");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    /// A mapped file gives the events and the error (line, text, reason) of
+    /// reading the same bytes, with windows small enough that lines straddle
+    /// them and the copied tail at every offset.
+    #[test]
+    fn mapped_and_read_agree(
+        text in arb_text(),
+        chunk in 64usize..400,
+        batch in 1usize..64,
+    ) {
+        let read = outcome(&text, usize::MAX, 1 << 20, usize::MAX);
+        prop_assert_eq!(&mapped_outcome(&text, usize::MAX, 1 << 20), &read);
+        prop_assert_eq!(&mapped_outcome(&text, usize::MAX, chunk), &read);
+        prop_assert_eq!(&mapped_outcome(&text, batch, chunk), &read);
+        prop_assert_eq!(&mapped_outcome(&text, 1000, chunk), &read);
+    }
+}
+
+#[test]
+fn mapped_empty_and_unterminated_files() {
+    assert_eq!(mapped_outcome(b"", usize::MAX, 1 << 20), (vec![], None));
+    assert_eq!(mapped_outcome(b"", 1, 64), (vec![], None));
+    assert_mapped_agrees(b"\n", &[64, 1 << 20]);
+    assert_mapped_agrees(b"I  10,1", &[64, 1 << 20]);
+    assert_mapped_agrees(b"I  10,1\n L 20,2", &[64, 1 << 20]);
+    assert_mapped_agrees(b"I  10,1\n L 20,", &[64, 1 << 20]);
+    let (events, err) = mapped_outcome(b"I  10,1\n L 20,2", usize::MAX, 1 << 20);
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(
+        events,
+        vec![r(AccessKind::Instr, 0x10, 1), r(AccessKind::Load, 0x20, 2)]
+    );
+}
+
+/// Files of every length around the window boundaries, with lines of 16
+/// bytes, so that last lines (with and without their newline, good or bad)
+/// end exactly at a window's end, at the end of the read-ahead after it, and
+/// everywhere between.
+#[test]
+fn mapped_last_line_at_window_boundaries() {
+    for lines in 0..40u64 {
+        let mut text: Vec<u8> = (0..lines)
+            .flat_map(|i| format!(" L {:010x},{}\n", 0x1000 + i, i % 10).into_bytes())
+            .collect();
+        assert_eq!(text.len() as u64, 16 * lines);
+        assert_mapped_agrees(&text, &[64, 80, 128, 1 << 20]);
+        text.pop();
+        assert_mapped_agrees(&text, &[64, 80, 128]);
+        text.extend_from_slice(b"\nI  zz,1\n");
+        assert_mapped_agrees(&text, &[64, 80, 128]);
+    }
+}
+
+#[test]
+fn mapped_big_and_long_lines() {
+    let (text, events) = big_text();
+    for chunk in [1 << 20, 4096 + 7] {
+        assert_eq!(
+            mapped_outcome(text.as_bytes(), usize::MAX, chunk),
+            (events.clone(), None)
+        );
+    }
+    let bad = text.clone() + "I  12,zz\n";
+    let read = outcome(bad.as_bytes(), 1 << 16, 1 << 20, 1 << 19);
+    assert!(read.1.is_some());
+    assert_eq!(mapped_outcome(bad.as_bytes(), 1 << 16, 1 << 20), read);
+    assert_eq!(
+        mapped_outcome(bad.as_bytes(), 1 << 16, 1000),
+        outcome(bad.as_bytes(), 1 << 16, 1000, usize::MAX)
+    );
+
+    // Valgrind lines longer than a window are skipped, others refused, as when read.
+    let x = "x".repeat(3 << 20);
+    let zeros = "0".repeat(2 << 20);
+    for text in [
+        format!("I  10,1\n=={x}\nI  20,2"),
+        format!("I  10,1\n=={x}\nI  20,2\n"),
+        format!("=={x}"),
+        format!("=={x}\n"),
+        format!("I  10,1\nI  {zeros}\n"),
+        format!("I  10,1\nI  {zeros}"),
+    ] {
+        let read = outcome(text.as_bytes(), usize::MAX, 1 << 20, usize::MAX);
+        assert_eq!(mapped_outcome(text.as_bytes(), usize::MAX, 1 << 20), read);
+    }
+    let mut text = String::new();
+    for n in [0, 1, 62, 63, 64, 65, 100, 300, 1000] {
+        text += &format!("I  10,1\n=={}\n", "y".repeat(n));
+        text += &format!("I  10,1\nI  {}\n", "1".repeat(n));
+    }
+    assert_mapped_agrees(text.as_bytes(), &[64, 100, 128, 1 << 20]);
+}
