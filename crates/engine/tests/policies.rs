@@ -47,7 +47,11 @@ fn base_policies_equal_the_fixed_size_study_on_a_real_trace() {
                 )
             };
             assert_eq!(key(g), key(w), "{preset} at {}", w.page_size);
-            assert_eq!(g.tlb_levels, w.tlb_levels, "{preset} at {}: per-level counters", w.page_size);
+            assert_eq!(
+                g.tlb_levels, w.tlb_levels,
+                "{preset} at {}: per-level counters",
+                w.page_size
+            );
             let mm = g.mm.as_ref().unwrap();
             assert_eq!(
                 mm.rss_bytes, w.footprint_bytes,
