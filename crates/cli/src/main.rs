@@ -12,6 +12,12 @@ mod progress;
 use clap::Parser;
 
 fn main() {
+    // Like other Unix filters, die quietly when the reader of our output goes
+    // away (`pagelab convert t.trace - | head`) instead of reporting EPIPE.
+    // SAFETY: restoring the default disposition of a signal has no preconditions.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = args::Cli::parse();
     let outcome = match cli.command {
         args::Command::Study(a) => cmd::study::run(a),
