@@ -174,6 +174,24 @@ pub(crate) enum Latch {
     Failed(TraceError),
 }
 
+/// The whole of a latched source's `fill`: repeat a final answer, else run
+/// `inner` for one batch and settle its outcome (see [`Latch::settle`]).
+pub(crate) fn fill_latched<S>(
+    source: &mut S,
+    out: &mut Vec<Event>,
+    max: usize,
+    latch: impl Fn(&mut S) -> &mut Latch,
+    inner: impl FnOnce(&mut S, &mut Vec<Event>, usize) -> Result<(), TraceError>,
+) -> Result<bool, TraceError> {
+    if let Some(answer) = latch(source).repeat() {
+        return answer;
+    }
+    let before = out.len();
+    let r = inner(source, out, max);
+    let appended = out.len() - before;
+    latch(source).settle(r, appended, max)
+}
+
 impl Latch {
     /// The answer to repeat, if the source has stopped.
     pub(crate) fn repeat(&self) -> Option<Result<bool, TraceError>> {

@@ -468,13 +468,7 @@ impl LackeyReader<File> {
 
 impl<R: Read> TraceSource for LackeyReader<R> {
     fn fill(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError> {
-        if let Some(answer) = self.latch.repeat() {
-            return answer;
-        }
-        let before = out.len();
-        let r = self.fill_inner(out, max);
-        let appended = out.len() - before;
-        self.latch.settle(r, appended, max)
+        crate::fill_latched(self, out, max, |s| &mut s.latch, Self::fill_inner)
     }
 
     fn info(&self) -> SourceInfo {

@@ -426,7 +426,7 @@ fn promotable(m: &Machine, pid: u32, start: u64, s: PageSize, pfn: u64, flags: P
         }
         covered += mp.size.bytes();
     }
-    covered == s.bytes() && (pfn..pfn + frames(s)).all(|f| m.refs(Pfn(f)) == 1)
+    covered == s.bytes() && m.exclusive(Pfn(pfn), s)
 }
 
 impl Policy for ReservationPolicy {
