@@ -46,6 +46,7 @@ mod cells;
 mod csv;
 mod export;
 mod json;
+mod lab;
 mod markdown;
 mod plot;
 mod schema;
@@ -55,6 +56,7 @@ pub use crate::csv::{write_csv, write_csv_to, CsvExporter};
 pub use cells::thousands;
 pub use export::{Exporter, Format, JsonExporter};
 pub use json::{load, load_sim, load_study, parse, to_json_string, write_json, LoadedResult};
+pub use lab::{ExitInfo, HostInfo, LabConfig, LabResult, Measurement, Summary, LAB_SCHEMA};
 pub use markdown::{markdown, markdowns, MarkdownExporter};
 pub use plot::{plot_svg, svg_string, SvgExporter};
 pub use schema::{

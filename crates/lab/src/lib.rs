@@ -1,0 +1,12 @@
+//! The lab: the page-size questions asked of the real Linux machine.
+//!
+//! - [`sysfs`]: where the kernel's THP, mTHP and hugetlb knobs live and what they hold,
+//! - [`session`]: changing knobs for a run and restoring every one on every exit path
+//!   (a lock against concurrent runs, a journal that the next pagelab replays after SIGKILL),
+//! - [`hugetlb`]: growing hugetlb pools and saying exactly what the kernel gave,
+//! - [`counters`]: snapshots of the kernel's own counters and their deltas,
+//! - [`perf`]: hardware counters through perf_event_open, reported unavailable when absent,
+//! - [`runner`]: running a program under a configuration and measuring it,
+//! - [`native`]: native microbenchmarks matching the model's built-in workloads.
+
+#![warn(missing_docs)]
