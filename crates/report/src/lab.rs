@@ -80,6 +80,13 @@ pub struct LabConfig {
     /// when the same command also ran the baseline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speedup_vs_4k: Option<f64>,
+    /// What the model predicted for the same configuration (`pagelab validate`): its faults and
+    /// per-size allocations, for comparison with `runs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted: Option<Measurement>,
+    /// Disagreements between `predicted` and `runs`, as sentences; empty when they agree.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disagreements: Vec<String>,
 }
 
 /// One run of a program (or one timed kernel of a benchmark).
