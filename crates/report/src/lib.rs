@@ -47,6 +47,7 @@ mod csv;
 mod export;
 mod json;
 mod lab;
+pub mod lab_plot;
 mod markdown;
 mod plot;
 mod schema;
