@@ -10,3 +10,7 @@
 //! - [`native`]: native microbenchmarks matching the model's built-in workloads.
 
 #![warn(missing_docs)]
+
+pub mod hugetlb;
+pub mod session;
+pub mod sysfs;

@@ -1,0 +1,566 @@
+//! The knob session: set and restore on every exit path, the journal and its replay after
+//! SIGKILL, the lock, configure's per-size outcome, on a fake tree; and on the real sysfs when
+//! run as root with THP (skipped with a reason otherwise).
+
+use pagelab_core::PageSize;
+use pagelab_lab::session::{interrupted, recover, KnobSession};
+use pagelab_lab::sysfs::{Knob, Sysfs, ThpMode};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const THP_KB: [u64; 8] = [16, 32, 64, 128, 256, 512, 1024, 2048];
+
+/// A fake `/sys/kernel/mm`, state directory and `/proc` shaped like this machine's.
+fn fake_tree(root: &Path) -> Sysfs {
+    let mm = root.join("mm");
+    let thp = mm.join("transparent_hugepage");
+    let put = |p: PathBuf, text: &str| {
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    };
+    put(thp.join("enabled"), "always [madvise] never\n");
+    put(
+        thp.join("defrag"),
+        "always defer defer+madvise [madvise] never\n",
+    );
+    put(thp.join("use_zero_page"), "1\n");
+    for kb in THP_KB {
+        let v = if kb == 2048 {
+            "always [inherit] madvise never\n"
+        } else {
+            "always inherit madvise [never]\n"
+        };
+        put(thp.join(format!("hugepages-{kb}kB/enabled")), v);
+    }
+    put(
+        thp.join("hugepages-8kB/shmem_enabled"),
+        "always inherit within_size advise [never] deny force\n",
+    );
+    for kb in [2048, 1048576] {
+        put(
+            mm.join(format!("hugepages/hugepages-{kb}kB/nr_hugepages")),
+            "0\n",
+        );
+    }
+    let proc = root.join("proc");
+    put(proc.join("sys/vm/compact_memory"), "");
+    put(proc.join("sys/kernel/osrelease"), "6.18.0-fake\n");
+    put(
+        proc.join("meminfo"),
+        "MemTotal:       24000000 kB\nMemFree: 1 kB\n",
+    );
+    put(
+        proc.join("cpuinfo"),
+        "processor\t: 0\nmodel name\t: Fake CPU\nflags\t\t: fpu hypervisor\n\nprocessor\t: 1\nmodel name\t: Fake CPU\n",
+    );
+    Sysfs::at(mm, root.join("state"), proc)
+}
+
+fn size(s: &str) -> PageSize {
+    s.parse().unwrap()
+}
+
+fn journal(sysfs: &Sysfs) -> PathBuf {
+    sysfs.state.join("journal.json")
+}
+
+/// Every knob's value, for comparing a tree before and after.
+fn snapshot(sysfs: &Sysfs) -> Vec<(Knob, String)> {
+    let mut knobs = vec![Knob::ThpEnabled, Knob::ThpDefrag, Knob::UseZeroPage];
+    knobs.extend(sysfs.thp_sizes().into_iter().map(Knob::SizeEnabled));
+    knobs.extend(sysfs.hugetlb_sizes().into_iter().map(Knob::HugetlbPages));
+    knobs
+        .into_iter()
+        .map(|k| (k.clone(), sysfs.read(&k).unwrap()))
+        .collect()
+}
+
+#[test]
+fn fake_tree_sizes_and_host_info() {
+    let dir = tempfile::tempdir().unwrap();
+    let sysfs = fake_tree(dir.path());
+    let want: Vec<PageSize> = THP_KB
+        .iter()
+        .map(|kb| PageSize::from_bytes(kb * 1024).unwrap())
+        .collect();
+    assert_eq!(
+        sysfs.thp_sizes(),
+        want,
+        "8kB has no `enabled` and is skipped"
+    );
+    assert_eq!(sysfs.hugetlb_sizes(), vec![PageSize::M2, PageSize::G1]);
+    assert_eq!(sysfs.read(&Knob::ThpEnabled).unwrap(), "madvise");
+    assert_eq!(
+        sysfs.read(&Knob::SizeEnabled(PageSize::M2)).unwrap(),
+        "inherit"
+    );
+    let host = sysfs.host_info();
+    assert_eq!(
+        (host.kernel.as_str(), host.cpu.as_str(), host.cpus),
+        ("6.18.0-fake", "Fake CPU", 2)
+    );
+    assert_eq!(host.memory_bytes, 24000000 * 1024);
+    assert!(host.virtualized);
+    sysfs.require_thp().unwrap();
+    let bare = Sysfs::at(
+        dir.path().join("none"),
+        dir.path().join("s"),
+        dir.path().join("p"),
+    );
+    let err = bare.require_thp().unwrap_err().to_string();
+    assert!(
+        err.contains("no transparent huge pages") && err.contains("CONFIG_TRANSPARENT_HUGEPAGE"),
+        "{err}"
+    );
+    let err = KnobSession::begin(&bare).unwrap_err().to_string();
+    assert!(err.contains("found no THP or hugetlb knobs"), "{err}");
+}
+
+#[test]
+fn set_then_restore_puts_values_back_and_removes_the_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let sysfs = fake_tree(dir.path());
+    let before = snapshot(&sysfs);
+    let mut s = KnobSession::begin(&sysfs).unwrap();
+    s.set(Knob::SizeEnabled(size("64K")), "always").unwrap();
+    s.set(Knob::SizeEnabled(size("64K")), "madvise").unwrap();
+    s.set(Knob::ThpDefrag, "never").unwrap();
+    assert!(journal(&sysfs).exists(), "journal written before the knobs");
+    let text = fs::read_to_string(journal(&sysfs)).unwrap();
+    assert!(
+        text.contains(&format!("\"pid\": {}", std::process::id())),
+        "{text}"
+    );
+    assert_eq!(
+        s.changes(),
+        vec![
+            (
+                Knob::SizeEnabled(size("64K")),
+                "never".into(),
+                "madvise".into()
+            ),
+            (Knob::ThpDefrag, "madvise".into(), "never".into()),
+        ],
+        "first change saves, later ones do not"
+    );
+    s.restore().unwrap();
+    assert_eq!(snapshot(&sysfs), before);
+    assert!(!journal(&sysfs).exists());
+}
+
+#[test]
+fn dropping_a_session_restores() {
+    let dir = tempfile::tempdir().unwrap();
+    let sysfs = fake_tree(dir.path());
+    let before = snapshot(&sysfs);
+    let early_return = || -> anyhow::Result<()> {
+        let mut s = KnobSession::begin(&sysfs)?;
+        s.set(Knob::ThpEnabled, "always")?;
+        s.set(Knob::SizeEnabled(size("16K")), "bogus-but-fake-takes-it")?;
+        anyhow::bail!("the run failed")
+    };
+    assert!(early_return().is_err());
+    assert_eq!(snapshot(&sysfs), before);
+    assert!(!journal(&sysfs).exists());
+}
+
+#[test]
+fn a_panic_restores() {
+    let dir = tempfile::tempdir().unwrap();
+    let sysfs = fake_tree(dir.path());
+    let before = snapshot(&sysfs);
+    let r = std::panic::catch_unwind(|| {
+        let mut s = KnobSession::begin(&sysfs).unwrap();
+        s.configure(&[size("64K"), PageSize::M2], ThpMode::Always)
+            .unwrap();
+        assert_eq!(
+            sysfs.read(&Knob::SizeEnabled(size("64K"))).unwrap(),
+            "always"
+        );
+        panic!("a bug in the middle of a run");
+    });
+    assert!(r.is_err());
+    assert_eq!(snapshot(&sysfs), before);
+    assert!(!journal(&sysfs).exists());
+}
+
+/// Closes this process's descriptors on `path`, as the death of their owner would.
+fn close_fds_on(path: &Path) -> usize {
+    let target = fs::canonicalize(path).unwrap();
+    let mut closed = 0;
+    for e in fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        if fs::read_link(e.path()).ok().as_deref() == Some(target.as_path()) {
+            let fd: i32 = e.file_name().to_str().unwrap().parse().unwrap();
+            // SAFETY: the descriptor belongs to the forgotten session, which will never use it.
+            unsafe { libc::close(fd) };
+            closed += 1;
+        }
+    }
+    closed
+}
+
+#[test]
+fn a_forgotten_session_is_replayed_by_recover_once_its_lock_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let sysfs = fake_tree(dir.path());
+    let before = snapshot(&sysfs);
+    let mut s = KnobSession::begin(&sysfs).unwrap();
+    s.configure(&[size("64K")], ThpMode::Always).unwrap();
+    s.grow_hugetlb(PageSize::M2, 8).unwrap();
+    std::mem::forget(s);
+    assert_eq!(
+        recover(&sysfs).unwrap(),
+        None,
+        "its lock is still held: owner alive"
+    );
+    assert_eq!(
+        sysfs.read(&Knob::SizeEnabled(size("64K"))).unwrap(),
+        "always"
+    );
+    assert_eq!(close_fds_on(&sysfs.state.join("lock")), 1);
+    let msg = recover(&sysfs).unwrap().expect("a journal to replay");
+    assert!(
+        msg.starts_with("pagelab: restored 4 settings left changed by pagelab (pid "),
+        "{msg}"
+    );
+    for part in [
+        "hugepages/hugepages-2048kB/nr_hugepages 8 -> 0",
+        "transparent_hugepage/hugepages-64kB/enabled always -> never",
+        "transparent_hugepage/hugepages-2048kB/enabled never -> inherit",
+        "transparent_hugepage/enabled always -> madvise",
+    ] {
+        assert!(msg.contains(part), "{part} missing from {msg}");
+    }
+    assert!(
+        msg.find("nr_hugepages").unwrap() < msg.find("hugepages-64kB").unwrap(),
+        "pools first: {msg}"
+    );
+    assert_eq!(snapshot(&sysfs), before);
+    assert!(!journal(&sysfs).exists());
+    assert_eq!(recover(&sysfs).unwrap(), None, "nothing left to do");
+}
+
+#[test]
+fn recover_leaves_a_live_sessions_journal_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let sysfs = fake_tree(dir.path());
+    let mut s = KnobSession::begin(&sysfs).unwrap();
+    s.set(Knob::ThpEnabled, "always").unwrap();
+    let other = sysfs.clone();
+    let seen = std::thread::spawn(move || recover(&other).unwrap())
+        .join()
+        .unwrap();
+    assert_eq!(seen, None);
+    assert!(journal(&sysfs).exists());
+    assert_eq!(sysfs.read(&Knob::ThpEnabled).unwrap(), "always");
+    s.restore().unwrap();
+    assert_eq!(sysfs.read(&Knob::ThpEnabled).unwrap(), "madvise");
+}
+
+#[test]
+fn a_second_session_waits_for_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let sysfs = fake_tree(dir.path());
+    let mut first = KnobSession::begin(&sysfs).unwrap();
+    first.set(Knob::ThpEnabled, "always").unwrap();
+    let other = sysfs.clone();
+    let waiter = std::thread::spawn(move || {
+        let s = KnobSession::begin(&other).unwrap();
+        let seen = other.read(&Knob::ThpEnabled).unwrap();
+        s.restore().unwrap();
+        seen
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !waiter.is_finished(),
+        "the second session must wait for the lock"
+    );
+    first.restore().unwrap();
+    assert_eq!(
+        waiter.join().unwrap(),
+        "madvise",
+        "it got the knobs only after the restore"
+    );
+}
+
+#[test]
+fn a_value_the_kernel_does_not_keep_is_an_error_naming_knob_value_and_content() {
+    let dir = tempfile::tempdir().unwrap();
+    let sysfs = fake_tree(dir.path());
+    let knob = Knob::SizeEnabled(size("32K"));
+    fs::remove_file(knob.path(&sysfs)).unwrap();
+    std::os::unix::fs::symlink("/dev/null", knob.path(&sysfs)).unwrap();
+    let mut s = KnobSession::begin(&sysfs).unwrap();
+    let err = s.set(knob, "always").unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "the kernel did not take transparent_hugepage/hugepages-32kB/enabled = always: it holds nothing"
+    );
+    s.restore().unwrap();
+}
+
+#[test]
+fn an_unwritable_knob_is_refused_before_it_is_journaled() {
+    // A read-only sysfs attribute cannot be opened for writing even by root.
+    let real = Path::new("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size");
+    if !real.exists() {
+        eprintln!("skipped: {} is missing (no THP here)", real.display());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sysfs = fake_tree(dir.path());
+    let knob = Knob::UseZeroPage;
+    fs::remove_file(knob.path(&sysfs)).unwrap();
+    std::os::unix::fs::symlink(real, knob.path(&sysfs)).unwrap();
+    let mut s = KnobSession::begin(&sysfs).unwrap();
+    let err = s.set(knob, "0").unwrap_err().to_string();
+    assert!(
+        err.starts_with("cannot change transparent_hugepage/use_zero_page: "),
+        "{err}"
+    );
+    assert!(err.contains("root"), "{err}");
+    assert!(s.changes().is_empty());
+    assert!(!journal(&sysfs).exists());
+    s.restore().unwrap();
+}
+
+#[test]
+fn configure_sets_each_size_explicitly_and_the_top_level_for_glibc() {
+    let dir = tempfile::tempdir().unwrap();
+    let sysfs = fake_tree(dir.path());
+    let before = snapshot(&sysfs);
+    let mut s = KnobSession::begin(&sysfs).unwrap();
+    let per_size = |sysfs: &Sysfs| -> Vec<String> {
+        sysfs
+            .thp_sizes()
+            .into_iter()
+            .map(|p| sysfs.read(&Knob::SizeEnabled(p)).unwrap())
+            .collect()
+    };
+    s.configure(&[PageSize::K4, size("64K"), PageSize::M2], ThpMode::Madvise)
+        .unwrap();
+    assert_eq!(
+        per_size(&sysfs),
+        ["never", "never", "madvise", "never", "never", "never", "never", "madvise"]
+    );
+    assert_eq!(sysfs.read(&Knob::ThpEnabled).unwrap(), "madvise");
+    s.configure(&[size("16K")], ThpMode::Always).unwrap();
+    assert_eq!(
+        per_size(&sysfs),
+        ["always", "never", "never", "never", "never", "never", "never", "never"]
+    );
+    assert_eq!(sysfs.read(&Knob::ThpEnabled).unwrap(), "always");
+    s.configure(&[PageSize::K4], ThpMode::Always).unwrap();
+    assert!(per_size(&sysfs).iter().all(|v| v == "never"));
+    assert_eq!(
+        sysfs.read(&Knob::ThpEnabled).unwrap(),
+        "never",
+        "the 4K baseline"
+    );
+    let knobs: Vec<String> = s.changes().into_iter().map(|(k, _, _)| k.name()).collect();
+    assert_eq!(
+        knobs,
+        [
+            "transparent_hugepage/hugepages-64kB/enabled",
+            "transparent_hugepage/hugepages-2048kB/enabled",
+            "transparent_hugepage/enabled",
+            "transparent_hugepage/hugepages-16kB/enabled",
+        ],
+        "only knobs whose value changed, in change order"
+    );
+    let err = s
+        .configure(&[size("8K"), PageSize::G1], ThpMode::Always)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "8K, 1G are not a THP size of this kernel; its THP sizes are 16K, 32K, 64K, 128K, 256K, \
+         512K, 1M, 2M (and 4K, the base page); 1G pages come only from a hugetlb pool"
+    );
+    s.restore().unwrap();
+    assert_eq!(snapshot(&sysfs), before);
+}
+
+#[test]
+fn hugetlb_pools_grow_and_unknown_sizes_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let sysfs = fake_tree(dir.path());
+    let mut s = KnobSession::begin(&sysfs).unwrap();
+    assert_eq!(s.grow_hugetlb(PageSize::G1, 2).unwrap(), 2);
+    assert_eq!(sysfs.read(&Knob::HugetlbPages(PageSize::G1)).unwrap(), "2");
+    let err = s.grow_hugetlb(size("32M"), 1).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "this kernel has no 32M hugetlb pages; its hugetlb sizes are 2M, 1G"
+    );
+    s.restore().unwrap();
+    assert_eq!(sysfs.read(&Knob::HugetlbPages(PageSize::G1)).unwrap(), "0");
+}
+
+/// Run only as the child of `a_sigkilled_session_is_restored_by_the_next_recover` and
+/// `held_signals_let_the_session_restore`: opens a session on the fake tree in
+/// `$PAGELAB_TEST_CHILD_ROOT`, changes knobs, then waits for a signal.
+#[test]
+#[ignore = "a child process of other tests"]
+fn child_session() {
+    let root = std::env::var_os("PAGELAB_TEST_CHILD_ROOT").expect("run by the parent tests only");
+    let sysfs = Sysfs::at(
+        Path::new(&root).join("mm"),
+        Path::new(&root).join("state"),
+        Path::new(&root).join("proc"),
+    );
+    let mut s = KnobSession::begin(&sysfs).unwrap();
+    s.configure(&[size("64K")], ThpMode::Always).unwrap();
+    fs::write(Path::new(&root).join("ready"), "").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if let Some(sig) = interrupted() {
+            s.restore().unwrap();
+            std::process::exit(100 + sig);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("no signal came");
+}
+
+/// Starts `child_session` on a fresh fake tree and waits until it has changed the knobs.
+fn start_child(root: &Path) -> std::process::Child {
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_session",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("PAGELAB_TEST_CHILD_ROOT", root)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !root.join("ready").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the child never changed the knobs"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child
+}
+
+#[test]
+fn a_sigkilled_session_is_restored_by_the_next_recover() {
+    let dir = tempfile::tempdir().unwrap();
+    let sysfs = fake_tree(dir.path());
+    let before = snapshot(&sysfs);
+    let mut child = start_child(dir.path());
+    assert_eq!(
+        recover(&sysfs).unwrap(),
+        None,
+        "the child is alive and holds the lock"
+    );
+    assert_eq!(
+        sysfs.read(&Knob::SizeEnabled(size("64K"))).unwrap(),
+        "always"
+    );
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    assert!(
+        journal(&sysfs).exists() && sysfs.state.join("lock").exists(),
+        "a stale lock file stays"
+    );
+    let msg = recover(&sysfs)
+        .unwrap()
+        .expect("the killed child's journal");
+    let pid = child.id();
+    assert!(
+        msg.starts_with(&format!(
+            "pagelab: restored 3 settings left changed by pagelab (pid {pid}, killed): "
+        )),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("transparent_hugepage/hugepages-64kB/enabled always -> never"),
+        "{msg}"
+    );
+    assert_eq!(snapshot(&sysfs), before);
+    assert!(!journal(&sysfs).exists());
+}
+
+#[test]
+fn held_signals_let_the_session_restore() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+        let dir = tempfile::tempdir().unwrap();
+        let sysfs = fake_tree(dir.path());
+        let before = snapshot(&sysfs);
+        let mut child = start_child(dir.path());
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let status = child.wait().unwrap();
+        assert_eq!(
+            status.code(),
+            Some(100 + sig),
+            "signal {sig} was held, not fatal: {status:?}"
+        );
+        assert_eq!(snapshot(&sysfs), before, "after signal {sig}");
+        assert!(!journal(&sysfs).exists());
+    }
+}
+
+// ---- the real sysfs: root and THP only ----
+
+fn real() -> Option<Sysfs> {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: not root, so the real THP knobs cannot be changed");
+        return None;
+    }
+    let sysfs = Sysfs::host();
+    if let Err(e) = sysfs.require_thp() {
+        eprintln!("skipped: {e}");
+        return None;
+    }
+    Some(sysfs)
+}
+
+#[test]
+fn real_configure_64k_always_then_restore() {
+    let Some(sysfs) = real() else { return };
+    let k64 = Knob::SizeEnabled(size("64K"));
+    if !sysfs.thp_sizes().contains(&size("64K")) {
+        eprintln!("skipped: this kernel has no 64K THP size");
+        return;
+    }
+    let mut s = KnobSession::begin(&sysfs).unwrap(); // the lock keeps other runs out meanwhile
+    let before = snapshot(&sysfs);
+    s.configure(&[size("64K")], ThpMode::Always).unwrap();
+    let raw = fs::read_to_string(k64.path(&sysfs)).unwrap();
+    assert!(raw.contains("[always]"), "the kernel's file says {raw}");
+    for p in sysfs.thp_sizes().into_iter().filter(|p| *p != size("64K")) {
+        assert_eq!(sysfs.read(&Knob::SizeEnabled(p)).unwrap(), "never", "{p}");
+    }
+    s.restore().unwrap();
+    assert_eq!(snapshot(&sysfs), before);
+}
+
+#[test]
+fn real_hugetlb_pool_grows_and_goes_back() {
+    let Some(sysfs) = real() else { return };
+    if !sysfs.hugetlb_sizes().contains(&PageSize::M2) {
+        eprintln!("skipped: no 2M hugetlb pool");
+        return;
+    }
+    let knob = Knob::HugetlbPages(PageSize::M2);
+    let mut s = KnobSession::begin(&sysfs).unwrap();
+    let before: u64 = sysfs.read(&knob).unwrap().parse().unwrap();
+    assert_eq!(
+        s.grow_hugetlb(PageSize::M2, before + 4).unwrap(),
+        before + 4
+    );
+    assert_eq!(sysfs.read(&knob).unwrap(), (before + 4).to_string());
+    s.restore().unwrap();
+    assert_eq!(sysfs.read(&knob).unwrap(), before.to_string());
+}
