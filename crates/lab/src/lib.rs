@@ -14,3 +14,8 @@
 pub mod hugetlb;
 pub mod session;
 pub mod sysfs;
+
+pub mod counters;
+pub mod perf;
+pub mod runner;
+pub mod shim;

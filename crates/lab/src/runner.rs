@@ -1,0 +1,420 @@
+//! Running a real program once under a configuration, and measuring it.
+//!
+//! [`run_once`] starts the program with the configuration's environment ([`config_env`]),
+//! and measures: wall time, user and system time, minor and major faults (the child's
+//! `wait4` resource usage), the change in the kernel's THP and hugetlb counters
+//! ([`crate::counters`]), hardware counters where the CPU has them ([`crate::perf`]), peak
+//! RSS, and how the program ended. The caller's [`crate::session::KnobSession`] has already set
+//! the knobs and catches SIGINT, SIGTERM, SIGHUP and SIGQUIT; a signal pagelab receives while
+//! the program runs is passed on to the program, pagelab waits for it, and the outcome says
+//! it was interrupted, so the caller can restore the knobs and exit 128+signal.
+//!
+//! [`summarize`] turns repetitions into medians and spreads, and speed-ups over the 4K
+//! baseline.
+
+use crate::counters::{self, CounterSnapshot};
+use crate::perf::HwCounters;
+use crate::session;
+use crate::shim::{self, ShimReport};
+use crate::sysfs::{Sysfs, ThpMode};
+use anyhow::{bail, Context, Result};
+use pagelab_core::PageSize;
+use pagelab_report::{ExitInfo, LabConfig, Measurement, Summary};
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A program to run once.
+#[derive(Clone, Debug, Default)]
+pub struct RunSpec {
+    /// The program and its arguments (`argv[0]` is looked up in `PATH`).
+    pub argv: Vec<OsString>,
+    /// Environment variables to set on top of pagelab's own environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// Collect the program's standard output into [`RunOutcome::stdout`] instead of letting it
+    /// through.
+    pub capture_stdout: bool,
+}
+
+/// What one run gave.
+#[derive(Clone, Debug, Default)]
+pub struct RunOutcome {
+    /// The figures of the run.
+    pub measurement: Measurement,
+    /// The program's standard output, when [`RunSpec::capture_stdout`] asked for it.
+    pub stdout: Vec<u8>,
+    /// The signal pagelab received (and passed on to the program) during the run, if any.
+    pub interrupted: Option<i32>,
+}
+
+/// How often the forwarding thread looks for a signal caught by the session.
+const SIGNAL_POLL: Duration = Duration::from_millis(5);
+
+/// Runs `spec.argv` once (the configuration's knobs are already set by the caller's
+/// `KnobSession`) and measures it. Errors when there is no program, when it cannot be
+/// started, or when pagelab was already interrupted before the run.
+pub fn run_once(sysfs: &Sysfs, spec: &RunSpec) -> Result<RunOutcome> {
+    let Some((program, args)) = spec.argv.split_first() else {
+        bail!("no program to run: give one after `--`");
+    };
+    if let Some(sig) = session::interrupted() {
+        bail!(
+            "interrupted by signal {sig} before {} started",
+            show(program)
+        );
+    }
+    let report = ShimReportFile::for_env(&spec.env)?;
+    let mut cmd = Command::new(program);
+    cmd.args(args).envs(spec.env.iter().map(|(k, v)| (k, v)));
+    if let Some(r) = &report {
+        cmd.env("PAGELAB_SHIM_REPORT", &r.path);
+    }
+    if spec.capture_stdout {
+        cmd.stdout(Stdio::piped());
+    }
+    let hw = HwCounters::open();
+    let before = CounterSnapshot::take(sysfs);
+    hw.enable();
+    let start = Instant::now();
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            hw.disable();
+            return Err(e).with_context(|| format!("cannot run {}", show(program)));
+        }
+    };
+    let pid = child.id() as libc::pid_t;
+    let reader = child.stdout.take().map(|mut out| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = out.read_to_end(&mut buf);
+            buf
+        })
+    });
+    let done = Arc::new(AtomicBool::new(false));
+    let forwarder = forward_signals(pid, done.clone());
+    let (status, usage) =
+        wait_for(pid).with_context(|| format!("waiting for {}", show(program)))?;
+    let wall = start.elapsed();
+    hw.disable();
+    done.store(true, Ordering::SeqCst);
+    let forwarded = forwarder.join().unwrap_or(None);
+    let after = CounterSnapshot::take(sysfs);
+    let stdout = reader
+        .map(|r| r.join().unwrap_or_default())
+        .unwrap_or_default();
+
+    let delta = before.delta(&after);
+    let hw = hw.read();
+    let mut m = Measurement {
+        wall_seconds: wall.as_secs_f64(),
+        user_seconds: seconds(usage.ru_utime),
+        system_seconds: seconds(usage.ru_stime),
+        faults: usage.ru_minflt as u64,
+        major_faults: usage.ru_majflt as u64,
+        faults_by_size: counters::faults_by_size(&delta),
+        fallbacks_by_size: counters::fallbacks_by_size(&delta),
+        kernel_counters: delta,
+        peak_rss_bytes: usage.ru_maxrss as u64 * 1024,
+        hw: hw.values,
+        hw_unavailable: hw.unavailable,
+        metrics: BTreeMap::new(),
+        exit: exit_info(status),
+    };
+    // wait4's peak also counts pagelab's own address space, which the child started in
+    // before exec; the shim reports the program's own peak, so prefer it when it reported.
+    m.metrics
+        .insert("rusage_maxrss_bytes".into(), m.peak_rss_bytes as f64);
+    if let Some(r) = report {
+        let rep = r.read();
+        if rep.processes > 0 && rep.peak_rss_bytes > 0 {
+            m.peak_rss_bytes = rep.peak_rss_bytes;
+        }
+        for (name, value) in rep.metrics() {
+            m.metrics.insert(name.into(), value);
+        }
+    }
+    Ok(RunOutcome {
+        measurement: m,
+        stdout,
+        interrupted: forwarded.or_else(session::interrupted),
+    })
+}
+
+/// Passes the first signal the session catches on to the child, through a pidfd (so a
+/// reaped child's reused pid can never be hit), until `done`. Returns the signal passed on.
+fn forward_signals(
+    pid: libc::pid_t,
+    done: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Option<i32>> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as libc::c_int;
+    std::thread::spawn(move || {
+        let mut sent = None;
+        while !done.load(Ordering::SeqCst) {
+            if let (None, Some(sig)) = (sent, session::interrupted()) {
+                // SAFETY: plain system calls on our child; a stale target fails with ESRCH.
+                unsafe {
+                    if pidfd >= 0 {
+                        libc::syscall(libc::SYS_pidfd_send_signal, pidfd, sig, 0usize, 0u32);
+                    } else {
+                        libc::kill(pid, sig);
+                    }
+                }
+                sent = Some(sig);
+            }
+            std::thread::sleep(SIGNAL_POLL);
+        }
+        if pidfd >= 0 {
+            // SAFETY: closing the descriptor this thread owns.
+            unsafe { libc::close(pidfd) };
+        }
+        sent
+    })
+}
+
+/// `wait4` for `pid`, retrying when a caught signal interrupts the wait.
+fn wait_for(pid: libc::pid_t) -> Result<(libc::c_int, libc::rusage)> {
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid value for the kernel to overwrite.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: status and usage are valid for writing; pid is our unreaped child.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if r == pid {
+            return Ok((status, usage));
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err.into());
+        }
+    }
+}
+
+fn exit_info(status: libc::c_int) -> ExitInfo {
+    if libc::WIFEXITED(status) {
+        ExitInfo {
+            code: Some(libc::WEXITSTATUS(status)),
+            signal: None,
+        }
+    } else {
+        ExitInfo {
+            code: None,
+            signal: libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)),
+        }
+    }
+}
+
+fn seconds(t: libc::timeval) -> f64 {
+    t.tv_sec as f64 + t.tv_usec as f64 / 1e6
+}
+
+fn show(s: &OsStr) -> String {
+    format!("`{}`", s.to_string_lossy())
+}
+
+/// A file the shim's processes append their report lines to; removed when read or dropped.
+struct ShimReportFile {
+    path: std::path::PathBuf,
+}
+
+impl ShimReportFile {
+    /// A fresh report file when `env` preloads the shim and does not name a report itself.
+    fn for_env(env: &[(OsString, OsString)]) -> Result<Option<ShimReportFile>> {
+        let preloads_shim = env.iter().any(|(k, v)| {
+            k == "LD_PRELOAD" && v.as_bytes().windows(15).any(|w| w == b"libpagelab_shim")
+        });
+        if !preloads_shim || env.iter().any(|(k, _)| k == "PAGELAB_SHIM_REPORT") {
+            return Ok(None);
+        }
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let path = shim::private_dir()?.join(format!("report-{}-{n}", std::process::id()));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .with_context(|| format!("creating the shim's report file {}", path.display()))?;
+        Ok(Some(ShimReportFile { path }))
+    }
+
+    fn read(self) -> ShimReport {
+        ShimReport::parse(&std::fs::read_to_string(&self.path).unwrap_or_default())
+    }
+}
+
+impl Drop for ShimReportFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Whether `pages` offers anything beyond the 4K base page.
+fn has_large(pages: &[PageSize]) -> bool {
+    pages.iter().any(|&p| p > PageSize::K4)
+}
+
+/// The environment that makes a program's heap use the configuration:
+///
+/// - `GLIBC_TUNABLES` gains `glibc.malloc.hugetlb=1` when sizes above 4K are enabled in
+///   madvise mode (glibc's malloc then advises its heap), or `glibc.malloc.hugetlb=<bytes>`
+///   for a hugetlb size (malloc maps with `MAP_HUGETLB` of that size); tunables already in
+///   pagelab's environment are kept, except an earlier `glibc.malloc.hugetlb`;
+/// - with `shim`, `LD_PRELOAD` gains the shim (after anything already preloaded), with
+///   `PAGELAB_SHIM_ADVISE=1` and `PAGELAB_SHIM_MIN` (the smallest enabled size above 4K) in
+///   madvise mode and `PAGELAB_SHIM_HUGETLB` for a hugetlb size. The 4K baseline preloads it
+///   too (it then changes nothing), so every configuration pays the same for it.
+pub fn config_env(
+    pages: &[PageSize],
+    mode: ThpMode,
+    hugetlb: Option<PageSize>,
+    shim: bool,
+) -> Result<Vec<(OsString, OsString)>> {
+    let advise = mode == ThpMode::Madvise && has_large(pages);
+    let tunable = match hugetlb {
+        Some(size) => Some(size.bytes().to_string()),
+        None => advise.then(|| "1".to_string()),
+    };
+    let mut env = Vec::new();
+    if let Some(value) = tunable {
+        let existing = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
+        let mut parts: Vec<&str> = existing
+            .split(':')
+            .filter(|p| !p.is_empty() && !p.starts_with("glibc.malloc.hugetlb="))
+            .collect();
+        let ours = format!("glibc.malloc.hugetlb={value}");
+        parts.push(&ours);
+        env.push(("GLIBC_TUNABLES".into(), parts.join(":").into()));
+    }
+    if shim {
+        let path = shim::shim_path()?;
+        let mut preload = std::env::var_os("LD_PRELOAD").unwrap_or_default();
+        if !preload.is_empty() {
+            preload.push(":");
+        }
+        preload.push(path.as_os_str());
+        env.push(("LD_PRELOAD".into(), preload));
+        if advise {
+            env.push(("PAGELAB_SHIM_ADVISE".into(), "1".into()));
+            let min = pages.iter().copied().filter(|&p| p > PageSize::K4).min();
+            if let Some(min) = min {
+                env.push(("PAGELAB_SHIM_MIN".into(), min.bytes().to_string().into()));
+            }
+        }
+        if let Some(size) = hugetlb {
+            env.push((
+                "PAGELAB_SHIM_HUGETLB".into(),
+                size.bytes().to_string().into(),
+            ));
+        }
+    }
+    Ok(env)
+}
+
+/// A configuration as people read it: `4K`, `64K`, `64K+2M`, `2M hugetlb`, `64K+2M hugetlb`.
+pub fn config_label(pages: &[PageSize], hugetlb: Option<PageSize>) -> String {
+    let large: Vec<String> = pages
+        .iter()
+        .filter(|&&p| p > PageSize::K4)
+        .map(|p| p.to_string())
+        .collect();
+    match (large.is_empty(), hugetlb) {
+        (true, None) => "4K".into(),
+        (true, Some(h)) => format!("{h} hugetlb"),
+        (false, None) => large.join("+"),
+        (false, Some(h)) => format!("{} + {h} hugetlb", large.join("+")),
+    }
+}
+
+/// Whether `config` is the 4K baseline: no size above 4K and no hugetlb pool.
+pub fn is_baseline(config: &LabConfig) -> bool {
+    !has_large(&config.pages) && config.hugetlb.is_empty()
+}
+
+/// Fills `summary` of each config from its runs and `speedup_vs_4k` across configs.
+///
+/// Summaries (median, min, max, spread; see [`Summary::of`]) are made of `wall_seconds`,
+/// `user_seconds`, `system_seconds`, `faults`, `major_faults`, `peak_rss_bytes`,
+/// `faults_by_size/<size>` and `fallbacks_by_size/<size>` (a run without the key counts 0),
+/// `hw/<counter>` (only when every run has the counter) and `metrics/<name>`. The speed-up
+/// is the 4K baseline's median wall time over the config's, for configs whose subject also
+/// ran the baseline (the baseline's own is 1).
+pub fn summarize(configs: &mut [LabConfig]) {
+    for c in configs.iter_mut() {
+        c.summary = summary_of(&c.runs);
+    }
+    let baselines: BTreeMap<String, f64> = configs
+        .iter()
+        .filter(|c| is_baseline(c))
+        .filter_map(|c| Some((c.subject.clone(), c.summary.get("wall_seconds")?.median)))
+        .collect();
+    for c in configs.iter_mut() {
+        let wall = c.summary.get("wall_seconds").map(|s| s.median);
+        c.speedup_vs_4k = match (baselines.get(&c.subject), wall) {
+            (Some(&base), Some(wall)) if wall > 0.0 => Some(base / wall),
+            _ => None,
+        };
+    }
+}
+
+fn summary_of(runs: &[Measurement]) -> BTreeMap<String, Summary> {
+    let mut out = BTreeMap::new();
+    let mut add = |name: String, values: Vec<f64>| {
+        if let Some(s) = Summary::of(&values) {
+            out.insert(name, s);
+        }
+    };
+    type Get = fn(&Measurement) -> f64;
+    let plain: [(&str, Get); 6] = [
+        ("wall_seconds", |m| m.wall_seconds),
+        ("user_seconds", |m| m.user_seconds),
+        ("system_seconds", |m| m.system_seconds),
+        ("faults", |m| m.faults as f64),
+        ("major_faults", |m| m.major_faults as f64),
+        ("peak_rss_bytes", |m| m.peak_rss_bytes as f64),
+    ];
+    for (name, get) in plain {
+        add(name.into(), runs.iter().map(get).collect());
+    }
+    let keys = |f: fn(&Measurement) -> Vec<String>| {
+        let mut k: Vec<String> = runs.iter().flat_map(f).collect();
+        k.sort();
+        k.dedup();
+        k
+    };
+    for size in keys(|m| m.faults_by_size.keys().cloned().collect()) {
+        let v = runs
+            .iter()
+            .map(|m| m.faults_by_size.get(&size).copied().unwrap_or(0) as f64);
+        add(format!("faults_by_size/{size}"), v.collect());
+    }
+    for size in keys(|m| m.fallbacks_by_size.keys().cloned().collect()) {
+        let v = runs
+            .iter()
+            .map(|m| m.fallbacks_by_size.get(&size).copied().unwrap_or(0) as f64);
+        add(format!("fallbacks_by_size/{size}"), v.collect());
+    }
+    for name in keys(|m| m.hw.keys().cloned().collect()) {
+        let v: Option<Vec<f64>> = runs
+            .iter()
+            .map(|m| m.hw.get(&name).copied().flatten().map(|x| x as f64))
+            .collect();
+        if let Some(v) = v {
+            add(format!("hw/{name}"), v);
+        }
+    }
+    for name in keys(|m| m.metrics.keys().cloned().collect()) {
+        let v: Vec<f64> = runs
+            .iter()
+            .filter_map(|m| m.metrics.get(&name).copied())
+            .collect();
+        add(format!("metrics/{name}"), v);
+    }
+    out
+}

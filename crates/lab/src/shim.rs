@@ -1,0 +1,192 @@
+//! The LD_PRELOAD shim (`capture/shim/pagelab_shim.c`): where it is, and what it reports.
+//!
+//! The build compiles the shim and this crate embeds the library, so an installed `pagelab`
+//! carries it: [`shim_path`] writes it out once per content into a directory owned by the
+//! current user under the temporary directory (`/tmp/pagelab-<uid>/`), checked not to be a
+//! link nor writable by others, and gives its path for `LD_PRELOAD`.
+//!
+//! A process that loaded the shim and was told `PAGELAB_SHIM_REPORT=<path>` appends one line at
+//! exit, which [`ShimReport::parse`] reads back (summing the lines of every process).
+
+use anyhow::{bail, Context, Result};
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// The shim library's bytes, as built by `crates/lab/build.rs`.
+pub fn shim_bytes() -> &'static [u8] {
+    include_bytes!(env!("PAGELAB_SHIM_SO"))
+}
+
+/// The shim's test program (`capture/shim/shim_testprog.c`), built beside the library. It
+/// exists on the machine that built pagelab; tests use it.
+pub fn testprog_path() -> &'static Path {
+    Path::new(env!("PAGELAB_SHIM_TESTPROG"))
+}
+
+/// pagelab's private directory under the temporary directory, created 0755 if missing and
+/// refused unless it is a real directory owned by this user that nobody else can write.
+pub fn private_dir() -> Result<PathBuf> {
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    let dir = std::env::temp_dir().join(format!("pagelab-{uid}"));
+    match fs::DirBuilder::new().mode(0o755).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),
+    }
+    let meta = fs::symlink_metadata(&dir).with_context(|| format!("checking {}", dir.display()))?;
+    if !meta.file_type().is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o022 != 0 {
+        bail!(
+            "{} is not a directory owned by uid {uid} and writable only by it; remove it \
+             (pagelab keeps its LD_PRELOAD shim there)",
+            dir.display()
+        );
+    }
+    Ok(dir)
+}
+
+/// The shim written out as a file, for `LD_PRELOAD`: `<private dir>/libpagelab_shim-<hash>.so`,
+/// written (atomically, by rename) only when no file of that content exists yet.
+pub fn shim_path() -> Result<PathBuf> {
+    let bytes = shim_bytes();
+    let dir = private_dir()?;
+    let path = dir.join(format!("libpagelab_shim-{:016x}.so", fnv1a(bytes)));
+    if fs::read(&path).is_ok_and(|existing| existing == bytes) {
+        return Ok(path);
+    }
+    static WRITER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!("libpagelab_shim.{}.{n}.tmp", std::process::id()));
+    let write = || -> std::io::Result<()> {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o755)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, &path)
+    };
+    write().with_context(|| format!("writing the LD_PRELOAD shim to {}", path.display()))?;
+    Ok(path)
+}
+
+/// FNV-1a, 64 bits: names the shim file by its content.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// What the shim did, summed over every process that loaded it and reported.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShimReport {
+    /// Processes that reported (each writes one line at a normal exit).
+    pub processes: u64,
+    /// Mappings advised with `MADV_HUGEPAGE`.
+    pub advised_mappings: u64,
+    /// Bytes advised.
+    pub advised_bytes: u64,
+    /// Mappings made with `MAP_HUGETLB`.
+    pub hugetlb_mappings: u64,
+    /// Bytes mapped with `MAP_HUGETLB` (rounded up to the huge page size).
+    pub hugetlb_bytes: u64,
+    /// Mappings that fell back to normal pages because the pool had no free pages.
+    pub hugetlb_fallbacks: u64,
+    /// The largest own peak resident set (`VmHWM`) of a reporting process, in bytes.
+    pub peak_rss_bytes: u64,
+}
+
+impl ShimReport {
+    /// Reads the report lines in `text` (other lines are ignored):
+    /// `pagelab-shim: advised N mappings, B bytes; hugetlb M mappings, H bytes, F fell back;
+    /// peak rss K kB; pid P`.
+    pub fn parse(text: &str) -> ShimReport {
+        let mut r = ShimReport::default();
+        for line in text.lines() {
+            let Some(rest) = line.strip_prefix("pagelab-shim: ") else {
+                continue;
+            };
+            let n: Vec<u64> = rest
+                .split(|c: char| !c.is_ascii_digit())
+                .filter(|w| !w.is_empty())
+                .filter_map(|w| w.parse().ok())
+                .collect();
+            let [advised_n, advised_b, huge_n, huge_b, fell, peak_kb, _pid] = n[..] else {
+                continue;
+            };
+            r.processes += 1;
+            r.advised_mappings += advised_n;
+            r.advised_bytes += advised_b;
+            r.hugetlb_mappings += huge_n;
+            r.hugetlb_bytes += huge_b;
+            r.hugetlb_fallbacks += fell;
+            r.peak_rss_bytes = r.peak_rss_bytes.max(peak_kb * 1024);
+        }
+        r
+    }
+
+    /// The report as `metrics` of a measurement: `shim_advised_mappings`, ...
+    pub fn metrics(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("shim_processes", self.processes as f64),
+            ("shim_advised_mappings", self.advised_mappings as f64),
+            ("shim_advised_bytes", self.advised_bytes as f64),
+            ("shim_hugetlb_mappings", self.hugetlb_mappings as f64),
+            ("shim_hugetlb_bytes", self.hugetlb_bytes as f64),
+            ("shim_hugetlb_fallbacks", self.hugetlb_fallbacks as f64),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_sums_report_lines() {
+        let text = "noise\n\
+            pagelab-shim: advised 1 mappings, 8388608 bytes; hugetlb 0 mappings, 0 bytes, 0 fell back; peak rss 9672 kB; pid 27537\n\
+            pagelab-shim: advised 2 mappings, 131072 bytes; hugetlb 1 mappings, 2097152 bytes, 3 fell back; peak rss 100 kB; pid 27538\n\
+            pagelab-shim: truncated 1 2\n";
+        let r = ShimReport::parse(text);
+        assert_eq!(
+            r,
+            ShimReport {
+                processes: 2,
+                advised_mappings: 3,
+                advised_bytes: 8388608 + 131072,
+                hugetlb_mappings: 1,
+                hugetlb_bytes: 2097152,
+                hugetlb_fallbacks: 3,
+                peak_rss_bytes: 9672 * 1024,
+            }
+        );
+    }
+
+    #[test]
+    fn the_shim_is_written_once_and_loads() {
+        let a = shim_path().unwrap();
+        let b = shim_path().unwrap();
+        assert_eq!(a, b);
+        assert_eq!(fs::read(&a).unwrap(), shim_bytes());
+        let out = std::process::Command::new(testprog_path())
+            .args(["mmap", "1M"])
+            .env("LD_PRELOAD", &a)
+            .env("PAGELAB_SHIM_ADVISE", "1")
+            .env("PAGELAB_SHIM_REPORT", "2")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let r = ShimReport::parse(&String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            (r.processes, r.advised_mappings, r.advised_bytes),
+            (1, 1, 1 << 20),
+            "{out:?}"
+        );
+        assert!(r.peak_rss_bytes >= 1 << 20, "{r:?}");
+    }
+}
