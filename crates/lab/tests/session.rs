@@ -3,12 +3,16 @@
 //! run as root with THP (skipped with a reason otherwise).
 
 use pagelab_core::PageSize;
-use pagelab_lab::session::{interrupted, recover, KnobSession};
+use pagelab_lab::session::{recover, KnobSession};
 use pagelab_lab::sysfs::{Knob, Sysfs, ThpMode};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+#[path = "session/processes.rs"]
+mod processes;
+#[path = "session/real.rs"]
+mod real;
 
 const THP_KB: [u64; 8] = [16, 32, 64, 128, 256, 512, 1024, 2048];
 
@@ -397,170 +401,4 @@ fn hugetlb_pools_grow_and_unknown_sizes_are_refused() {
     );
     s.restore().unwrap();
     assert_eq!(sysfs.read(&Knob::HugetlbPages(PageSize::G1)).unwrap(), "0");
-}
-
-/// Run only as the child of `a_sigkilled_session_is_restored_by_the_next_recover` and
-/// `held_signals_let_the_session_restore`: opens a session on the fake tree in
-/// `$PAGELAB_TEST_CHILD_ROOT`, changes knobs, then waits for a signal.
-#[test]
-#[ignore = "a child process of other tests"]
-fn child_session() {
-    let root = std::env::var_os("PAGELAB_TEST_CHILD_ROOT").expect("run by the parent tests only");
-    let sysfs = Sysfs::at(
-        Path::new(&root).join("mm"),
-        Path::new(&root).join("state"),
-        Path::new(&root).join("proc"),
-    );
-    let mut s = KnobSession::begin(&sysfs).unwrap();
-    s.configure(&[size("64K")], ThpMode::Always).unwrap();
-    fs::write(Path::new(&root).join("ready"), "").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        if let Some(sig) = interrupted() {
-            s.restore().unwrap();
-            std::process::exit(100 + sig);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    panic!("no signal came");
-}
-
-/// Starts `child_session` on a fresh fake tree and waits until it has changed the knobs.
-fn start_child(root: &Path) -> std::process::Child {
-    let child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_session",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("PAGELAB_TEST_CHILD_ROOT", root)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !root.join("ready").exists() {
-        assert!(
-            Instant::now() < deadline,
-            "the child never changed the knobs"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    child
-}
-
-#[test]
-fn a_sigkilled_session_is_restored_by_the_next_recover() {
-    let dir = tempfile::tempdir().unwrap();
-    let sysfs = fake_tree(dir.path());
-    let before = snapshot(&sysfs);
-    let mut child = start_child(dir.path());
-    assert_eq!(
-        recover(&sysfs).unwrap(),
-        None,
-        "the child is alive and holds the lock"
-    );
-    assert_eq!(
-        sysfs.read(&Knob::SizeEnabled(size("64K"))).unwrap(),
-        "always"
-    );
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-    child.wait().unwrap();
-    assert!(
-        journal(&sysfs).exists() && sysfs.state.join("lock").exists(),
-        "a stale lock file stays"
-    );
-    let msg = recover(&sysfs)
-        .unwrap()
-        .expect("the killed child's journal");
-    let pid = child.id();
-    assert!(
-        msg.starts_with(&format!(
-            "pagelab: restored 3 settings left changed by pagelab (pid {pid}, killed): "
-        )),
-        "{msg}"
-    );
-    assert!(
-        msg.contains("transparent_hugepage/hugepages-64kB/enabled always -> never"),
-        "{msg}"
-    );
-    assert_eq!(snapshot(&sysfs), before);
-    assert!(!journal(&sysfs).exists());
-}
-
-#[test]
-fn held_signals_let_the_session_restore() {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
-        let dir = tempfile::tempdir().unwrap();
-        let sysfs = fake_tree(dir.path());
-        let before = snapshot(&sysfs);
-        let mut child = start_child(dir.path());
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(child.id() as i32, sig) };
-        let status = child.wait().unwrap();
-        assert_eq!(
-            status.code(),
-            Some(100 + sig),
-            "signal {sig} was held, not fatal: {status:?}"
-        );
-        assert_eq!(snapshot(&sysfs), before, "after signal {sig}");
-        assert!(!journal(&sysfs).exists());
-    }
-}
-
-// ---- the real sysfs: root and THP only ----
-
-fn real() -> Option<Sysfs> {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: not root, so the real THP knobs cannot be changed");
-        return None;
-    }
-    let sysfs = Sysfs::host();
-    if let Err(e) = sysfs.require_thp() {
-        eprintln!("skipped: {e}");
-        return None;
-    }
-    Some(sysfs)
-}
-
-#[test]
-fn real_configure_64k_always_then_restore() {
-    let Some(sysfs) = real() else { return };
-    let k64 = Knob::SizeEnabled(size("64K"));
-    if !sysfs.thp_sizes().contains(&size("64K")) {
-        eprintln!("skipped: this kernel has no 64K THP size");
-        return;
-    }
-    let mut s = KnobSession::begin(&sysfs).unwrap(); // the lock keeps other runs out meanwhile
-    let before = snapshot(&sysfs);
-    s.configure(&[size("64K")], ThpMode::Always).unwrap();
-    let raw = fs::read_to_string(k64.path(&sysfs)).unwrap();
-    assert!(raw.contains("[always]"), "the kernel's file says {raw}");
-    for p in sysfs.thp_sizes().into_iter().filter(|p| *p != size("64K")) {
-        assert_eq!(sysfs.read(&Knob::SizeEnabled(p)).unwrap(), "never", "{p}");
-    }
-    s.restore().unwrap();
-    assert_eq!(snapshot(&sysfs), before);
-}
-
-#[test]
-fn real_hugetlb_pool_grows_and_goes_back() {
-    let Some(sysfs) = real() else { return };
-    if !sysfs.hugetlb_sizes().contains(&PageSize::M2) {
-        eprintln!("skipped: no 2M hugetlb pool");
-        return;
-    }
-    let knob = Knob::HugetlbPages(PageSize::M2);
-    let mut s = KnobSession::begin(&sysfs).unwrap();
-    let before: u64 = sysfs.read(&knob).unwrap().parse().unwrap();
-    assert_eq!(
-        s.grow_hugetlb(PageSize::M2, before + 4).unwrap(),
-        before + 4
-    );
-    assert_eq!(sysfs.read(&knob).unwrap(), (before + 4).to_string());
-    s.restore().unwrap();
-    assert_eq!(sysfs.read(&knob).unwrap(), before.to_string());
 }
