@@ -33,6 +33,23 @@ pub enum Command {
     Presets,
     /// List the built-in workloads with their parameters and defaults.
     Workloads,
+    /// Run a real program under chosen page sizes (THP sizes, hugetlb pools), measure it
+    /// (time, faults, the kernel's allocations per size, hardware counters) and restore
+    /// every setting; --compare runs several configurations against the 4K baseline.
+    Run(crate::cmd::run::RunArgs),
+    /// Run native microbenchmarks matching the built-in workloads (stride sweep, stream,
+    /// gups, chase, fault cost) under each page size; prints tables, writes pagelab.lab/1 JSON.
+    Bench(crate::cmd::bench::BenchArgs),
+    /// Runs one benchmark kernel and prints its metrics as one JSON line (used by `bench`).
+    #[command(hide = true)]
+    BenchChild(crate::cmd::bench::BenchChildArgs),
+    /// Hold the model to the kernel: replay the built-in workloads natively under each
+    /// multi-size THP setting and in the model's linux-thp policy, compare faults and
+    /// per-size allocations, exit non-zero on any disagreement.
+    Validate(crate::cmd::validate::ValidateArgs),
+    /// Replays one workload at its own addresses and prints a JSON report (used by `validate`).
+    #[command(hide = true)]
+    ValidateChild(crate::cmd::validate::ValidateChildArgs),
 }
 
 /// Options shared by every command that simulates.

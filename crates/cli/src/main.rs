@@ -19,6 +19,7 @@ fn main() {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = args::Cli::parse();
+    recover_knobs();
     let outcome = match cli.command {
         args::Command::Study(a) => cmd::study::run(a),
         args::Command::Sim(a) => cmd::sim::run(a),
@@ -26,11 +27,27 @@ fn main() {
         args::Command::Capture(a) => cmd::capture::run(a),
         args::Command::Presets => cmd::list::presets(),
         args::Command::Workloads => cmd::list::workloads(),
+        args::Command::Run(a) => cmd::run::run(a),
+        args::Command::Bench(a) => cmd::bench::run(a),
+        args::Command::BenchChild(a) => cmd::bench::child(a),
+        args::Command::Validate(a) => cmd::validate::run(a),
+        args::Command::ValidateChild(a) => cmd::validate::child(a),
     };
     report_peak_rss();
     if let Err(e) = outcome {
         eprintln!("pagelab: error: {e:#}");
         std::process::exit(1);
+    }
+}
+
+/// Puts back THP and hugetlb settings that a pagelab killed with SIGKILL left
+/// changed (its journal survives it), saying so; a failure to do so is a warning
+/// naming what is still changed, not a reason to refuse the command asked for.
+fn recover_knobs() {
+    match pagelab_lab::session::recover(&pagelab_lab::sysfs::Sysfs::host()) {
+        Ok(Some(msg)) => eprintln!("{msg}"),
+        Ok(None) => {}
+        Err(e) => eprintln!("pagelab: warning: {e:#}"),
     }
 }
 

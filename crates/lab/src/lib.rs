@@ -8,6 +8,7 @@
 //! - [`perf`]: hardware counters through perf_event_open, reported unavailable when absent,
 //! - [`runner`]: running a program under a configuration and measuring it,
 //! - [`native`]: native microbenchmarks matching the model's built-in workloads.
+//! - [`validate`]: the kernel as the referee of the model: native replays vs the `linux-thp` policy.
 
 #![warn(missing_docs)]
 
@@ -19,3 +20,7 @@ pub mod counters;
 pub mod perf;
 pub mod runner;
 pub mod shim;
+
+pub mod native;
+
+pub mod validate;

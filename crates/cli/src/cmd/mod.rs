@@ -1,10 +1,13 @@
 //! One module per subcommand; shared set-up lives here.
 
+pub mod bench;
 pub mod capture;
 pub mod convert;
 pub mod list;
+pub mod run;
 pub mod sim;
 pub mod study;
+pub mod validate;
 
 use crate::args::ModelArgs;
 use anyhow::{Context, Result};

@@ -1,0 +1,113 @@
+//! `pagelab validate`: the kernel as the referee of the model (see
+//! `pagelab_lab::validate`), and its hidden child, which replays one workload.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use is_terminal::IsTerminal;
+use pagelab_lab::sysfs::{Sysfs, ThpMode};
+use pagelab_lab::validate::{self, replay, ValidateOptions};
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub struct ValidateArgs {
+    /// Page-size configurations to check, each a comma-separated set of THP sizes
+    /// (`4K` alone is the baseline); repeat the flag for several. Default: 4K, each
+    /// size the kernel offers alone, and all of them together.
+    #[arg(long = "pages", value_name = "SIZES")]
+    pub pages: Vec<String>,
+    /// How the sizes are enabled: madvise (the default: only the replay's advised
+    /// mapping gets large pages, so other processes cannot disturb the kernel's
+    /// counters) or always.
+    #[arg(long, value_name = "MODE", default_value = "madvise")]
+    pub thp: String,
+    /// Write the result as JSON (schema pagelab.lab/1, command "validate").
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Workloads to replay, as NAME[:key=value,...]; the default set when none is given.
+    #[arg(value_name = "WORKLOAD")]
+    pub workloads: Vec<String>,
+}
+
+/// The hidden child of `pagelab validate`: replays one workload at its own
+/// addresses and prints one JSON report.
+#[derive(Args, Debug)]
+pub struct ValidateChildArgs {
+    /// huge (madvise(MADV_HUGEPAGE) the mapping) or none.
+    #[arg(long, value_name = "ADVICE")]
+    pub advise: String,
+    /// The workload spec.
+    pub workload: String,
+}
+
+pub fn run(a: ValidateArgs) -> Result<()> {
+    let sysfs = Sysfs::host();
+    let mode: ThpMode = a.thp.parse()?;
+    let configs = if a.pages.is_empty() {
+        ValidateOptions::default_configs(&sysfs.thp_sizes())
+    } else {
+        a.pages
+            .iter()
+            .map(|p| pagelab_core::parse_page_sizes(p).with_context(|| format!("--pages {p}")))
+            .collect::<Result<_>>()?
+    };
+    let workloads: Vec<String> = if a.workloads.is_empty() {
+        validate::DEFAULT_WORKLOADS
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    } else {
+        a.workloads.clone()
+    };
+    // A typo should fail before any knob changes.
+    for w in &workloads {
+        replay::data_extent(w)?;
+    }
+    let exe = std::env::current_exe().context("finding the pagelab binary")?;
+    let opts = ValidateOptions {
+        workloads,
+        configs,
+        mode,
+        child: vec![exe.into(), "validate-child".into()],
+    };
+    let tty = std::io::stderr().is_terminal();
+    let result = validate::run(&sysfs, &opts, |msg| {
+        if tty {
+            eprint!("\r\x1b[2K{msg}");
+        }
+    })?;
+    if tty {
+        eprint!("\r\x1b[2K");
+    }
+    print!("{}", validate::table(&result));
+    if let Some(path) = &a.json {
+        pagelab_report::write_json(path, &result)?;
+        println!("wrote {}", path.display());
+    }
+    let differ = result
+        .configs
+        .iter()
+        .filter(|c| !c.disagreements.is_empty())
+        .count();
+    if differ > 0 {
+        bail!(
+            "the model and the kernel disagree on {differ} of {} cases",
+            result.configs.len()
+        );
+    }
+    println!(
+        "the model and the kernel agree on all {} cases",
+        result.configs.len()
+    );
+    Ok(())
+}
+
+pub fn child(a: ValidateChildArgs) -> Result<()> {
+    let advise = match a.advise.as_str() {
+        "huge" => replay::Advise::Huge,
+        "none" => replay::Advise::None,
+        other => bail!("--advise {other}: use huge or none"),
+    };
+    let report = replay::replay(&a.workload, advise, &Sysfs::host())?;
+    println!("{}", serde_json::to_string(&report)?);
+    Ok(())
+}

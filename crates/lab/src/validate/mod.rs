@@ -1,0 +1,283 @@
+//! `pagelab validate`: the kernel as the referee of the model.
+//!
+//! For every THP configuration (the 4K baseline, each size alone, all sizes
+//! together) and every workload, a fresh child process replays the workload's
+//! data references natively at the workload's own addresses ([`replay`]), and
+//! the model's `linux-thp` policy runs the same references on the same mapping
+//! with the settings the kernel held ([`model`]). Faults, per-size
+//! `anon_fault_alloc` and `anon_fault_fallback` must agree exactly: the
+//! kernel's anonymous fault path is deterministic for a given mapping, setting
+//! and first-touch order while memory is plentiful. The child's faults are
+//! taken after subtracting its baseline (a dry pass that generates the same
+//! references without touching memory).
+//!
+//! Configurations run in madvise mode by default: only the child's advised
+//! mapping may get large pages, so other processes on the machine cannot
+//! disturb the kernel's global per-size counters during the replay.
+
+pub mod model;
+pub mod replay;
+
+use crate::session::KnobSession;
+use crate::sysfs::Sysfs;
+use crate::sysfs::ThpMode;
+use anyhow::{bail, Context, Result};
+use pagelab_core::PageSize;
+use pagelab_report::{LabConfig, LabResult, Measurement};
+use replay::{Advise, ReplayReport};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+
+/// The default workloads: write-first (init=true) data regions that straddle
+/// 2M boundaries, so every size's alignment and fallback paths are exercised.
+pub const DEFAULT_WORKLOADS: [&str; 4] = [
+    "stride:heap=4M,iters=2",
+    "stream:n=131072,iters=1",
+    "gups:table=8M,updates=200000",
+    "chase:nodes=65536,steps=200000",
+];
+
+/// What to validate.
+#[derive(Clone, Debug)]
+pub struct ValidateOptions {
+    /// Workload specs.
+    pub workloads: Vec<String>,
+    /// Page-size configurations; each a set of sizes (4K alone is the baseline).
+    pub configs: Vec<Vec<PageSize>>,
+    /// How the sizes are enabled.
+    pub mode: ThpMode,
+    /// The command that runs one replay: the pagelab binary and its hidden
+    /// child subcommand; `--advise`, `huge|none` and the workload are appended.
+    pub child: Vec<OsString>,
+}
+
+impl ValidateOptions {
+    /// The default configurations for a kernel offering `thp_sizes`: the 4K
+    /// baseline, each size alone, and all of them together.
+    pub fn default_configs(thp_sizes: &[PageSize]) -> Vec<Vec<PageSize>> {
+        let mut out = vec![vec![PageSize::K4]];
+        out.extend(thp_sizes.iter().map(|&s| vec![s]));
+        if thp_sizes.len() > 1 {
+            out.push(thp_sizes.to_vec());
+        }
+        out
+    }
+}
+
+/// The label of a configuration: `4K`, `64K`, `16K+64K+2M`.
+pub fn config_label(pages: &[PageSize]) -> String {
+    crate::runner::config_label(pages, None)
+}
+
+/// Runs every (configuration, workload) natively and in the model; `progress`
+/// hears about each step. The knobs are restored before this returns, whatever
+/// happens.
+pub fn run(
+    sysfs: &Sysfs,
+    opts: &ValidateOptions,
+    mut progress: impl FnMut(&str),
+) -> Result<LabResult> {
+    sysfs.require_thp()?;
+    let mut result = LabResult::new("validate", sysfs.host_info());
+    let mut session = KnobSession::begin(sysfs)?;
+    let total = opts.configs.len() * opts.workloads.len();
+    for (i, pages) in opts.configs.iter().enumerate() {
+        session
+            .configure(pages, opts.mode)
+            .with_context(|| format!("configuring {}", config_label(pages)))?;
+        for (j, w) in opts.workloads.iter().enumerate() {
+            if let Some(sig) = crate::session::interrupted() {
+                bail!("interrupted by signal {sig}; every setting is restored");
+            }
+            progress(&format!(
+                "[{}/{total}] {} under {}",
+                i * opts.workloads.len() + j + 1,
+                w,
+                config_label(pages)
+            ));
+            let advise = if opts.mode == ThpMode::Madvise {
+                Advise::Huge
+            } else {
+                Advise::None
+            };
+            let report = run_child(&opts.child, advise, w)?;
+            let predicted = model::predict(&report)?;
+            result
+                .configs
+                .push(compare(pages, opts.mode, &report, &predicted));
+        }
+    }
+    session.restore()?;
+    Ok(result)
+}
+
+/// Runs one replay in a fresh process and reads its report.
+fn run_child(child: &[OsString], advise: Advise, workload: &str) -> Result<ReplayReport> {
+    let (exe, args) = child.split_first().context("no child command")?;
+    let out = std::process::Command::new(exe)
+        .args(args)
+        .arg("--advise")
+        .arg(match advise {
+            Advise::Huge => "huge",
+            Advise::None => "none",
+        })
+        .arg(workload)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {exe:?}"))?;
+    if !out.status.success() {
+        bail!("the replay of `{workload}` failed ({})", out.status);
+    }
+    serde_json::from_slice(&out.stdout).with_context(|| {
+        format!(
+            "the replay of `{workload}` printed no report: {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+/// The lab configuration of one replay and its prediction, with every disagreement named.
+fn compare(
+    pages: &[PageSize],
+    mode: ThpMode,
+    report: &ReplayReport,
+    predicted: &model::Prediction,
+) -> LabConfig {
+    let measured_faults = report.faults.saturating_sub(report.baseline_faults);
+    let alloc = crate::counters::faults_by_size(&report.counters);
+    let fallback = crate::counters::fallbacks_by_size(&report.counters);
+    let mut disagreements = Vec::new();
+    if measured_faults != predicted.faults {
+        disagreements.push(format!(
+            "faults: model {}, kernel {measured_faults}",
+            predicted.faults
+        ));
+    }
+    for (what, model, kernel) in [
+        ("anon_fault_alloc", &predicted.alloc_by_size, &alloc),
+        (
+            "anon_fault_fallback",
+            &predicted.fallback_by_size,
+            &fallback,
+        ),
+    ] {
+        let mut sizes: Vec<&String> = model.keys().chain(kernel.keys()).collect();
+        sizes.sort_by_key(|k| k.parse::<PageSize>().ok());
+        sizes.dedup();
+        for s in sizes {
+            let (m, k) = (model.get(s).copied(), kernel.get(s).copied());
+            if m.unwrap_or(0) != k.unwrap_or(0) {
+                disagreements.push(format!(
+                    "{s} {what}: model {}, kernel {}",
+                    m.unwrap_or(0),
+                    k.unwrap_or(0)
+                ));
+            }
+        }
+    }
+    LabConfig {
+        subject: report.workload.clone(),
+        label: config_label(pages),
+        pages: pages.to_vec(),
+        thp: mode.to_string(),
+        runs: vec![Measurement {
+            wall_seconds: report.seconds,
+            faults: measured_faults,
+            faults_by_size: alloc.clone(),
+            fallbacks_by_size: fallback.clone(),
+            kernel_counters: report.counters.clone(),
+            metrics: BTreeMap::from([
+                ("baseline_faults".to_string(), report.baseline_faults as f64),
+                ("refs".to_string(), report.refs as f64),
+                ("mapping_start".to_string(), report.start as f64),
+                ("mapping_bytes".to_string(), report.len as f64),
+            ]),
+            ..Default::default()
+        }],
+        predicted: Some(Measurement {
+            faults: predicted.faults,
+            faults_by_size: predicted.alloc_by_size.clone(),
+            fallbacks_by_size: predicted.fallback_by_size.clone(),
+            ..Default::default()
+        }),
+        disagreements,
+        ..Default::default()
+    }
+}
+
+/// Whether every configuration agreed.
+pub fn agreed(result: &LabResult) -> bool {
+    result.configs.iter().all(|c| c.disagreements.is_empty())
+}
+
+/// The validate table: one row per (workload, configuration), predicted vs measured.
+pub fn table(result: &LabResult) -> String {
+    let mut rows = vec![[
+        "workload".to_string(),
+        "pages".to_string(),
+        "faults model".to_string(),
+        "faults kernel".to_string(),
+        "THP allocs model".to_string(),
+        "THP allocs kernel".to_string(),
+        "verdict".to_string(),
+    ]];
+    let sizes = |m: &BTreeMap<String, u64>| -> String {
+        let mut v: Vec<(PageSize, u64)> = m
+            .iter()
+            .filter_map(|(k, n)| Some((k.parse().ok()?, *n)))
+            .collect();
+        v.sort();
+        if v.is_empty() {
+            return "-".into();
+        }
+        v.iter()
+            .map(|(s, n)| format!("{n}×{s}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    for c in &result.configs {
+        let (Some(p), Some(m)) = (&c.predicted, c.runs.first()) else {
+            continue;
+        };
+        rows.push([
+            c.subject.clone(),
+            c.label.clone(),
+            p.faults.to_string(),
+            m.faults.to_string(),
+            sizes(&p.faults_by_size),
+            sizes(&m.faults_by_size),
+            if c.disagreements.is_empty() {
+                "agree".to_string()
+            } else {
+                format!("DIFFER: {}", c.disagreements.join("; "))
+            },
+        ]);
+    }
+    let widths: Vec<usize> = (0..7)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for (n, r) in rows.iter().enumerate() {
+        let cells: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (c, w))| {
+                if i == 6 {
+                    c.clone()
+                } else if (2..4).contains(&i) {
+                    format!("{c:>w$}")
+                } else {
+                    format!("{c:<w$}")
+                }
+            })
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+        if n == 0 {
+            out.push_str(&"-".repeat(widths.iter().sum::<usize>() + 12));
+            out.push('\n');
+        }
+    }
+    out
+}
