@@ -9,21 +9,46 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Run only as the child of `a_sigkilled_session_is_restored_by_the_next_recover` and
-/// `held_signals_let_the_session_restore`: opens a session on the fake tree in
-/// `$PAGELAB_TEST_CHILD_ROOT`, changes knobs, then waits for a signal.
+/// Run only as the child of the tests below, on the fake tree in `$PAGELAB_TEST_CHILD_ROOT`,
+/// doing what `$PAGELAB_TEST_CHILD_MODE` says: `hold` opens a session, changes knobs and waits
+/// for a signal; `begin` opens a session (waiting for the lock) and restores it;
+/// `unprivileged` checks the errors a user who may not write the knobs gets.
 #[test]
 #[ignore = "a child process of other tests"]
 fn child_session() {
     let root = std::env::var_os("PAGELAB_TEST_CHILD_ROOT").expect("run by the parent tests only");
-    let sysfs = Sysfs::at(
-        Path::new(&root).join("mm"),
-        Path::new(&root).join("state"),
-        Path::new(&root).join("proc"),
-    );
+    let root = Path::new(&root);
+    let sysfs = Sysfs::at(root.join("mm"), root.join("state"), root.join("proc"));
+    match std::env::var("PAGELAB_TEST_CHILD_MODE").as_deref() {
+        Ok("begin") => {
+            KnobSession::begin(&sysfs).unwrap().restore().unwrap();
+            return;
+        }
+        Ok("unprivileged") => {
+            let err = format!("{:#}", KnobSession::begin(&sysfs).unwrap_err());
+            let knob = Knob::ThpEnabled.path(&sysfs);
+            let want = format!(
+                "pagelab must change the kernel's page-size settings for this, but {} can only \
+                 be written by root (Permission denied (os error 13)): run pagelab as root, e.g. \
+                 `sudo pagelab ...`",
+                knob.display()
+            );
+            assert_eq!(err, want);
+            let err = format!("{:#}", recover(&sysfs).unwrap_err());
+            assert!(err.starts_with("pagelab (pid "), "{err}");
+            assert!(
+                err.contains("left 3 kernel setting(s) changed: ")
+                    && err.contains("transparent_hugepage/hugepages-64kB/enabled (to never)")
+                    && err.contains("run pagelab as root"),
+                "{err}"
+            );
+            return;
+        }
+        _ => {}
+    }
     let mut s = KnobSession::begin(&sysfs).unwrap();
     s.configure(&[size("64K")], ThpMode::Always).unwrap();
-    fs::write(Path::new(&root).join("ready"), "").unwrap();
+    fs::write(root.join("ready"), "").unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
         if let Some(sig) = interrupted() {
@@ -35,20 +60,30 @@ fn child_session() {
     panic!("no signal came");
 }
 
+/// The child test process in `mode` on the fake tree at `root` (see [`ran`]).
+fn child(root: &Path, mode: &str) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        "processes::child_session",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("PAGELAB_TEST_CHILD_ROOT", root)
+    .env("PAGELAB_TEST_CHILD_MODE", mode)
+    .stdout(Stdio::piped());
+    cmd
+}
+
+/// Whether the child really ran `child_session` (a filter matching nothing also succeeds).
+fn ran(out: &std::process::Output) -> bool {
+    String::from_utf8_lossy(&out.stdout).contains("test result: ok. 1 passed")
+}
+
 /// Starts `child_session` on a fresh fake tree and waits until it has changed the knobs.
 fn start_child(root: &Path) -> std::process::Child {
-    let child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "processes::child_session",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("PAGELAB_TEST_CHILD_ROOT", root)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let child = child(root, "hold").spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while !root.join("ready").exists() {
         assert!(
@@ -118,4 +153,64 @@ fn held_signals_let_the_session_restore() {
         assert_eq!(snapshot(&sysfs), before, "after signal {sig}");
         assert!(!journal(&sysfs).exists());
     }
+}
+
+#[test]
+fn a_waiting_session_names_the_holder_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let sysfs = fake_tree(dir.path());
+    let mut held = KnobSession::begin(&sysfs).unwrap();
+    held.set(Knob::ThpEnabled, "always").unwrap();
+    let waiter = child(dir.path(), "begin")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    held.restore().unwrap();
+    let out = waiter.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && ran(&out), "{stderr}");
+    let line = format!(
+        "pagelab: waiting for pagelab (pid {}), which holds the knobs ({})",
+        std::process::id(),
+        sysfs.state.join("lock").display()
+    );
+    assert_eq!(stderr.matches(&line).count(), 1, "{stderr}");
+}
+
+#[test]
+fn without_permission_begin_and_recover_say_to_run_as_root() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to start a child as an unprivileged user");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sysfs = fake_tree(dir.path());
+    let before = snapshot(&sysfs);
+    let mut holder = start_child(dir.path());
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(holder.id() as i32, libc::SIGKILL) };
+    holder.wait().unwrap();
+    // Let `nobody` in to read the tree (it is root's, 0644 files), not to write it.
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    use std::os::unix::process::CommandExt;
+    let out = child(dir.path(), "unprivileged")
+        .uid(65534)
+        .gid(65534)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        journal(&sysfs).exists(),
+        "the unprivileged recover left it in place"
+    );
+    assert!(recover(&sysfs).unwrap().is_some());
+    assert_eq!(snapshot(&sysfs), before);
 }
