@@ -281,3 +281,92 @@ pub fn table(result: &LabResult) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(counters: &[(&str, i64)], faults: u64) -> ReplayReport {
+        ReplayReport {
+            workload: "stride:heap=64K,iters=1".into(),
+            faults,
+            baseline_faults: 0,
+            counters: counters.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn prediction(faults: u64, alloc: &[(&str, u64)]) -> model::Prediction {
+        model::Prediction {
+            faults,
+            alloc_by_size: alloc.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            fallback_by_size: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn agreement_has_no_disagreements() {
+        let r = report(&[("hugepages-64kB/anon_fault_alloc", 3)], 5);
+        let c = compare(
+            &[PageSize::K4],
+            ThpMode::Madvise,
+            &r,
+            &prediction(5, &[("64K", 3)]),
+        );
+        assert!(c.disagreements.is_empty(), "{:?}", c.disagreements);
+    }
+
+    #[test]
+    fn every_difference_is_named() {
+        let r = report(
+            &[
+                ("hugepages-64kB/anon_fault_alloc", 3),
+                ("hugepages-2048kB/anon_fault_fallback", 1),
+            ],
+            6,
+        );
+        let c = compare(
+            &[PageSize::K4],
+            ThpMode::Madvise,
+            &r,
+            &prediction(5, &[("16K", 2), ("64K", 3)]),
+        );
+        assert_eq!(
+            c.disagreements,
+            [
+                "faults: model 5, kernel 6",
+                "16K anon_fault_alloc: model 2, kernel 0",
+                "2M anon_fault_fallback: model 0, kernel 1",
+            ]
+        );
+        let mut result = LabResult::new("validate", Default::default());
+        result.configs.push(c);
+        assert!(!agreed(&result));
+        assert!(table(&result).contains("DIFFER: faults: model 5, kernel 6"));
+    }
+
+    #[test]
+    fn the_baseline_is_subtracted() {
+        let mut r = report(&[], 20);
+        r.baseline_faults = 4;
+        let c = compare(&[PageSize::K4], ThpMode::Madvise, &r, &prediction(16, &[]));
+        assert!(c.disagreements.is_empty(), "{:?}", c.disagreements);
+        assert_eq!(c.runs[0].faults, 16);
+    }
+
+    #[test]
+    fn the_model_counts_one_fault_per_4k_page_without_thp() {
+        // 64K heap of stride at its default (unaligned) address: 17 pages.
+        let (start, end) = replay::data_extent("stride:heap=64K,iters=1").unwrap();
+        let r = ReplayReport {
+            workload: "stride:heap=64K,iters=1".into(),
+            start,
+            len: end - start,
+            settings: "enabled=never".into(),
+            ..Default::default()
+        };
+        let p = model::predict(&r).unwrap();
+        assert_eq!(p.faults, (end - start) / 4096);
+        assert!(p.alloc_by_size.values().all(|&n| n == 0));
+    }
+}

@@ -1,0 +1,119 @@
+//! `pagelab validate` end to end: the model against the real kernel (root and
+//! THP only; skipped with the reason elsewhere), its errors, and the knobs
+//! being back afterwards.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn pagelab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_pagelab"))
+}
+
+const THP: &str = "/sys/kernel/mm/transparent_hugepage";
+
+/// Why the real-kernel tests cannot run here, if they cannot.
+fn cannot_run() -> Option<String> {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root: validate changes the THP knobs".into());
+    }
+    if !Path::new(THP).join("hugepages-64kB/enabled").exists() {
+        return Some(format!(
+            "{THP}/hugepages-64kB/enabled is missing: no multi-size THP"
+        ));
+    }
+    None
+}
+
+/// Every THP knob and its value, to check nothing is left changed.
+fn knobs() -> Vec<(PathBuf, String)> {
+    let mut files = vec![
+        PathBuf::from(THP).join("enabled"),
+        PathBuf::from(THP).join("defrag"),
+    ];
+    for e in std::fs::read_dir(THP).unwrap().flatten() {
+        let f = e.path().join("enabled");
+        if f.exists() {
+            files.push(f);
+        }
+    }
+    files.sort();
+    files
+        .into_iter()
+        .map(|f| {
+            let v = std::fs::read_to_string(&f).unwrap();
+            (f, v)
+        })
+        .collect()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pagelab-validate-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn model_and_kernel_agree_and_knobs_come_back() {
+    if let Some(why) = cannot_run() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let before = knobs();
+    let json = tmp("agree").join("v.json");
+    let out = pagelab()
+        .args([
+            "validate", "--pages", "4K", "--pages", "64K", "--pages", "2M",
+        ])
+        .args(["--pages", "16K,128K,2M", "--json"])
+        .arg(&json)
+        .args(["stride:heap=4M,iters=1", "gups:table=4M,updates=20000"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("agree on all 8 cases"), "{stdout}");
+    assert_eq!(knobs(), before, "validate left a knob changed");
+    let r: pagelab_report::LabResult =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r.command, "validate");
+    assert_eq!(r.configs.len(), 8);
+    // The 2M case of the 4M stride heap: its one aligned 2M range inside the
+    // mapping gets a PMD page in both, the rest 4K pages.
+    let c = r
+        .configs
+        .iter()
+        .find(|c| c.label == "2M" && c.subject.starts_with("stride"))
+        .unwrap();
+    let p = c.predicted.as_ref().unwrap();
+    assert_eq!(p.faults_by_size.get("2M"), Some(&1), "{c:?}");
+    assert_eq!(c.runs[0].faults_by_size.get("2M"), Some(&1), "{c:?}");
+    assert_eq!(p.faults, c.runs[0].faults);
+    assert!(p.faults > 500, "{c:?}");
+}
+
+#[test]
+fn a_bad_workload_fails_before_any_knob_changes() {
+    let out = pagelab()
+        .args(["validate", "stride:heap=banana"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("heap"), "{err}");
+}
+
+#[test]
+fn a_kernel_without_thp_is_named() {
+    let root = tmp("nothp");
+    let out = pagelab()
+        .env("PAGELAB_SYSFS_ROOT", &root)
+        .env("PAGELAB_STATE_DIR", root.join("state"))
+        .args(["validate", "--pages", "4K", "stride:heap=64K,iters=1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("transparent_hugepage"), "{err}");
+}
