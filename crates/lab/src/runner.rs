@@ -284,13 +284,8 @@ pub fn config_env(
     let mut env = Vec::new();
     if let Some(value) = tunable {
         let existing = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
-        let mut parts: Vec<&str> = existing
-            .split(':')
-            .filter(|p| !p.is_empty() && !p.starts_with("glibc.malloc.hugetlb="))
-            .collect();
-        let ours = format!("glibc.malloc.hugetlb={value}");
-        parts.push(&ours);
-        env.push(("GLIBC_TUNABLES".into(), parts.join(":").into()));
+        let merged = merge_tunables(&existing, &format!("glibc.malloc.hugetlb={value}"));
+        env.push(("GLIBC_TUNABLES".into(), merged.into()));
     }
     if shim {
         let path = shim::shim_path()?;
@@ -315,6 +310,18 @@ pub fn config_env(
         }
     }
     Ok(env)
+}
+
+/// `existing` (a `GLIBC_TUNABLES` value, `name=value` pairs joined by `:`) with `tunable`
+/// added, replacing an earlier setting of the same name.
+pub fn merge_tunables(existing: &str, tunable: &str) -> String {
+    let name = tunable.split('=').next().unwrap_or(tunable);
+    let mut parts: Vec<&str> = existing
+        .split(':')
+        .filter(|p| !p.is_empty() && p.split('=').next() != Some(name))
+        .collect();
+    parts.push(tunable);
+    parts.join(":")
 }
 
 /// A configuration as people read it: `4K`, `64K`, `64K+2M`, `2M hugetlb`, `64K+2M hugetlb`.

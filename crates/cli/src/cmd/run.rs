@@ -1,0 +1,468 @@
+//! `pagelab run`: a real program under chosen page sizes, measured, with every knob restored.
+//!
+//! The pipeline: parse and check everything (sizes against the kernel, the program in
+//! `PATH`, root) before touching the machine; open one knob session; per configuration set
+//! the THP sizes and hugetlb pools and run the program `--repeat` times; restore the knobs;
+//! summarize, print the table, write the JSON; exit with the program's status.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use is_terminal::IsTerminal;
+use pagelab_core::{parse_page_sizes, PageSize};
+use pagelab_lab::runner::{self, RunSpec};
+use pagelab_lab::session::{self, KnobSession};
+use pagelab_lab::sysfs::{Sysfs, ThpMode};
+use pagelab_report::{LabConfig, LabResult};
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// `pagelab run` options.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Page sizes available to the program's anonymous memory, e.g. `64K` or `64K,2M`
+    /// (4K alone is the baseline); default: every THP size of the kernel, or 4K with --hugetlb.
+    #[arg(long, value_name = "SIZE[,SIZE...]", conflicts_with = "compare")]
+    pub pages: Option<String>,
+    /// How the sizes are offered: `always` (every anonymous mapping) or `madvise` (mappings
+    /// advised with MADV_HUGEPAGE, which glibc's tunable and pagelab's shim do for the program).
+    #[arg(long, value_name = "MODE", default_value = "always")]
+    pub thp: String,
+    /// Grow the hugetlb pool of SIZE to COUNT pages for the run (restored after) and point the
+    /// program's heap at it; repeatable. With --compare each pool is one more configuration.
+    #[arg(long, value_name = "SIZE:COUNT")]
+    pub hugetlb: Vec<String>,
+    /// Runs per configuration; the table shows medians and spreads.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub repeat: u32,
+    /// Also run under this configuration (sizes available together, e.g. `64K` or `64K,2M`);
+    /// repeat for several. The 4K baseline always runs first and speed-ups are against it.
+    #[arg(long, value_name = "SIZE[,SIZE...]")]
+    pub compare: Vec<String>,
+    /// Write the result as JSON (schema pagelab.lab/1, command "run").
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Do not preload pagelab's shim (glibc's tunable still applies).
+    #[arg(long)]
+    pub no_shim: bool,
+    /// The program to run and its arguments, after `--`.
+    #[arg(last = true, value_name = "PROGRAM", required = true)]
+    pub program: Vec<OsString>,
+}
+
+/// One configuration to run.
+#[derive(Clone, Debug, PartialEq)]
+struct Config {
+    pages: Vec<PageSize>,
+    /// hugetlb pools to grow: size and count.
+    pools: Vec<(PageSize, u64)>,
+    /// The hugetlb size the program's heap is pointed at.
+    heap_hugetlb: Option<PageSize>,
+}
+
+pub fn run(a: RunArgs) -> Result<()> {
+    let mode: ThpMode = a.thp.parse().context("--thp")?;
+    if a.repeat == 0 {
+        bail!("--repeat 0: give at least 1 run per configuration");
+    }
+    let pools = a
+        .hugetlb
+        .iter()
+        .map(|h| parse_pool(h))
+        .collect::<Result<Vec<_>>>()?;
+    let sysfs = Sysfs::host();
+    let configs = plan(&a, &pools, &sysfs)?;
+    check_machine(&sysfs, &configs)?;
+    let program = find_program(&a.program[0])?;
+    let mut argv = a.program.clone();
+    argv[0] = program.into_os_string();
+    let subject = shell_words(&a.program);
+
+    let mut session = KnobSession::begin(&sysfs)?;
+    let mut result = LabResult::new("run", sysfs.host_info());
+    let progress = std::io::stderr().is_terminal();
+    let mut interrupted = None;
+    'configs: for (i, c) in configs.iter().enumerate() {
+        if session::interrupted().is_some() {
+            break;
+        }
+        let mut lab = LabConfig {
+            subject: subject.clone(),
+            label: runner::config_label(&c.pages, c.heap_hugetlb),
+            pages: c.pages.clone(),
+            thp: mode.to_string(),
+            ..Default::default()
+        };
+        session.configure(&c.pages, mode)?;
+        for &(size, count) in &c.pools {
+            let got = session.grow_hugetlb(size, count)?;
+            lab.hugetlb.insert(size.to_string(), got);
+        }
+        let env = runner::config_env(&c.pages, mode, c.heap_hugetlb, !a.no_shim)?;
+        let spec = RunSpec {
+            argv: argv.clone(),
+            env,
+            capture_stdout: false,
+        };
+        for j in 0..a.repeat {
+            if progress {
+                eprintln!(
+                    "pagelab: config {}/{} ({}), run {}/{}",
+                    i + 1,
+                    configs.len(),
+                    lab.label,
+                    j + 1,
+                    a.repeat
+                );
+            }
+            if session::interrupted().is_some() {
+                result.configs.push(lab);
+                break 'configs;
+            }
+            let out = runner::run_once(&sysfs, &spec)?;
+            lab.runs.push(out.measurement);
+            if out.interrupted.is_some() {
+                interrupted = out.interrupted;
+                result.configs.push(lab);
+                break 'configs;
+            }
+        }
+        result.configs.push(lab);
+    }
+    let interrupted = interrupted.or_else(session::interrupted);
+    session.restore()?;
+    result.configs.retain(|c| !c.runs.is_empty());
+    runner::summarize(&mut result.configs);
+    print!("{}", table(&result));
+    std::io::stdout().flush()?;
+    if let Some(path) = &a.json {
+        let text = serde_json::to_string_pretty(&result)?;
+        std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(sig) = interrupted {
+        eprintln!("pagelab: interrupted by signal {sig}; every setting is restored");
+        std::process::exit(128 + sig);
+    }
+    let code = exit_code(&result);
+    if code != 0 {
+        std::process::exit(code);
+    }
+    Ok(())
+}
+
+/// `2M:512` as (2M, 512).
+fn parse_pool(text: &str) -> Result<(PageSize, u64)> {
+    let hint = "write SIZE:COUNT, e.g. --hugetlb 2M:512 or --hugetlb 1G:2";
+    let (size, count) = text
+        .split_once(':')
+        .with_context(|| format!("--hugetlb {text}: {hint}"))?;
+    let size: PageSize = size
+        .parse()
+        .with_context(|| format!("--hugetlb {text}: {hint}"))?;
+    let count: u64 = count
+        .trim()
+        .parse()
+        .map_err(|_| anyhow::anyhow!("--hugetlb {text}: `{count}` is not a page count; {hint}"))?;
+    if count == 0 {
+        bail!("--hugetlb {text}: a pool of 0 pages gives the program nothing; {hint}");
+    }
+    Ok((size, count))
+}
+
+/// The configurations to run, in order.
+fn plan(a: &RunArgs, pools: &[(PageSize, u64)], sysfs: &Sysfs) -> Result<Vec<Config>> {
+    let sizes =
+        |flag: &str, text: &str| parse_page_sizes(text).with_context(|| format!("{flag} {text}"));
+    if a.compare.is_empty() {
+        let pages = match &a.pages {
+            Some(p) => sizes("--pages", p)?,
+            None if !pools.is_empty() => vec![PageSize::K4],
+            None => {
+                let mut all = sysfs.thp_sizes();
+                all.retain(|&s| s > PageSize::K4);
+                if all.is_empty() {
+                    vec![PageSize::K4]
+                } else {
+                    all
+                }
+            }
+        };
+        return Ok(vec![Config {
+            pages,
+            pools: pools.to_vec(),
+            heap_hugetlb: pools.first().map(|p| p.0),
+        }]);
+    }
+    let mut configs = vec![Config {
+        pages: vec![PageSize::K4],
+        pools: Vec::new(),
+        heap_hugetlb: None,
+    }];
+    for text in &a.compare {
+        let c = Config {
+            pages: sizes("--compare", text)?,
+            pools: Vec::new(),
+            heap_hugetlb: None,
+        };
+        if !configs.contains(&c) {
+            configs.push(c);
+        }
+    }
+    for &pool in pools {
+        configs.push(Config {
+            pages: vec![PageSize::K4],
+            pools: vec![pool],
+            heap_hugetlb: Some(pool.0),
+        });
+    }
+    Ok(configs)
+}
+
+/// Refuses, before anything changes, what this machine cannot do.
+fn check_machine(sysfs: &Sysfs, configs: &[Config]) -> Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!(
+            "pagelab run changes {}/... (and the hugetlb pools) for the run; run it as root \
+             (sudo pagelab run ...)",
+            sysfs.thp_dir().display()
+        );
+    }
+    sysfs.require_thp()?;
+    let thp = sysfs.thp_sizes();
+    let hugetlb = sysfs.hugetlb_sizes();
+    for c in configs {
+        let missing: Vec<String> = c
+            .pages
+            .iter()
+            .filter(|&&p| p != PageSize::K4 && !thp.contains(&p))
+            .map(|p| p.to_string())
+            .collect();
+        if !missing.is_empty() {
+            bail!(
+                "this kernel has no {} THP page size; it has {} (and 4K, the base page){}",
+                missing.join(", "),
+                list(&thp),
+                if hugetlb.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; hugetlb pools (--hugetlb SIZE:COUNT) offer {}",
+                        list(&hugetlb)
+                    )
+                }
+            );
+        }
+        for &(size, _) in &c.pools {
+            if !hugetlb.contains(&size) {
+                bail!(
+                    "this kernel has no {size} hugetlb pool; its hugetlb sizes are {}",
+                    list(&hugetlb)
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn list(sizes: &[PageSize]) -> String {
+    if sizes.is_empty() {
+        return "none".into();
+    }
+    sizes
+        .iter()
+        .map(|s| s.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The program as `PATH` finds it (a name with a `/` is taken as a path).
+fn find_program(name: &OsString) -> Result<PathBuf> {
+    let path = Path::new(name);
+    let runnable = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if name.as_encoded_bytes().contains(&b'/') {
+        if runnable(path) {
+            return Ok(path.to_path_buf());
+        }
+        bail!("cannot run {}: no such executable file", path.display());
+    }
+    let dirs = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&dirs)
+        .map(|d| d.join(path))
+        .find(|p| runnable(p))
+        .with_context(|| format!("cannot run {}: not found in PATH", path.display()))
+}
+
+fn shell_words(argv: &[OsString]) -> String {
+    argv.iter()
+        .map(|a| {
+            let s = a.to_string_lossy();
+            if s.is_empty() || s.contains(|c: char| c.is_whitespace() || "'\"$\\".contains(c)) {
+                format!("'{}'", s.replace('\'', "'\\''"))
+            } else {
+                s.into_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The first run that did not exit 0 decides: its code, or 128+signal; 0 when all did.
+fn exit_code(result: &LabResult) -> i32 {
+    result
+        .configs
+        .iter()
+        .flat_map(|c| &c.runs)
+        .map(|m| match (m.exit.code, m.exit.signal) {
+            (Some(code), _) => code,
+            (None, Some(sig)) => 128 + sig,
+            (None, None) => 1,
+        })
+        .find(|&c| c != 0)
+        .unwrap_or(0)
+}
+
+/// The table: one row per configuration, medians over repetitions.
+fn table(result: &LabResult) -> String {
+    let mut rows = vec![[
+        "config",
+        "wall",
+        "user",
+        "sys",
+        "faults",
+        "THP allocations",
+        "fallbacks",
+        "peak RSS",
+        "vs 4K",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for c in &result.configs {
+        let med = |k: &str| c.summary.get(k).map_or(0.0, |s| s.median);
+        let wall = c.summary.get("wall_seconds").copied().unwrap_or_default();
+        let wall = if c.runs.len() > 1 {
+            format!("{:.3} s ± {:.1}%", wall.median, wall.spread * 100.0)
+        } else {
+            format!("{:.3} s", wall.median)
+        };
+        let per_size = |prefix: &str| {
+            let mut v: Vec<(PageSize, f64)> = c
+                .summary
+                .iter()
+                .filter_map(|(k, s)| Some((k.strip_prefix(prefix)?.parse().ok()?, s.median)))
+                .collect();
+            v.sort_by_key(|e| std::cmp::Reverse(e.0));
+            let text: Vec<String> = v
+                .iter()
+                .map(|(s, n)| format!("{s}:{}", count(*n)))
+                .collect();
+            if text.is_empty() {
+                "-".to_string()
+            } else {
+                text.join(" ")
+            }
+        };
+        rows.push(vec![
+            c.label.clone(),
+            wall,
+            format!("{:.3} s", med("user_seconds")),
+            format!("{:.3} s", med("system_seconds")),
+            count(med("faults")),
+            per_size("faults_by_size/"),
+            per_size("fallbacks_by_size/"),
+            pagelab_core::Bytes(med("peak_rss_bytes") as u64).to_string(),
+            c.speedup_vs_4k.map_or("-".into(), |s| format!("{s:.2}x")),
+        ]);
+    }
+    let mut out = render(&rows);
+    let runs = result
+        .configs
+        .iter()
+        .map(|c| c.runs.len())
+        .max()
+        .unwrap_or(0);
+    out += &format!(
+        "{} run{} per configuration; wall is the median{}; faults are minor faults; THP \
+         allocations are the kernel's anon_fault_alloc per size (system-wide, during the run)\n",
+        runs,
+        if runs == 1 { "" } else { "s" },
+        if runs > 1 { " ± (max-min)/median" } else { "" }
+    );
+    if let Some(why) = result
+        .configs
+        .iter()
+        .flat_map(|c| &c.runs)
+        .find_map(|m| m.hw_unavailable.as_ref())
+    {
+        out += &format!("hardware counters unavailable: {why}\n");
+    }
+    out
+}
+
+fn count(n: f64) -> String {
+    if n.fract() == 0.0 {
+        format!("{n:.0}")
+    } else {
+        format!("{n:.1}")
+    }
+}
+
+/// Left-aligned first column, right-aligned others, two spaces apart.
+fn render(rows: &[Vec<String>]) -> String {
+    let cols = rows[0].len();
+    let width: Vec<usize> = (0..cols)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let cells: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(i, cell)| {
+                if i == 0 {
+                    format!("{cell:<w$}", w = width[i])
+                } else {
+                    format!("{cell:>w$}", w = width[i])
+                }
+            })
+            .collect();
+        out += cells.join("  ").trim_end();
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pools_parse_and_refuse_clearly() {
+        assert_eq!(parse_pool("2M:512").unwrap(), (PageSize::M2, 512));
+        let e = format!("{:#}", parse_pool("2M:abc").unwrap_err());
+        assert!(
+            e.contains("`abc` is not a page count") && e.contains("2M:512"),
+            "{e}"
+        );
+        let e = format!("{:#}", parse_pool("2M").unwrap_err());
+        assert!(e.contains("SIZE:COUNT"), "{e}");
+        let e = format!("{:#}", parse_pool("3M:2").unwrap_err());
+        assert!(
+            e.contains("--hugetlb 3M:2") && e.contains("not allowed"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn words_are_quoted_for_the_shell() {
+        let argv: Vec<OsString> = ["sh", "-c", "exit 3", ""]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        assert_eq!(shell_words(&argv), "sh -c 'exit 3' ''");
+    }
+}
