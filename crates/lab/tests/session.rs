@@ -190,62 +190,6 @@ fn a_panic_restores() {
     assert!(!journal(&sysfs).exists());
 }
 
-/// Closes this process's descriptors on `path`, as the death of their owner would.
-fn close_fds_on(path: &Path) -> usize {
-    let target = fs::canonicalize(path).unwrap();
-    let mut closed = 0;
-    for e in fs::read_dir("/proc/self/fd").unwrap().flatten() {
-        if fs::read_link(e.path()).ok().as_deref() == Some(target.as_path()) {
-            let fd: i32 = e.file_name().to_str().unwrap().parse().unwrap();
-            // SAFETY: the descriptor belongs to the forgotten session, which will never use it.
-            unsafe { libc::close(fd) };
-            closed += 1;
-        }
-    }
-    closed
-}
-
-#[test]
-fn a_forgotten_session_is_replayed_by_recover_once_its_lock_is_gone() {
-    let dir = tempfile::tempdir().unwrap();
-    let sysfs = fake_tree(dir.path());
-    let before = snapshot(&sysfs);
-    let mut s = KnobSession::begin(&sysfs).unwrap();
-    s.configure(&[size("64K")], ThpMode::Always).unwrap();
-    s.grow_hugetlb(PageSize::M2, 8).unwrap();
-    std::mem::forget(s);
-    assert_eq!(
-        recover(&sysfs).unwrap(),
-        None,
-        "its lock is still held: owner alive"
-    );
-    assert_eq!(
-        sysfs.read(&Knob::SizeEnabled(size("64K"))).unwrap(),
-        "always"
-    );
-    assert_eq!(close_fds_on(&sysfs.state.join("lock")), 1);
-    let msg = recover(&sysfs).unwrap().expect("a journal to replay");
-    assert!(
-        msg.starts_with("pagelab: restored 4 settings left changed by pagelab (pid "),
-        "{msg}"
-    );
-    for part in [
-        "hugepages/hugepages-2048kB/nr_hugepages 8 -> 0",
-        "transparent_hugepage/hugepages-64kB/enabled always -> never",
-        "transparent_hugepage/hugepages-2048kB/enabled never -> inherit",
-        "transparent_hugepage/enabled always -> madvise",
-    ] {
-        assert!(msg.contains(part), "{part} missing from {msg}");
-    }
-    assert!(
-        msg.find("nr_hugepages").unwrap() < msg.find("hugepages-64kB").unwrap(),
-        "pools first: {msg}"
-    );
-    assert_eq!(snapshot(&sysfs), before);
-    assert!(!journal(&sysfs).exists());
-    assert_eq!(recover(&sysfs).unwrap(), None, "nothing left to do");
-}
-
 #[test]
 fn recover_leaves_a_live_sessions_journal_alone() {
     let dir = tempfile::tempdir().unwrap();

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 /// Run only as the child of the tests below, on the fake tree in `$PAGELAB_TEST_CHILD_ROOT`,
 /// doing what `$PAGELAB_TEST_CHILD_MODE` says: `hold` opens a session, changes knobs and waits
 /// for a signal; `begin` opens a session (waiting for the lock) and restores it;
-/// `unprivileged` checks the errors a user who may not write the knobs gets.
+/// `forget` does as `hold` but forgets the session (it never restores, and its lock stays held
+/// until the process ends); `unprivileged` checks the errors a user who may not write the knobs gets.
 #[test]
 #[ignore = "a child process of other tests"]
 fn child_session() {
@@ -46,13 +47,22 @@ fn child_session() {
         }
         _ => {}
     }
+    let forget = std::env::var("PAGELAB_TEST_CHILD_MODE").as_deref() == Ok("forget");
     let mut s = KnobSession::begin(&sysfs).unwrap();
     s.configure(&[size("64K")], ThpMode::Always).unwrap();
+    let mut s = Some(s);
+    if forget {
+        let mut s = s.take().unwrap();
+        s.grow_hugetlb(pagelab_core::PageSize::M2, 8).unwrap();
+        std::mem::forget(s);
+    }
     fs::write(root.join("ready"), "").unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
         if let Some(sig) = interrupted() {
-            s.restore().unwrap();
+            if let Some(s) = s {
+                s.restore().unwrap();
+            }
             std::process::exit(100 + sig);
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -81,9 +91,15 @@ fn ran(out: &std::process::Output) -> bool {
     String::from_utf8_lossy(&out.stdout).contains("test result: ok. 1 passed")
 }
 
-/// Starts `child_session` on a fresh fake tree and waits until it has changed the knobs.
+/// Starts `child_session` holding a session on a fresh fake tree and waits until it has
+/// changed the knobs.
 fn start_child(root: &Path) -> std::process::Child {
-    let child = child(root, "hold").spawn().unwrap();
+    start_child_in(root, "hold")
+}
+
+/// Starts `child_session` in `mode` and waits until it has changed the knobs.
+fn start_child_in(root: &Path, mode: &str) -> std::process::Child {
+    let child = child(root, mode).spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while !root.join("ready").exists() {
         assert!(
@@ -133,6 +149,42 @@ fn a_sigkilled_session_is_restored_by_the_next_recover() {
     );
     assert_eq!(snapshot(&sysfs), before);
     assert!(!journal(&sysfs).exists());
+}
+
+#[test]
+fn a_forgotten_session_is_replayed_by_recover_once_its_owner_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let sysfs = fake_tree(dir.path());
+    let before = snapshot(&sysfs);
+    let mut child = start_child_in(dir.path(), "forget");
+    let held = recover(&sysfs).unwrap();
+    assert_eq!(held, None, "its lock is still held: the owner is alive");
+    let k64 = Knob::SizeEnabled(size("64K"));
+    assert_eq!(sysfs.read(&k64).unwrap(), "always");
+    // SAFETY: signalling our own child, which exits without restoring (its session is forgotten).
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(child.wait().unwrap().code(), Some(100 + libc::SIGTERM));
+    let msg = recover(&sysfs).unwrap().expect("a journal to replay");
+    let pid = child.id();
+    let head =
+        format!("pagelab: restored 4 settings left changed by pagelab (pid {pid}, killed): ");
+    assert!(msg.starts_with(&head), "{msg}");
+    for part in [
+        "hugepages/hugepages-2048kB/nr_hugepages 8 -> 0",
+        "transparent_hugepage/hugepages-64kB/enabled always -> never",
+        "transparent_hugepage/hugepages-2048kB/enabled never -> inherit",
+        "transparent_hugepage/enabled always -> madvise",
+    ] {
+        assert!(msg.contains(part), "{part} missing from {msg}");
+    }
+    let pools = msg.find("nr_hugepages").unwrap();
+    assert!(
+        pools < msg.find("hugepages-64kB").unwrap(),
+        "pools first: {msg}"
+    );
+    assert_eq!(snapshot(&sysfs), before);
+    assert!(!journal(&sysfs).exists());
+    assert_eq!(recover(&sysfs).unwrap(), None, "nothing left to do");
 }
 
 #[test]
