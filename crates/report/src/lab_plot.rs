@@ -208,6 +208,24 @@ fn color(labels: &[String], label: &str) -> RGBColor {
     COLORS[i % COLORS.len()]
 }
 
+/// A bar's value in few characters: `1.97`, `215`, `2,835`.
+fn bar_label(v: f64) -> String {
+    if v >= 100.0 {
+        let whole = v.round() as u64;
+        let s = whole.to_string();
+        let mut out = String::new();
+        for (i, c) in s.chars().enumerate() {
+            if i > 0 && (s.len() - i).is_multiple_of(3) {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        out
+    } else {
+        format!("{v:.2}")
+    }
+}
+
 fn size_label(bytes: f64) -> String {
     let b = bytes.round() as u64;
     for (unit, name) in [(1u64 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")] {
@@ -251,6 +269,7 @@ fn draw_stride(area: &Area, every: u64, pts: &[&StridePoint], labels: &[String])
     let x_label = |v: &f64| size_label(*v);
     chart
         .configure_mesh()
+        .light_line_style(WHITE)
         .x_label_formatter(&x_label)
         .x_desc("heap size")
         .y_desc("ns per access (median)")
@@ -296,7 +315,7 @@ fn draw_bars(
         .iter()
         .flat_map(|g| g.1.iter().map(|b| b.1))
         .fold(0.0, f64::max)
-        * 1.2
+        * 1.35
         + 1e-9;
     let mut chart = ChartBuilder::on(area)
         .caption(caption, font(16.0))
@@ -315,6 +334,7 @@ fn draw_bars(
     };
     chart
         .configure_mesh()
+        .light_line_style(WHITE)
         .disable_x_mesh()
         .x_labels(n.max(1) * 2 + 1)
         .x_label_formatter(&x_label)
@@ -338,7 +358,7 @@ fn draw_bars(
                     c.filled(),
                 ));
                 texts.push(Text::new(
-                    format!("{v:.2}"),
+                    bar_label(v),
                     (x0 + 0.01, v + top * 0.02),
                     style.clone(),
                 ));
@@ -428,6 +448,14 @@ mod tests {
         for text in ["stride, every page", "speed-up vs 4K", "fault cost", "128K"] {
             assert!(svg.contains(text), "missing {text}");
         }
+    }
+
+    #[test]
+    fn bar_labels_are_short() {
+        assert_eq!(bar_label(2834.58), "2,835");
+        assert_eq!(bar_label(1234567.0), "1,234,567");
+        assert_eq!(bar_label(215.16), "215");
+        assert_eq!(bar_label(1.966), "1.97");
     }
 
     #[test]

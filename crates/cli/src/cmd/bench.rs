@@ -1,0 +1,326 @@
+//! `pagelab bench`: the native kernels of `pagelab_lab::native` under each page-size
+//! configuration, each run in a fresh child (`pagelab bench-child`) measured by the lab's
+//! runner, and its hidden child.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use is_terminal::IsTerminal;
+use pagelab_core::PageSize;
+use pagelab_lab::native::{self, Advice, ChildReport, KernelSpec, Scale};
+use pagelab_lab::runner::{self, RunSpec};
+use pagelab_lab::session::{self, KnobSession};
+use pagelab_lab::sysfs::{Sysfs, ThpMode};
+use pagelab_report::{LabConfig, LabResult};
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+mod table;
+
+/// The page-size configurations `bench` runs when `--pages` is not given.
+pub const DEFAULT_PAGES: &str = "4K,16K,64K,2M";
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Page-size configurations, comma-separated; `+` joins THP sizes into one
+    /// configuration (`4K,64K+2M`). 4K alone is the baseline (every THP size never).
+    /// Default: 4K,16K,64K,2M.
+    #[arg(long, value_name = "CONFIGS")]
+    pub pages: Option<String>,
+    /// How the THP sizes are enabled: madvise (the kernels advise their data with
+    /// MADV_HUGEPAGE) or always (no advice).
+    #[arg(long, value_name = "MODE", default_value = "madvise")]
+    pub thp: String,
+    /// Runs of each (kernel, configuration); tables show the median and spread.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub repeat: u32,
+    /// Write the result as JSON (schema pagelab.lab/1, command "bench").
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write the plot (stride time per access against heap size, speed-ups, fault cost) as SVG.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// Small sizes and few iterations everywhere (for tests and a first look).
+    #[arg(long)]
+    pub quick: bool,
+    /// Kernels, as NAME[:key=value,...]: stride, stream, gups, chase, fault (all of them
+    /// when none is given); `stride` without heap= or every= is the paper's sweep.
+    #[arg(value_name = "KERNEL")]
+    pub kernels: Vec<String>,
+}
+
+/// The hidden child of `pagelab bench`: runs one kernel and prints one JSON line.
+#[derive(Args, Debug)]
+pub struct BenchChildArgs {
+    /// How the kernel advises its data: nohugepage, none or hugepage.
+    #[arg(long, value_name = "ADVICE", default_value = "none")]
+    pub advice: String,
+    /// The kernel spec (canonical, as `pagelab bench` passes it, or any spec).
+    pub spec: String,
+}
+
+pub fn child(a: BenchChildArgs) -> Result<()> {
+    let advice: Advice = a.advice.parse().context("--advice")?;
+    println!("{}", native::run_child(&a.spec, advice)?);
+    Ok(())
+}
+
+/// One page-size configuration: the sizes made available.
+fn parse_pages(text: &str) -> Result<Vec<Vec<PageSize>>> {
+    let mut out: Vec<Vec<PageSize>> = Vec::new();
+    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let mut sizes = item
+            .split('+')
+            .map(|s| s.trim().parse::<PageSize>())
+            .collect::<Result<Vec<_>, _>>()
+            .with_context(|| format!("--pages {text}: configuration `{item}`"))?;
+        sizes.sort();
+        sizes.dedup();
+        if sizes.len() > 1 && sizes.contains(&PageSize::K4) {
+            sizes.retain(|&s| s != PageSize::K4);
+        }
+        if !out.contains(&sizes) {
+            out.push(sizes);
+        }
+    }
+    if out.is_empty() {
+        bail!("--pages {text:?}: name at least one configuration, like 4K,64K,2M");
+    }
+    Ok(out)
+}
+
+fn is_baseline(pages: &[PageSize]) -> bool {
+    pages.iter().all(|&p| p == PageSize::K4)
+}
+
+/// Why the knobs cannot be changed here, if they cannot.
+fn knobs_unavailable(sysfs: &Sysfs) -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("changing the THP knobs needs root".into());
+    }
+    sysfs.require_thp().err().map(|e| format!("{e:#}"))
+}
+
+/// The specs named on the command line (every kernel's defaults when none is).
+fn kernel_specs(names: &[String], scale: Scale) -> Result<Vec<KernelSpec>> {
+    if names.is_empty() {
+        return Ok(native::default_specs(scale));
+    }
+    let mut out = Vec::new();
+    for n in names {
+        out.extend(native::expand(n, scale).with_context(|| format!("kernel `{n}`"))?);
+    }
+    Ok(out)
+}
+
+pub fn run(a: BenchArgs) -> Result<()> {
+    let scale = if a.quick { Scale::Quick } else { Scale::Full };
+    let specs = kernel_specs(&a.kernels, scale)?;
+    let mode: ThpMode = a.thp.parse().context("--thp")?;
+    if a.repeat == 0 {
+        bail!("--repeat 0: run each configuration at least once");
+    }
+    let sysfs = Sysfs::host();
+    let mut pages = parse_pages(a.pages.as_deref().unwrap_or(DEFAULT_PAGES))?;
+    let knobs = knobs_unavailable(&sysfs);
+    if let Some(why) = &knobs {
+        if pages.iter().any(|p| !is_baseline(p)) {
+            if a.pages.is_some() {
+                bail!("{why}; run as root on a kernel with THP, or ask for the 4K baseline alone with --pages 4K");
+            }
+            eprintln!(
+                "pagelab: note: {why}; running the 4K baseline only (the kernels' data is \
+                 advised MADV_NOHUGEPAGE, so it is 4K-mapped whatever the knobs say)"
+            );
+            pages = vec![vec![PageSize::K4]];
+        }
+    } else {
+        let have = sysfs.thp_sizes();
+        for p in pages.iter().flatten().filter(|&&p| p != PageSize::K4) {
+            if !have.contains(p) {
+                let list: Vec<String> = have.iter().map(|s| s.to_string()).collect();
+                bail!(
+                    "--pages: {p} is not a THP size of this kernel (it has {})",
+                    list.join(", ")
+                );
+            }
+        }
+    }
+    if cfg!(debug_assertions) {
+        eprintln!(
+            "pagelab: note: this is a debug build, whose kernels' loops are not optimised; \
+             for figures to keep, use a release build (target/release/pagelab)"
+        );
+    }
+    let exe = std::env::current_exe().context("finding the pagelab binary")?;
+    let mut result = LabResult::new("bench", sysfs.host_info());
+    let mut session = match knobs {
+        None => Some(KnobSession::begin(&sysfs)?),
+        Some(_) => None,
+    };
+    let progress = Progress::new(pages.len() * specs.len() * a.repeat as usize);
+    let outcome = run_all(
+        &a,
+        &sysfs,
+        &mut session,
+        &pages,
+        mode,
+        &specs,
+        &exe,
+        progress,
+    );
+    if let Some(s) = session {
+        s.restore().context("restoring the THP knobs")?;
+    }
+    let interrupted = match outcome {
+        Ok((configs, sig)) => {
+            result.configs = configs;
+            sig
+        }
+        Err(e) => return Err(e),
+    };
+    if let Some(sig) = interrupted {
+        eprintln!("pagelab: interrupted by signal {sig}; every knob is restored");
+        std::process::exit(128 + sig);
+    }
+    runner::summarize(&mut result.configs);
+    print!("{}", table::tables(&result, &specs));
+    if let Some(path) = &a.json {
+        pagelab_report::write_json(path, &result)?;
+        println!("wrote {}", path.display());
+    }
+    if let Some(path) = &a.svg {
+        pagelab_report::lab_plot::plot_bench_svg(&result, path)?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// Runs every (configuration, kernel, repetition); returns the configurations in the
+/// order run and the signal that stopped them early, if one did.
+#[allow(clippy::too_many_arguments)]
+fn run_all(
+    a: &BenchArgs,
+    sysfs: &Sysfs,
+    session: &mut Option<KnobSession>,
+    pages: &[Vec<PageSize>],
+    mode: ThpMode,
+    specs: &[KernelSpec],
+    exe: &std::path::Path,
+    mut progress: Progress,
+) -> Result<(Vec<LabConfig>, Option<i32>)> {
+    let mut configs = Vec::new();
+    for config_pages in pages {
+        let label = runner::config_label(config_pages, None);
+        if let Some(s) = session.as_mut() {
+            s.configure(config_pages, mode)
+                .with_context(|| format!("configuring {label}"))?;
+        }
+        let advice = if is_baseline(config_pages) {
+            Advice::NoHugePage
+        } else if mode == ThpMode::Madvise {
+            Advice::HugePage
+        } else {
+            Advice::None
+        };
+        for spec in specs {
+            let mut config = LabConfig {
+                subject: spec.to_string(),
+                label: label.clone(),
+                pages: config_pages.clone(),
+                thp: mode.as_str().to_string(),
+                ..Default::default()
+            };
+            for r in 0..a.repeat {
+                if let Some(sig) = session::interrupted() {
+                    progress.clear();
+                    return Ok((configs, Some(sig)));
+                }
+                progress.show(&format!(
+                    "{spec} under {label} (run {}/{})",
+                    r + 1,
+                    a.repeat
+                ));
+                let run = RunSpec {
+                    argv: vec![
+                        exe.into(),
+                        "bench-child".into(),
+                        OsString::from(format!("--advice={advice}")),
+                        OsString::from(spec.to_string()),
+                    ],
+                    env: Vec::new(),
+                    capture_stdout: true,
+                };
+                let mut outcome = runner::run_once(sysfs, &run)?;
+                if let Some(sig) = outcome.interrupted {
+                    progress.clear();
+                    return Ok((configs, Some(sig)));
+                }
+                let exit = &outcome.measurement.exit;
+                if exit.code != Some(0) {
+                    bail!(
+                        "the benchmark child for `{spec}` under {label} failed (exit code {:?}, signal {:?}); its error is above",
+                        exit.code,
+                        exit.signal
+                    );
+                }
+                let report = ChildReport::from_stdout(&outcome.stdout)
+                    .with_context(|| format!("`{spec}` under {label}"))?;
+                outcome.measurement.metrics = report.metrics;
+                config.runs.push(outcome.measurement);
+            }
+            configs.push(config);
+        }
+    }
+    progress.clear();
+    Ok((configs, None))
+}
+
+/// `[n/total] what` in place on standard error, when it is a terminal.
+struct Progress {
+    done: usize,
+    total: usize,
+    enabled: bool,
+}
+
+impl Progress {
+    fn new(total: usize) -> Progress {
+        Progress {
+            done: 0,
+            total,
+            enabled: std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn show(&mut self, what: &str) {
+        self.done += 1;
+        if self.enabled {
+            eprint!("\r\x1b[2Kbench [{}/{}] {what}", self.done, self.total);
+        }
+    }
+
+    fn clear(&self) {
+        if self.enabled {
+            eprint!("\r\x1b[2K");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_are_configurations_and_plus_joins_sizes() {
+        let p = parse_pages("4K, 64K+2M ,2M,4K").unwrap();
+        let k = |s: &str| s.parse::<PageSize>().unwrap();
+        assert_eq!(
+            p,
+            vec![vec![k("4K")], vec![k("64K"), k("2M")], vec![k("2M")]]
+        );
+        assert_eq!(parse_pages("4K+64K").unwrap(), vec![vec![k("64K")]]);
+        let err = format!("{:#}", parse_pages("4K,3K").unwrap_err());
+        assert!(err.contains("configuration `3K`"), "{err}");
+        assert!(parse_pages(" , ").is_err());
+    }
+}

@@ -1,0 +1,292 @@
+//! End-to-end tests of `pagelab bench` and its hidden child: each kernel's metrics, the
+//! faults the first touch takes under 4K and under 2M THP (root and THP needed: skipped,
+//! saying why, elsewhere), the JSON and SVG outputs, the knobs restored, and errors.
+
+use pagelab_report::{LabConfig, LabResult};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn pagelab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_pagelab"))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pagelab-bench-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn ok(out: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "pagelab failed: {stderr}");
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+const THP: &str = "/sys/kernel/mm/transparent_hugepage";
+
+/// Whether the THP knobs can be changed here; prints why not when they cannot.
+fn knobs_available(sizes: &[&str]) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: changing the THP knobs needs root");
+        return false;
+    }
+    for size in sizes {
+        let knob = format!("{THP}/hugepages-{size}/enabled");
+        if !Path::new(&knob).exists() {
+            eprintln!("SKIPPED: {knob} does not exist (no THP of that size in this kernel)");
+            return false;
+        }
+    }
+    true
+}
+
+/// Every THP `enabled` knob and its value, read while holding pagelab's knob lock, so that
+/// no pagelab (another test's, for instance) is in the middle of a session.
+fn knobs() -> Vec<(PathBuf, String)> {
+    use std::os::fd::AsRawFd;
+    let state = pagelab_lab::sysfs::Sysfs::host().state;
+    std::fs::create_dir_all(&state).unwrap();
+    let lock = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(state.join("lock"))
+        .unwrap();
+    // SAFETY: flock on a descriptor we own; closing it (at the end) releases the lock.
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let values = read_knobs();
+    drop(lock);
+    values
+}
+
+fn read_knobs() -> Vec<(PathBuf, String)> {
+    let mut out = vec![];
+    let mut paths = vec![PathBuf::from(THP).join("enabled")];
+    for e in std::fs::read_dir(THP).unwrap().flatten() {
+        paths.push(e.path().join("enabled"));
+    }
+    for p in paths.into_iter().filter(|p| p.exists()) {
+        let v = std::fs::read_to_string(&p).unwrap();
+        out.push((p, v));
+    }
+    out.sort();
+    out
+}
+
+fn child(spec: &str, advice: &str) -> Value {
+    let out = pagelab()
+        .args(["bench-child", "--advice", advice, spec])
+        .output()
+        .unwrap();
+    let text = ok(&out);
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+fn metric(v: &Value, name: &str) -> f64 {
+    v["metrics"][name]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no {name} in {v}"))
+}
+
+fn median(c: &LabConfig, name: &str) -> f64 {
+    let mut v: Vec<f64> = c.runs.iter().map(|r| r.metrics[name]).collect();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[test]
+fn each_kernels_child_prints_sane_metrics() {
+    let cases = [
+        (
+            "stride:heap=256K,every=16,iters=1000",
+            "ns_per_access",
+            256 << 10,
+        ),
+        ("stream:n=65536,iters=2", "mb_per_s", 3 * 8 * 65536),
+        ("gups:table=4M,updates=100000", "ns_per_update", 4 << 20),
+        ("chase:nodes=16384,steps=100000", "ns_per_step", 16384 * 64),
+        ("fault:size=8M", "first_touch_ns_per_mb", 8 << 20),
+    ];
+    for (spec, headline, bytes) in cases {
+        let v = child(spec, "nohugepage");
+        assert_eq!(v["advice"], "nohugepage");
+        assert!(v["spec"]
+            .as_str()
+            .unwrap()
+            .starts_with(spec.split(':').next().unwrap()));
+        let h = metric(&v, headline);
+        assert!(h.is_finite() && h > 0.0, "{spec}: {headline} = {h}");
+        assert!(metric(&v, "ns_per_op") < 1e6, "{spec}: {v}");
+        assert_eq!(metric(&v, "data_bytes"), bytes as f64);
+        // Under MADV_NOHUGEPAGE, one fault per 4K page written for the first time.
+        let pages = (bytes / 4096) as f64;
+        let faults = metric(&v, "first_touch_faults");
+        assert!(
+            faults >= pages && faults <= pages + 8.0,
+            "{spec}: {faults} first-touch faults for {pages} pages"
+        );
+        assert!(metric(&v, "loop_faults") <= 8.0, "{spec}: {v}");
+    }
+}
+
+#[test]
+fn bad_kernel_specs_and_flags_are_clear_errors() {
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["nope"],
+            "unknown kernel `nope` in `nope`: the kernels are stride, stream, gups, chase, fault",
+        ),
+        (
+            &["gups:table=3M"],
+            "gups: table=3M is not allowed: write a power of two",
+        ),
+        (&["stride:hep=4M"], "stride has no parameter `hep`"),
+        (&["--repeat", "0", "fault"], "--repeat 0"),
+        (
+            &["--thp", "sometimes", "fault"],
+            "THP mode `sometimes` is not allowed",
+        ),
+        (&["--pages", "4K,5K", "fault"], "configuration `5K`"),
+    ];
+    for (args, want) in cases {
+        let out = pagelab().arg("bench").args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+    }
+    let out = pagelab()
+        .args(["bench-child", "--advice", "huge", "fault:size=1M"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("advice `huge` is not one of nohugepage, none, hugepage"));
+}
+
+#[test]
+fn a_baseline_bench_writes_lab_json_and_svg() {
+    let dir = tmp("baseline");
+    let (json, svg) = (dir.join("r.json"), dir.join("r.svg"));
+    let out = pagelab()
+        .args(["bench", "--quick", "--repeat", "2", "--pages", "4K"])
+        .args(["stride:heap=256K", "fault", "gups:table=2M"])
+        .arg("--json")
+        .arg(&json)
+        .arg("--svg")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    let stdout = ok(&out);
+    assert!(stdout.contains("stride: ns per access"), "{stdout}");
+    assert!(
+        stdout.contains("fault:size=32M: median of 2 run(s)"),
+        "{stdout}"
+    );
+    let r: LabResult = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(
+        (r.schema.as_str(), r.command.as_str()),
+        ("pagelab.lab/1", "bench")
+    );
+    let subjects: Vec<&str> = r.configs.iter().map(|c| c.subject.as_str()).collect();
+    assert_eq!(
+        subjects,
+        [
+            "stride:heap=256K,page=4K,line=64,every=1,iters=1024",
+            "stride:heap=256K,page=4K,line=64,every=16,iters=16384",
+            "fault:size=32M",
+            "gups:table=2M,updates=262144,seed=1",
+        ]
+    );
+    for c in &r.configs {
+        assert_eq!((c.label.as_str(), c.runs.len()), ("4K", 2));
+        assert!(
+            c.summary.contains_key("metrics/ns_per_op"),
+            "{:?}",
+            c.summary.keys()
+        );
+        assert_eq!(c.speedup_vs_4k, Some(1.0));
+        for run in &c.runs {
+            assert_eq!(run.exit.code, Some(0));
+            assert!(run.faults as f64 >= run.metrics["first_touch_faults"]);
+            assert!(
+                run.faults_by_size.values().all(|&n| n == 0),
+                "{:?}",
+                run.faults_by_size
+            );
+        }
+    }
+    let fault = &r.configs[2];
+    assert!((8192.0..8192.0 + 16.0).contains(&median(fault, "first_touch_faults")));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"));
+    assert_eq!(text.matches("<svg").count(), text.matches("</svg>").count());
+    assert!(text.contains("stride, every 16th page") && text.contains("fault cost"));
+}
+
+#[test]
+fn under_2m_thp_a_32m_heap_is_16_huge_pages_and_the_knobs_come_back() {
+    if !knobs_available(&["2048kB", "64kB"]) {
+        return;
+    }
+    let before = knobs();
+    let dir = tmp("thp");
+    let json = dir.join("r.json");
+    let out = pagelab()
+        .args(["bench", "--quick", "--repeat", "1", "--pages", "4K,2M"])
+        .args(["fault:size=32M", "stride:heap=32M,every=16"])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    ok(&out);
+    assert_eq!(knobs(), before, "bench left a knob changed");
+    let r: LabResult = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let get = |subject: &str, label: &str| {
+        r.configs
+            .iter()
+            .find(|c| c.subject.starts_with(subject) && c.label == label)
+            .unwrap_or_else(|| panic!("no {subject} under {label}"))
+    };
+    for subject in ["fault", "stride"] {
+        let (small, huge) = (get(subject, "4K"), get(subject, "2M"));
+        let f4 = median(small, "first_touch_faults");
+        let f2 = median(huge, "first_touch_faults");
+        assert!((8192.0..8192.0 + 16.0).contains(&f4), "{subject} 4K: {f4}");
+        assert!(
+            f2 <= 16.0 + 16.0,
+            "{subject} 2M: {f2} faults for 16 huge pages"
+        );
+        // The counter is system-wide: at least our 16, never fewer.
+        let allocs = huge.runs[0].faults_by_size.get("2M").copied().unwrap_or(0);
+        assert!(
+            allocs >= 16,
+            "{subject}: {allocs} 2M allocations: {:?}",
+            huge.runs[0]
+        );
+        assert_eq!(
+            small.runs[0].faults_by_size.get("2M").copied().unwrap_or(0),
+            0
+        );
+    }
+    // `always` needs no advice: an 8M region gets 128 64K pages.
+    let out = pagelab()
+        .args([
+            "bench", "--quick", "--repeat", "1", "--thp", "always", "--pages", "64K",
+        ])
+        .args(["fault:size=8M", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    ok(&out);
+    assert_eq!(knobs(), before, "bench --thp always left a knob changed");
+    let r: LabResult = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let run = &r.configs[0].runs[0];
+    assert!(
+        run.faults_by_size.get("64K").copied().unwrap_or(0) >= 128,
+        "{run:?}"
+    );
+    assert!(run.metrics["first_touch_faults"] <= 128.0 + 16.0, "{run:?}");
+}

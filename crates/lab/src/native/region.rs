@@ -1,0 +1,128 @@
+//! Anonymous private memory for a kernel's data: 2M-aligned, advised, unmapped on drop.
+
+use super::Advice;
+use anyhow::{bail, Result};
+
+/// The alignment of every region (and the granule its mapping is rounded up to): one PMD.
+pub const REGION_ALIGN: usize = 2 << 20;
+
+/// A 2M-aligned anonymous private mapping whose first `len` bytes a kernel uses.
+///
+/// The mapping is `len` rounded up to a multiple of 2M, so that even a 128K heap lies
+/// in a range where a 2M THP may be placed (as the paper's 4M-page heap did); only the
+/// first `len` bytes are ever touched. Alignment comes from over-allocating by 2M and
+/// unmapping the unaligned head and the tail.
+pub struct Region {
+    base: *mut u8,
+    len: usize,
+    map_len: usize,
+}
+
+impl Region {
+    /// Maps `len` bytes (at least 1) and applies `advice` to the whole mapping.
+    ///
+    /// # Errors
+    /// When `len` is zero or too large, or mmap/madvise fail (the error says which, with errno).
+    pub fn new(len: usize, advice: Advice) -> Result<Region> {
+        if len == 0 {
+            bail!("cannot map an empty region");
+        }
+        let Some(map_len) = len.checked_next_multiple_of(REGION_ALIGN) else {
+            bail!("a region of {len} bytes is too large to map");
+        };
+        let total = map_len + REGION_ALIGN;
+        // SAFETY: an anonymous private mapping at an address of the kernel's choosing
+        // aliases nothing; the result is checked against MAP_FAILED.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                total,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if raw == libc::MAP_FAILED {
+            bail!(
+                "mmap of {total} bytes failed: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        let raw = raw as usize;
+        let base = raw.next_multiple_of(REGION_ALIGN);
+        let head = base - raw;
+        let tail = total - head - map_len;
+        // SAFETY: both ranges lie inside the mapping just made and nothing refers to them.
+        unsafe {
+            if head > 0 {
+                libc::munmap(raw as *mut libc::c_void, head);
+            }
+            if tail > 0 {
+                libc::munmap((base + map_len) as *mut libc::c_void, tail);
+            }
+        }
+        let region = Region {
+            base: base as *mut u8,
+            len,
+            map_len,
+        };
+        if let Some(advice_flag) = advice.madvise_flag() {
+            // SAFETY: the range is exactly our mapping.
+            let rc = unsafe { libc::madvise(base as *mut libc::c_void, map_len, advice_flag) };
+            if rc != 0 {
+                bail!(
+                    "madvise({advice}) of {map_len} bytes failed: {} (is THP in this kernel?)",
+                    std::io::Error::last_os_error()
+                );
+            }
+        }
+        Ok(region)
+    }
+
+    /// The bytes a kernel uses (the mapping may be larger).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: a region holds at least one byte.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The first byte, 2M-aligned.
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.base
+    }
+
+    /// The used bytes as `T`s (as many whole ones as fit). Untouched anonymous memory
+    /// reads as zero, which is a valid `T` for the plain numbers the kernels use.
+    pub fn as_mut_slice<T: Plain>(&mut self) -> &mut [T] {
+        // SAFETY: the mapping is readable and writable, 2M-aligned (enough for any T),
+        // zero-filled (a valid T by the `Plain` contract) and borrowed mutably from self.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.base as *mut T, self.len / std::mem::size_of::<T>())
+        }
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: the mapping is ours and no borrow of it outlives self.
+        unsafe {
+            libc::munmap(self.base as *mut libc::c_void, self.map_len);
+        }
+    }
+}
+
+/// Types for which all-zero bytes are a valid value.
+///
+/// # Safety
+/// Implement only for types where every bit pattern of zeros is a valid value.
+pub unsafe trait Plain: Copy {}
+// SAFETY: zero is a valid u64, usize and f64.
+unsafe impl Plain for u64 {}
+// SAFETY: as above.
+unsafe impl Plain for usize {}
+// SAFETY: as above.
+unsafe impl Plain for f64 {}
