@@ -213,7 +213,7 @@ pub(crate) fn replay(sysfs: &Sysfs, journal: Journal) -> anyhow::Result<Option<S
         if let Err(err) = OpenOptions::new().write(true).open(&e.path) {
             bail!(
                 "pagelab (pid {}) left {} kernel setting(s) changed: {}; cannot write {} ({err}): \
-                 run pagelab as root (for example `sudo pagelab --version`) to restore them",
+                 run pagelab as root (for example `sudo pagelab presets`) to restore them",
                 journal.pid,
                 journal.entries.len(),
                 names(),
