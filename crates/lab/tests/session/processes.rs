@@ -13,19 +13,25 @@ use std::time::{Duration, Instant};
 /// doing what `$PAGELAB_TEST_CHILD_MODE` says: `hold` opens a session, changes knobs and waits
 /// for a signal; `begin` opens a session (waiting for the lock) and restores it;
 /// `forget` does as `hold` but forgets the session (it never restores, and its lock stays held
-/// until the process ends); `unprivileged` checks the errors a user who may not write the knobs gets.
+/// until the process ends); `real-hold` does as `hold` on this machine's real knobs
+/// (the parent has checked root and THP); `unprivileged` checks the errors a user who may not write the knobs gets.
 #[test]
 #[ignore = "a child process of other tests"]
 fn child_session() {
     let root = std::env::var_os("PAGELAB_TEST_CHILD_ROOT").expect("run by the parent tests only");
     let root = Path::new(&root);
-    let sysfs = Sysfs::at(root.join("mm"), root.join("state"), root.join("proc"));
-    match std::env::var("PAGELAB_TEST_CHILD_MODE").as_deref() {
-        Ok("begin") => {
+    let mode = std::env::var("PAGELAB_TEST_CHILD_MODE").unwrap_or_default();
+    let sysfs = if mode == "real-hold" {
+        Sysfs::host()
+    } else {
+        Sysfs::at(root.join("mm"), root.join("state"), root.join("proc"))
+    };
+    match mode.as_str() {
+        "begin" => {
             KnobSession::begin(&sysfs).unwrap().restore().unwrap();
             return;
         }
-        Ok("unprivileged") => {
+        "unprivileged" => {
             let err = format!("{:#}", KnobSession::begin(&sysfs).unwrap_err());
             let knob = Knob::ThpEnabled.path(&sysfs);
             let want = format!(
@@ -47,7 +53,7 @@ fn child_session() {
         }
         _ => {}
     }
-    let forget = std::env::var("PAGELAB_TEST_CHILD_MODE").as_deref() == Ok("forget");
+    let forget = mode == "forget";
     let mut s = KnobSession::begin(&sysfs).unwrap();
     s.configure(&[size("64K")], ThpMode::Always).unwrap();
     let mut s = Some(s);
@@ -265,4 +271,47 @@ fn without_permission_begin_and_recover_say_to_run_as_root() {
     );
     assert!(recover(&sysfs).unwrap().is_some());
     assert_eq!(snapshot(&sysfs), before);
+}
+
+#[test]
+fn a_sigkilled_session_on_the_real_knobs_is_restored() {
+    let Some(sysfs) = super::real::real() else {
+        return;
+    };
+    if !sysfs.thp_sizes().contains(&size("64K")) {
+        eprintln!("skipped: this kernel has no 64K THP size");
+        return;
+    }
+    // Knobs at rest (no session open, no journal) are the same before and after any session,
+    // so compare them under the lock, whatever other pagelab runs do meanwhile.
+    let at_rest = || {
+        let s = KnobSession::begin(&sysfs).unwrap();
+        let knobs = snapshot(&sysfs);
+        s.restore().unwrap();
+        knobs
+    };
+    let before = at_rest();
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = start_child_in(dir.path(), "real-hold");
+    let k64 = Knob::SizeEnabled(size("64K"));
+    assert_eq!(
+        sysfs.read(&k64).unwrap(),
+        "always",
+        "the child configured 64K"
+    );
+    assert!(journal(&sysfs).exists());
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    // Another pagelab may replay the journal first (every command calls recover); either way
+    // the knobs must end up as they were.
+    if let Some(msg) = recover(&sysfs).unwrap() {
+        let pid = child.id();
+        assert!(msg.contains(&format!("(pid {pid}, killed)")), "{msg}");
+        assert!(
+            msg.contains("transparent_hugepage/hugepages-64kB/enabled always -> never"),
+            "{msg}"
+        );
+    }
+    assert_eq!(at_rest(), before);
 }

@@ -7,7 +7,8 @@ use pagelab_lab::session::KnobSession;
 use pagelab_lab::sysfs::{Knob, Sysfs, ThpMode};
 use std::fs;
 
-fn real() -> Option<Sysfs> {
+/// This machine's knobs when we are root and the kernel has THP; `None` (saying why) otherwise.
+pub(super) fn real() -> Option<Sysfs> {
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("skipped: not root, so the real THP knobs cannot be changed");
