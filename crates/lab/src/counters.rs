@@ -25,7 +25,7 @@ use crate::sysfs::Sysfs;
 use pagelab_core::PageSize;
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The values of the kernel's THP and hugetlb counters at one moment, by key.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -140,6 +140,53 @@ fn file_name(path: &Path) -> String {
 
 fn read_number(path: &Path) -> Option<i64> {
     fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Samples how many pages of each non-empty hugetlb pool are in use: the kernel keeps no
+/// counter of a program's hugetlb faults, and the pages are free again once it exits.
+pub(crate) struct PoolSampler {
+    /// Size label, `nr_hugepages` and `free_hugepages` files, in use at the start, peak.
+    pools: Vec<(String, PathBuf, PathBuf, u64, u64)>,
+}
+
+impl PoolSampler {
+    pub(crate) fn new(sysfs: &Sysfs) -> PoolSampler {
+        let mut pools = Vec::new();
+        for size in sysfs.hugetlb_sizes() {
+            let dir = sysfs
+                .mm
+                .join(format!("hugepages/hugepages-{}kB", size.bytes() >> 10));
+            let (nr, free) = (dir.join("nr_hugepages"), dir.join("free_hugepages"));
+            if let Some(used) = in_use(&nr, &free).filter(|_| read_u64(&nr) > Some(0)) {
+                pools.push((size.to_string(), nr, free, used, used));
+            }
+        }
+        PoolSampler { pools }
+    }
+
+    pub(crate) fn sample(&mut self) {
+        for (_, nr, free, _, peak) in &mut self.pools {
+            if let Some(used) = in_use(nr, free) {
+                *peak = (*peak).max(used);
+            }
+        }
+    }
+
+    /// Each pool's peak pages in use beyond what was in use at the start.
+    pub(crate) fn peaks(self) -> Vec<(String, u64)> {
+        self.pools
+            .into_iter()
+            .map(|(size, _, _, start, peak)| (size, peak - start))
+            .collect()
+    }
+}
+
+fn read_u64(path: &Path) -> Option<u64> {
+    fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+fn in_use(nr: &Path, free: &Path) -> Option<u64> {
+    Some(read_u64(nr)?.saturating_sub(read_u64(free)?))
 }
 
 #[cfg(test)]

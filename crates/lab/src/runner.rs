@@ -15,7 +15,7 @@
 use crate::counters::{self, CounterSnapshot};
 use crate::perf::HwCounters;
 use crate::session;
-use crate::shim::{self, ShimReport};
+use crate::shim;
 use crate::sysfs::{Sysfs, ThpMode};
 use anyhow::{bail, Context, Result};
 use pagelab_core::PageSize;
@@ -23,7 +23,6 @@ use pagelab_report::{ExitInfo, LabConfig, Measurement, Summary};
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
-use std::os::unix::ffi::OsStrExt;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -52,7 +51,8 @@ pub struct RunOutcome {
     pub interrupted: Option<i32>,
 }
 
-/// How often the forwarding thread looks for a signal caught by the session.
+/// How often the watching thread looks for a signal caught by the session and samples the
+/// hugetlb pools.
 const SIGNAL_POLL: Duration = Duration::from_millis(5);
 
 /// Runs `spec.argv` once (the configuration's knobs are already set by the caller's
@@ -68,7 +68,7 @@ pub fn run_once(sysfs: &Sysfs, spec: &RunSpec) -> Result<RunOutcome> {
             show(program)
         );
     }
-    let report = ShimReportFile::for_env(&spec.env)?;
+    let report = shim::ReportFile::for_env(&spec.env)?;
     let mut cmd = Command::new(program);
     cmd.args(args).envs(spec.env.iter().map(|(k, v)| (k, v)));
     if let Some(r) = &report {
@@ -97,13 +97,13 @@ pub fn run_once(sysfs: &Sysfs, spec: &RunSpec) -> Result<RunOutcome> {
         })
     });
     let done = Arc::new(AtomicBool::new(false));
-    let forwarder = forward_signals(pid, done.clone());
-    let (status, usage) =
-        wait_for(pid).with_context(|| format!("waiting for {}", show(program)))?;
+    let forwarder = forward_signals(pid, done.clone(), counters::PoolSampler::new(sysfs));
+    let waited = wait_for(pid);
     let wall = start.elapsed();
     hw.disable();
     done.store(true, Ordering::SeqCst);
-    let forwarded = forwarder.join().unwrap_or(None);
+    let (forwarded, pools) = forwarder.join().unwrap_or_default();
+    let (status, usage) = waited.with_context(|| format!("waiting for {}", show(program)))?;
     let after = CounterSnapshot::take(sysfs);
     let stdout = reader
         .map(|r| r.join().unwrap_or_default())
@@ -130,6 +130,10 @@ pub fn run_once(sysfs: &Sysfs, spec: &RunSpec) -> Result<RunOutcome> {
     // before exec; the shim reports the program's own peak, so prefer it when it reported.
     m.metrics
         .insert("rusage_maxrss_bytes".into(), m.peak_rss_bytes as f64);
+    for (size, pages) in pools {
+        m.metrics
+            .insert(format!("hugetlb_peak_in_use/{size}"), pages as f64);
+    }
     if let Some(r) = report {
         let rep = r.read();
         if rep.processes > 0 && rep.peak_rss_bytes > 0 {
@@ -146,12 +150,16 @@ pub fn run_once(sysfs: &Sysfs, spec: &RunSpec) -> Result<RunOutcome> {
     })
 }
 
-/// Passes the first signal the session catches on to the child, through a pidfd (so a
-/// reaped child's reused pid can never be hit), until `done`. Returns the signal passed on.
+/// What the watching thread saw: the signal it passed on, each pool's peak use.
+type Watched = (Option<i32>, Vec<(String, u64)>);
+
+/// Until `done`: passes the first signal the session catches on to the child, through a
+/// pidfd (so a reaped child's reused pid can never be hit), and samples the hugetlb pools.
 fn forward_signals(
     pid: libc::pid_t,
     done: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<Option<i32>> {
+    mut pools: counters::PoolSampler,
+) -> std::thread::JoinHandle<Watched> {
     // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as libc::c_int;
     std::thread::spawn(move || {
@@ -168,13 +176,15 @@ fn forward_signals(
                 }
                 sent = Some(sig);
             }
+            pools.sample();
             std::thread::sleep(SIGNAL_POLL);
         }
+        pools.sample();
         if pidfd >= 0 {
             // SAFETY: closing the descriptor this thread owns.
             unsafe { libc::close(pidfd) };
         }
-        sent
+        (sent, pools.peaks())
     })
 }
 
@@ -216,43 +226,6 @@ fn seconds(t: libc::timeval) -> f64 {
 
 fn show(s: &OsStr) -> String {
     format!("`{}`", s.to_string_lossy())
-}
-
-/// A file the shim's processes append their report lines to; removed when read or dropped.
-struct ShimReportFile {
-    path: std::path::PathBuf,
-}
-
-impl ShimReportFile {
-    /// A fresh report file when `env` preloads the shim and does not name a report itself.
-    fn for_env(env: &[(OsString, OsString)]) -> Result<Option<ShimReportFile>> {
-        let preloads_shim = env.iter().any(|(k, v)| {
-            k == "LD_PRELOAD" && v.as_bytes().windows(15).any(|w| w == b"libpagelab_shim")
-        });
-        if !preloads_shim || env.iter().any(|(k, _)| k == "PAGELAB_SHIM_REPORT") {
-            return Ok(None);
-        }
-        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let path = shim::private_dir()?.join(format!("report-{}-{n}", std::process::id()));
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .with_context(|| format!("creating the shim's report file {}", path.display()))?;
-        Ok(Some(ShimReportFile { path }))
-    }
-
-    fn read(self) -> ShimReport {
-        ShimReport::parse(&std::fs::read_to_string(&self.path).unwrap_or_default())
-    }
-}
-
-impl Drop for ShimReportFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
 }
 
 /// Whether `pages` offers anything beyond the 4K base page.

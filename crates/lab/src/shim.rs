@@ -9,8 +9,10 @@
 //! exit, which [`ShimReport::parse`] reads back (summing the lines of every process).
 
 use anyhow::{bail, Context, Result};
+use std::ffi::OsString;
 use std::fs;
 use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -139,6 +141,43 @@ impl ShimReport {
             ("shim_hugetlb_bytes", self.hugetlb_bytes as f64),
             ("shim_hugetlb_fallbacks", self.hugetlb_fallbacks as f64),
         ]
+    }
+}
+
+/// A file the shim's processes append their report lines to; removed when read or dropped.
+pub(crate) struct ReportFile {
+    pub(crate) path: PathBuf,
+}
+
+impl ReportFile {
+    /// A fresh report file when `env` preloads the shim and does not name a report itself.
+    pub(crate) fn for_env(env: &[(OsString, OsString)]) -> Result<Option<ReportFile>> {
+        let preloads_shim = env.iter().any(|(k, v)| {
+            k == "LD_PRELOAD" && v.as_bytes().windows(15).any(|w| w == b"libpagelab_shim")
+        });
+        if !preloads_shim || env.iter().any(|(k, _)| k == "PAGELAB_SHIM_REPORT") {
+            return Ok(None);
+        }
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = private_dir()?.join(format!("report-{}-{n}", std::process::id()));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .with_context(|| format!("creating the shim's report file {}", path.display()))?;
+        Ok(Some(ReportFile { path }))
+    }
+
+    pub(crate) fn read(self) -> ShimReport {
+        ShimReport::parse(&std::fs::read_to_string(&self.path).unwrap_or_default())
+    }
+}
+
+impl Drop for ReportFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 

@@ -1,0 +1,142 @@
+//! The table `pagelab run` prints: one row per configuration, medians over repetitions.
+
+use pagelab_core::PageSize;
+use pagelab_report::{LabConfig, LabResult};
+
+/// The table: one row per configuration, medians over repetitions.
+pub fn table(result: &LabResult) -> String {
+    let mut rows = vec![[
+        "config",
+        "wall",
+        "user",
+        "sys",
+        "faults",
+        "THP allocations",
+        "fallbacks",
+        "peak RSS",
+        "vs 4K",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for c in &result.configs {
+        let med = |k: &str| c.summary.get(k).map_or(0.0, |s| s.median);
+        let wall = c.summary.get("wall_seconds").copied().unwrap_or_default();
+        let wall = if c.runs.len() > 1 {
+            format!("{:.3} s ± {:.1}%", wall.median, wall.spread * 100.0)
+        } else {
+            format!("{:.3} s", wall.median)
+        };
+        let per_size = |prefix: &str| {
+            let mut v: Vec<(PageSize, f64)> = c
+                .summary
+                .iter()
+                .filter_map(|(k, s)| Some((k.strip_prefix(prefix)?.parse().ok()?, s.median)))
+                .collect();
+            v.sort_by_key(|e| std::cmp::Reverse(e.0));
+            let text: Vec<String> = v
+                .iter()
+                .map(|(s, n)| format!("{s}:{}", count(*n)))
+                .collect();
+            if text.is_empty() {
+                "-".to_string()
+            } else {
+                text.join(" ")
+            }
+        };
+        rows.push(vec![
+            c.label.clone(),
+            wall,
+            format!("{:.3} s", med("user_seconds")),
+            format!("{:.3} s", med("system_seconds")),
+            count(med("faults")),
+            per_size("faults_by_size/"),
+            per_size("fallbacks_by_size/"),
+            pagelab_core::Bytes(med("peak_rss_bytes") as u64).to_string(),
+            c.speedup_vs_4k.map_or("-".into(), |s| format!("{s:.2}x")),
+        ]);
+    }
+    let mut out = render(&rows);
+    let runs = result
+        .configs
+        .iter()
+        .map(|c| c.runs.len())
+        .max()
+        .unwrap_or(0);
+    out += &format!(
+        "{} run{} per configuration; wall is the median{}; faults are minor faults; THP \
+         allocations are the kernel's anon_fault_alloc per size (system-wide, during the run)\n",
+        runs,
+        if runs == 1 { "" } else { "s" },
+        if runs > 1 { " ± (max-min)/median" } else { "" }
+    );
+    if let Some(why) = result
+        .configs
+        .iter()
+        .flat_map(|c| &c.runs)
+        .find_map(|m| m.hw_unavailable.as_ref())
+    {
+        out += &format!("hardware counters unavailable: {why}\n");
+    }
+    for c in result.configs.iter().filter(|c| !c.hugetlb.is_empty()) {
+        out += &hugetlb_note(c);
+    }
+    out
+}
+
+/// What a configuration with hugetlb pools got from them: the pool, the pages in use at the
+/// peak (sampled), what the shim mapped.
+fn hugetlb_note(c: &LabConfig) -> String {
+    let med = |k: &str| c.summary.get(k).map_or(0.0, |s| s.median);
+    let pools: Vec<String> = c
+        .hugetlb
+        .iter()
+        .map(|(size, got)| {
+            format!(
+                "pool of {got} {size} pages, at most {} of them seen in use",
+                count(med(&format!("metrics/hugetlb_peak_in_use/{size}")))
+            )
+        })
+        .collect();
+    let mut note = format!("{}: {}", c.label, pools.join("; "));
+    if c.summary.contains_key("metrics/shim_processes") {
+        note += &format!(
+            "; the shim mapped {} mappings with MAP_HUGETLB ({} fell back to normal pages)",
+            count(med("metrics/shim_hugetlb_mappings")),
+            count(med("metrics/shim_hugetlb_fallbacks"))
+        );
+    }
+    note + " (medians; use is sampled every 5 ms, so a run that short may show none)\n"
+}
+
+fn count(n: f64) -> String {
+    if n.fract() == 0.0 {
+        format!("{n:.0}")
+    } else {
+        format!("{n:.1}")
+    }
+}
+
+/// Left-aligned first column, right-aligned others, two spaces apart.
+fn render(rows: &[Vec<String>]) -> String {
+    let cols = rows[0].len();
+    let width: Vec<usize> = (0..cols)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let cells: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(i, cell)| {
+                if i == 0 {
+                    format!("{cell:<w$}", w = width[i])
+                } else {
+                    format!("{cell:>w$}", w = width[i])
+                }
+            })
+            .collect();
+        out += cells.join("  ").trim_end();
+        out.push('\n');
+    }
+    out
+}
