@@ -64,8 +64,12 @@ impl ValidateOptions {
     }
 }
 
-/// The label of a configuration: `4K`, `64K`, `16K+64K+2M`.
-pub fn config_label(pages: &[PageSize]) -> String {
+/// The label of a configuration: `4K`, `64K`, `16K+64K+2M`, or `all` for
+/// every size of `thp_sizes` when there are several.
+pub fn config_label(pages: &[PageSize], thp_sizes: &[PageSize]) -> String {
+    if thp_sizes.len() > 1 && pages == thp_sizes {
+        return "all".into();
+    }
     crate::runner::config_label(pages, None)
 }
 
@@ -81,10 +85,12 @@ pub fn run(
     let mut result = LabResult::new("validate", sysfs.host_info());
     let mut session = KnobSession::begin(sysfs)?;
     let total = opts.configs.len() * opts.workloads.len();
+    let thp_sizes = sysfs.thp_sizes();
     for (i, pages) in opts.configs.iter().enumerate() {
+        let label = config_label(pages, &thp_sizes);
         session
             .configure(pages, opts.mode)
-            .with_context(|| format!("configuring {}", config_label(pages)))?;
+            .with_context(|| format!("configuring {label}"))?;
         for (j, w) in opts.workloads.iter().enumerate() {
             if let Some(sig) = crate::session::interrupted() {
                 bail!("interrupted by signal {sig}; every setting is restored");
@@ -93,7 +99,7 @@ pub fn run(
                 "[{}/{total}] {} under {}",
                 i * opts.workloads.len() + j + 1,
                 w,
-                config_label(pages)
+                label
             ));
             let advise = if opts.mode == ThpMode::Madvise {
                 Advise::Huge
@@ -104,7 +110,7 @@ pub fn run(
             let predicted = model::predict(&report)?;
             result
                 .configs
-                .push(compare(pages, opts.mode, &report, &predicted));
+                .push(compare(pages, &label, opts.mode, &report, &predicted));
         }
     }
     session.restore()?;
@@ -139,6 +145,7 @@ fn run_child(child: &[OsString], advise: Advise, workload: &str) -> Result<Repla
 /// The lab configuration of one replay and its prediction, with every disagreement named.
 fn compare(
     pages: &[PageSize],
+    label: &str,
     mode: ThpMode,
     report: &ReplayReport,
     predicted: &model::Prediction,
@@ -177,7 +184,7 @@ fn compare(
     }
     LabConfig {
         subject: report.workload.clone(),
-        label: config_label(pages),
+        label: label.to_string(),
         pages: pages.to_vec(),
         thp: mode.to_string(),
         runs: vec![Measurement {
@@ -349,7 +356,13 @@ mod tests {
     fn the_baseline_is_subtracted() {
         let mut r = report(&[], 20);
         r.baseline_faults = 4;
-        let c = compare(&[PageSize::K4], ThpMode::Madvise, &r, &prediction(16, &[]));
+        let c = compare(
+            &[PageSize::K4],
+            "4K",
+            ThpMode::Madvise,
+            &r,
+            &prediction(16, &[]),
+        );
         assert!(c.disagreements.is_empty(), "{:?}", c.disagreements);
         assert_eq!(c.runs[0].faults, 16);
     }
