@@ -7,6 +7,7 @@
 //! - [`counters`]: snapshots of the kernel's own counters and their deltas,
 //! - [`perf`]: hardware counters through perf_event_open, reported unavailable when absent,
 //! - [`runner`]: running a program under a configuration and measuring it,
+//! - [`shim`]: the LD_PRELOAD shim that advises or hugetlb-maps a program's own mappings,
 //! - [`native`]: native microbenchmarks matching the model's built-in workloads.
 //! - [`validate`]: the kernel as the referee of the model: native replays vs the `linux-thp` policy.
 
