@@ -203,9 +203,24 @@ fn start_sleeper(extra: &[&str]) -> Child {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    // The knob is set just before the program starts; let it start.
-    std::thread::sleep(Duration::from_millis(300));
+    // The knob is set just before the program starts; wait until it has.
+    while children(child.id()).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "pagelab never started sleep"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     child
+}
+
+/// The pids of the processes `pid`'s main thread started.
+fn children(pid: u32) -> Vec<i32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect()
 }
 
 /// Waits for `child` at most `limit`; its exit code.
@@ -265,14 +280,12 @@ fn after_sigkill_the_next_command_restores() {
     };
     let before = settled_knobs();
     let mut child = start_sleeper(&[]);
-    let pid = child.id();
-    let children =
-        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    let sleepers = children(child.id());
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    for sleeper in children.split_whitespace() {
+    for sleeper in sleepers {
         // SAFETY: signalling the orphaned `sleep` this test started through pagelab.
-        unsafe { libc::kill(sleeper.parse().unwrap(), libc::SIGKILL) };
+        unsafe { libc::kill(sleeper, libc::SIGKILL) };
     }
     assert!(
         size_knob(64).contains("[always]"),
