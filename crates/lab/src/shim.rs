@@ -160,7 +160,11 @@ impl ReportFile {
         }
         static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = private_dir()?.join(format!("report-{}-{n}", std::process::id()));
+        let dir = private_dir()?;
+        if n == 0 {
+            remove_orphans(&dir);
+        }
+        let path = dir.join(format!("report-{}-{n}", std::process::id()));
         std::fs::OpenOptions::new()
             .write(true)
             .create(true)
@@ -172,6 +176,24 @@ impl ReportFile {
 
     pub(crate) fn read(self) -> ShimReport {
         ShimReport::parse(&std::fs::read_to_string(&self.path).unwrap_or_default())
+    }
+}
+
+/// Removes report files of pagelab processes that are gone (killed before they could).
+fn remove_orphans(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let pid = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("report-"))
+            .and_then(|n| n.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok());
+        if pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
+            let _ = fs::remove_file(e.path());
+        }
     }
 }
 
@@ -227,5 +249,47 @@ mod tests {
             "{out:?}"
         );
         assert!(r.peak_rss_bytes >= 1 << 20, "{r:?}");
+    }
+
+    /// Runs the test program under the shim with `env`; its report.
+    fn shim_run(args: &[&str], env: &[(&str, &str)]) -> ShimReport {
+        let out = std::process::Command::new(testprog_path())
+            .args(args)
+            .env("LD_PRELOAD", shim_path().unwrap())
+            .env("PAGELAB_SHIM_REPORT", "2")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        ShimReport::parse(&String::from_utf8_lossy(&out.stderr))
+    }
+
+    #[test]
+    fn heap_growth_mremap_and_the_threshold() {
+        let advise = [("PAGELAB_SHIM_ADVISE", "1"), ("PAGELAB_SHIM_MIN", "2M")];
+        let r = shim_run(&["sbrk", "4M"], &advise);
+        assert_eq!((r.advised_mappings, r.advised_bytes), (1, 4 << 20), "{r:?}");
+        // The 64K mapping is below the threshold; its growth to 8M is advised.
+        let r = shim_run(&["mremap", "8M"], &advise);
+        assert_eq!((r.advised_mappings, r.advised_bytes), (1, 8 << 20), "{r:?}");
+        let r = shim_run(&["mmap", "1M"], &advise);
+        assert_eq!(r.advised_mappings, 0, "below PAGELAB_SHIM_MIN: {r:?}");
+        // Without PAGELAB_SHIM_ADVISE the shim only counts.
+        let r = shim_run(&["mmap", "8M"], &[]);
+        assert_eq!((r.processes, r.advised_mappings), (1, 0), "{r:?}");
+    }
+
+    #[test]
+    fn an_empty_pool_falls_back_to_normal_pages() {
+        let free = "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages";
+        match fs::read_to_string(free).map(|t| t.trim().to_string()) {
+            Ok(n) if n == "0" => {}
+            other => {
+                eprintln!("skipped: the 2M pool is not known to be empty ({other:?})");
+                return;
+            }
+        }
+        let r = shim_run(&["mmap", "4M"], &[("PAGELAB_SHIM_HUGETLB", "2M")]);
+        assert_eq!((r.hugetlb_mappings, r.hugetlb_fallbacks), (0, 1), "{r:?}");
     }
 }

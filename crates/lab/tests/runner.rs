@@ -254,3 +254,48 @@ fn the_shim_gets_2m_pages_for_a_direct_mmap_in_madvise_mode() {
         "{without:?}"
     );
 }
+
+/// The shim maps a direct mmap from a grown 2M hugetlb pool, rounded up to whole pages, and
+/// the program's own munmap of its unrounded length still succeeds.
+#[test]
+fn the_shim_maps_from_a_hugetlb_pool() {
+    if let Some(why) = no_knobs() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let sysfs = Sysfs::host();
+    if !sysfs.hugetlb_sizes().contains(&PageSize::M2) {
+        eprintln!("skipped: no 2M hugetlb pool");
+        return;
+    }
+    let _serial = KNOBS.lock().unwrap_or_else(|p| p.into_inner());
+    let mut session = KnobSession::begin(&sysfs).unwrap();
+    session.configure(&[PageSize::K4], ThpMode::Always).unwrap();
+    let got = match session.grow_hugetlb(PageSize::M2, 4) {
+        Ok(got) => got,
+        Err(e) => {
+            eprintln!("skipped: {e:#}");
+            return;
+        }
+    };
+    let mut s = testprog(&["mmap", "3M"]);
+    s.env = runner::config_env(&[PageSize::K4], ThpMode::Always, Some(PageSize::M2), true).unwrap();
+    let m = runner::run_once(&sysfs, &s).unwrap().measurement;
+    session.restore().unwrap();
+
+    assert!(got >= 4);
+    assert_eq!(
+        m.exit.code,
+        Some(0),
+        "the program's munmap(3M) failed: {m:?}"
+    );
+    assert_eq!(m.metrics.get("shim_hugetlb_mappings"), Some(&1.0), "{m:?}");
+    assert_eq!(
+        m.metrics.get("shim_hugetlb_bytes"),
+        Some(&4194304.0),
+        "{m:?}"
+    );
+    assert_eq!(m.metrics.get("shim_hugetlb_fallbacks"), Some(&0.0), "{m:?}");
+    // 768 4K pages touched through two 2M pages: two faults instead of 768.
+    assert!(m.faults < 400, "{m:?}");
+}
