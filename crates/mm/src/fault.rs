@@ -1,9 +1,6 @@
-//! The parts of the fault path every policy shares: file-backed pages through
-//! the page cache, copy-on-write, and fork.
+//! The parts of the fault path every policy shares: copy-on-write and fork
+//! (file-backed pages are in [`crate::filemap`]).
 //!
-//! - A file page is read once into the page cache (one base page, one
-//!   reference held by the cache) and mapped by every process that maps the
-//!   file; a write to a private file mapping copies it (`copied_bytes`).
 //! - Fork gives the child every mapping of the parent; private writable pages
 //!   become read-only in both, with their frames shared.
 //! - A write to a shared private page copies it: the whole superpage
@@ -15,7 +12,7 @@
 use crate::machine::{Machine, MmError};
 use crate::pagetable::{PageTable, PteFlags, RadixPageTable, Translation};
 use crate::vma::Vma;
-use pagelab_core::{Backing, Pfn, Prot, Sharing, VirtAddr};
+use pagelab_core::{Pfn, Prot, Sharing, VirtAddr};
 
 /// How a write to a shared private superpage is resolved.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -40,61 +37,6 @@ impl std::str::FromStr for CowMode {
 
 fn head_pfn(m: &Machine, t: &Translation) -> Pfn {
     Pfn(t.pfn.0 << (m.base().shift() - 12))
-}
-
-/// Maps the base page of a file mapping holding `addr`, reading it into the
-/// page cache first if needed; a write to a private mapping gets a private copy.
-pub fn file_fault(
-    m: &mut Machine,
-    pid: u32,
-    vma: &Vma,
-    addr: u64,
-    write: bool,
-) -> Result<(), MmError> {
-    let Backing::File { file_id, offset } = vma.backing else {
-        return Err(MmError::Policy("file_fault on an anonymous VMA".into()));
-    };
-    let base = m.base();
-    let va = addr & !(base.bytes() - 1);
-    // File offset of the page's first byte (a page may start before the VMA with large base pages).
-    let file_off =
-        (offset + (va.max(vma.start) - vma.start)).saturating_sub(vma.start.saturating_sub(va));
-    let index = file_off / base.bytes();
-    let flags = PteFlags::from_prot(vma.prot);
-    if write && vma.sharing == Sharing::Private && vma.prot.0 & Prot::WRITE != 0 {
-        // do_cow_fault: a private copy of the file page, never cached.
-        let pfn = m
-            .alloc_frames(base)
-            .ok_or(MmError::OutOfMemory { addr, size: base })?;
-        ensure_cached(m, file_id, index, addr)?;
-        m.map(pid, va, pfn, base, flags, false)?;
-        m.stats.copied_bytes += base.bytes();
-        m.count_fault(base);
-        return Ok(());
-    }
-    let pfn = ensure_cached(m, file_id, index, addr)?;
-    let flags = if vma.sharing == Sharing::Private {
-        PteFlags(flags.0 & !PteFlags::WRITE.0)
-    } else {
-        flags
-    };
-    m.map(pid, va, pfn, base, flags, false)?;
-    m.share(pfn, base);
-    m.count_fault(base);
-    Ok(())
-}
-
-/// The page-cache page of `file` at `index`, read in (allocated) if absent.
-fn ensure_cached(m: &mut Machine, file: u64, index: u64, addr: u64) -> Result<Pfn, MmError> {
-    if let Some(p) = m.cached(file, index) {
-        return Ok(p);
-    }
-    let base = m.base();
-    let pfn = m
-        .alloc_frames(base)
-        .ok_or(MmError::OutOfMemory { addr, size: base })?;
-    m.cache_insert(file, index, pfn);
-    Ok(pfn)
 }
 
 /// Resolves a write to the present read-only page `t` of a private writable
@@ -203,9 +145,8 @@ pub fn check_frames(m: &Machine, held: u64) -> Result<(), String> {
             }
         }
     }
-    let frames_per_base = m.base().bytes() >> 12;
-    for pfn in m.cache_pages() {
-        for f in pfn.0..pfn.0 + frames_per_base {
+    for (_, folio) in m.cache().iter() {
+        for f in folio.pfn.0..folio.pfn.0 + (folio.size.bytes() >> 12) {
             *refs.entry(f).or_insert(0) += 1;
         }
     }

@@ -4,15 +4,22 @@
 //! - [`phys`]: physical memory, a buddy allocator with zones (seam: `FrameAllocator`).
 //! - [`pagetable`]: a radix page table with leaves at any level (seam: `PageTable`).
 //! - [`vma`]: address spaces: VMAs with protection, backing and page-size wishes.
-//! - [`machine`]: physical memory plus every process's VMAs and page table, with counters.
-//! - [`fault`]: the shared fault path: page cache, copy-on-write, fork.
+//! - [`machine`]: physical memory plus every process's VMAs and page table, with
+//!   [`counters`].
+//! - [`fault`]: the shared fault path: copy-on-write, fork.
+//! - [`cache`] and [`filemap`]: the page cache of large folios and file faults.
+//! - [`reclaim`]: LRU lists, watermarks, swap-out and page-cache drop.
 //! - [`policy`]: superpage policies (seam: `Policy`), one file each.
 //! - [`system`]: the model stepped event by event under one policy.
 
+pub mod cache;
+pub mod counters;
 pub mod fault;
+pub mod filemap;
 pub mod machine;
 pub mod pagetable;
 pub mod phys;
 pub mod policy;
+pub mod reclaim;
 pub mod system;
 pub mod vma;

@@ -5,13 +5,14 @@
 //! unmap and split, count); a [`Policy`](crate::policy::Policy) decides what to
 //! map at a fault and who frees what.
 
+use crate::cache::PageCache;
+pub use crate::counters::{MmStats, PerSize};
 use crate::pagetable::{Geometry, Mapping, PageTable, PtError, PteFlags, RadixPageTable};
 use crate::phys::{FrameAllocator, PhysConfig, PhysError, PhysMem, ZonePref};
+use crate::reclaim::Residency;
 use crate::vma::AddressSpace;
 use pagelab_core::{Order, PageSize, Pfn, VirtAddr};
 use rustc_hash::FxHashMap;
-use serde::ser::SerializeMap;
-use serde::{Serialize, Serializer};
 
 /// Why the model could not go on. Contradictory trace events are not errors:
 /// they are counted in [`MmStats`] (and refused by the engine under `--strict`).
@@ -37,79 +38,6 @@ pub enum MmError {
     /// A policy name or parameter is not valid.
     #[error("{0}")]
     Policy(String),
-}
-
-/// Counts per page size, serialized as `{"4K": n, "2M": n}` in size order.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PerSize([u64; 19]);
-
-impl PerSize {
-    /// Adds `n` to `size`'s count.
-    pub fn add(&mut self, size: PageSize, n: u64) {
-        self.0[(size.shift() - 12) as usize] += n;
-    }
-
-    /// The count for `size`.
-    pub fn get(&self, size: PageSize) -> u64 {
-        self.0[(size.shift() - 12) as usize]
-    }
-
-    /// Every size with a non-zero count, smallest first.
-    pub fn iter(&self) -> impl Iterator<Item = (PageSize, u64)> + '_ {
-        self.0
-            .iter()
-            .enumerate()
-            .filter(|(_, &n)| n > 0)
-            .map(|(i, &n)| (PageSize::from_shift(12 + i as u8).expect("4K..1G"), n))
-    }
-
-    /// The sum over sizes.
-    pub fn total(&self) -> u64 {
-        self.0.iter().sum()
-    }
-}
-
-impl Serialize for PerSize {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(None)?;
-        for (size, n) in self.iter() {
-            m.serialize_entry(&size.to_string(), &n)?;
-        }
-        m.end()
-    }
-}
-
-/// What the machine counted during a run.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct MmStats {
-    /// Page faults that mapped memory.
-    pub faults: u64,
-    /// Those faults by the size of the page mapped.
-    pub faults_by_size: PerSize,
-    /// Bytes mapped now, whole pages (internal fragmentation included).
-    pub rss_bytes: u64,
-    /// The highest `rss_bytes` seen.
-    pub peak_rss_bytes: u64,
-    /// Bytes of frames zeroed for new pages.
-    pub zeroed_bytes: u64,
-    /// Bytes copied (promotion by relocation, copy-on-write).
-    pub copied_bytes: u64,
-    /// Pages promoted to a larger size.
-    pub promotions: u64,
-    /// Pages demoted (split) to smaller ones.
-    pub demotions: u64,
-    /// Reservations broken to satisfy other allocations.
-    pub preemptions: u64,
-    /// References outside every VMA in a trace that has map events (skipped).
-    pub refs_outside_vmas: u64,
-    /// Unmap, protect or advise events on ranges holding no mapping.
-    pub events_on_nothing: u64,
-    /// Events the model does not carry out yet (counted, skipped).
-    pub unsupported_events: u64,
-    /// Writes to pages whose protection forbids them (the program would fault).
-    pub writes_to_readonly: u64,
-    /// VMAs created by the inference rule (traces without map events).
-    pub inferred_vmas: u64,
 }
 
 /// One process: its VMAs and its page table.
@@ -140,9 +68,12 @@ pub struct Machine {
     /// once (after fork) or held by the page cache; a frame absent here has
     /// exactly one reference: the one mapping that holds it.
     shared: FxHashMap<u64, u32>,
-    /// The page cache: base-size pages of files, keyed by file id and page
-    /// index in the file, each holding one reference to its frames.
-    cache: FxHashMap<(u64, u64), Pfn>,
+    /// The page cache: folios of files, each holding one reference to its frames.
+    cache: PageCache,
+    /// LRU owners and referenced/dirty bits, for reclaim.
+    pub(crate) res: Residency,
+    /// Zones (bit per zone index) whose free memory fell below the low watermark.
+    wake: u64,
     /// Counters.
     pub stats: MmStats,
 }
@@ -150,12 +81,15 @@ pub struct Machine {
 impl Machine {
     /// A machine with no process yet.
     pub fn new(cfg: &MachineConfig) -> Result<Machine, MmError> {
+        let phys = PhysMem::new(&cfg.phys)?;
         Ok(Machine {
-            phys: PhysMem::new(&cfg.phys)?,
+            res: Residency::new(phys.total_frames(), phys.reclaim_enabled()),
+            phys,
             geometry: Geometry::for_base(cfg.base),
             procs: FxHashMap::default(),
             shared: FxHashMap::default(),
-            cache: FxHashMap::default(),
+            cache: PageCache::new(cfg.base),
+            wake: 0,
             stats: MmStats::default(),
         })
     }
@@ -206,9 +140,25 @@ impl Machine {
         self.procs.values().map(|p| p.pt.memory_bytes()).sum()
     }
 
-    /// Allocates a naturally aligned block for a `size` page, or `None` when memory is short.
+    /// Allocates a naturally aligned block for a `size` page, or `None` when
+    /// memory is short. An allocation that leaves its zone below the low
+    /// watermark wakes reclaim (see [`Machine::take_wake`]).
     pub fn alloc_frames(&mut self, size: PageSize) -> Option<Pfn> {
-        self.phys.alloc(frames_order(size), ZonePref::Any)
+        let pfn = self.phys.alloc(frames_order(size), ZonePref::Any)?;
+        if self.res.enabled() {
+            if let Some(z) = self.phys.zone_of(pfn) {
+                if self.phys.zone_free(z) < self.phys.watermarks(z).low {
+                    self.wake |= 1 << z.0.min(63);
+                }
+            }
+        }
+        Some(pfn)
+    }
+
+    /// The zones whose free memory an allocation took below the low
+    /// watermark since the last call, as a bit mask of zone indexes.
+    pub fn take_wake(&mut self) -> u64 {
+        std::mem::take(&mut self.wake)
     }
 
     /// Frees the frames of a `size` page at `pfn` (4K units): the whole block
@@ -250,13 +200,57 @@ impl Machine {
             p.pt.walk(VirtAddr(va))
                 .ok_or(PtError::NotMapped { va: VirtAddr(va) })?;
         p.pt.split(VirtAddr(va))?;
+        let piece = p.pt.walk(VirtAddr(va)).map_or(t.size, |p| p.size);
         self.stats.demotions += 1;
-        self.split_frames(Pfn(t.pfn.0 << (base_shift - 12)), t.size)
+        self.note_split(Pfn(t.pfn.0 << (base_shift - 12)), t.size, piece)
     }
 
-    /// Maps frames `pfn` (4K units) as a `size` page at `va` in `pid`, counting
-    /// a fault of that size and the bytes zeroed when `zeroed`.
+    /// After the page table split a `from` page on frames `pfn` (4K units)
+    /// into `piece` pages: splits its frames and its LRU page (anonymous pages
+    /// only; a page-cache folio stays whole).
+    pub fn note_split(&mut self, pfn: Pfn, from: PageSize, piece: PageSize) -> Result<(), MmError> {
+        self.res.split_anon(&mut self.phys, pfn, piece);
+        self.split_frames(pfn, from)
+    }
+
+    /// Maps anonymous frames `pfn` (4K units) as a `size` page at `va` in
+    /// `pid`, counting the bytes zeroed when `zeroed`; the page goes on its
+    /// zone's inactive list unless already listed.
     pub fn map(
+        &mut self,
+        pid: u32,
+        va: u64,
+        pfn: Pfn,
+        size: PageSize,
+        flags: PteFlags,
+        zeroed: bool,
+    ) -> Result<(), MmError> {
+        self.map_pte(pid, va, pfn, size, flags, zeroed)?;
+        self.res.add(
+            &mut self.phys,
+            pfn,
+            size,
+            crate::reclaim::Owner::Anon { va },
+        );
+        Ok(())
+    }
+
+    /// Maps frames of the page cache (`pfn`, 4K units) as a `size` page at
+    /// `va` in `pid`, adding the mapping's reference to them.
+    pub fn map_file(
+        &mut self,
+        pid: u32,
+        va: u64,
+        pfn: Pfn,
+        size: PageSize,
+        flags: PteFlags,
+    ) -> Result<(), MmError> {
+        self.map_pte(pid, va, pfn, size, flags, false)?;
+        self.share(pfn, size);
+        Ok(())
+    }
+
+    fn map_pte(
         &mut self,
         pid: u32,
         va: u64,
@@ -361,7 +355,11 @@ impl Machine {
             }
         }
         if orphans.len() as u64 == m.size.bytes() >> 12 {
+            self.res.forget(&mut self.phys, m.pfn, m.size.bytes() >> 12);
             return Ok(vec![m]);
+        }
+        for &f in &orphans {
+            self.res.forget(&mut self.phys, Pfn(f), 1);
         }
         if !orphans.is_empty() {
             self.split_frames(m.pfn, m.size)?;
@@ -388,24 +386,24 @@ impl Machine {
         self.shared.get(&pfn.0).copied().unwrap_or(1)
     }
 
-    /// The page-cache page (base size) of `file` at page `index`, if cached.
-    pub fn cached(&self, file: u64, index: u64) -> Option<Pfn> {
-        self.cache.get(&(file, index)).copied()
+    /// The page cache.
+    pub fn cache(&self) -> &PageCache {
+        &self.cache
     }
 
-    /// Puts a freshly read base page in the page cache; the cache holds one reference.
-    pub fn cache_insert(&mut self, file: u64, index: u64, pfn: Pfn) {
-        self.cache.insert((file, index), pfn);
+    /// The page cache, to read folios in or drop them.
+    pub fn cache_mut(&mut self) -> &mut PageCache {
+        &mut self.cache
     }
 
     /// Frames held by the page cache, in 4K frames.
     pub fn cache_frames(&self) -> u64 {
-        self.cache.len() as u64 * (self.base().bytes() >> 12)
+        self.cache.frames()
     }
 
-    /// Every page-cache page with its frames, for invariant checks.
-    pub fn cache_pages(&self) -> impl Iterator<Item = Pfn> + '_ {
-        self.cache.values().copied()
+    /// The LRU owners and referenced bits.
+    pub fn residency(&self) -> &Residency {
+        &self.res
     }
 }
 

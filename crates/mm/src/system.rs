@@ -5,8 +5,9 @@
 use crate::fault::{self, CowMode};
 use crate::machine::{Machine, MachineConfig, MmError};
 use crate::pagetable::{PageTable, PteFlags, Translation};
-use crate::phys::PhysConfig;
+use crate::phys::{FrameAllocator, PhysConfig};
 use crate::policy::{Policy, PolicyImpl, PolicySpec};
+use crate::reclaim::{Reclaimer, Swap};
 use pagelab_core::{Advice, Backing, Event, VirtAddr};
 
 /// Inferred VMAs cover naturally aligned blocks of this size.
@@ -32,6 +33,9 @@ pub struct Mm {
     seen_map_events: bool,
     cow: CowMode,
     invalidations: Vec<(u64, u64)>,
+    swap: Swap,
+    /// Base-page frame numbers to 4K frame numbers.
+    frame_shift: u32,
 }
 
 impl Mm {
@@ -49,6 +53,8 @@ impl Mm {
             seen_map_events: false,
             cow: CowMode::Whole,
             invalidations: Vec::new(),
+            swap: Swap::default(),
+            frame_shift: spec.base().shift() - 12,
         })
     }
 
@@ -67,10 +73,35 @@ impl Mm {
         self.policy.counters()
     }
 
-    /// Periodic policy work.
+    /// Swapped-out memory.
+    pub fn swap(&self) -> &Swap {
+        &self.swap
+    }
+
+    /// Periodic policy work, then reclaim if it took memory below a low watermark.
     pub fn tick(&mut self) -> Result<(), MmError> {
         self.policy.tick(&mut self.machine)?;
         self.collect_remapped();
+        self.kswapd()
+    }
+
+    fn reclaimer(&mut self) -> Reclaimer<'_> {
+        Reclaimer {
+            m: &mut self.machine,
+            policy: &mut self.policy,
+            swap: &mut self.swap,
+            inval: &mut self.invalidations,
+            pid: self.pid,
+        }
+    }
+
+    /// Reclaims the zones an allocation took below their low watermark, up to high.
+    fn kswapd(&mut self) -> Result<(), MmError> {
+        let zones = self.machine.take_wake();
+        if zones != 0 {
+            self.machine.stats.kswapd_runs += 1;
+            self.reclaimer().run(zones)?;
+        }
         Ok(())
     }
 
@@ -94,6 +125,8 @@ impl Mm {
     /// if needed. A reference outside every VMA creates an inferred VMA (the
     /// rule for traces without map events, see [`crate::vma::AddressSpace::infer`]);
     /// in a trace that has map events it is also counted as a contradiction.
+    /// Every translation sets the page's referenced bit (and dirty bit for a
+    /// write) for reclaim.
     pub fn translate(
         &mut self,
         addr: u64,
@@ -102,6 +135,7 @@ impl Mm {
     ) -> Result<Translation, MmError> {
         let pid = self.pid;
         if let Some(t) = self.machine.proc_mut(pid).pt.walk(VirtAddr(addr)) {
+            self.machine.res.touch(t.pfn.0 << self.frame_shift, write);
             if !write || t.flags.contains(PteFlags::WRITE) {
                 return Ok(t);
             }
@@ -113,9 +147,87 @@ impl Mm {
                 self.machine.stats.writes_to_readonly += 1;
                 return Ok(t);
             }
+        }
+        self.fault(addr, instr, write)
+    }
+
+    /// The slow path of [`Mm::translate`]: a fault (with direct reclaim and
+    /// a retry when memory runs out), swap-in accounting, then kswapd.
+    fn fault(&mut self, addr: u64, instr: bool, write: bool) -> Result<Translation, MmError> {
+        let pid = self.pid;
+        let swapped = !self.swap.is_empty() && self.swap.holds(pid, addr);
+        // Reclaim after the fault may take the page just mapped in a tiny
+        // memory; then it is faulted again.
+        for _ in 0..3 {
+            self.fault_reclaiming(addr, instr, write)?;
+            let t = self.walk_after_fault(addr)?;
+            self.machine.res.touch(t.pfn.0 << self.frame_shift, write);
+            if swapped {
+                let end = t.start.0.saturating_add(t.size.bytes());
+                let bytes = self.swap.remove(pid, t.start.0, end);
+                if bytes > 0 {
+                    let s = &mut self.machine.stats;
+                    s.major_faults += 1;
+                    s.swap_in_faults += 1;
+                    s.swapped_in_bytes += bytes;
+                }
+            }
+            self.kswapd()?;
+            if let Some(t) = self.machine.proc_mut(pid).pt.walk(VirtAddr(addr)) {
+                if !write || t.flags.contains(PteFlags::WRITE) || !self.is_cow_at(addr, &t) {
+                    return Ok(t);
+                }
+            }
+        }
+        Err(MmError::Policy(format!(
+            "reclaim took the page at {addr:#x} again and again right after its fault"
+        )))
+    }
+
+    fn is_cow_at(&mut self, addr: u64, t: &Translation) -> bool {
+        let pid = self.pid;
+        self.machine
+            .proc_mut(pid)
+            .aspace
+            .find(addr)
+            .is_some_and(|v| fault::is_cow(v, t))
+    }
+
+    /// One fault, retried after direct reclaim while memory runs out and
+    /// reclaim frees something.
+    fn fault_reclaiming(&mut self, addr: u64, instr: bool, write: bool) -> Result<(), MmError> {
+        loop {
+            match self.fault_once(addr, instr, write) {
+                Err(e @ MmError::OutOfMemory { .. }) if self.machine.res.enabled() => {
+                    let before = self.machine.phys.free_frames();
+                    self.machine.stats.direct_reclaims += 1;
+                    let all = (1u64 << self.machine.phys.zones().len().min(63)) - 1;
+                    self.reclaimer().run(all)?;
+                    if self.machine.phys.free_frames() <= before {
+                        return Err(e);
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One attempt at the fault for `addr`: copy-on-write of a present page,
+    /// or a new page from the page cache or the policy.
+    fn fault_once(&mut self, addr: u64, instr: bool, write: bool) -> Result<(), MmError> {
+        let pid = self.pid;
+        if let Some(t) = self.machine.proc_mut(pid).pt.walk(VirtAddr(addr)) {
+            if !write || t.flags.contains(PteFlags::WRITE) {
+                return Ok(());
+            }
+            let Some(vma) = self.machine.proc_mut(pid).aspace.find(addr).copied() else {
+                return Ok(());
+            };
+            if !fault::is_cow(&vma, &t) {
+                return Ok(());
+            }
             let freed = fault::cow_fault(&mut self.machine, pid, &vma, &t, addr, self.cow)?;
-            self.policy.release(&mut self.machine, pid, &freed)?;
-            return self.walk_after_fault(addr);
+            return self.policy.release(&mut self.machine, pid, &freed);
         }
         let p = self.machine.proc_mut(pid);
         let vma = match p.aspace.find(addr) {
@@ -131,12 +243,14 @@ impl Mm {
             }
         };
         if matches!(vma.backing, Backing::File { .. }) {
-            fault::file_fault(&mut self.machine, pid, &vma, addr, write)?;
+            let fp = self.policy.file_pages(&vma);
+            let remapped =
+                crate::filemap::file_fault(&mut self.machine, pid, &vma, addr, write, &fp)?;
+            self.invalidations.extend(remapped);
+            Ok(())
         } else {
-            self.policy
-                .fault(&mut self.machine, pid, &vma, addr, write)?;
+            self.policy.fault(&mut self.machine, pid, &vma, addr, write)
         }
-        self.walk_after_fault(addr)
     }
 
     fn walk_after_fault(&mut self, addr: u64) -> Result<Translation, MmError> {
@@ -225,8 +339,11 @@ impl Mm {
                                     ))
                                 },
                             )?;
-                            self.machine
-                                .split_frames(pagelab_core::Pfn(t.pfn.0 << shift), split.from)?;
+                            self.machine.note_split(
+                                pagelab_core::Pfn(t.pfn.0 << shift),
+                                split.from,
+                                split.to,
+                            )?;
                         }
                         inv = widen(inv, s, e);
                     }
@@ -251,6 +368,7 @@ impl Mm {
                 };
                 self.drop_ranges(pid, &ranges)?;
                 self.machine.remove_proc(pid);
+                self.swap.remove_pid(pid);
                 Ok(Invalidate::All)
             }
             Event::Fork { child } => {
@@ -259,6 +377,7 @@ impl Mm {
                     return self.on_nothing();
                 }
                 fault::fork(&mut self.machine, pid, *child)?;
+                self.swap.fork(pid, *child);
                 Ok(Invalidate::All)
             }
         }
@@ -273,6 +392,8 @@ impl Mm {
     fn drop_ranges(&mut self, pid: u32, ranges: &[(u64, u64)]) -> Result<Invalidate, MmError> {
         let mut inv = Invalidate::Nothing;
         for &(s, e) in ranges {
+            // Unmapping frees the range's swap entries too.
+            self.swap.remove(pid, s, e);
             let removed = self.machine.unmap_range(pid, s, e)?;
             self.policy.release(&mut self.machine, pid, &removed)?;
             inv = widen(inv, s, e);
@@ -288,6 +409,7 @@ impl Mm {
             self.machine.proc(pid).expect("listed").aspace.check()?;
         }
         fault::check_frames(&self.machine, self.policy.held_frames())?;
+        crate::reclaim::check(&self.machine, &self.swap)?;
         self.policy.check(&self.machine)?;
         self.machine.phys.check().map_err(|e| e.to_string())
     }

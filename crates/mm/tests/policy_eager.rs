@@ -13,7 +13,10 @@ const M: u64 = 1 << 20;
 
 fn mm(spec: &str, memory: u64) -> Mm {
     let spec: PolicySpec = spec.parse().unwrap();
-    Mm::new(&spec, &PhysConfig::new(Bytes(memory))).unwrap()
+    // Reclaim off: these tests fill memory on purpose to reach the fallbacks.
+    let mut phys = PhysConfig::new(Bytes(memory));
+    phys.reclaim = false;
+    Mm::new(&spec, &phys).unwrap()
 }
 
 fn map_as(m: &mut Mm, start: u64, len: u64, sharing: Sharing) {

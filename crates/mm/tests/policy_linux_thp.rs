@@ -12,7 +12,10 @@ const M: u64 = 1 << 20;
 
 fn mm(settings: &str, memory: u64) -> Mm {
     let spec: PolicySpec = format!("linux-thp:{settings}").parse().unwrap();
-    Mm::new(&spec, &PhysConfig::new(Bytes(memory))).unwrap()
+    // Reclaim off: these tests fill memory on purpose to reach the fallbacks.
+    let mut phys = PhysConfig::new(Bytes(memory));
+    phys.reclaim = false;
+    Mm::new(&spec, &phys).unwrap()
 }
 
 fn map(m: &mut Mm, start: u64, len: u64) {
@@ -117,19 +120,26 @@ fn madvise_mode_needs_madv_hugepage_and_nohugepage_wins() {
 }
 
 #[test]
-fn file_mappings_get_base_pages() {
-    let mut m = mm("enabled=always", 64 * M);
-    let ev = MapEvent {
-        start: 0x4000_0000,
-        len: 4 * M,
-        prot: Prot(Prot::READ),
-        backing: Backing::File {
-            file_id: 1,
-            offset: 0,
-        },
-        sharing: Sharing::Private,
+fn file_mappings_get_2m_folios_only_where_aligned_and_allowed() {
+    let file = |m: &mut Mm, start: u64, offset: u64| {
+        let ev = MapEvent {
+            start,
+            len: 4 * M,
+            prot: Prot(Prot::READ),
+            backing: Backing::File { file_id: 1, offset },
+            sharing: Sharing::Private,
+        };
+        m.event(&Event::Map(Box::new(ev))).unwrap();
     };
-    m.event(&Event::Map(Box::new(ev))).unwrap();
+    let mut m = mm("enabled=always", 64 * M);
+    file(&mut m, 0x4000_0000, 0);
+    assert_eq!(touch(&mut m, 0x4000_0000), 2 * M);
+    // A file offset 4K off the virtual alignment: base pages.
+    file(&mut m, 0x5000_0000, 4 * K);
+    assert_eq!(touch(&mut m, 0x5000_0000), 4 * K);
+    // 2M not allowed for this VMA (madvise without MADV_HUGEPAGE): base pages.
+    let mut m = mm("enabled=madvise", 64 * M);
+    file(&mut m, 0x4000_0000, 0);
     assert_eq!(touch(&mut m, 0x4000_0000), 4 * K);
 }
 

@@ -19,7 +19,10 @@ const A: u64 = 0x4000_0000;
 
 fn mm(policy: &str, memory: u64) -> Mm {
     let spec: PolicySpec = policy.parse().unwrap();
-    Mm::new(&spec, &PhysConfig::new(Bytes(memory))).unwrap()
+    // Reclaim off: these tests fill memory on purpose to reach the fallbacks.
+    let mut phys = PhysConfig::new(Bytes(memory));
+    phys.reclaim = false;
+    Mm::new(&spec, &phys).unwrap()
 }
 
 fn ev(m: &mut Mm, e: Event) {

@@ -144,6 +144,51 @@ pub struct PolicyStats {
     pub fragmentation_worst: f64,
     /// Events the trace contradicted itself with, or the model does not carry out yet.
     pub anomalies: std::collections::BTreeMap<String, u64>,
+    /// Bytes reclaimed: anonymous pages swapped out plus page-cache folios dropped.
+    #[serde(default)]
+    pub reclaimed_bytes: u64,
+    /// Bytes of anonymous pages swapped out.
+    #[serde(default)]
+    pub swapped_out_bytes: u64,
+    /// Bytes of swapped-out memory read back by faults.
+    #[serde(default)]
+    pub swapped_in_bytes: u64,
+    /// Bytes in swap at the end.
+    #[serde(default)]
+    pub swap_bytes: u64,
+    /// Faults that read from disk: swap-ins and page-cache misses (Linux's `maj_flt`).
+    #[serde(default)]
+    pub major_faults: u64,
+    /// Of those, faults on swapped-out memory.
+    #[serde(default)]
+    pub swap_in_faults: u64,
+    /// Bytes of page-cache folios dropped by reclaim.
+    #[serde(default)]
+    pub cache_dropped_bytes: u64,
+    /// Bytes of dirty page-cache data written back before being dropped.
+    #[serde(default)]
+    pub written_back_bytes: u64,
+    /// Bytes read into the page cache at faults.
+    #[serde(default)]
+    pub file_read_bytes: u64,
+    /// Faults that mapped a whole page-cache folio larger than the base page.
+    #[serde(default)]
+    pub file_superpage_faults: u64,
+    /// Times reclaim ran because an allocation took a zone below its low watermark.
+    #[serde(default)]
+    pub kswapd_runs: u64,
+    /// Times reclaim ran because an allocation failed.
+    #[serde(default)]
+    pub direct_reclaims: u64,
+    /// LRU pages reclaim looked at.
+    #[serde(default)]
+    pub reclaim_scanned: u64,
+    /// Superpages reclaim split before reclaiming their base pages.
+    #[serde(default)]
+    pub reclaim_splits: u64,
+    /// Reservations reclaim preempted before reclaiming mapped pages.
+    #[serde(default)]
+    pub reclaim_preemptions: u64,
     /// The policy's own counters (for linux-thp: `anon_fault_alloc`, `anon_fault_fallback` per size).
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub policy_counters: serde_json::Value,

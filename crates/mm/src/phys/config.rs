@@ -1,6 +1,7 @@
 //! The physical-memory configuration: memory size, largest order, zones and
 //! their fallback order, read with serde and validated into a zone layout.
 
+use super::watermarks::{SuperpageReclaim, WatermarkConfig, Watermarks};
 use super::MAX_ORDER_LIMIT;
 use pagelab_core::{parse_bytes, Bytes, PageSize};
 use serde::{Deserialize, Deserializer, Serialize};
@@ -57,6 +58,17 @@ pub struct PhysConfig {
     /// The page size whose fragmentation is reported (default: the large page, else 2M or the largest order).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report_page: Option<PageSize>,
+    /// Whether memory is reclaimed when it runs low (default true); when
+    /// false, an allocation that finds no free block fails.
+    #[serde(default = "yes")]
+    pub reclaim: bool,
+    /// Low and high watermarks, totals over all zones (default: Linux's rule,
+    /// see [`super::watermarks`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watermarks: Option<WatermarkConfig>,
+    /// Whether reclaim takes a superpage whole or splits it first (`whole`, the default, or `split`).
+    #[serde(default)]
+    pub reclaim_superpages: SuperpageReclaim,
 }
 
 /// The large-page zone (000 paper, section 4.4): fixed at boot, for large pages only.
@@ -94,6 +106,8 @@ pub(crate) struct Layout {
     pub large_order: Option<u8>,
     pub large_exclusive: bool,
     pub report_order: u8,
+    /// Per zone, in the order of `zones`.
+    pub watermarks: Vec<Watermarks>,
 }
 
 fn default_max_order() -> u8 {
@@ -107,7 +121,7 @@ fn yes() -> bool {
 }
 
 /// Accepts a byte count as a number or as text (`64M`, `2G`).
-fn de_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
+pub(crate) fn de_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Raw {
@@ -134,6 +148,9 @@ impl PhysConfig {
             large: None,
             fallback: None,
             report_page: None,
+            reclaim: true,
+            watermarks: None,
+            reclaim_superpages: SuperpageReclaim::Whole,
         }
     }
 
@@ -180,6 +197,11 @@ impl PhysConfig {
         }
         let fallback = self.check_fallback(&zones)?;
         let report_order = self.check_report(large_order)?;
+        if let Some(w) = &self.watermarks {
+            super::watermarks::validate(w, mem)?;
+        }
+        let frames: Vec<u64> = zones.iter().map(|z| z.2).collect();
+        let watermarks = super::watermarks::per_zone(self.watermarks.as_ref(), mem, &frames);
         Ok(Layout {
             zones,
             fallback,
@@ -187,6 +209,7 @@ impl PhysConfig {
             large_order,
             large_exclusive: self.large.as_ref().is_none_or(|l| l.exclusive),
             report_order,
+            watermarks,
         })
     }
 

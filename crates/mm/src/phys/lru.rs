@@ -227,20 +227,30 @@ impl Lru {
     /// list, in ascending pfn order from the more recent end; after the
     /// allocator's `split`, so that parts can be reclaimed alone.
     pub fn split(&mut self, pfn: Pfn) -> Result<(), PhysError> {
+        self.split_into(pfn, Order(0))
+    }
+
+    /// Replaces a page by pieces of order `piece` (below its own) at its place
+    /// in its list, in ascending pfn order from the more recent end, each
+    /// keeping its list and referenced bit. A page already of order `piece`
+    /// or below is left alone.
+    pub fn split_into(&mut self, pfn: Pfn, piece: Order) -> Result<(), PhysError> {
         let n = *self
             .nodes
             .get(&pfn.0)
             .ok_or(PhysError::NotOnLru { pfn: pfn.0 })?;
-        if n.order == 0 {
+        if n.order <= piece.0 {
             return Ok(());
         }
-        let count = 1u64 << n.order;
-        let (first, last) = (pfn.0, pfn.0 + count - 1);
-        for p in first..=last {
+        let step = 1u64 << piece.0;
+        let count = 1u64 << (n.order - piece.0);
+        let (first, last) = (pfn.0, pfn.0 + (count - 1) * step);
+        for i in 0..count {
+            let p = first + i * step;
             let node = Node {
-                prev: if p == first { n.prev } else { p - 1 },
-                next: if p == last { n.next } else { p + 1 },
-                order: 0,
+                prev: if p == first { n.prev } else { p - step },
+                next: if p == last { n.next } else { p + step },
+                order: piece.0,
                 ..n
             };
             self.nodes.insert(p, node);
@@ -254,6 +264,39 @@ impl Lru {
         }
         self.list_mut(n.zone, n.list).pages += count - 1;
         Ok(())
+    }
+
+    /// The least recent page of one list of `zone`.
+    pub fn coldest(&self, zone: ZoneId, list: LruList) -> Option<Page> {
+        let tail = self.lists.get(zone.0)?[list as usize].tail;
+        let n = self.nodes.get(&tail)?;
+        Some(Page {
+            pfn: Pfn(tail),
+            order: Order(n.order),
+        })
+    }
+
+    /// Moves a page to the head (most recent end) of `list` in its zone,
+    /// clearing its referenced bit: reclaim's second chance or deactivation.
+    pub fn move_to_head_of(&mut self, pfn: Pfn, list: LruList) -> Result<(), PhysError> {
+        if !self.nodes.contains_key(&pfn.0) {
+            return Err(PhysError::NotOnLru { pfn: pfn.0 });
+        }
+        self.move_to_head(pfn.0, list, false);
+        Ok(())
+    }
+
+    /// The page on a list that holds frame `pfn` (its head or a later frame),
+    /// searching heads down to `max_order` alignment.
+    pub fn page_holding(&self, pfn: Pfn, max_order: Order) -> Option<Page> {
+        (0..=max_order.0.min(63)).find_map(|k| {
+            let head = pfn.0 & !((1u64 << k) - 1);
+            let n = self.nodes.get(&head)?;
+            (pfn.0 < head + (1u64 << n.order)).then_some(Page {
+                pfn: Pfn(head),
+                order: Order(n.order),
+            })
+        })
     }
 
     /// Whether a page headed by `pfn` is on a list.

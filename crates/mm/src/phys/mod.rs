@@ -34,12 +34,14 @@ mod buddy;
 mod config;
 mod lru;
 mod stats;
+pub mod watermarks;
 mod zone;
 
 pub use buddy::BuddyAllocator;
 pub use config::{ConfigError, LargeZoneConfig, PhysConfig, ZoneKind};
 pub use lru::{Lru, LruList, LruZoneStats};
 pub use stats::{unusable_index, BuddyStats, Fragmentation, PhysStats, ZoneStats};
+pub use watermarks::{SuperpageReclaim, WatermarkConfig, Watermarks};
 pub use zone::{PhysMem, Zone};
 
 use pagelab_core::{Order, Pfn};

@@ -4,8 +4,8 @@
 use super::config::{Layout, FRAME_BYTES};
 use super::stats::{unusable_index, Fragmentation, PhysStats, ZoneStats};
 use super::{
-    BuddyAllocator, ConfigError, FrameAllocator, Lru, PhysConfig, PhysError, ZoneId, ZoneKind,
-    ZonePref,
+    BuddyAllocator, ConfigError, FrameAllocator, Lru, PhysConfig, PhysError, SuperpageReclaim,
+    Watermarks, ZoneId, ZoneKind, ZonePref,
 };
 use pagelab_core::{Order, Pfn};
 
@@ -32,6 +32,9 @@ pub struct PhysMem {
     fallbacks: u64,
     failures: Vec<u64>,
     lru: Lru,
+    watermarks: Vec<Watermarks>,
+    reclaim: bool,
+    superpages: SuperpageReclaim,
 }
 
 impl PhysMem {
@@ -61,6 +64,9 @@ impl PhysMem {
             report_order: layout.report_order,
             fallbacks: 0,
             failures: vec![0; layout.max_order as usize + 1],
+            watermarks: layout.watermarks,
+            reclaim: cfg.reclaim,
+            superpages: cfg.reclaim_superpages,
         })
     }
 
@@ -95,6 +101,26 @@ impl PhysMem {
     /// Bytes per frame (4K).
     pub fn frame_bytes(&self) -> u64 {
         FRAME_BYTES
+    }
+
+    /// Zone `id`'s watermarks, in frames.
+    pub fn watermarks(&self, id: ZoneId) -> Watermarks {
+        self.watermarks.get(id.0).copied().unwrap_or_default()
+    }
+
+    /// Whether memory is reclaimed when it runs low.
+    pub fn reclaim_enabled(&self) -> bool {
+        self.reclaim
+    }
+
+    /// How reclaim treats superpages.
+    pub fn superpage_reclaim(&self) -> SuperpageReclaim {
+        self.superpages
+    }
+
+    /// Free frames in zone `id` (0 for an unknown zone).
+    pub fn zone_free(&self, id: ZoneId) -> u64 {
+        self.zones.get(id.0).map_or(0, |z| z.buddy.free_frames())
     }
 
     /// The LRU lists.

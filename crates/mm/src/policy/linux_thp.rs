@@ -9,10 +9,16 @@
 //! 2M (the PMD size) is tried first when its whole range is unmapped; then
 //! the highest smaller size whose range has no page mapped; an allocation
 //! that fails counts `anon_fault_fallback` for that size and the next lower
-//! suitable size is tried, down to one 4K page. File mappings get 4K pages.
+//! suitable size is tried, down to one 4K page.
+//!
+//! File mappings: when 2M is allowed for the VMA (the same settings and
+//! advice), the page cache reads PMD-sized folios whole and the fault maps
+//! them with one 2M entry where virtual, physical and file offsets are
+//! aligned alike (as Linux's `do_set_pmd` for large page-cache folios, read
+//! by PMD-order readahead in a VM_HUGEPAGE VMA); otherwise 4K pages.
 //! Not modelled yet: the zero page for read faults, khugepaged.
 
-use super::Policy;
+use super::{FilePages, Policy};
 use crate::machine::{Machine, MmError, PerSize};
 use crate::pagetable::{PageTable, PteFlags};
 use crate::vma::{ThpAdvice, Vma};
@@ -277,6 +283,17 @@ impl Policy for LinuxThpPolicy {
             }
         }
         m.fault_in(pid, addr, PageSize::K4, flags)
+    }
+
+    fn file_pages(&self, vma: &Vma) -> FilePages {
+        FilePages {
+            sizes: if self.settings.allows(PageSize::M2, vma) {
+                vec![PageSize::M2]
+            } else {
+                Vec::new()
+            },
+            read_whole: true,
+        }
     }
 
     fn counters(&self) -> serde_json::Value {

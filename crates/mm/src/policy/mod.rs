@@ -19,9 +19,21 @@ pub use reservation::{ReservationPolicy, ReservationSettings};
 
 use crate::machine::{Machine, MmError};
 use crate::pagetable::Mapping;
+use crate::phys::ZoneId;
 use crate::vma::Vma;
 use pagelab_core::PageSize;
 use std::fmt;
+
+/// What a policy wants for the file-backed pages of a VMA (see [`crate::filemap`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FilePages {
+    /// Folio sizes above the base page the page cache may read, largest
+    /// first; empty for base pages only.
+    pub sizes: Vec<PageSize>,
+    /// Whether a large folio is read whole at its first fault (mapped whole
+    /// at once) or page by page (mapped whole once every page is read).
+    pub read_whole: bool,
+}
 
 /// The seam every policy implements.
 ///
@@ -71,6 +83,19 @@ pub trait Policy {
     /// frame accounting of `Mm::check`.
     fn held_frames(&self) -> u64 {
         0
+    }
+    /// Gives back frames held without mapping them in `zone` (one
+    /// reservation, least recently allocated first), for reclaim, which asks
+    /// before it reclaims any mapped page; false when there is nothing to give.
+    fn shrink(&mut self, m: &mut Machine, zone: ZoneId) -> Result<bool, MmError> {
+        let _ = (m, zone);
+        Ok(false)
+    }
+    /// The page-cache folio sizes and read mode the policy wants for the
+    /// file-backed VMA `vma` (default: base pages only).
+    fn file_pages(&self, vma: &Vma) -> FilePages {
+        let _ = vma;
+        FilePages::default()
     }
     /// The policy's own invariants against the machine (its bookkeeping
     /// agrees with the page tables and frames), for `Mm::check`.
@@ -281,6 +306,23 @@ impl Policy for PolicyImpl {
             PolicyImpl::LinuxThp(p) => p.held_frames(),
             PolicyImpl::Relocation(p) => p.held_frames(),
             PolicyImpl::Reservation(p) => p.held_frames(),
+        }
+    }
+    fn shrink(&mut self, m: &mut Machine, zone: ZoneId) -> Result<bool, MmError> {
+        match self {
+            PolicyImpl::Reservation(p) => p.shrink(m, zone),
+            // The others hold no frames they do not map.
+            _ => Ok(false),
+        }
+    }
+    fn file_pages(&self, vma: &Vma) -> FilePages {
+        match self {
+            PolicyImpl::LinuxThp(p) => p.file_pages(vma),
+            PolicyImpl::Reservation(p) => p.file_pages(vma),
+            // base: base pages by definition; eager: Shimizu's design covers
+            // private anonymous memory only; explicit and relocation: their
+            // papers map file pages with base pages.
+            _ => FilePages::default(),
         }
     }
     fn check(&self, m: &Machine) -> Result<(), String> {

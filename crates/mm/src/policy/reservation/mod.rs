@@ -34,90 +34,39 @@
 //!   Frames are found by number, so a page released by another process
 //!   after fork finds its reservation too.
 //!
-//! Not modelled: GISP's immediate promotion of file mappings whose extent is
-//! in the page cache (file faults go through the shared page-cache path, one
-//! base page each), and its COW link list (see `fault::CowMode::Base`).
+//! - File mappings (GISP 3.2): the page cache reserves an aligned block for
+//!   a file extent and reads it page by page on demand; the mapping is
+//!   promoted at once, to one page of the extent's size, at the fault that
+//!   finds the whole extent in the page cache (the first fault in the extent
+//!   when it was cached already). See [`crate::filemap`].
+//! - Reclaim asks the policy first ([`Policy::shrink`]): the least recently
+//!   allocated reservation with free frames in the zone is preempted; only
+//!   when none is left are mapped pages reclaimed. A swapped-out page's
+//!   frames return to its reservation like any released page.
+//!
+//! Not modelled: GISP's COW link list (see `fault::CowMode::Base`).
 //! VMAs given MADV_NOHUGEPAGE get base pages.
 
+mod check;
 mod lists;
 mod popmap;
+mod settings;
 
-use super::Policy;
+use settings::superpage_sizes;
+pub use settings::ReservationSettings;
+
+use super::{FilePages, Policy};
 use crate::machine::{Machine, MmError, PerSize};
-use crate::pagetable::{Geometry, Mapping, PageTable, PteFlags};
-use crate::phys::FrameAllocator;
+use crate::pagetable::{Mapping, PageTable, PteFlags};
+use crate::phys::{FrameAllocator, ZoneId};
 use crate::vma::{ThpAdvice, Vma};
 use lists::Lists;
 use pagelab_core::{Backing, Order, PageSize, Pfn, VirtAddr};
 use popmap::PopMap;
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
-use std::fmt;
 
 const BASE: PageSize = PageSize::K4;
-
-/// The parameters of the `reservation` policy.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReservationSettings {
-    /// The largest extent reserved (and promoted to).
-    pub max: PageSize,
-}
-
-impl Default for ReservationSettings {
-    fn default() -> Self {
-        ReservationSettings { max: PageSize::M2 }
-    }
-}
-
-impl std::str::FromStr for ReservationSettings {
-    type Err = String;
-    /// `max=2M` (or nothing: the defaults).
-    fn from_str(s: &str) -> Result<Self, String> {
-        let mut r = ReservationSettings::default();
-        for kv in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (k, v) = kv
-                .split_once('=')
-                .ok_or_else(|| format!("`{kv}` is not key=value (like max=2M)"))?;
-            match k {
-                "max" => {
-                    let size: PageSize = v.parse().map_err(|e| format!("`max`: {e}"))?;
-                    if size <= BASE || !superpage_sizes(size).contains(&size) {
-                        let allowed: Vec<String> = superpage_sizes(PageSize::G1)
-                            .iter()
-                            .map(ToString::to_string)
-                            .collect();
-                        return Err(format!(
-                            "`max`: {size} is not a superpage size of the x86-64 page table; use one of {}",
-                            allowed.join(", ")
-                        ));
-                    }
-                    r.max = size;
-                }
-                _ => return Err(format!("unknown parameter `{k}`: the only one is max=SIZE")),
-            }
-        }
-        Ok(r)
-    }
-}
-
-impl fmt::Display for ReservationSettings {
-    /// What differs from the defaults (`max=1M`), empty otherwise.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.max != ReservationSettings::default().max {
-            write!(f, "max={}", self.max)?;
-        }
-        Ok(())
-    }
-}
-
-/// Every size above 4K the 4K page table maps, up to `max`, smallest first.
-fn superpage_sizes(max: PageSize) -> Vec<PageSize> {
-    Geometry::for_base(BASE)
-        .sizes()
-        .into_iter()
-        .filter(|&s| s > BASE && s <= max)
-        .collect()
-}
 
 /// Base frames in a `size` page.
 fn frames(size: PageSize) -> u64 {
@@ -483,6 +432,36 @@ impl Policy for ReservationPolicy {
         self.held
     }
 
+    fn shrink(&mut self, m: &mut Machine, zone: ZoneId) -> Result<bool, MmError> {
+        // The least recently allocated reservation with a free frame in the zone.
+        let victim = self
+            .res
+            .iter()
+            .filter(|(_, r)| {
+                r.pop.populated() < r.pop.frames() && m.phys.zone_of(r.block) == Some(zone)
+            })
+            .min_by_key(|(&id, r)| (r.time, id))
+            .map(|(&id, _)| id);
+        match victim {
+            Some(id) => {
+                self.preempt(m, id, BASE)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn file_pages(&self, vma: &Vma) -> FilePages {
+        FilePages {
+            sizes: if vma.thp == ThpAdvice::NoHuge {
+                Vec::new()
+            } else {
+                self.sizes.iter().rev().copied().collect()
+            },
+            read_whole: false,
+        }
+    }
+
     fn take_remapped(&mut self) -> Vec<(u32, u64, u64)> {
         std::mem::take(&mut self.remapped)
     }
@@ -516,81 +495,5 @@ impl Policy for ReservationPolicy {
             "base_pages_outside": c.base_pages_outside,
             "lists": lists,
         })
-    }
-}
-
-impl ReservationPolicy {
-    /// The policy's own invariants against the machine: population maps
-    /// agree with the frames mapped, indexes and lists agree with the
-    /// reservations, `held` is the sum of free frames, and every page of the
-    /// owner on reservation frames sits at its own place in the block.
-    fn check_state(&self, m: &Machine) -> Result<(), String> {
-        let mut mapped: FxHashMap<u64, (u32, u64)> = FxHashMap::default();
-        for pid in m.pids() {
-            let pt = &m.proc(pid).expect("listed").pt;
-            for mp in pt.mappings_in(VirtAddr(0), 1 << 47) {
-                for j in 0..frames(mp.size) {
-                    mapped.insert(mp.pfn.0 + j, (pid, mp.start.0 + (j << 12)));
-                }
-            }
-        }
-        let mut held = 0;
-        let mut listed = 0;
-        for (&id, r) in &self.res {
-            r.pop.check()?;
-            held += r.pop.frames() - r.pop.populated();
-            if self.by_pfn.get(&r.block.0) != Some(&id)
-                || self.by_va.get(&r.owner).and_then(|v| v.get(&r.va)) != Some(&id)
-            {
-                return Err(format!(
-                    "reservation {id} at {:#x} missing from an index",
-                    r.va
-                ));
-            }
-            if r.pop.largest_free().is_some() {
-                listed += 1;
-            }
-            for i in 0..r.pop.frames() {
-                let f = r.block.0 + i;
-                match (r.pop.is_set(i), mapped.get(&f)) {
-                    (true, None) => {
-                        return Err(format!(
-                            "reservation at {:#x}: frame {f:#x} populated but not mapped",
-                            r.va
-                        ))
-                    }
-                    (false, Some(_)) => {
-                        return Err(format!(
-                            "reservation at {:#x}: frame {f:#x} mapped but free",
-                            r.va
-                        ))
-                    }
-                    (_, Some(&(pid, va))) if pid == r.owner && va != r.va + (i << 12) => {
-                        return Err(format!(
-                            "reservation at {:#x}: {va:#x} maps frame {f:#x} of another place",
-                            r.va
-                        ))
-                    }
-                    _ => {}
-                }
-            }
-        }
-        if held != self.held {
-            return Err(format!(
-                "reservations hold {held} free frames, {} counted",
-                self.held
-            ));
-        }
-        let entries: Vec<_> = self.lists.iter().collect();
-        if entries.len() != listed
-            || entries.iter().any(|&(k, t, id)| {
-                self.res
-                    .get(&id)
-                    .is_none_or(|r| r.pop.largest_free() != Some(k) || r.time != t)
-            })
-        {
-            return Err("reservation lists disagree with the reservations".into());
-        }
-        Ok(())
     }
 }

@@ -1,0 +1,298 @@
+//! The reclaim loop: preempt the policy's held frames first, then age the
+//! LRU lists with second chance and reclaim the inactive list's coldest
+//! unreferenced pages, until a zone's free frames reach its high watermark.
+
+use super::{Owner, Swap};
+use crate::cache::Folio;
+use crate::machine::{frames_order, Machine, MmError};
+use crate::pagetable::PageTable;
+use crate::phys::{FrameAllocator, LruList, Page, SuperpageReclaim, ZoneId};
+use crate::policy::{Policy, PolicyImpl};
+use pagelab_core::{Backing, PageSize, Pfn, VirtAddr};
+
+/// Everything reclaim acts on, borrowed from the running model.
+pub(crate) struct Reclaimer<'a> {
+    /// The machine.
+    pub m: &'a mut Machine,
+    /// The policy (it frees or keeps the frames of swapped pages).
+    pub policy: &'a mut PolicyImpl,
+    /// Swapped-out ranges.
+    pub swap: &'a mut Swap,
+    /// Ranges of the running process to invalidate in its TLB.
+    pub inval: &'a mut Vec<(u64, u64)>,
+    /// The running process.
+    pub pid: u32,
+}
+
+fn frames(size: PageSize) -> u64 {
+    size.bytes() >> 12
+}
+
+impl Reclaimer<'_> {
+    /// Reclaims every zone in the bit mask `zones` up to its high watermark.
+    pub(crate) fn run(&mut self, zones: u64) -> Result<(), MmError> {
+        for z in 0..self.m.phys.zones().len().min(64) {
+            if zones & (1 << z) != 0 {
+                self.zone(ZoneId(z))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reclaims zone `z` until its free frames reach its high watermark, or
+    /// nothing more can be taken.
+    fn zone(&mut self, z: ZoneId) -> Result<(), MmError> {
+        let high = self.m.phys.watermarks(z).high;
+        let lists = self.m.phys.lru().zone_stats(z);
+        // Each page is looked at a bounded number of times: at most twice on
+        // each list before it is reclaimed or found busy.
+        let mut budget = 4 * (lists.active_pages + lists.inactive_pages) + 8;
+        while self.m.phys.zone_free(z) < high && budget > 0 {
+            if self.policy.shrink(self.m, z)? {
+                self.m.stats.reclaim_preemptions += 1;
+                continue;
+            }
+            budget -= 1;
+            let l = self.m.phys.lru().zone_stats(z);
+            if l.active_pages > 0 && (l.inactive_pages == 0 || l.inactive_frames < l.active_frames)
+            {
+                self.age_active(z)?;
+                continue;
+            }
+            let Some(page) = self.m.phys.lru().coldest(z, LruList::Inactive) else {
+                break;
+            };
+            self.m.stats.reclaim_scanned += 1;
+            if self.m.res.take_referenced(page.pfn.0, 1 << page.order.0) {
+                self.m
+                    .phys
+                    .lru_mut()
+                    .move_to_head_of(page.pfn, LruList::Active)?;
+                continue;
+            }
+            budget += self.reclaim(page)?;
+        }
+        Ok(())
+    }
+
+    /// Second chance on the active list: its coldest page goes to the
+    /// inactive list unless referenced since the last look.
+    fn age_active(&mut self, z: ZoneId) -> Result<(), MmError> {
+        let Some(page) = self.m.phys.lru().coldest(z, LruList::Active) else {
+            return Ok(());
+        };
+        self.m.stats.reclaim_scanned += 1;
+        let list = if self.m.res.take_referenced(page.pfn.0, 1 << page.order.0) {
+            LruList::Active
+        } else {
+            LruList::Inactive
+        };
+        Ok(self.m.phys.lru_mut().move_to_head_of(page.pfn, list)?)
+    }
+
+    /// Reclaims (or, when superpages are split first, splits) `page`.
+    /// Returns the pages a split added to the lists.
+    fn reclaim(&mut self, page: Page) -> Result<u64, MmError> {
+        let owner = self.m.res.owner(page.pfn).ok_or_else(|| {
+            MmError::Policy(format!(
+                "reclaim: LRU page at frame {:#x} has no owner",
+                page.pfn.0
+            ))
+        })?;
+        let size = PageSize::from_shift(12 + page.order.0).ok_or_else(|| {
+            MmError::Policy(format!("reclaim: LRU page of order {}", page.order.0))
+        })?;
+        let split = self.m.phys.superpage_reclaim() == SuperpageReclaim::Split;
+        let base = self.m.base();
+        match owner {
+            Owner::Anon { va } if split && size > base => {
+                self.split_anon(page.pfn, va, size)?;
+                Ok(frames(size) / frames(base))
+            }
+            Owner::Anon { va } => self.swap_out(page.pfn, va, size).map(|()| 0),
+            Owner::File { file, start } if split && size > base => {
+                self.split_folio(file, start)?;
+                Ok(frames(size) / frames(base))
+            }
+            Owner::File { file, start } => self.drop_folio(file, start).map(|()| 0),
+        }
+    }
+
+    /// The processes mapping the anonymous page at `va` on frames `pfn`,
+    /// with the start and size of their mapping holding `va`.
+    fn anon_mappers(&self, pfn: Pfn, va: u64) -> Vec<(u32, u64, PageSize)> {
+        let shift = self.m.base().shift() - 12;
+        self.m
+            .pids()
+            .into_iter()
+            .filter_map(|pid| {
+                let t = self.m.proc(pid)?.pt.walk(VirtAddr(va))?;
+                let frame = (t.pfn.0 << shift) + ((va - t.start.0) >> 12);
+                (frame == pfn.0).then_some((pid, t.start.0, t.size))
+            })
+            .collect()
+    }
+
+    /// Splits every mapping holding `va` down to pages of `size` or smaller.
+    fn split_mappings_to(&mut self, va: u64, pfn: Pfn, size: PageSize) -> Result<(), MmError> {
+        loop {
+            let big = self
+                .anon_mappers(pfn, va)
+                .into_iter()
+                .find(|&(_, _, s)| s > size);
+            let Some((pid, start, _)) = big else {
+                return Ok(());
+            };
+            self.m.split_page(pid, start)?;
+            if pid == self.pid {
+                self.inval.push((start, start + size.bytes().max(1)));
+            }
+        }
+    }
+
+    /// Demotes an anonymous superpage to base pages in every process, its
+    /// frames and LRU entry split, so that reclaim takes only what it needs.
+    fn split_anon(&mut self, pfn: Pfn, va: u64, size: PageSize) -> Result<(), MmError> {
+        let base = self.m.base();
+        self.split_mappings_to(va, pfn, base)?;
+        // Mappings may have been split already (COW); the LRU page still is one.
+        self.m.res.split_anon(&mut self.m.phys, pfn, base);
+        self.m.split_frames(pfn, size)?;
+        self.m.stats.reclaim_splits += 1;
+        self.inval.push((va, va + size.bytes()));
+        Ok(())
+    }
+
+    /// Swaps out the anonymous `size` page at `va` on frames `pfn`.
+    fn swap_out(&mut self, pfn: Pfn, va: u64, size: PageSize) -> Result<(), MmError> {
+        self.split_mappings_to(va, pfn, size)?;
+        let mappers = self.anon_mappers(pfn, va);
+        if mappers.is_empty() {
+            return Err(MmError::Policy(format!(
+                "reclaim: anonymous page at {va:#x} (frame {:#x}) is on the LRU but mapped nowhere",
+                pfn.0
+            )));
+        }
+        let end = va + size.bytes();
+        for (pid, _, _) in mappers {
+            let removed = self.m.unmap_range(pid, va, end)?;
+            self.policy.release(self.m, pid, &removed)?;
+            self.swap.add(pid, va, end);
+            if pid == self.pid {
+                self.inval.push((va, end));
+            }
+        }
+        // Off the LRU even if some frame is still shared in an odd way.
+        self.m.res.forget(&mut self.m.phys, pfn, frames(size));
+        self.m.res.take_dirty(pfn.0, frames(size));
+        self.m.stats.swapped_out_bytes += size.bytes();
+        self.m.stats.reclaimed_bytes += size.bytes();
+        Ok(())
+    }
+
+    /// The mappings of folio `(file, start)` in every process, as `(pid, va, size)`.
+    fn file_mappers(&self, file: u64, start: u64, folio: &Folio) -> Vec<(u32, u64, PageSize)> {
+        let base = self.m.base().bytes();
+        let shift = self.m.base().shift() - 12;
+        let (fs, fe) = (start * base, start * base + folio.size.bytes());
+        let (lo, hi) = (folio.pfn.0, folio.pfn.0 + frames(folio.size));
+        let mut out = Vec::new();
+        for pid in self.m.pids() {
+            let p = self.m.proc(pid).expect("listed");
+            for v in p.aspace.iter() {
+                let Backing::File { file_id, offset } = v.backing else {
+                    continue;
+                };
+                let (a, b) = (fs.max(offset), fe.min(offset + (v.end - v.start)));
+                if file_id != file || a >= b {
+                    continue;
+                }
+                let va = v.start + (a - offset);
+                for mp in p.pt.mappings_in(VirtAddr(va), b - a) {
+                    let f = mp.pfn.0 << shift;
+                    if f >= lo && f < hi {
+                        out.push((pid, mp.start.0, mp.size));
+                    }
+                }
+            }
+        }
+        out.sort_unstable_by_key(|&(pid, va, _)| (pid, va));
+        out.dedup();
+        out
+    }
+
+    /// Drops the page-cache folio `(file, start)`: unmapped everywhere,
+    /// written back if dirty, its frames freed.
+    fn drop_folio(&mut self, file: u64, start: u64) -> Result<(), MmError> {
+        let folio = self.m.cache().get(file, start).cloned().ok_or_else(|| {
+            MmError::Policy(format!(
+                "reclaim: file {file} page {start} is on the LRU but not in the page cache"
+            ))
+        })?;
+        for (pid, va, size) in self.file_mappers(file, start, &folio) {
+            let end = va + size.bytes();
+            let orphans = self.m.unmap_range(pid, va, end)?;
+            if !orphans.is_empty() {
+                return Err(MmError::Policy(format!(
+                    "reclaim: unmapping file {file} at {va:#x} freed frames the page cache holds"
+                )));
+            }
+            if pid == self.pid {
+                self.inval.push((va, end));
+            }
+        }
+        let n = frames(folio.size);
+        if self.m.res.take_dirty(folio.pfn.0, n) {
+            self.m.stats.written_back_bytes += folio.read_pages() * self.m.base().bytes();
+        }
+        self.m.cache_mut().remove(file, start);
+        self.m.res.forget(&mut self.m.phys, folio.pfn, n);
+        self.m.free_frames(folio.pfn, folio.size)?;
+        self.m.stats.cache_dropped_bytes += folio.size.bytes();
+        self.m.stats.reclaimed_bytes += folio.size.bytes();
+        Ok(())
+    }
+
+    /// Splits the page-cache folio `(file, start)` into base folios: whole
+    /// mappings of it demoted, its unread pages freed.
+    fn split_folio(&mut self, file: u64, start: u64) -> Result<(), MmError> {
+        let folio = self.m.cache().get(file, start).cloned().ok_or_else(|| {
+            MmError::Policy(format!(
+                "reclaim: file {file} page {start} is on the LRU but not in the page cache"
+            ))
+        })?;
+        let base = self.m.base();
+        for (pid, va, size) in self.file_mappers(file, start, &folio) {
+            if size > base {
+                self.m.split_page(pid, va)?;
+                if pid == self.pid {
+                    self.inval.push((va, va + size.bytes()));
+                }
+            }
+        }
+        self.m.split_frames(folio.pfn, folio.size)?;
+        self.m.cache_mut().remove(file, start);
+        let per = frames(base);
+        self.m
+            .res
+            .split(&mut self.m.phys, folio.pfn, base, |i| Owner::File {
+                file,
+                start: start + i,
+            });
+        let pages = frames(folio.size) / per;
+        for i in 0..pages {
+            let pfn = Pfn(folio.pfn.0 + i * per);
+            if folio.is_read(i) {
+                let piece = Folio::new(pfn, base, 1, true);
+                self.m.cache_mut().insert(file, start + i, piece);
+            } else {
+                self.m.res.forget(&mut self.m.phys, pfn, per);
+                for f in pfn.0..pfn.0 + per {
+                    self.m.phys.free(Pfn(f), frames_order(PageSize::K4))?;
+                }
+            }
+        }
+        self.m.stats.reclaim_splits += 1;
+        Ok(())
+    }
+}
