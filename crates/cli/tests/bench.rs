@@ -106,7 +106,7 @@ fn each_kernels_child_prints_sane_metrics() {
             "ns_per_access",
             256 << 10,
         ),
-        ("stream:n=65536,iters=2", "mb_per_s", 3 * 8 * 65536),
+        ("stream:n=65536,iters=2", "ns_per_element", 3 * 8 * 65536),
         ("gups:table=4M,updates=100000", "ns_per_update", 4 << 20),
         ("chase:nodes=16384,steps=100000", "ns_per_step", 16384 * 64),
         ("fault:size=8M", "first_touch_ns_per_mb", 8 << 20),
@@ -121,6 +121,9 @@ fn each_kernels_child_prints_sane_metrics() {
         let h = metric(&v, headline);
         assert!(h.is_finite() && h > 0.0, "{spec}: {headline} = {h}");
         assert!(metric(&v, "ns_per_op") < 1e6, "{spec}: {v}");
+        if spec.starts_with("stream") {
+            assert!(metric(&v, "mb_per_s") > 100.0, "{spec}: {v}");
+        }
         assert_eq!(metric(&v, "data_bytes"), bytes as f64);
         // Under MADV_NOHUGEPAGE, one fault per 4K page written for the first time.
         let pages = (bytes / 4096) as f64;
@@ -194,8 +197,8 @@ fn a_baseline_bench_writes_lab_json_and_svg() {
     assert_eq!(
         subjects,
         [
-            "stride:heap=256K,page=4K,line=64,every=1,iters=1024",
-            "stride:heap=256K,page=4K,line=64,every=16,iters=16384",
+            "stride:heap=256K,page=4K,line=64,every=1,iters=1024,rounds=5",
+            "stride:heap=256K,page=4K,line=64,every=16,iters=16384,rounds=5",
             "fault:size=32M",
             "gups:table=2M,updates=262144,seed=1",
         ]

@@ -315,7 +315,7 @@ fn draw_bars(
         .iter()
         .flat_map(|g| g.1.iter().map(|b| b.1))
         .fold(0.0, f64::max)
-        * 1.35
+        * 1.6
         + 1e-9;
     let mut chart = ChartBuilder::on(area)
         .caption(caption, font(16.0))

@@ -10,17 +10,17 @@ fn stride_without_heap_or_every_is_the_papers_sweep() {
     let first = specs[0].to_string();
     assert_eq!(
         first,
-        "stride:heap=128K,page=4K,line=64,every=1,iters=131072"
+        "stride:heap=128K,page=4K,line=64,every=1,iters=131072,rounds=5"
     );
     assert_eq!(
         specs[17].to_string(),
-        "stride:heap=32M,page=4K,line=64,every=16,iters=8192"
+        "stride:heap=32M,page=4K,line=64,every=16,iters=8192,rounds=5"
     );
     let one = expand("stride:heap=4M,every=16,iters=7", Scale::Full).unwrap();
     assert_eq!(one.len(), 1);
     assert_eq!(
         one[0].to_string(),
-        "stride:heap=4M,page=4K,line=64,every=16,iters=7"
+        "stride:heap=4M,page=4K,line=64,every=16,iters=7,rounds=5"
     );
     assert_eq!(expand("stride:every=16", Scale::Quick).unwrap().len(), 3);
 }

@@ -25,6 +25,11 @@ fn num(v: f64) -> String {
     }
 }
 
+/// A count (a median may be a half): whole, thousands separated.
+fn count(v: f64) -> String {
+    thousands(v.round() as u64)
+}
+
 /// Left-aligned first column, the rest right-aligned, two spaces between.
 fn render(rows: &[Vec<String>]) -> String {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
@@ -157,14 +162,14 @@ fn kernel_table(result: &LabResult, spec: &KernelSpec, runs: usize) -> String {
             .iter()
             .filter_map(|(k, s)| Some((k.strip_prefix("faults_by_size/")?, s.median)))
             .filter(|(_, n)| *n > 0.0)
-            .map(|(size, n)| format!("{size}: {}", num(n)))
+            .map(|(size, n)| format!("{size}: {}", count(n)))
             .collect();
         rows.push(vec![
             c.label.clone(),
             v.map_or("-".into(), num),
             spread(c, &key).map_or("-".into(), |s| format!("{:.1}%", s * 100.0)),
             median(c, "metrics/first_touch_ns_per_mb").map_or("-".into(), |ns| num(ns / 1e3)),
-            median(c, "faults").map_or("-".into(), num),
+            median(c, "faults").map_or("-".into(), count),
             if allocs.is_empty() {
                 "-".into()
             } else {
@@ -202,7 +207,9 @@ mod tests {
     }
 
     #[test]
-    fn speedups_follow_the_headlines_direction() {
+    fn speedups_are_over_4k_in_the_headlines_direction() {
+        assert_eq!(speedup(1000.0, 1500.0, true), 1.5);
+        assert_eq!(speedup(3.0, 2.0, false), 1.5);
         let specs = [
             expand("stream:n=1000", Scale::Full).unwrap(),
             expand("stride:heap=4M,every=16", Scale::Full).unwrap(),
@@ -210,12 +217,13 @@ mod tests {
         .concat();
         let (stream, stride) = (specs[0].to_string(), specs[1].to_string());
         let mut r = LabResult::new("bench", Default::default());
-        for (label, mbs, ns) in [("4K", 1000.0, 8.0), ("2M", 1500.0, 2.0)] {
-            r.configs.push(config(&stream, label, "mb_per_s", mbs));
+        for (label, per_elem, ns) in [("4K", 3.0, 8.0), ("2M", 2.0, 2.0)] {
+            r.configs
+                .push(config(&stream, label, "ns_per_element", per_elem));
             r.configs.push(config(&stride, label, "ns_per_access", ns));
         }
         let text = tables(&r, &specs);
-        assert!(text.contains("4M    16  8.00  2.00 (4.00x)"), "{text}");
+        assert!(text.contains("4M       16  8.00  2.00 (4.00x)"), "{text}");
         let line = text.lines().find(|l| l.starts_with("2M ")).unwrap();
         assert!(
             line.contains("2M: 16") && line.trim_end().ends_with("1.50"),
