@@ -31,7 +31,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "MODE", default_value = "always")]
     pub thp: String,
     /// Grow the hugetlb pool of SIZE to COUNT pages for the run (restored after) and point the
-    /// program's heap at it; repeatable. With --compare each pool is one more configuration.
+    /// program's heap at it (the first given, when several); repeatable. With --compare each
+    /// pool is one more configuration.
     #[arg(long, value_name = "SIZE:COUNT")]
     pub hugetlb: Vec<String>,
     /// Runs per configuration; the table shows medians and spreads.
