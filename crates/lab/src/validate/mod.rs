@@ -316,6 +316,7 @@ mod tests {
         let r = report(&[("hugepages-64kB/anon_fault_alloc", 3)], 5);
         let c = compare(
             &[PageSize::K4],
+            "4K",
             ThpMode::Madvise,
             &r,
             &prediction(5, &[("64K", 3)]),
@@ -334,6 +335,7 @@ mod tests {
         );
         let c = compare(
             &[PageSize::K4],
+            "4K",
             ThpMode::Madvise,
             &r,
             &prediction(5, &[("16K", 2), ("64K", 3)]),
