@@ -293,3 +293,88 @@ fn under_2m_thp_a_32m_heap_is_16_huge_pages_and_the_knobs_come_back() {
     );
     assert!(run.metrics["first_touch_faults"] <= 128.0 + 16.0, "{run:?}");
 }
+
+#[test]
+fn without_root_the_default_is_the_4k_baseline_and_larger_sizes_are_refused() {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: dropping to an unprivileged user needs root to start from");
+        return;
+    }
+    let as_nobody = || {
+        let mut c = pagelab();
+        c.uid(65534).gid(65534);
+        c
+    };
+    let out = as_nobody()
+        .args(["bench", "--quick", "--repeat", "1", "fault:size=4M"])
+        .output()
+        .unwrap();
+    let stdout = ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("changing the THP knobs needs root; running the 4K baseline only"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("fault:size=4M: median of 1 run(s)"),
+        "{stdout}"
+    );
+    let out = as_nobody()
+        .args(["bench", "--quick", "--pages", "4K,2M", "fault:size=4M"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("or ask for the 4K baseline alone with --pages 4K"),
+        "{stderr}"
+    );
+}
+
+/// Whether `pid` has a child process yet (a bench child runs only inside a knob session).
+fn has_child(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .is_ok_and(|s| !s.trim().is_empty())
+}
+
+#[test]
+fn sigint_stops_the_bench_and_every_knob_comes_back() {
+    if !knobs_available(&["2048kB"]) {
+        return;
+    }
+    let before = knobs();
+    let mut child = pagelab()
+        .args([
+            "bench",
+            "--repeat",
+            "200",
+            "--pages",
+            "2M,4K",
+            "fault:size=64M",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !has_child(child.id()) {
+        assert!(
+            start.elapsed().as_secs() < 60,
+            "the bench never started a child"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("interrupted by signal 2; every knob is restored"),
+        "{stderr}"
+    );
+    assert_eq!(knobs(), before, "a knob stayed changed after SIGINT");
+}
