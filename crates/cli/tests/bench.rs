@@ -345,7 +345,7 @@ fn sigint_stops_the_bench_and_every_knob_comes_back() {
         return;
     }
     let before = knobs();
-    let mut child = pagelab()
+    let child = pagelab()
         .args([
             "bench",
             "--repeat",

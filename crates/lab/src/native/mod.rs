@@ -18,7 +18,7 @@
 //! Besides its headline figure each reports `ns_per_op` (time per unit of work, lower is
 //! better, for uniform tables and plots: [`KernelSpec::op_metric`]), `data_bytes`,
 //! `first_touch_seconds`, `first_touch_ns_per_mb`, `first_touch_faults`, `loop_seconds`
-//! and `loop_faults` (minor faults from `getrusage` around each phase).
+//! and `loop_faults` (the thread's minor faults from `getrusage` around each phase).
 //!
 //! A spec is written `KERNEL[:key=value,...]`; [`expand`] turns `stride` without `heap` or
 //! `every` into the paper's sweep. A spec's [`Display`](std::fmt::Display) is canonical: every
@@ -294,12 +294,13 @@ pub fn run_child(spec: &str, advice: Advice) -> Result<String> {
     Ok(serde_json::to_string(&report)?)
 }
 
-/// This process's minor faults so far.
+/// The calling thread's minor faults so far (`RUSAGE_THREAD`: the kernels run on one
+/// thread, and other threads of the process, such as parallel tests, do not count).
 pub fn minor_faults() -> u64 {
     // SAFETY: getrusage writes into the zeroed struct we own.
     unsafe {
         let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
         ru.ru_minflt as u64
     }
 }
