@@ -274,6 +274,19 @@ fn under_2m_thp_a_32m_heap_is_16_huge_pages_and_the_knobs_come_back() {
             0
         );
     }
+    // A size the kernel has no THP knob for is refused before any knob changes.
+    if !Path::new(THP).join("hugepages-1048576kB").exists() {
+        let out = pagelab()
+            .args(["bench", "--quick", "--pages", "4K,1G", "fault"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("--pages: 1G is not a THP size of this kernel (it has 16K"),
+            "{stderr}"
+        );
+    }
     // `always` needs no advice: an 8M region gets 128 64K pages.
     let out = pagelab()
         .args([
