@@ -295,7 +295,8 @@ impl Machine {
     }
 
     /// Unmaps every page of `pid` inside `[start, end)`, splitting pages that
-    /// straddle an edge first (each split is a demotion). Returns the removed
+    /// straddle an edge first (each split is a demotion); a base page that
+    /// straddles an edge is unmapped whole. Returns the removed
     /// mappings, with frame numbers in 4K units; the caller frees their frames.
     pub fn unmap_range(&mut self, pid: u32, start: u64, end: u64) -> Result<Vec<Mapping>, MmError> {
         let base_shift = self.base().shift();
@@ -305,9 +306,12 @@ impl Machine {
                 return Ok(removed);
             };
             let maps = p.pt.mappings_in(VirtAddr(start), end - start);
+            // A base page only partly in the range (a 4K-granular range with
+            // larger base pages) cannot be split: it goes whole.
+            let base = self.geometry.base();
             let straddling = maps
                 .iter()
-                .find(|m| m.start.0 < start || m.start.0 + m.size.bytes() > end);
+                .find(|m| m.size > base && (m.start.0 < start || m.start.0 + m.size.bytes() > end));
             if let Some(m) = straddling {
                 let va = m.start.0;
                 self.split_page(pid, va)?;

@@ -114,6 +114,8 @@ impl Mm {
 
     fn collect_remapped(&mut self) {
         for (pid, s, e) in self.policy.take_remapped() {
+            // A collapse over swapped-out pages reads them back (khugepaged swaps in).
+            self.machine.stats.swapped_in_bytes += self.swap.remove(pid, s, e);
             // Other processes' entries are gone anyway: a switch flushes the TLB.
             if pid == self.pid {
                 self.invalidations.push((s, e));
@@ -155,22 +157,21 @@ impl Mm {
     /// a retry when memory runs out), swap-in accounting, then kswapd.
     fn fault(&mut self, addr: u64, instr: bool, write: bool) -> Result<Translation, MmError> {
         let pid = self.pid;
-        let swapped = !self.swap.is_empty() && self.swap.holds(pid, addr);
         // Reclaim after the fault may take the page just mapped in a tiny
         // memory; then it is faulted again.
         for _ in 0..3 {
             self.fault_reclaiming(addr, instr, write)?;
             let t = self.walk_after_fault(addr)?;
             self.machine.res.touch(t.pfn.0 << self.frame_shift, write);
-            if swapped {
-                let end = t.start.0.saturating_add(t.size.bytes());
-                let bytes = self.swap.remove(pid, t.start.0, end);
-                if bytes > 0 {
-                    let s = &mut self.machine.stats;
-                    s.major_faults += 1;
-                    s.swap_in_faults += 1;
-                    s.swapped_in_bytes += bytes;
-                }
+            // The new page reads back whatever of its range was swapped out
+            // (a policy may map more than the page faulted on).
+            let end = t.start.0.saturating_add(t.size.bytes());
+            let bytes = self.swap.remove(pid, t.start.0, end);
+            if bytes > 0 {
+                let s = &mut self.machine.stats;
+                s.major_faults += 1;
+                s.swap_in_faults += 1;
+                s.swapped_in_bytes += bytes;
             }
             self.kswapd()?;
             if let Some(t) = self.machine.proc_mut(pid).pt.walk(VirtAddr(addr)) {
@@ -321,7 +322,11 @@ impl Mm {
             {
                 Ok(changed) => {
                     let mut inv = Invalidate::Nothing;
+                    let bb = self.machine.base().bytes();
                     for (s, e) in changed {
+                        // With base pages above 4K a range may cover part of
+                        // one: the whole base page takes the new protection.
+                        let (s, e) = (s & !(bb - 1), e.div_ceil(bb) * bb);
                         let report = self.machine.proc_mut(pid).pt.protect(
                             VirtAddr(s),
                             e - s,

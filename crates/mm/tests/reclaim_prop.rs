@@ -1,0 +1,196 @@
+//! Random event streams under a memory smaller than what they touch, so that
+//! reclaim runs often: every policy, superpages reclaimed whole or split,
+//! anonymous and file mappings, fork. Every invariant (frames, reference
+//! counts, LRU lists and owners, swapped ranges holding no frames, the
+//! policy's own) is checked after every step; at the end, with every
+//! process gone, only the page cache holds memory and swap is empty.
+
+use pagelab_core::{Backing, Bytes, Event, MapEvent, Prot, Sharing, ThreadId};
+use pagelab_mm::machine::MmError;
+use pagelab_mm::phys::{FrameAllocator, PhysConfig, SuperpageReclaim};
+use pagelab_mm::policy::PolicySpec;
+use pagelab_mm::system::Mm;
+use proptest::prelude::*;
+
+const K: u64 = 1 << 10;
+const M: u64 = 1 << 20;
+const A: u64 = 0x4000_0000;
+/// Pages in each process's window: 8M, twice the memory.
+const PAGES: u64 = 2048;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Map(u64, u64),
+    MapFile(u64, u64, u64, bool),
+    Unmap(u64, u64),
+    Protect(u64, u64, bool),
+    Touch(u64, bool),
+    TouchRun(u64, u64),
+    Switch(u32),
+    Fork(u32),
+    Exit,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let page = 0..PAGES;
+    let len = prop_oneof![1..8u64, 1..600u64, 256..2048u64];
+    prop_oneof![
+        2 => (page.clone(), len.clone()).prop_map(|(p, l)| Op::Map(p, l)),
+        2 => (page.clone(), len.clone(), 0..1024u64, any::<bool>())
+            .prop_map(|(p, l, o, s)| Op::MapFile(p, l, o, s)),
+        1 => (page.clone(), len.clone()).prop_map(|(p, l)| Op::Unmap(p, l)),
+        1 => (page.clone(), len, any::<bool>()).prop_map(|(p, l, w)| Op::Protect(p, l, w)),
+        4 => (page.clone(), any::<bool>()).prop_map(|(p, w)| Op::Touch(p, w)),
+        4 => (page, 1..1024u64).prop_map(|(p, l)| Op::TouchRun(p, l)),
+        1 => (0..3u32).prop_map(Op::Switch),
+        1 => (3..6u32).prop_map(Op::Fork),
+        1 => Just(Op::Exit),
+    ]
+}
+
+fn clip(p: u64, l: u64) -> (u64, u64) {
+    (A + p * 4 * K, l.min(PAGES - p) * 4 * K)
+}
+
+fn ev(m: &mut Mm, e: Event) {
+    m.event(&e).unwrap();
+    m.check().unwrap();
+}
+
+/// Touches `addr`; running out of memory is allowed (reclaim may find
+/// nothing to take), any other error is not.
+fn touch(m: &mut Mm, addr: u64, write: bool) {
+    match m.translate(addr, false, write) {
+        Ok(_) | Err(MmError::OutOfMemory { .. }) => {}
+        Err(e) => panic!("{e}"),
+    }
+    m.check().unwrap();
+}
+
+fn policy() -> impl Strategy<Value = &'static str> {
+    prop_oneof![
+        Just("base:4K"),
+        Just("base:16K"),
+        Just("eager"),
+        Just("explicit"),
+        Just("linux-thp:enabled=always,64K=always"),
+        Just("relocation:threshold=50%"),
+        Just("reservation"),
+        Just("reservation:max=64K"),
+    ]
+}
+
+fn run(policy: &str, split: bool, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let spec: PolicySpec = policy.parse().unwrap();
+    let mut phys = PhysConfig::new(Bytes(4 * M));
+    phys.reclaim_superpages = if split {
+        SuperpageReclaim::Split
+    } else {
+        SuperpageReclaim::Whole
+    };
+    let mut m = Mm::new(&spec, &phys).unwrap();
+    let rw = |w: bool| {
+        if w {
+            Prot(Prot::READ | Prot::WRITE)
+        } else {
+            Prot(Prot::READ)
+        }
+    };
+    for op in ops {
+        match op {
+            Op::Map(p, l) | Op::MapFile(p, l, _, _) => {
+                let (start, len) = clip(p, l);
+                let (backing, sharing) = match op {
+                    Op::MapFile(_, _, o, shared) => (
+                        Backing::File {
+                            file_id: 1,
+                            offset: o * 4 * K,
+                        },
+                        if shared {
+                            Sharing::Shared
+                        } else {
+                            Sharing::Private
+                        },
+                    ),
+                    _ => (Backing::Anon, Sharing::Private),
+                };
+                let e = MapEvent {
+                    start,
+                    len,
+                    prot: rw(true),
+                    backing,
+                    sharing,
+                };
+                ev(&mut m, Event::Map(Box::new(e)));
+            }
+            Op::Unmap(p, l) => {
+                let (start, len) = clip(p, l);
+                ev(&mut m, Event::Unmap { start, len });
+            }
+            Op::Protect(p, l, w) => {
+                let (start, len) = clip(p, l);
+                let prot = rw(w);
+                ev(&mut m, Event::Protect { start, len, prot });
+            }
+            Op::Touch(p, w) => touch(&mut m, A + p * 4 * K, w),
+            Op::TouchRun(p, l) => {
+                for q in p..(p + l).min(PAGES) {
+                    touch(&mut m, A + q * 4 * K, q % 3 == 0);
+                }
+                m.tick().unwrap();
+                m.check().unwrap();
+            }
+            Op::Switch(pid) => ev(&mut m, Event::Switch(ThreadId { pid, tid: pid })),
+            // Fork and reservations do not mix yet (see policy_reservation.rs).
+            Op::Fork(_) if policy.starts_with("reservation") => {}
+            Op::Fork(child) => ev(&mut m, Event::Fork { child }),
+            Op::Exit => ev(&mut m, Event::Exit { status: 0 }),
+        }
+    }
+    for pid in m.machine().pids() {
+        ev(&mut m, Event::Switch(ThreadId { pid, tid: pid }));
+        ev(&mut m, Event::Exit { status: 0 });
+    }
+    let mach = m.machine();
+    prop_assert_eq!(m.swap().bytes(), 0);
+    prop_assert_eq!(mach.stats.rss_bytes, 0);
+    prop_assert_eq!(
+        mach.phys.free_frames() + mach.cache_frames(),
+        mach.phys.total_frames()
+    );
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_events_with_reclaim_keep_every_invariant(
+        policy in policy(),
+        split in any::<bool>(),
+        ops in prop::collection::vec(op(), 1..40),
+    ) {
+        run(policy, split, ops)?;
+    }
+}
+
+#[test]
+fn a_stream_larger_than_memory_reclaims_under_every_policy() {
+    // A fixed stream: 8M touched twice in 4M of memory, for each policy and mode.
+    let ops = vec![
+        Op::Map(0, PAGES),
+        Op::TouchRun(0, PAGES),
+        Op::TouchRun(0, PAGES),
+    ];
+    for split in [false, true] {
+        for policy in [
+            "base:4K",
+            "eager",
+            "linux-thp:enabled=always",
+            "reservation",
+            "relocation",
+        ] {
+            run(policy, split, ops.clone()).unwrap();
+        }
+    }
+}
