@@ -17,15 +17,15 @@ use std::path::PathBuf;
 mod table;
 
 /// The page-size configurations `bench` runs when `--pages` is not given.
-pub const DEFAULT_PAGES: &str = "4K,16K,64K,2M";
+pub const DEFAULT_PAGES: [&str; 4] = ["4K", "16K", "64K", "2M"];
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// Page-size configurations, comma-separated; `+` joins THP sizes into one
-    /// configuration (`4K,64K+2M`). 4K alone is the baseline (every THP size never).
-    /// Default: 4K,16K,64K,2M.
-    #[arg(long, value_name = "CONFIGS")]
-    pub pages: Option<String>,
+    /// A page-size configuration: the THP sizes available together, comma-separated
+    /// (`64K,2M`); repeat the flag for several configurations (`--pages 4K --pages 64K,2M`).
+    /// 4K alone is the baseline (every THP size never). Default: 4K, 16K, 64K and 2M, each alone.
+    #[arg(long, value_name = "SIZES")]
+    pub pages: Vec<String>,
     /// How the THP sizes are enabled: madvise (the kernels advise their data with
     /// MADV_HUGEPAGE) or always (no advice).
     #[arg(long, value_name = "MODE", default_value = "madvise")]
@@ -64,15 +64,13 @@ pub fn child(a: BenchChildArgs) -> Result<()> {
     Ok(())
 }
 
-/// One page-size configuration: the sizes made available.
-fn parse_pages(text: &str) -> Result<Vec<Vec<PageSize>>> {
+/// The configurations of the `--pages` flags, each the sizes made available
+/// together (4K beside larger sizes adds nothing: it is always there).
+fn parse_pages(flags: &[String]) -> Result<Vec<Vec<PageSize>>> {
     let mut out: Vec<Vec<PageSize>> = Vec::new();
-    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let mut sizes = item
-            .split('+')
-            .map(|s| s.trim().parse::<PageSize>())
-            .collect::<Result<Vec<_>, _>>()
-            .with_context(|| format!("--pages {text}: configuration `{item}`"))?;
+    for text in flags {
+        let mut sizes =
+            pagelab_core::parse_page_sizes(text).with_context(|| format!("--pages {text}"))?;
         sizes.sort();
         sizes.dedup();
         if sizes.len() > 1 && sizes.contains(&PageSize::K4) {
@@ -81,9 +79,6 @@ fn parse_pages(text: &str) -> Result<Vec<Vec<PageSize>>> {
         if !out.contains(&sizes) {
             out.push(sizes);
         }
-    }
-    if out.is_empty() {
-        bail!("--pages {text:?}: name at least one configuration, like 4K,64K,2M");
     }
     Ok(out)
 }
@@ -121,11 +116,15 @@ pub fn run(a: BenchArgs) -> Result<()> {
         bail!("--repeat 0: run each configuration at least once");
     }
     let sysfs = Sysfs::host();
-    let mut pages = parse_pages(a.pages.as_deref().unwrap_or(DEFAULT_PAGES))?;
+    let mut pages = if a.pages.is_empty() {
+        parse_pages(&DEFAULT_PAGES.map(String::from))?
+    } else {
+        parse_pages(&a.pages)?
+    };
     let knobs = knobs_unavailable(&sysfs);
     if let Some(why) = &knobs {
         if pages.iter().any(|p| !is_baseline(p)) {
-            if a.pages.is_some() {
+            if !a.pages.is_empty() {
                 bail!("{why}; run as root on a kernel with THP, or ask for the 4K baseline alone with --pages 4K");
             }
             eprintln!(
@@ -311,16 +310,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pages_are_configurations_and_plus_joins_sizes() {
-        let p = parse_pages("4K, 64K+2M ,2M,4K").unwrap();
+    fn each_flag_is_a_configuration_and_commas_join_sizes() {
+        let flags = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let p = parse_pages(&flags(&["4K", " 64K,2M ", "2M", "4K"])).unwrap();
         let k = |s: &str| s.parse::<PageSize>().unwrap();
         assert_eq!(
             p,
             vec![vec![k("4K")], vec![k("64K"), k("2M")], vec![k("2M")]]
         );
-        assert_eq!(parse_pages("4K+64K").unwrap(), vec![vec![k("64K")]]);
-        let err = format!("{:#}", parse_pages("4K,3K").unwrap_err());
-        assert!(err.contains("configuration `3K`"), "{err}");
-        assert!(parse_pages(" , ").is_err());
+        assert_eq!(
+            parse_pages(&flags(&["4K,64K"])).unwrap(),
+            vec![vec![k("64K")]]
+        );
+        let err = format!("{:#}", parse_pages(&flags(&["4K", "3K"])).unwrap_err());
+        assert!(err.contains("--pages 3K"), "{err}");
     }
 }
