@@ -45,6 +45,9 @@ struct PolicyRun {
     last_writable: [bool; 2],
     /// Accesses answered that way, added to the L1 counters at the end.
     filtered: [u64; 2],
+    /// Reclaim runs seen: a run clears referenced bits, so repeats must be
+    /// translated again (setting them) after one.
+    reclaims: u64,
 }
 
 impl PolicyRun {
@@ -65,6 +68,7 @@ impl PolicyRun {
             last: [u64::MAX; 2],
             last_writable: [false; 2],
             filtered: [0; 2],
+            reclaims: 0,
         })
     }
 
@@ -149,6 +153,10 @@ impl PolicyRun {
         loop {
             let t = self.mm.translate(addr, side == 0, write)?;
             self.invalidate_remapped();
+            if self.mm.reclaim_runs() != self.reclaims {
+                self.reclaims = self.mm.reclaim_runs();
+                self.last = [u64::MAX; 2];
+            }
             self.last_writable[side] = t.flags.contains(pagelab_mm::pagetable::PteFlags::WRITE);
             self.accesses[side] += 1;
             if self.tlb.access_addr(s, addr, t.size) == Outcome::Miss {

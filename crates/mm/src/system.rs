@@ -73,6 +73,12 @@ impl Mm {
         self.policy.counters()
     }
 
+    /// Times reclaim has run (kswapd and direct); each run may clear
+    /// referenced bits and unmap pages of any process.
+    pub fn reclaim_runs(&self) -> u64 {
+        self.machine.stats.kswapd_runs + self.machine.stats.direct_reclaims
+    }
+
     /// Swapped-out memory.
     pub fn swap(&self) -> &Swap {
         &self.swap
