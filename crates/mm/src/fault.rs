@@ -150,6 +150,12 @@ pub fn check_frames(m: &Machine, held: u64) -> Result<(), String> {
             *refs.entry(f).or_insert(0) += 1;
         }
     }
+    // The machine's own reference to its zero pages.
+    for (z, size) in m.zero_pages() {
+        for f in z.0..z.0 + (size.bytes() >> 12) {
+            *refs.entry(f).or_insert(0) += 1;
+        }
+    }
     for (&f, &n) in &refs {
         if m.refs(Pfn(f)) != n {
             return Err(format!(

@@ -74,6 +74,9 @@ pub struct Machine {
     pub(crate) res: Residency,
     /// Zones (bit per zone index) whose free memory fell below the low watermark.
     wake: u64,
+    /// The shared zero pages (4K units), allocated at first use and never freed:
+    /// the 4K one and the huge (PMD-sized) one.
+    zero: [Option<Pfn>; 2],
     /// Counters.
     pub stats: MmStats,
 }
@@ -90,6 +93,7 @@ impl Machine {
             shared: FxHashMap::default(),
             cache: PageCache::new(cfg.base),
             wake: 0,
+            zero: [None; 2],
             stats: MmStats::default(),
         })
     }
@@ -269,6 +273,50 @@ impl Machine {
             self.stats.zeroed_bytes += size.bytes();
         }
         Ok(())
+    }
+
+    /// The shared zero page of `size` (4K, or the PMD size for the huge zero
+    /// page), frames in 4K units: allocated at first use and held by the
+    /// machine for good, like the kernel's `ZERO_PAGE` and huge zero folio.
+    pub fn zero_page(&mut self, size: PageSize) -> Result<Pfn, MmError> {
+        let slot = usize::from(size != PageSize::K4);
+        if let Some(p) = self.zero[slot] {
+            return Ok(p);
+        }
+        let pfn = self
+            .phys
+            .alloc(frames_order(size), ZonePref::Any)
+            .ok_or(MmError::OutOfMemory { addr: 0, size })?;
+        self.zero[slot] = Some(pfn);
+        Ok(pfn)
+    }
+
+    /// Maps the zero page of `size` read-only at `va` in `pid` (a read fault
+    /// on never-written anonymous memory), adding the mapping's reference.
+    pub fn map_zero(&mut self, pid: u32, va: u64, size: PageSize, flags: PteFlags) -> Result<(), MmError> {
+        let pfn = self.zero_page(size)?;
+        let ro = PteFlags(flags.0 & !PteFlags::WRITE.0);
+        self.map_pte(pid, va, pfn, size, ro, false)?;
+        self.share(pfn, size);
+        Ok(())
+    }
+
+    /// Whether the frame `pfn` (4K units) belongs to a zero page.
+    pub fn is_zero(&self, pfn: Pfn) -> bool {
+        self.zero_pages().any(|(z, size)| (z.0..z.0 + (size.bytes() >> 12)).contains(&pfn.0))
+    }
+
+    /// The zero pages allocated so far (head frame in 4K units, size).
+    pub fn zero_pages(&self) -> impl Iterator<Item = (Pfn, PageSize)> + '_ {
+        let pmd = self.geometry.base().bytes() << 9;
+        self.zero.iter().enumerate().filter_map(move |(i, z)| {
+            let size = if i == 0 {
+                PageSize::K4
+            } else {
+                PageSize::from_bytes(pmd).unwrap_or(PageSize::M2)
+            };
+            z.map(|p| (p, size))
+        })
     }
 
     /// The plain fault: allocates, zeroes and maps the `size` page holding

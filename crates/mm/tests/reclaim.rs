@@ -275,3 +275,39 @@ fn default_watermarks_are_linux_s() {
     assert_eq!((w.min, w.low, w.high), (256, 320, 384));
     let _ = PageSize::K4;
 }
+
+#[test]
+fn partly_read_file_extents_give_back_their_unread_pages_first() {
+    let mut m = mm("reservation", 16 * M, M, 2 * M, SuperpageReclaim::Whole);
+    let file = Backing::File {
+        file_id: 4,
+        offset: 0,
+    };
+    map_as(&mut m, A + 256 * M, 2 * M, file, Sharing::Private);
+    // Ten pages read of a 2M extent: its whole block is held by the page cache.
+    for i in 0..10 {
+        touch(&mut m, A + 256 * M + i * 4 * K, false);
+    }
+    assert_eq!(m.machine().cache_frames(), 512);
+    // Anonymous base pages (MADV_NOHUGEPAGE: no reservations) fill memory.
+    map(&mut m, A, 64 * M);
+    let nohuge = Event::Advise {
+        start: A,
+        len: 64 * M,
+        advice: pagelab_core::Advice::NoHugePage,
+    };
+    m.event(&nohuge).unwrap();
+    let mut i = 0;
+    while m.machine().stats.kswapd_runs == 0 {
+        touch(&mut m, A + i * 4 * K, true);
+        i += 1;
+    }
+    let s = &m.machine().stats;
+    // The 502 unread frames went back before any mapped page was reclaimed.
+    assert_eq!(s.reclaim_preemptions, 1);
+    assert_eq!(s.reclaimed_bytes, 0);
+    assert_eq!(m.machine().cache_frames(), 10);
+    for j in 0..10 {
+        assert_eq!(mapped(&m, A + 256 * M + j * 4 * K), Some(4 * K));
+    }
+}

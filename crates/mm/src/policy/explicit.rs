@@ -33,7 +33,8 @@
 //! split and moved as base pages (a demotion, `migration_splits`, as Linux's
 //! `migrate_pages` splits a THP). The block is then free and is allocated.
 //! Compaction needs at least the block's worth of free frames outside the
-//! large zone; reclaim is not modelled, so with fewer the wait fails. The
+//! large zone; with fewer the wait fails (reclaim runs after the fault, as
+//! kswapd, not to make room for compaction). The
 //! stall's duration is not modelled; its work is (the bytes copied). The TLB
 //! model keeps entries by virtual page only, so moving a page needs no flush;
 //! a page split while migrating may leave a stale larger entry.

@@ -15,8 +15,9 @@
 //!   Watermarks are Linux's by default ([`crate::phys::watermarks`]).
 //! - **Order.** A policy that holds frames without mapping them (the
 //!   reservation policy) is asked first to give them back, its least
-//!   recently allocated reservation first ([`crate::policy::Policy::shrink`]).
-//!   Then pages are aged with second chance: the inactive list is kept at
+//!   recently allocated reservation first ([`crate::policy::Policy::shrink`]);
+//!   then the unread pages of partly read page-cache folios (page-cache
+//!   reservations) are freed, their read pages kept as base folios. Then pages are aged with second chance: the inactive list is kept at
 //!   least as large as the active list by moving the active list's coldest
 //!   pages to it (a referenced one goes back to the active head instead, its
 //!   bit cleared); the inactive list's coldest page is reclaimed unless

@@ -47,10 +47,17 @@ impl Reclaimer<'_> {
         // Each page is looked at a bounded number of times: at most twice on
         // each list before it is reclaimed or found busy.
         let mut budget = 4 * (lists.active_pages + lists.inactive_pages) + 8;
+        let mut partial_done = false;
         while self.m.phys.zone_free(z) < high && budget > 0 {
             if self.policy.shrink(self.m, z)? {
                 self.m.stats.reclaim_preemptions += 1;
                 continue;
+            }
+            if !partial_done {
+                partial_done = true;
+                if self.preempt_partial_folios(z)? {
+                    continue;
+                }
             }
             budget -= 1;
             let l = self.m.phys.lru().zone_stats(z);
@@ -112,6 +119,7 @@ impl Reclaimer<'_> {
             Owner::Anon { va } => self.swap_out(page.pfn, va, size).map(|()| 0),
             Owner::File { file, start } if split && size > base => {
                 self.split_folio(file, start)?;
+                self.m.stats.reclaim_splits += 1;
                 Ok(frames(size) / frames(base))
             }
             Owner::File { file, start } => self.drop_folio(file, start).map(|()| 0),
@@ -292,7 +300,24 @@ impl Reclaimer<'_> {
                 }
             }
         }
-        self.m.stats.reclaim_splits += 1;
         Ok(())
+    }
+
+    /// Frees the unread pages of the partly read page-cache folios in zone
+    /// `z` (page-cache reservations, GISP), each split into base folios;
+    /// whether there was any. Their read pages stay cached.
+    fn preempt_partial_folios(&mut self, z: ZoneId) -> Result<bool, MmError> {
+        let partial: Vec<(u64, u64)> = self
+            .m
+            .cache()
+            .iter()
+            .filter(|(_, f)| !f.fully_read() && self.m.phys.zone_of(f.pfn) == Some(z))
+            .map(|(&key, _)| key)
+            .collect();
+        for &(file, start) in &partial {
+            self.split_folio(file, start)?;
+            self.m.stats.reclaim_preemptions += 1;
+        }
+        Ok(!partial.is_empty())
     }
 }
