@@ -9,9 +9,9 @@ use pagelab_core::{Pfn, VirtAddr};
 /// Checks that the LRU lists and their owners agree with the machine: every
 /// listed page has an owner and every owner a listed page; an anonymous page
 /// is mapped at its address on its frames; a file page is a cached folio;
-/// when reclaim is on, every mapped page and every cached folio lies in a
-/// listed page; swapped ranges hold no mapping (a swapped page holds no
-/// frames).
+/// when reclaim is on, every mapped page (but the zero pages) and every
+/// cached folio lies in a listed page; swapped ranges hold no mapping (a
+/// swapped page holds no frames).
 pub fn check(m: &Machine, swap: &Swap) -> Result<(), String> {
     let lru = m.phys.lru();
     let listed: u64 = (0..m.phys.zones().len())
@@ -65,7 +65,8 @@ pub fn check(m: &Machine, swap: &Swap) -> Result<(), String> {
             let p = m.proc(pid).expect("listed");
             for mp in p.pt.mappings_in(VirtAddr(0), 1 << 47) {
                 let f = mp.pfn.0 << shift;
-                if lru.page_holding(Pfn(f), max).is_none() {
+                // Zero pages belong to the machine, never to reclaim.
+                if lru.page_holding(Pfn(f), max).is_none() && !m.is_zero(Pfn(f)) {
                     return Err(format!(
                         "page at {} of pid {pid} (frame {f:#x}) is on no LRU list",
                         mp.start
