@@ -293,7 +293,13 @@ impl Machine {
 
     /// Maps the zero page of `size` read-only at `va` in `pid` (a read fault
     /// on never-written anonymous memory), adding the mapping's reference.
-    pub fn map_zero(&mut self, pid: u32, va: u64, size: PageSize, flags: PteFlags) -> Result<(), MmError> {
+    pub fn map_zero(
+        &mut self,
+        pid: u32,
+        va: u64,
+        size: PageSize,
+        flags: PteFlags,
+    ) -> Result<(), MmError> {
         let pfn = self.zero_page(size)?;
         let ro = PteFlags(flags.0 & !PteFlags::WRITE.0);
         self.map_pte(pid, va, pfn, size, ro, false)?;
@@ -303,7 +309,8 @@ impl Machine {
 
     /// Whether the frame `pfn` (4K units) belongs to a zero page.
     pub fn is_zero(&self, pfn: Pfn) -> bool {
-        self.zero_pages().any(|(z, size)| (z.0..z.0 + (size.bytes() >> 12)).contains(&pfn.0))
+        self.zero_pages()
+            .any(|(z, size)| (z.0..z.0 + (size.bytes() >> 12)).contains(&pfn.0))
     }
 
     /// The zero pages allocated so far (head frame in 4K units, size).

@@ -1,7 +1,8 @@
 //! Superpages in the page cache: a file page is mapped as a superpage only
 //! where virtual, physical and file offsets are aligned alike and the VMA
 //! covers the aligned range; the page cache holds one folio per aligned
-//! extent, shared by every mapping; the reservation policy reads an extent
+//! extent, shared by every mapping; linux-thp reads 2M folios in VMAs given
+//! MADV_HUGEPAGE; the reservation policy reads an extent
 //! page by page and promotes the mapping at once when the whole extent is
 //! in the page cache. `check()` after every step.
 
@@ -21,7 +22,18 @@ fn mm(policy: &str) -> Mm {
     Mm::new(&spec, &PhysConfig::new(Bytes(256 * M))).unwrap()
 }
 
+/// Maps the file with MADV_HUGEPAGE (which linux-thp's PMD-order readahead needs).
 fn map_file(m: &mut Mm, start: u64, len: u64, offset: u64, sharing: Sharing) {
+    map_file_plain(m, start, len, offset, sharing);
+    let advise = Event::Advise {
+        start,
+        len,
+        advice: Advice::HugePage,
+    };
+    m.event(&advise).unwrap();
+}
+
+fn map_file_plain(m: &mut Mm, start: u64, len: u64, offset: u64, sharing: Sharing) {
     let e = MapEvent {
         start,
         len,
@@ -91,20 +103,24 @@ fn a_vma_that_does_not_cover_the_extent_gets_base_pages() {
 
 #[test]
 fn policies_without_file_superpages_map_base_pages() {
-    for policy in ["base:4K", "eager", "explicit", "relocation", "linux-thp"] {
+    for policy in [
+        "base:4K",
+        "eager",
+        "explicit",
+        "relocation",
+        "linux-thp:2M=never",
+    ] {
         let mut m = mm(policy);
         map_file(&mut m, A, 4 * M, 0, Sharing::Private);
         assert_eq!(touch(&mut m, A).0, 4 * K, "{policy}");
     }
-    // linux-thp with madvise: the VMA's MADV_HUGEPAGE allows 2M.
-    let mut m = mm("linux-thp:enabled=madvise");
+    // linux-thp without MADV_HUGEPAGE: no PMD-order readahead, even with `always`.
+    let mut m = mm("linux-thp:enabled=always");
+    map_file_plain(&mut m, A, 4 * M, 0, Sharing::Private);
+    assert_eq!(touch(&mut m, A).0, 4 * K);
+    // The default `madvise` with MADV_HUGEPAGE: 2M.
+    let mut m = mm("linux-thp");
     map_file(&mut m, A, 4 * M, 0, Sharing::Private);
-    let advise = Event::Advise {
-        start: A,
-        len: 4 * M,
-        advice: Advice::HugePage,
-    };
-    m.event(&advise).unwrap();
     assert_eq!(touch(&mut m, A).0, 2 * M);
 }
 
@@ -182,6 +198,13 @@ fn a_private_write_to_a_file_superpage_copies_it() {
         sharing: Sharing::Private,
     };
     m.event(&Event::Map(Box::new(e))).unwrap();
+    let advice = Advice::HugePage;
+    let advise = Event::Advise {
+        start: A,
+        len: 2 * M,
+        advice,
+    };
+    m.event(&advise).unwrap();
     assert_eq!(touch(&mut m, A).0, 2 * M);
     let t = m.translate(A + 8 * K, false, true).unwrap();
     m.check().unwrap();

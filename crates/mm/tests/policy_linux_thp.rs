@@ -120,8 +120,8 @@ fn madvise_mode_needs_madv_hugepage_and_nohugepage_wins() {
 }
 
 #[test]
-fn file_mappings_get_2m_folios_only_where_aligned_and_allowed() {
-    let file = |m: &mut Mm, start: u64, offset: u64| {
+fn file_mappings_get_2m_folios_only_where_aligned_and_advised() {
+    let file = |m: &mut Mm, start: u64, offset: u64, huge: bool| {
         let ev = MapEvent {
             start,
             len: 4 * M,
@@ -130,16 +130,31 @@ fn file_mappings_get_2m_folios_only_where_aligned_and_allowed() {
             sharing: Sharing::Private,
         };
         m.event(&Event::Map(Box::new(ev))).unwrap();
+        if huge {
+            let advice = pagelab_core::Advice::HugePage;
+            let ev = Event::Advise {
+                start,
+                len: 4 * M,
+                advice,
+            };
+            m.event(&ev).unwrap();
+        }
     };
     let mut m = mm("enabled=always", 64 * M);
-    file(&mut m, 0x4000_0000, 0);
-    assert_eq!(touch(&mut m, 0x4000_0000), 2 * M);
+    // PMD-order readahead needs MADV_HUGEPAGE, even with `always`.
+    file(&mut m, 0x4000_0000, 0, false);
+    assert_eq!(touch(&mut m, 0x4000_0000), 4 * K);
+    file(&mut m, 0x4800_0000, 8 * M, true);
+    assert_eq!(touch(&mut m, 0x4800_0000), 2 * M);
     // A file offset 4K off the virtual alignment: base pages.
-    file(&mut m, 0x5000_0000, 4 * K);
+    file(&mut m, 0x5000_0000, 4 * K, true);
     assert_eq!(touch(&mut m, 0x5000_0000), 4 * K);
-    // 2M not allowed for this VMA (madvise without MADV_HUGEPAGE): base pages.
+    // `madvise` allows it in an advised VMA; 2M=never does not.
     let mut m = mm("enabled=madvise", 64 * M);
-    file(&mut m, 0x4000_0000, 0);
+    file(&mut m, 0x4000_0000, 0, true);
+    assert_eq!(touch(&mut m, 0x4000_0000), 2 * M);
+    let mut m = mm("enabled=always,2M=never", 64 * M);
+    file(&mut m, 0x4000_0000, 0, true);
     assert_eq!(touch(&mut m, 0x4000_0000), 4 * K);
 }
 

@@ -11,11 +11,11 @@
 //! that fails counts `anon_fault_fallback` for that size and the next lower
 //! suitable size is tried, down to one 4K page.
 //!
-//! File mappings: when 2M is allowed for the VMA (the same settings and
-//! advice), the page cache reads PMD-sized folios whole and the fault maps
-//! them with one 2M entry where virtual, physical and file offsets are
-//! aligned alike (as Linux's `do_set_pmd` for large page-cache folios, read
-//! by PMD-order readahead in a VM_HUGEPAGE VMA); otherwise 4K pages.
+//! File mappings: in a VMA given MADV_HUGEPAGE where 2M is not `never`, the
+//! page cache reads PMD-sized folios whole (Linux's PMD-order readahead,
+//! which only a VM_HUGEPAGE VMA gets) and the fault maps them with one 2M
+//! entry where virtual, physical and file offsets are aligned alike (as
+//! `do_set_pmd` does for a PMD-sized page-cache folio); otherwise 4K pages.
 //! Not modelled yet: the zero page for read faults, khugepaged.
 
 use super::{FilePages, Policy};
@@ -286,12 +286,10 @@ impl Policy for LinuxThpPolicy {
     }
 
     fn file_pages(&self, vma: &Vma) -> FilePages {
+        // PMD-order readahead happens in VM_HUGEPAGE VMAs only (do_sync_mmap_readahead).
+        let pmd = vma.thp == ThpAdvice::Huge && self.settings.allows(PageSize::M2, vma);
         FilePages {
-            sizes: if self.settings.allows(PageSize::M2, vma) {
-                vec![PageSize::M2]
-            } else {
-                Vec::new()
-            },
+            sizes: if pmd { vec![PageSize::M2] } else { Vec::new() },
             read_whole: true,
         }
     }
