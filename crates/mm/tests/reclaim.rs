@@ -311,3 +311,28 @@ fn partly_read_file_extents_give_back_their_unread_pages_first() {
         assert_eq!(mapped(&m, A + 256 * M + j * 4 * K), Some(4 * K));
     }
 }
+
+#[test]
+fn each_zone_has_its_own_watermarks_and_lists() {
+    // dma32 (first 8M) and normal (next 8M); allocations take normal first.
+    let spec: PolicySpec = "base:4K".parse().unwrap();
+    let mut phys = PhysConfig::new(Bytes(16 * M));
+    phys.dma32 = Bytes(8 * M);
+    phys.watermarks = Some(WatermarkConfig {
+        low: Bytes(M),
+        high: Bytes(2 * M),
+    });
+    let mut m = Mm::new(&spec, &phys).unwrap();
+    map(&mut m, A, 64 * M);
+    let zone_free = |m: &Mm, z: usize| m.machine().phys.zone_free(pagelab_mm::phys::ZoneId(z));
+    // Each zone: low 128 frames, high 256.
+    for i in 0..1920 {
+        touch(&mut m, A + i * 4 * K, true);
+    }
+    assert_eq!((zone_free(&m, 0), zone_free(&m, 1)), (2048, 128));
+    assert_eq!(m.machine().stats.kswapd_runs, 0);
+    touch(&mut m, A + 1920 * 4 * K, true);
+    // Only normal was reclaimed, up to its own high watermark; dma32 is untouched.
+    assert_eq!((zone_free(&m, 0), zone_free(&m, 1)), (2048, 256));
+    assert_eq!(m.machine().stats.swapped_out_bytes, 129 * 4 * K);
+}
