@@ -12,6 +12,12 @@
 //! of the inactive list, gives a referenced one a second chance (to the active
 //! head, bit cleared), and when the inactive list runs dry moves the coldest
 //! active pages to the inactive list.
+//!
+//! The model's reclaim ([`crate::reclaim`]) keeps its referenced bits apart,
+//! set at every translation as hardware sets a PTE's accessed bit, and ages
+//! the lists itself through [`Lru::coldest`] and [`Lru::move_to_head_of`];
+//! [`Lru::mark_accessed`] and [`Lru::select_victims`] are the software
+//! two-touch rule, kept for uses without such bits.
 
 use super::{Page, PhysError, ZoneId};
 use pagelab_core::{Order, Pfn};
