@@ -67,7 +67,10 @@ fn model_and_kernel_agree_and_knobs_come_back() {
         ])
         .args(["--pages", "16K,128K,2M", "--json"])
         .arg(&json)
-        .args(["stride:heap=4M,iters=1", "gups:table=4M,updates=20000"])
+        .args([
+            "stride:heap=4M,iters=1",
+            "chase:nodes=65536,steps=1000,init=false",
+        ])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -80,7 +83,8 @@ fn model_and_kernel_agree_and_knobs_come_back() {
     assert_eq!(r.command, "validate");
     assert_eq!(r.configs.len(), 8);
     // The 2M case of the 4M stride heap: its one aligned 2M range inside the
-    // mapping gets a PMD page in both, the rest 4K pages.
+    // mapping gets a PMD page in both, the rest 4K pages. The chase reads
+    // first: the huge zero page and 4K zero pages, no allocation at all.
     let c = r
         .configs
         .iter()
@@ -91,6 +95,14 @@ fn model_and_kernel_agree_and_knobs_come_back() {
     assert_eq!(c.runs[0].faults_by_size.get("2M"), Some(&1), "{c:?}");
     assert_eq!(p.faults, c.runs[0].faults);
     assert!(p.faults > 500, "{c:?}");
+    let c = r
+        .configs
+        .iter()
+        .find(|c| c.label == "2M" && c.subject.starts_with("chase"))
+        .unwrap();
+    assert!(c.runs[0].faults_by_size.is_empty(), "{c:?}");
+    assert!(c.predicted.as_ref().unwrap().faults_by_size.is_empty());
+    assert!(c.runs[0].faults > 0);
 }
 
 #[test]

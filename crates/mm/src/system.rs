@@ -8,7 +8,8 @@ use crate::pagetable::{PageTable, PteFlags, Translation};
 use crate::phys::{FrameAllocator, PhysConfig};
 use crate::policy::{Policy, PolicyImpl, PolicySpec};
 use crate::reclaim::{Reclaimer, Swap};
-use pagelab_core::{Advice, Backing, Event, VirtAddr};
+use crate::vma::Vma;
+use pagelab_core::{Advice, Backing, Event, PageSize, Pfn, VirtAddr};
 
 /// Inferred VMAs cover naturally aligned blocks of this size.
 pub const INFER_GRANULE: u64 = 2 << 20;
@@ -219,6 +220,24 @@ impl Mm {
         }
     }
 
+    /// A write to a zero-page mapping. A 4K zero page gets one new zeroed
+    /// base page (the kernel's `wp_page_copy`, never a larger folio); the huge
+    /// zero page is replaced by whatever the policy maps for a write fault in
+    /// the emptied range, a PMD page when it can (`do_huge_zero_wp_pmd`).
+    fn zero_write_fault(&mut self, vma: &Vma, t: &Translation, addr: u64) -> Result<(), MmError> {
+        let pid = self.pid;
+        let (start, end) = (t.start.0, t.start.0 + t.size.bytes());
+        let removed = self.machine.unmap_range(pid, start, end)?;
+        self.policy.release(&mut self.machine, pid, &removed)?;
+        self.invalidations.push((start, end));
+        if t.size == PageSize::K4 {
+            let flags = PteFlags::from_prot(vma.prot);
+            self.machine.fault_in(pid, addr, PageSize::K4, flags)
+        } else {
+            self.policy.fault(&mut self.machine, pid, vma, addr, true)
+        }
+    }
+
     /// One attempt at the fault for `addr`: copy-on-write of a present page,
     /// or a new page from the page cache or the policy.
     fn fault_once(&mut self, addr: u64, instr: bool, write: bool) -> Result<(), MmError> {
@@ -232,6 +251,9 @@ impl Mm {
             };
             if !fault::is_cow(&vma, &t) {
                 return Ok(());
+            }
+            if self.machine.is_zero(Pfn(t.pfn.0 << self.frame_shift)) {
+                return self.zero_write_fault(&vma, &t, addr);
             }
             let freed = fault::cow_fault(&mut self.machine, pid, &vma, &t, addr, self.cow)?;
             return self.policy.release(&mut self.machine, pid, &freed);

@@ -3,7 +3,7 @@
 //! failure. Expected values are worked out by hand from mm/memory.c.
 
 use pagelab_core::{Advice, Backing, Bytes, Event, MapEvent, PageSize, Prot, Sharing};
-use pagelab_mm::phys::PhysConfig;
+use pagelab_mm::phys::{FrameAllocator, PhysConfig};
 use pagelab_mm::policy::{PolicySpec, ThpSettings};
 use pagelab_mm::system::Mm;
 
@@ -47,7 +47,7 @@ fn counter(m: &Mm, which: &str, size: &str) -> u64 {
 #[test]
 fn settings_parse_with_kernel_words_and_defaults() {
     let d = ThpSettings::default();
-    assert_eq!(d.full(), "enabled=madvise,16K=never,32K=never,64K=never,128K=never,256K=never,512K=never,1M=never,2M=inherit");
+    assert_eq!(d.full(), "enabled=madvise,16K=never,32K=never,64K=never,128K=never,256K=never,512K=never,1M=never,2M=inherit,use_zero_page=1");
     assert_eq!(d.to_string(), "");
     let t: ThpSettings = "enabled=always,64K=inherit,2M=never".parse().unwrap();
     assert_eq!(t.to_string(), "enabled=always,64K=inherit,2M=never");
@@ -55,7 +55,17 @@ fn settings_parse_with_kernel_words_and_defaults() {
         "linux-thp".parse::<PolicySpec>().unwrap().to_string(),
         "linux-thp"
     );
-    for bad in ["enabled=inherit", "8K=always", "64K=sometimes", "64K"] {
+    let z: ThpSettings = "use_zero_page=0".parse().unwrap();
+    assert!(!z.use_zero_page);
+    assert_eq!(z.to_string(), "use_zero_page=0");
+    assert_eq!(z.full().parse::<ThpSettings>().unwrap(), z);
+    for bad in [
+        "enabled=inherit",
+        "8K=always",
+        "64K=sometimes",
+        "64K",
+        "use_zero_page=yes",
+    ] {
         assert!(bad.parse::<ThpSettings>().is_err(), "{bad}");
     }
     let e = "linux-thp:4M=always"
@@ -226,4 +236,84 @@ fn protecting_part_of_a_superpage_demotes_it() {
     .unwrap();
     m.check().unwrap();
     assert_eq!(m.machine().stats.rss_bytes, 0);
+}
+
+/// Reads `addr` and returns the size of the page that maps it.
+fn read(m: &mut Mm, addr: u64) -> u64 {
+    let t = m.translate(addr, false, false).unwrap();
+    m.check().unwrap();
+    t.size.bytes()
+}
+
+#[test]
+fn a_read_maps_the_huge_zero_page_and_a_write_then_gets_a_2m_page() {
+    let mut m = mm("enabled=always", 64 * M);
+    map(&mut m, 0x4000_0000, 4 * M);
+    assert_eq!(read(&mut m, 0x4000_1000), 2 * M);
+    assert_eq!(read(&mut m, 0x4010_0000), 2 * M); // same zero page: no fault
+    assert_eq!(m.machine().stats.faults, 1);
+    assert_eq!(counter(&m, "anon_fault_alloc", "2M"), 0);
+    // A second 2M range reads the same huge zero page: no new frames.
+    let free = m.machine().phys.free_frames();
+    assert_eq!(read(&mut m, 0x4020_0000), 2 * M);
+    assert_eq!(m.machine().phys.free_frames(), free);
+    // do_huge_zero_wp_pmd: the write gets a real 2M page.
+    assert_eq!(touch(&mut m, 0x4000_2000), 2 * M);
+    assert_eq!(counter(&m, "anon_fault_alloc", "2M"), 1);
+    assert_eq!(m.machine().stats.faults, 3);
+    assert_eq!(read(&mut m, 0x4000_3000), 2 * M); // the new page, writable
+    assert_eq!(m.machine().stats.faults, 3);
+}
+
+#[test]
+fn without_use_zero_page_a_read_maps_the_4k_zero_page() {
+    let mut m = mm("enabled=always,use_zero_page=0", 64 * M);
+    map(&mut m, 0x4000_0000, 4 * M);
+    assert_eq!(read(&mut m, 0x4000_1000), 4 * K);
+    assert_eq!(counter(&m, "anon_fault_alloc", "2M"), 0);
+    // The range is no longer empty (the zero PTE): a write elsewhere in it
+    // cannot get a PMD page; with no mTHP size enabled it gets 4K.
+    assert_eq!(touch(&mut m, 0x4000_8000), 4 * K);
+    assert_eq!(counter(&m, "anon_fault_alloc", "2M"), 0);
+}
+
+#[test]
+fn a_write_to_the_4k_zero_page_gets_one_base_page_never_an_mthp() {
+    let mut m = mm("enabled=never,64K=always", 64 * M);
+    map(&mut m, 0x4000_0000, 2 * M);
+    assert_eq!(read(&mut m, 0x4000_0000), 4 * K); // mTHP sizes: reads map the 4K zero page
+    assert_eq!(counter(&m, "anon_fault_alloc", "64K"), 0);
+    // wp_page_copy: one 4K page, though [0, 64K) holds nothing else.
+    assert_eq!(touch(&mut m, 0x4000_0000), 4 * K);
+    assert_eq!(counter(&m, "anon_fault_alloc", "64K"), 0);
+    // The rest of [0, 64K) is not empty, so its writes get 4K pages; the next
+    // 64K range is empty and gets a 64K page.
+    assert_eq!(touch(&mut m, 0x4000_1000), 4 * K);
+    assert_eq!(touch(&mut m, 0x4001_0000), 64 * K);
+    assert_eq!(counter(&m, "anon_fault_alloc", "64K"), 1);
+    assert_eq!(m.machine().stats.faults, 4);
+}
+
+#[test]
+fn inferred_regions_never_map_the_zero_page() {
+    // No map events: the VMA is inferred, its contents unknown.
+    let mut m = mm("enabled=always", 64 * M);
+    assert_eq!(read(&mut m, 0x4000_1000), 2 * M);
+    assert_eq!(counter(&m, "anon_fault_alloc", "2M"), 1);
+}
+
+#[test]
+fn forked_zero_page_mappings_are_counted_and_copied_on_write() {
+    let mut m = mm("enabled=never", 64 * M);
+    map(&mut m, 0x4000_0000, 64 * K);
+    read(&mut m, 0x4000_0000);
+    m.event(&Event::Fork { child: 7 }).unwrap();
+    m.check().unwrap();
+    touch(&mut m, 0x4000_0000);
+    m.event(&Event::Switch(pagelab_core::ThreadId { pid: 7, tid: 7 }))
+        .unwrap();
+    assert_eq!(read(&mut m, 0x4000_0000), 4 * K); // the child still reads zeros
+    touch(&mut m, 0x4000_0000);
+    m.event(&Event::Exit { status: 0 }).unwrap();
+    m.check().unwrap();
 }

@@ -28,13 +28,20 @@ use replay::{Advise, ReplayReport};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 
-/// The default workloads: write-first (init=true) data regions that straddle
-/// 2M boundaries, so every size's alignment and fallback paths are exercised.
-pub const DEFAULT_WORKLOADS: [&str; 4] = [
+/// The default workloads, each twice: writing its data first (`init=true`,
+/// as programs usually do) and reading it first (`init=false`: reads of
+/// never-written memory map the zero page, and writes then replace it). Their
+/// data regions straddle 2M boundaries, so every size's alignment and
+/// fallback paths are exercised.
+pub const DEFAULT_WORKLOADS: [&str; 8] = [
     "stride:heap=4M,iters=2",
     "stream:n=131072,iters=1",
     "gups:table=8M,updates=200000",
     "chase:nodes=65536,steps=200000",
+    "stride:heap=4M,iters=2,init=false",
+    "stream:n=131072,iters=1,init=false",
+    "gups:table=8M,updates=200000,init=false",
+    "chase:nodes=65536,steps=200000,init=false",
 ];
 
 /// What to validate.

@@ -145,6 +145,10 @@ pub fn current_settings(sysfs: &Sysfs) -> Result<String> {
             sysfs.read(&Knob::SizeEnabled(size))?
         ));
     }
+    out.push_str(&format!(
+        ",use_zero_page={}",
+        sysfs.read(&Knob::UseZeroPage)?
+    ));
     Ok(out)
 }
 

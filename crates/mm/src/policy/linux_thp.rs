@@ -9,14 +9,18 @@
 //! 2M (the PMD size) is tried first when its whole range is unmapped; then
 //! the highest smaller size whose range has no page mapped; an allocation
 //! that fails counts `anon_fault_fallback` for that size and the next lower
-//! suitable size is tried, down to one 4K page.
+//! suitable size is tried, down to one 4K page. A read fault maps the zero
+//! page instead and allocates nothing: the huge zero page where a 2M page
+//! could go and `use_zero_page` is on, else the 4K one; a write to it then
+//! gets a 2M page (as a write fault in the emptied range) or one 4K page.
+//! (Not in VMAs inferred for a trace without map events.)
 //!
 //! File mappings: in a VMA given MADV_HUGEPAGE where 2M is not `never`, the
 //! page cache reads PMD-sized folios whole (Linux's PMD-order readahead,
 //! which only a VM_HUGEPAGE VMA gets) and the fault maps them with one 2M
 //! entry where virtual, physical and file offsets are aligned alike (as
 //! `do_set_pmd` does for a PMD-sized page-cache folio); otherwise 4K pages.
-//! Not modelled yet: the zero page for read faults, khugepaged.
+//! Not modelled: khugepaged's later collapses.
 
 use super::{FilePages, Policy};
 use crate::machine::{Machine, MmError, PerSize};
@@ -74,13 +78,16 @@ impl fmt::Display for ThpSetting {
     }
 }
 
-/// The top-level `enabled` and every `hugepages-<size>kB/enabled`.
+/// The top-level `enabled`, every `hugepages-<size>kB/enabled`, and `use_zero_page`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThpSettings {
     /// `/sys/kernel/mm/transparent_hugepage/enabled` (never `inherit`).
     pub enabled: ThpSetting,
     /// Per-size settings, 16K..2M.
     pub per_size: BTreeMap<PageSize, ThpSetting>,
+    /// `/sys/kernel/mm/transparent_hugepage/use_zero_page`: a read fault where a
+    /// PMD page could go maps the huge zero page (default on).
+    pub use_zero_page: bool,
 }
 
 impl Default for ThpSettings {
@@ -102,19 +109,28 @@ impl Default for ThpSettings {
         ThpSettings {
             enabled: ThpSetting::Madvise,
             per_size,
+            use_zero_page: true,
         }
     }
 }
 
 impl std::str::FromStr for ThpSettings {
     type Err = String;
-    /// `enabled=always,64K=always,2M=never` (any subset; the rest keep the defaults).
+    /// `enabled=always,64K=always,2M=never,use_zero_page=0` (any subset; the rest keep the defaults).
     fn from_str(s: &str) -> Result<Self, String> {
         let mut t = ThpSettings::default();
         for kv in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (k, v) = kv.split_once('=').ok_or_else(|| {
                 format!("`{kv}` is not key=value (like enabled=always or 64K=inherit)")
             })?;
+            if k == "use_zero_page" {
+                t.use_zero_page = match v {
+                    "1" => true,
+                    "0" => false,
+                    _ => return Err(format!("use_zero_page={v}: use 1 or 0, as the sysfs file")),
+                };
+                continue;
+            }
             let setting: ThpSetting = v.parse()?;
             if k == "enabled" {
                 if setting == ThpSetting::Inherit {
@@ -147,6 +163,9 @@ impl fmt::Display for ThpSettings {
                 parts.push(format!("{s}={v}"));
             }
         }
+        if !self.use_zero_page {
+            parts.push("use_zero_page=0".into());
+        }
         f.write_str(&parts.join(","))
     }
 }
@@ -158,6 +177,7 @@ impl ThpSettings {
         for (s, v) in &self.per_size {
             out.push_str(&format!(",{s}={v}"));
         }
+        out.push_str(&format!(",use_zero_page={}", u8::from(self.use_zero_page)));
         out
     }
 }
@@ -240,7 +260,7 @@ impl Policy for LinuxThpPolicy {
         pid: u32,
         vma: &Vma,
         addr: u64,
-        _write: bool,
+        write: bool,
     ) -> Result<(), MmError> {
         let flags = PteFlags::from_prot(vma.prot);
         let anon = vma.backing == Backing::Anon;
@@ -258,6 +278,25 @@ impl Policy for LinuxThpPolicy {
                 .pt
                 .is_unmapped(VirtAddr(aligned(s)), s.bytes())
         };
+        if anon && !write && !vma.inferred {
+            // A read of never-written anonymous memory maps a zero page and
+            // allocates nothing (do_huge_pmd_anonymous_page with use_zero_page,
+            // else do_anonymous_page); a later write replaces it. Not in VMAs
+            // inferred from a trace without map events: what such a region is
+            // (code, data read from a file) is unknown, so its first read is
+            // not taken to be of never-written memory.
+            // No memory for the huge zero page: the 4K one (the kernel's
+            // fallback when mm_get_huge_zero_folio fails).
+            let huge = self.settings.use_zero_page
+                && self.settings.allows(PageSize::M2, vma)
+                && vma.holds_aligned(addr, PageSize::M2.bytes())
+                && unmapped(m, PageSize::M2)
+                && m.zero_page(PageSize::M2).is_ok();
+            let size = if huge { PageSize::M2 } else { PageSize::K4 };
+            m.map_zero(pid, aligned(size), size, flags)?;
+            m.count_fault(size);
+            return Ok(());
+        }
         // The PMD-sized page first, when its whole range is empty.
         if suitable.contains(&PageSize::M2)
             && unmapped(m, PageSize::M2)
