@@ -7,18 +7,42 @@ use pagelab_trace::{TraceError, TraceSource};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::io::Read;
 
+mod fast;
+
 /// Bytes read from the input at a time (the plugin writes 1 MiB blocks).
 const READ_CHUNK: usize = 1 << 20;
 /// An extended record is at most 1 + 65535 words.
 const MAX_RECORD: usize = 8 * (1 + 0xffff);
 const NO_BLOCK: u32 = u32::MAX;
+const DUMMY: MemRef = MemRef {
+    addr: 0,
+    size: 0,
+    kind: AccessKind::Instr,
+};
 
-/// A translation block: its instructions as instruction-fetch events.
-#[derive(Debug)]
+/// Dummy events after the last block's instructions in [`PluginReader::insns`],
+/// so that the fast path may copy whole groups of [`fast::GROUP`] events.
+const PAD: usize = fast::GROUP;
+
+/// A translation block: where its instructions are in [`PluginReader::insns`].
+#[derive(Clone, Copy, Debug)]
 struct Block {
-    /// Only `Event::Ref`s (see [`push_refs`]).
-    insns: Box<[Event]>,
+    start: usize,
+    len: u32,
     per_insn: bool,
+}
+
+/// What `blocks` holds for an id not (yet) defined.
+const UNKNOWN: Block = Block {
+    start: 0,
+    len: 0,
+    per_insn: false,
+};
+
+impl Block {
+    fn range(&self) -> std::ops::Range<usize> {
+        self.start..self.start + self.len as usize
+    }
 }
 
 /// Appends copies of `src`, whose elements are all `Event::Ref`.
@@ -43,7 +67,7 @@ fn push_refs(out: &mut Vec<Event>, src: &[Event]) {
 #[derive(Clone, Copy, Debug)]
 struct Thread {
     id: ThreadId,
-    /// Index into `blocks`, or `NO_BLOCK`.
+    /// Block id, or `NO_BLOCK`.
     block: u32,
     /// Next instruction of the block not yet emitted (blocks reported as a whole).
     next: u32,
@@ -80,9 +104,14 @@ pub struct PluginReader<R: Read> {
     /// Stream offset of `buf[lo]`.
     offset: u64,
     eof: bool,
-    /// Block index by id (ids are dense: one counter for the whole capture), `NO_BLOCK` if unknown.
-    ids: Vec<u32>,
+    /// Blocks by id (ids are dense: one counter for the whole capture); an
+    /// unknown block has length 0.
     blocks: Vec<Block>,
+    /// Blocks defined.
+    defined: usize,
+    /// Every block's instructions as instruction-fetch events, block after
+    /// block, then `PAD` dummy events; only `Event::Ref`s (see [`push_refs`]).
+    insns: Vec<Event>,
     cur: Thread,
     threads: FxHashMap<ThreadId, Thread>,
     /// The thread the last emitted Switch named.
@@ -95,6 +124,8 @@ pub struct PluginReader<R: Read> {
     /// Events decoded past the limit of the last `fill`.
     staged: Vec<Event>,
     done: Option<Result<(), TraceError>>,
+    /// Whether `decode` tries the fast path (`fast.rs`) first.
+    fast_path: bool,
 }
 
 impl<R: Read> PluginReader<R> {
@@ -108,8 +139,9 @@ impl<R: Read> PluginReader<R> {
             hi: 0,
             offset: 0,
             eof: false,
-            ids: Vec::new(),
+            defined: 0,
             blocks: Vec::new(),
+            insns: Vec::new(),
             cur: Thread::new(ThreadId::default()),
             threads: FxHashMap::default(),
             emitted: None,
@@ -119,7 +151,17 @@ impl<R: Read> PluginReader<R> {
             spaces: AddressSpaces::default(),
             staged: Vec::new(),
             done: None,
+            fast_path: true,
         }
+    }
+
+    /// The same reader decoding every record on its general path, without
+    /// the fast path for the common records; for tests that require the two
+    /// to give identical results.
+    #[doc(hidden)]
+    pub fn without_fast_path(mut self) -> Self {
+        self.fast_path = false;
+        self
     }
 
     /// The process id of the first record's writer: the captured program.
@@ -134,7 +176,7 @@ impl<R: Read> PluginReader<R> {
 
     /// Translation blocks defined so far.
     pub fn blocks(&self) -> usize {
-        self.blocks.len()
+        self.defined
     }
 
     fn corrupt(&self, at: usize, reason: impl Into<String>) -> TraceError {
@@ -185,22 +227,22 @@ impl<R: Read> PluginReader<R> {
         if self.cur.block == NO_BLOCK {
             return;
         }
-        let b = &self.blocks[self.cur.block as usize];
+        let b = self.blocks[self.cur.block as usize];
         let from = self.cur.next as usize;
-        if !b.per_insn && from < b.insns.len() {
+        if !b.per_insn && from < b.len as usize {
             if self.emitted != Some(self.cur.id) {
                 out.push(Event::Switch(self.cur.id));
                 self.emitted = Some(self.cur.id);
             }
-            push_refs(out, &b.insns[from..]);
+            push_refs(out, &self.insns[b.start + from..b.range().end]);
         }
         self.cur.block = NO_BLOCK;
     }
 
     #[inline]
     fn lookup(&self, at: usize, id: u64) -> Result<u32, TraceError> {
-        match self.ids.get(id as usize) {
-            Some(&b) if b != NO_BLOCK => Ok(b),
+        match self.blocks.get(id as usize) {
+            Some(b) if b.len > 0 => Ok(id as u32),
             _ => Err(self.corrupt(at, format!("block {id} executed before its definition"))),
         }
     }
@@ -218,18 +260,19 @@ impl<R: Read> PluginReader<R> {
     ) -> Result<(), TraceError> {
         self.switch_to_cur(out);
         if self.cur.block != NO_BLOCK && index >= self.cur.next {
-            let b = &self.blocks[self.cur.block as usize];
+            let b = self.blocks[self.cur.block as usize];
             if !b.per_insn {
-                let Some(upto) = b.insns.get(..=index as usize) else {
+                if index >= b.len {
                     return Err(self.corrupt(
                         at,
                         format!(
                             "memory access by instruction {index} of a block of {}",
-                            b.insns.len()
+                            b.len
                         ),
                     ));
-                };
-                push_refs(out, &upto[self.cur.next as usize..]);
+                }
+                let from = b.start + self.cur.next as usize;
+                push_refs(out, &self.insns[from..=b.start + index as usize]);
                 self.cur.next = index + 1;
             }
         }
@@ -254,6 +297,9 @@ impl<R: Read> PluginReader<R> {
                 }
                 continue;
             }
+            if self.fast_path && self.fast(out, limit) {
+                continue;
+            }
             let at = self.lo;
             let w = u64::from_le_bytes(self.buf[at..at + 8].try_into().expect("8 bytes"));
             match w >> 62 {
@@ -274,7 +320,8 @@ impl<R: Read> PluginReader<R> {
                     self.finish_block(out);
                     let index = ((w >> 48) & MAX_INSNS as u64) as usize;
                     let block = self.lookup(at, w & ADDR_MASK)?;
-                    let Some(r) = self.blocks[block as usize].insns.get(index).cloned() else {
+                    let b = self.blocks[block as usize];
+                    let Some(r) = self.insns[b.range()].get(index).cloned() else {
                         return Err(self.corrupt(
                             at,
                             format!(
@@ -462,35 +509,39 @@ impl<R: Read> PluginReader<R> {
             ));
         }
         let sizes_at = 3 + if listed { n } else { 0 };
-        let mut insns = Vec::with_capacity(n);
+        let first = self.insns.len().saturating_sub(PAD);
+        self.insns.truncate(first);
+        self.insns.reserve(n + PAD);
         let mut addr = start;
         for i in 0..n {
             let size = (self.word(at, sizes_at + i / 8) >> (8 * (i % 8))) as u8;
             if listed {
                 addr = self.word(at, 3 + i);
             }
-            insns.push(Event::Ref(MemRef {
+            self.insns.push(Event::Ref(MemRef {
                 addr,
                 size: size as u32,
                 kind: AccessKind::Instr,
             }));
             addr = addr.wrapping_add(size as u64);
         }
-        let index = self.blocks.len() as u32;
-        self.blocks.push(Block {
-            insns: insns.into_boxed_slice(),
-            per_insn: flags & TB_PER_INSN != 0,
-        });
+        self.insns
+            .extend(std::iter::repeat_n(Event::Ref(DUMMY), PAD));
+        self.defined += 1;
         // Ids come from one counter, so they stay near the number of blocks
         // defined; a far larger one is damage, not a reason to allocate.
         let id = id as usize;
-        if id >= self.ids.len() {
-            if id > 2 * self.blocks.len() + (1 << 20) {
+        if id >= self.blocks.len() {
+            if id > 2 * self.defined + (1 << 20) {
                 return Err(self.corrupt(at, format!("block id {id} is implausibly large")));
             }
-            self.ids.resize(id + 1, NO_BLOCK);
+            self.blocks.resize(id + 1, UNKNOWN);
         }
-        self.ids[id] = index;
+        self.blocks[id] = Block {
+            start: first,
+            len: n as u32,
+            per_insn: flags & TB_PER_INSN != 0,
+        };
         Ok(())
     }
 }

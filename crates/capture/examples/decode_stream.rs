@@ -1,0 +1,59 @@
+//! Decoder speed alone: decodes a recorded plugin stream (a file the plugin
+//! wrote with `fd=N` redirected to it) and prints events per second.
+//!
+//! ```sh
+//! qemu-x86_64 -plugin .../libpagelab_qemu_v1.so,fd=200 gzip -9 -c big >/dev/null 200>/tmp/gzip.stream
+//! cargo run --release -p pagelab-capture --example decode_stream -- /tmp/gzip.stream
+//! ```
+//!
+//! The file is read into memory first, so the figure is the decoder's own.
+//! With a third argument `hash`, a hash of all the events is printed too (to
+//! check that a change of the decoder leaves its output identical).
+
+use pagelab_capture::PluginReader;
+use pagelab_core::Event;
+use pagelab_trace::TraceSource;
+use std::hash::{Hash, Hasher};
+use std::time::Instant;
+
+fn main() {
+    let path = std::env::args().nth(1).expect("a stream file");
+    let repeat: usize = std::env::args()
+        .nth(2)
+        .map_or(3, |s| s.parse().expect("a repeat count"));
+    let hash = std::env::args().nth(3).is_some_and(|s| s == "hash");
+    let data = std::fs::read(&path).expect("readable stream file");
+    for _ in 0..repeat {
+        let t = Instant::now();
+        let mut r = PluginReader::new(&data[..], path.clone());
+        let bs: usize = std::env::var("BATCH").map_or(1 << 16, |s| s.parse().unwrap());
+        let mut batch = Vec::with_capacity(bs);
+        let (mut refs, mut events) = (0u64, 0u64);
+        let mut h = rustc_hash::FxHasher::default();
+        while r.fill(&mut batch, bs).expect("a valid stream") {
+            events += batch.len() as u64;
+            refs += batch.iter().filter(|e| matches!(e, Event::Ref(_))).count() as u64;
+            if hash {
+                for e in &batch {
+                    match e {
+                        Event::Ref(r) => r.hash(&mut h),
+                        other => format!("{other:?}").hash(&mut h),
+                    }
+                }
+            }
+            batch.clear();
+        }
+        let s = t.elapsed().as_secs_f64();
+        println!(
+            "{:.3} s: {:.0} M events, {:.0} M refs, {:.1} M refs/s, {:.2} GB/s of stream",
+            s,
+            events as f64 / 1e6,
+            refs as f64 / 1e6,
+            refs as f64 / s / 1e6,
+            data.len() as f64 / s / 1e9
+        );
+        if hash {
+            println!("hash of the events: {:016x}", h.finish());
+        }
+    }
+}

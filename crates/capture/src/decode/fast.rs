@@ -1,0 +1,134 @@
+//! The decoder's fast path: the records that make up nearly all of a stream
+//! (a block executed, a load or store below 2^48 by an instruction of a block
+//! reported as a whole), decoded straight into the output's spare capacity.
+//!
+//! It handles exactly the cases where [`PluginReader::decode`]'s general path
+//! would neither fail nor emit a `Switch`, with the same result, and stops at
+//! the first record it does not handle, leaving that one to the general path.
+
+use super::{PluginReader, NO_BLOCK};
+use crate::format::{ADDR_MASK, MAX_INSNS};
+use pagelab_core::{AccessKind, Event, MemRef};
+use std::io::Read;
+
+/// Instruction events are copied in groups of this many (a block usually
+/// holds 2 to 5 instructions): a fixed-size copy needs no call and no
+/// per-event branch; the events copied past the end are overwritten or left
+/// in the output's spare capacity.
+pub(super) const GROUP: usize = 4;
+
+/// Appends `n` events from `src` at `dst`, writing up to `GROUP - 1` more.
+///
+/// # Safety
+/// `src` is readable and `dst` writable for `n` rounded up to a multiple of
+/// `GROUP` events; the events of `src` are `Event::Ref`s (plain data), so a
+/// bitwise copy is a clone.
+#[inline(always)]
+unsafe fn copy_groups(src: *const Event, dst: *mut Event, n: usize) {
+    let mut k = 0;
+    while k < n {
+        std::ptr::copy_nonoverlapping(src.add(k), dst.add(k), GROUP);
+        k += GROUP;
+    }
+}
+
+impl<R: Read> PluginReader<R> {
+    /// Decodes common records from the buffered input into `out` until `out`
+    /// holds `limit` events, the buffered words end, or a record needs the
+    /// general path. Returns whether it decoded any.
+    pub(super) fn fast(&mut self, out: &mut Vec<Event>, limit: usize) -> bool {
+        if self.emitted != Some(self.cur.id) || out.len() >= limit {
+            return false;
+        }
+        let words = (self.hi - self.lo) / 8;
+        // One record adds at most MAX_INSNS + 1 events, and the group copy
+        // writes up to GROUP - 1 more.
+        out.reserve(limit - out.len() + MAX_INSNS + GROUP + 1);
+        // Where the current block's instructions are (`base`, `len`) and the
+        // next one not yet emitted; without a block reported as a whole,
+        // `next` is past every index so that nothing is emitted.
+        let mut blk = self.cur.block;
+        let (mut base, mut len, mut next) = (0usize, 0u32, u32::MAX);
+        if blk != NO_BLOCK {
+            let b = self.blocks[blk as usize];
+            if !b.per_insn {
+                (base, len, next) = (b.start, b.len, self.cur.next);
+            }
+        }
+        let src = &self.buf[self.lo..self.lo + 8 * words];
+        let blocks = &self.blocks[..];
+        let insns = self.insns.as_ptr();
+        let start = out.len();
+        let begin = out.as_mut_ptr();
+        // SAFETY: `dst` stays below `begin + limit` before each record, and
+        // the capacity reserved above covers what one record writes past it;
+        // `insns` ends with `PAD` (= GROUP) dummy events, so a group copy
+        // starting inside a block reads within it.
+        let mut dst = unsafe { begin.add(start) };
+        let end = unsafe { begin.add(limit) };
+        let mut used = 0;
+        for chunk in src.chunks_exact(8) {
+            if dst >= end {
+                break;
+            }
+            let w = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+            match w >> 62 {
+                0 => {
+                    let Some(&nb) = blocks.get(w as usize) else {
+                        break;
+                    };
+                    if nb.len == 0 || nb.per_insn {
+                        break;
+                    }
+                    if next < len {
+                        let n = (len - next) as usize;
+                        unsafe {
+                            copy_groups(insns.add(base + next as usize), dst, n);
+                            dst = dst.add(n);
+                        }
+                    }
+                    blk = w as u32;
+                    (base, len, next) = (nb.start, nb.len, 0);
+                }
+                1 => {
+                    let index = ((w >> 48) & MAX_INSNS as u64) as u32;
+                    if index >= next {
+                        if index >= len {
+                            break;
+                        }
+                        let n = (index + 1 - next) as usize;
+                        unsafe {
+                            copy_groups(insns.add(base + next as usize), dst, n);
+                            dst = dst.add(n);
+                        }
+                        next = index + 1;
+                    }
+                    let kind = if w >> 61 & 1 == 1 {
+                        AccessKind::Store
+                    } else {
+                        AccessKind::Load
+                    };
+                    unsafe {
+                        dst.write(Event::Ref(MemRef {
+                            addr: w & ADDR_MASK,
+                            size: 1 << ((w >> 58) & 7),
+                            kind,
+                        }));
+                        dst = dst.add(1);
+                    }
+                }
+                _ => break,
+            }
+            used += 1;
+        }
+        // SAFETY: every event up to `dst` was written.
+        unsafe { out.set_len(dst.offset_from(begin) as usize) };
+        self.lo += 8 * used;
+        self.offset += 8 * used as u64;
+        self.cur.block = blk;
+        if next != u32::MAX {
+            self.cur.next = next;
+        }
+        used > 0
+    }
+}
