@@ -173,6 +173,7 @@ fn the_programs_exit_status_is_pagelabs() {
     let Some(_serial) = knobs_available() else {
         return;
     };
+    let before = settled_knobs();
     let out = pagelab()
         .args(["run", "--pages", "64K", "--", "sh", "-c", "exit 7"])
         .output()
@@ -183,6 +184,8 @@ fn the_programs_exit_status_is_pagelabs() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(128 + 9), "{out:?}");
+    // The program failing or being killed is one more exit path: all restored.
+    assert_eq!(settled_knobs(), before);
 }
 
 /// Starts `pagelab run ... -- sleep 30`, waits until the 64K knob says `always`.
