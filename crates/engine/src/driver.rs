@@ -1,9 +1,8 @@
 //! The loop: pull batches from a source, step the study, report progress.
 
 use crate::{Study, StudyConfig};
-use pagelab_core::Event;
 use pagelab_report::SimResult;
-use pagelab_trace::{TraceError, TraceSource};
+use pagelab_trace::{PageBatch, TraceError, TraceSource};
 use std::sync::mpsc;
 
 /// Why a run stopped.
@@ -42,7 +41,9 @@ impl Progress for () {
 /// Runs a whole study over `src`, in constant memory whatever the trace length.
 ///
 /// Reading (parsing, decompressing, generating) runs on its own thread, a few
-/// batches ahead of the study, so the two overlap on a machine with two cores.
+/// batches ahead of the study, so the two overlap on a machine with two cores;
+/// a source that can be read in pieces (a plain Lackey file) is parsed on
+/// every core instead (see `pieces.rs`).
 pub fn run_study(
     src: &mut (dyn TraceSource + Send),
     cfg: &StudyConfig,
@@ -51,17 +52,33 @@ pub fn run_study(
     let start = Instant::now();
     let mut study = Study::new(cfg)?;
     let info = src.info();
-    let (full_tx, full_rx) = mpsc::sync_channel::<Vec<Event>>(IN_FLIGHT);
-    let (empty_tx, empty_rx) = mpsc::sync_channel::<Vec<Event>>(IN_FLIGHT + 1);
+    if let Some(pieces) = src.pieces() {
+        crate::pieces::run_pieces(&pieces, &mut study, progress, start)?;
+        progress.done();
+        let mut result = study.finish(info);
+        result.elapsed_seconds = Some(start.elapsed().as_secs_f64());
+        return Ok(result);
+    }
+    // The filter goes where it costs least: into the parser, or on this
+    // thread, beside the study, when the reader only hands out events.
+    let parses = src.parses_to_pages();
+    let (mut read_filter, mut filter) = (study.page_filter(), study.page_filter());
+    let (full_tx, full_rx) = mpsc::sync_channel::<PageBatch>(IN_FLIGHT);
+    let (empty_tx, empty_rx) = mpsc::sync_channel::<PageBatch>(IN_FLIGHT + 1);
     for _ in 0..=IN_FLIGHT {
-        let _ = empty_tx.send(Vec::with_capacity(BATCH));
+        let _ = empty_tx.send(PageBatch::default());
     }
     let read_outcome = std::thread::scope(|scope| {
         let reader = scope.spawn(move || -> Result<(), TraceError> {
             // Ends when the source is exhausted or fails, or when the study hung up.
             while let Ok(mut batch) = empty_rx.recv() {
                 batch.clear();
-                if !src.fill(&mut batch, BATCH)? {
+                let more = if parses {
+                    src.fill_pages(&mut read_filter, &mut batch, BATCH)?
+                } else {
+                    src.fill(&mut batch.events, BATCH)?
+                };
+                if !more {
                     return Ok(());
                 }
                 if full_tx.send(batch).is_err() {
@@ -71,8 +88,9 @@ pub fn run_study(
             Ok(())
         });
         let mut next_report = 1u64 << 20;
-        for batch in full_rx.iter() {
-            study.feed(&batch);
+        for mut batch in full_rx.iter() {
+            filter.take_events(&mut batch);
+            study.feed_pages(&batch);
             if study.refs() >= next_report {
                 progress.update(study.refs(), start.elapsed());
                 next_report = study.refs() + (1 << 20);

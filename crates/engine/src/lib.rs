@@ -16,6 +16,7 @@
 //! ```
 
 mod driver;
+mod pieces;
 mod policy_run;
 mod study;
 

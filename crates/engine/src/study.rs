@@ -1,13 +1,12 @@
 //! The page-size study: one pass over a trace feeds one TLB hierarchy and one
 //! set of footprint counters per page size.
 
-use pagelab_core::{Event, MemRef, PageSize, SourceInfo};
+use pagelab_core::{Event, PageSize, SourceInfo};
 use pagelab_report::{LevelStats, RefCounts, RunStats, SimResult, SIM_SCHEMA};
 use pagelab_tlb::{OtherSizes, Outcome, Side, TlbConfig, TlbError, TlbHierarchy};
+use pagelab_trace::page_word::{CHANGE_MASK, CHANGE_SHIFT, DATA, PAGE_SHIFT, REPLAY, STRADDLE};
+use pagelab_trace::{PageBatch, PageFilter, MAX_FILTER_DEPTH};
 use rustc_hash::FxHashSet;
-
-/// The granularity of the per-side repeat filter: the smallest page size modelled.
-const FILTER_SHIFT: u32 = 12;
 
 /// What a study simulates.
 #[derive(Clone, Debug)]
@@ -63,24 +62,18 @@ fn filter_depth(tlb: &TlbConfig) -> usize {
         .map(|a| a.ways.unwrap_or(a.entries))
         .min()
         .unwrap_or(1)
-        .clamp(1, MAX_DEPTH)
+        .clamp(1, MAX_FILTER_DEPTH)
 }
 
 /// The state of one page size's run.
 struct SizeRun {
     size: PageSize,
     shift: u32,
-    /// Granularity of the repeat filter: the page size, or 4K when some TLB array
-    /// caches fragments of pages (then two addresses of one page may need two entries).
-    key_shift: u32,
     tlb: TlbHierarchy,
-    /// Most recent filter key per side (index 0 instructions, 1 data).
-    last: [u64; 2],
-    /// Page accesses per side, and how many of those missed every TLB level.
-    accesses: [u64; 2],
+    /// Extra page accesses per side: pages after the first of references spanning pages.
+    extra: [u64; 2],
+    /// Page accesses per side that missed every TLB level.
     misses: [u64; 2],
-    /// Accesses that hit the side's most recent entry without going to the TLB model.
-    mru_hits: [u64; 2],
     /// Replayed lookups, to take out of the TLB's own L1 counters.
     replays: [u64; 2],
     /// Distinct pages touched per side, and by either side.
@@ -88,137 +81,99 @@ struct SizeRun {
     all_pages: FxHashSet<u64>,
 }
 
+const SIDES: [Side; 2] = [Side::Instr, Side::Data];
+
 impl SizeRun {
     fn new(size: PageSize, tlb: &TlbConfig) -> Result<Self, TlbError> {
-        let fragments = tlb.levels().iter().any(|(_, l)| {
-            l.arrays
-                .iter()
-                .any(|a| a.other_sizes == OtherSizes::Fragment)
-        });
         Ok(SizeRun {
             size,
             shift: size.shift(),
-            key_shift: if fragments {
-                FILTER_SHIFT
-            } else {
-                size.shift()
-            },
             tlb: TlbHierarchy::new(tlb)?,
-            last: [u64::MAX; 2],
-            accesses: [0; 2],
+            extra: [0; 2],
             misses: [0; 2],
-            mru_hits: [0; 2],
             replays: [0; 2],
             pages: [FxHashSet::default(), FxHashSet::default()],
             all_pages: FxHashSet::default(),
         })
     }
 
-    /// One access on `side` to the page holding byte `addr`.
-    #[inline]
-    fn touch(&mut self, side: usize, addr: u64) {
-        self.accesses[side] += 1;
-        let key = addr >> self.key_shift;
-        if key == self.last[side] {
-            // The side's most recent entry: a hit at L1 that changes no LRU order.
-            self.mru_hits[side] += 1;
-            return;
+    /// The page of word `w` (see [`pagelab_trace::page_word`]), looked up at its first byte.
+    #[inline(always)]
+    fn touch(&mut self, w: u64) {
+        let side = (w & DATA) as usize;
+        let addr = w >> PAGE_SHIFT << PAGE_SHIFT;
+        let outcome = self.tlb.access_addr(SIDES[side], addr, self.size);
+        if w & REPLAY != 0 {
+            debug_assert_eq!(outcome, Outcome::L1Hit, "a replayed page must be in L1");
+            self.replays[side] += 1;
+        } else if outcome != Outcome::L1Hit {
+            self.missed_l1(side, addr, outcome);
         }
-        self.last[side] = key;
-        let s = if side == 0 { Side::Instr } else { Side::Data };
-        let outcome = self.tlb.access_addr(s, addr, self.size);
+    }
+
+    /// Only a miss in the side's own L1 can be this side's first touch of a
+    /// page (an L2 shared by both sides may already hold it).
+    #[cold]
+    #[inline(never)]
+    fn missed_l1(&mut self, side: usize, addr: u64, outcome: Outcome) {
         if outcome == Outcome::Miss {
             self.misses[side] += 1;
         }
-        // Only a miss in the side's own L1 can be this side's first touch of a
-        // page (an L2 shared by both sides may already hold it).
-        if outcome != Outcome::L1Hit {
-            let vpn = addr >> self.shift;
-            if self.pages[side].insert(vpn) {
-                self.all_pages.insert(vpn);
-            }
+        let vpn = addr >> self.shift;
+        if self.pages[side].insert(vpn) {
+            self.all_pages.insert(vpn);
         }
     }
 
-    /// Re-touches a page that was hit while the shared filter deferred it, to
-    /// put the LRU order right; it is an L1 hit and no access of its own.
-    #[inline]
-    fn replay(&mut self, side: usize, addr: u64) {
-        let key = addr >> self.key_shift;
-        if key == self.last[side] {
-            return;
+    /// A reference spanning 4K pages `w`'s to `last`: the first page if it is
+    /// not the side's most recent (`visit`), then every further page of this
+    /// size it overlaps, each at its first byte.
+    #[cold]
+    fn straddle(&mut self, w: u64, last: u64, visit: bool) {
+        if visit {
+            self.touch(w);
         }
-        self.last[side] = key;
-        let s = if side == 0 { Side::Instr } else { Side::Data };
-        let outcome = self.tlb.access_addr(s, addr, self.size);
-        debug_assert_eq!(outcome, Outcome::L1Hit, "a replayed page must be in L1");
-        self.replays[side] += 1;
-    }
-
-    /// Every page a pending reference touches, in ascending order, each at its first byte
-    /// (the first page at the reference's own address, which matters to fragmenting arrays).
-    #[inline]
-    fn reference(&mut self, p: &Pending) {
-        let side = p.side as usize;
-        if p.replay {
-            self.replay(side, p.first);
-            return;
-        }
-        self.touch(side, p.first);
-        for vpn in (p.first >> self.shift) + 1..=(p.last >> self.shift) {
-            self.touch(side, vpn << self.shift);
+        let side = (w & DATA) as usize;
+        let k = self.shift - PAGE_SHIFT;
+        let (first, last) = ((w >> PAGE_SHIFT) >> k, last >> k);
+        self.extra[side] += last - first;
+        for vpn in first + 1..=last {
+            self.touch((vpn << k) << PAGE_SHIFT | (w & DATA));
         }
     }
 
-    fn stats(&self, filtered: [u64; 2]) -> RunStats {
+    fn stats(&self, refs: [u64; 2]) -> RunStats {
         let bytes = self.size.bytes();
-        let levels = level_stats(
-            &self.tlb,
-            [
-                filtered[0] + self.mru_hits[0],
-                filtered[1] + self.mru_hits[1],
-            ],
-            self.replays,
-        );
+        let accesses = [refs[0] + self.extra[0], refs[1] + self.extra[1]];
+        // L1 lookups the model made (replays included) are fewer than the page
+        // accesses by the ones filtered as hits before reaching it.
+        let t = self.tlb.stats();
+        let lookups = [t.l1i.accesses, t.l1d.accesses];
+        let filtered = [0, 1].map(|s| accesses[s] + self.replays[s] - lookups[s]);
         RunStats {
             page_size: self.size,
-            itlb_accesses: self.accesses[0] + filtered[0],
+            itlb_accesses: accesses[0],
             itlb_misses: self.misses[0],
-            dtlb_accesses: self.accesses[1] + filtered[1],
+            dtlb_accesses: accesses[1],
             dtlb_misses: self.misses[1],
             code_footprint_bytes: self.pages[0].len() as u64 * bytes,
             data_footprint_bytes: self.pages[1].len() as u64 * bytes,
             footprint_bytes: self.all_pages.len() as u64 * bytes,
             faults: self.all_pages.len() as u64,
-            tlb_levels: levels,
+            tlb_levels: level_stats(&self.tlb, filtered, self.replays),
             mm: None,
         }
     }
 }
 
-/// A reference that the shared repeat filter could not answer: its byte range and side.
-#[derive(Clone, Copy, Debug)]
-struct Pending {
-    first: u64,
-    last: u64,
-    side: u8,
-    /// A replay of a deferred hit (see [`Study`]): a guaranteed L1 hit that
-    /// only restores the LRU order, counted nowhere.
-    replay: bool,
-}
-
-/// The most recent distinct 4K pages per side the shared filter remembers.
-const MAX_DEPTH: usize = 4;
-
-/// Below this many pending references a batch is stepped on one thread.
-const PARALLEL_MIN: usize = 16 * 1024;
-
 /// A page-size study in progress: feed it events, then ask for the result.
 ///
-/// Each batch is stepped in two phases: one cheap serial pass answers every
-/// reference that repeats its side's previous 4K page (a hit in every run's
-/// L1) and collects the rest; then every page size's run steps over that
-/// remainder, the runs in parallel when the batch is large.
+/// References first go through a [`PageFilter`], which drops those that
+/// repeat one of their side's few most recent 4K pages (hits in every run's
+/// L1) and hands on one word per other reference. Each word then steps the
+/// runs of the page sizes at which its page is not the side's most recent:
+/// the runs are kept smallest page first, and a word whose page changed only
+/// in low bits stops before the sizes that contain both pages.
 ///
 /// ```
 /// use pagelab_core::{AccessKind, Event, MemRef, PageSize};
@@ -230,44 +185,68 @@ const PARALLEL_MIN: usize = 16 * 1024;
 /// assert_eq!(result.runs[0].dtlb_misses, 1);
 /// ```
 pub struct Study {
+    /// The runs, smallest page size first.
     runs: Vec<SizeRun>,
-    /// Per side, the most recent distinct 4K pages touched, most recent first
-    /// (`u64::MAX` when empty), `depth` of them.
-    recent: [[u64; MAX_DEPTH]; 2],
-    /// How many pages the filter remembers: at most the associativity of every
-    /// L1 array, so each of them is sure to be in every run's L1.
-    depth: usize,
-    /// Whether hits were deferred since the runs last saw this side's order.
-    dirty: [bool; 2],
-    /// References answered by that filter, per side: one access and one L1 hit at every size.
-    filtered: [u64; 2],
-    refs: [u64; 2],
-    other_events: u64,
-    pending: Vec<Pending>,
+    /// For each run in the configuration's order, its index in `runs`.
+    order: Vec<usize>,
+    /// How many of the first runs a word with each change distance steps.
+    reach: [u8; 65],
+    /// The filter of [`Study::feed`]'s events, and its batch.
+    filter: PageFilter,
+    batch: PageBatch,
+    filter_depth: usize,
     /// Whether some TLB array caches fragments of larger pages.
     fragments: bool,
+    refs: [u64; 2],
+    other_events: u64,
     tlb_json: serde_json::Value,
 }
 
 impl Study {
     /// A study of every page size in `cfg`, all fed in one pass.
     pub fn new(cfg: &StudyConfig) -> Result<Study, TlbError> {
-        Ok(Study {
-            runs: cfg
-                .page_sizes
+        let mut order: Vec<usize> = (0..cfg.page_sizes.len()).collect();
+        order.sort_by_key(|&i| cfg.page_sizes[i]);
+        let runs = order
+            .iter()
+            .map(|&i| SizeRun::new(cfg.page_sizes[i], &cfg.tlb))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut position = vec![0; order.len()];
+        for (at, &i) in order.iter().enumerate() {
+            position[i] = at;
+        }
+        let fragments = has_fragments(&cfg.tlb);
+        // A run of pages 2^k times 4K sees the side's most recent page again
+        // when the change distance is at most k; with fragments, only when the
+        // 4K page is the same (distance 0).
+        let mut reach = [0u8; 65];
+        for (change, r) in reach.iter_mut().enumerate() {
+            *r = runs
                 .iter()
-                .map(|&s| SizeRun::new(s, &cfg.tlb))
-                .collect::<Result<_, _>>()?,
-            recent: [[u64::MAX; MAX_DEPTH]; 2],
-            depth: filter_depth(&cfg.tlb),
-            dirty: [false; 2],
-            filtered: [0; 2],
+                .filter(|run| {
+                    let same_below = if fragments { 0 } else { run.shift - PAGE_SHIFT };
+                    change as u32 > same_below
+                })
+                .count() as u8;
+        }
+        let depth = filter_depth(&cfg.tlb);
+        Ok(Study {
+            runs,
+            order: position,
+            reach,
+            filter: PageFilter::new(depth, fragments),
+            batch: PageBatch::default(),
+            filter_depth: depth,
+            fragments,
             refs: [0; 2],
             other_events: 0,
-            pending: Vec::new(),
-            fragments: has_fragments(&cfg.tlb),
             tlb_json: serde_json::to_value(&cfg.tlb).unwrap_or(serde_json::Value::Null),
         })
+    }
+
+    /// A fresh filter for this study's page batches (see [`Study::feed_pages`]).
+    pub fn page_filter(&self) -> PageFilter {
+        PageFilter::new(self.filter_depth, self.fragments)
     }
 
     /// References fed so far (instruction plus data).
@@ -278,89 +257,41 @@ impl Study {
     /// Steps every run over a batch of events. Events other than references
     /// are counted and otherwise ignored: every page here is one fixed size.
     pub fn feed(&mut self, events: &[Event]) {
-        self.pending.clear();
-        for ev in events {
-            match ev {
-                Event::Ref(r) => self.filter(r),
-                _ => self.other_events += 1,
-            }
+        let mut batch = std::mem::take(&mut self.batch);
+        batch.clear();
+        for e in events {
+            self.filter.event(e, &mut batch);
         }
-        let pending = &self.pending;
-        let step = |run: &mut SizeRun| {
-            for p in pending {
-                run.reference(p);
-            }
-        };
-        if pending.len() >= PARALLEL_MIN && self.runs.len() > 1 {
-            use rayon::prelude::*;
-            self.runs.par_iter_mut().for_each(step);
-        } else {
-            self.runs.iter_mut().for_each(step);
-        }
+        // So that this batch's words stand on their own (see `feed_pages`).
+        self.filter.flush(&mut batch);
+        self.feed_pages(&batch);
+        self.batch = batch;
     }
 
-    #[inline]
-    fn filter(&mut self, r: &MemRef) {
-        let side = usize::from(!r.kind.is_instr());
-        self.refs[side] += 1;
-        let first = r.addr;
-        let last = r.last_byte();
-        let small = first >> FILTER_SHIFT;
-        let single = small == last >> FILTER_SHIFT;
-        let recent = &mut self.recent[side];
-        if single {
-            if recent[0] == small {
-                // The side's most recent 4K page, hence its most recent page at
-                // every size: a hit in every run's L1 that changes no LRU order.
-                self.filtered[side] += 1;
-                return;
-            }
-            if let Some(i) = recent[1..self.depth].iter().position(|&p| p == small) {
-                // Among the `depth` most recent pages: a sure L1 hit at every size.
-                // Its move to the front is deferred; the runs replay the order
-                // before they next see a reference.
-                recent.copy_within(0..=i, 1);
-                recent[0] = small;
-                self.dirty[side] = true;
-                self.filtered[side] += 1;
-                return;
-            }
-        }
-        if self.dirty[side] {
-            for i in (0..self.depth).rev() {
-                if recent[i] != u64::MAX {
-                    let addr = recent[i] << FILTER_SHIFT;
-                    self.pending.push(Pending {
-                        first: addr,
-                        last: addr,
-                        side: side as u8,
-                        replay: true,
-                    });
+    /// Steps every run over a batch of page words made by a filter from
+    /// [`Study::page_filter`]. Batches of several filters may be mixed
+    /// provided each filter was flushed before the next one's words.
+    pub fn feed_pages(&mut self, batch: &PageBatch) {
+        self.refs[0] += batch.refs[0];
+        self.refs[1] += batch.refs[1];
+        self.other_events += batch.other_events;
+        let words = &batch.words;
+        let mut i = 0;
+        while i < words.len() {
+            let w = words[i];
+            let reach = self.reach[((w >> CHANGE_SHIFT) & CHANGE_MASK) as usize] as usize;
+            if w & STRADDLE != 0 {
+                let last = words[i + 1];
+                for (at, run) in self.runs.iter_mut().enumerate() {
+                    run.straddle(w, last, at < reach);
                 }
+                i += 2;
+                continue;
             }
-            self.dirty[side] = false;
-        }
-        self.pending.push(Pending {
-            first,
-            last,
-            side: side as u8,
-            replay: false,
-        });
-        if !single && self.fragments {
-            // A fragmenting array holds the fragment of the address looked up,
-            // which for a straddling reference differs by size: forget everything.
-            *recent = [u64::MAX; MAX_DEPTH];
-            return;
-        }
-        // The 4K pages the reference touched, oldest first, go to the front.
-        let last_small = last >> FILTER_SHIFT;
-        for page in last_small.saturating_sub(self.depth as u64 - 1).max(small)..=last_small {
-            let at = recent[..self.depth]
-                .iter()
-                .position(|&p| p == page)
-                .unwrap_or(self.depth - 1);
-            recent.copy_within(0..at, 1);
-            recent[0] = page;
+            for run in &mut self.runs[..reach] {
+                run.touch(w);
+            }
+            i += 1;
         }
     }
 
@@ -374,7 +305,11 @@ impl Study {
                 instr: self.refs[0],
                 data: self.refs[1],
             },
-            runs: self.runs.iter().map(|r| r.stats(self.filtered)).collect(),
+            runs: self
+                .order
+                .iter()
+                .map(|&at| self.runs[at].stats(self.refs))
+                .collect(),
             elapsed_seconds: None,
         }
     }

@@ -44,11 +44,13 @@ mod convert;
 mod lackey;
 mod native;
 mod open;
+mod pages;
 
 pub use convert::{convert, ConvertStats};
-pub use lackey::{LackeyReader, LackeyWriter};
+pub use lackey::{LackeyReader, LackeyWriter, PieceError, Pieces};
 pub use native::{NativeReader, NativeWriter, NATIVE_MAGIC, NATIVE_VERSION};
 pub use open::{open, Format};
+pub use pages::{page_word, PageBatch, PageFilter, MAX_FILTER_DEPTH};
 
 use pagelab_core::{Event, SourceInfo};
 
@@ -147,6 +149,40 @@ pub trait TraceSource {
     fn fill(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError>;
     /// Where this trace comes from.
     fn info(&self) -> SourceInfo;
+
+    /// [`TraceSource::fill`] through `filter`: takes in up to `max` events,
+    /// appending the words of the references `filter` keeps to `out` and
+    /// counting every event in it. Answers as `fill` does (`Ok(true)` when
+    /// it took in at least one event).
+    ///
+    /// The default goes through `fill` (into `out.events`); a source that
+    /// parses can filter as it parses, storing no event for the references
+    /// dropped, and say so in [`TraceSource::parses_to_pages`].
+    fn fill_pages(
+        &mut self,
+        filter: &mut PageFilter,
+        out: &mut PageBatch,
+        max: usize,
+    ) -> Result<bool, TraceError> {
+        out.events.clear();
+        let r = self.fill(&mut out.events, max);
+        filter.take_events(out);
+        r
+    }
+
+    /// Whether [`TraceSource::fill_pages`] filters as it parses, which costs
+    /// less than `fill` alone. If not, a reader thread had better `fill` and
+    /// leave the filtering to the thread that consumes the events.
+    fn parses_to_pages(&self) -> bool {
+        false
+    }
+
+    /// The whole trace as pieces to read in parallel, if this source can be
+    /// read that way (a plain Lackey file in memory, not yet read); the
+    /// source itself is then not needed.
+    fn pieces(&self) -> Option<Pieces> {
+        None
+    }
 }
 
 impl<T: TraceSource + ?Sized> TraceSource for Box<T> {
@@ -155,6 +191,20 @@ impl<T: TraceSource + ?Sized> TraceSource for Box<T> {
     }
     fn info(&self) -> SourceInfo {
         (**self).info()
+    }
+    fn fill_pages(
+        &mut self,
+        filter: &mut PageFilter,
+        out: &mut PageBatch,
+        max: usize,
+    ) -> Result<bool, TraceError> {
+        (**self).fill_pages(filter, out, max)
+    }
+    fn pieces(&self) -> Option<Pieces> {
+        (**self).pieces()
+    }
+    fn parses_to_pages(&self) -> bool {
+        (**self).parses_to_pages()
     }
 }
 
@@ -183,12 +233,24 @@ pub(crate) fn fill_latched<S>(
     latch: impl Fn(&mut S) -> &mut Latch,
     inner: impl FnOnce(&mut S, &mut Vec<Event>, usize) -> Result<(), TraceError>,
 ) -> Result<bool, TraceError> {
+    fill_latched_counted(source, out, max, |o| o.len() as u64, latch, inner)
+}
+
+/// [`fill_latched`] for any output, whose events taken in so far `count` tells.
+pub(crate) fn fill_latched_counted<S, O>(
+    source: &mut S,
+    out: &mut O,
+    max: usize,
+    count: impl Fn(&O) -> u64,
+    latch: impl Fn(&mut S) -> &mut Latch,
+    inner: impl FnOnce(&mut S, &mut O, usize) -> Result<(), TraceError>,
+) -> Result<bool, TraceError> {
     if let Some(answer) = latch(source).repeat() {
         return answer;
     }
-    let before = out.len();
+    let before = count(out);
     let r = inner(source, out, max);
-    let appended = out.len() - before;
+    let appended = (count(out) - before) as usize;
     latch(source).settle(r, appended, max)
 }
 

@@ -12,10 +12,114 @@
 //! check that both agree with a byte-by-byte reference.
 
 use super::reader::parse_odd_line;
+use crate::{PageBatch, PageFilter};
 use pagelab_core::{AccessKind, Event, MemRef};
 
 /// Bytes that [`newline_mask`] and [`parse_well_formed`] may read past a position.
 pub(super) const READ_AHEAD: usize = 64;
+
+/// Where parsed references go: a vector of events, or a page filter.
+///
+/// The block loop calls [`Sink::begin_block`], then [`Sink::push`] at most 64
+/// times (once per line of a 64-byte block), then [`Sink::end_block`].
+pub(super) trait Sink {
+    /// How many more events the sink takes before the caller's batch is full.
+    fn room(&self) -> usize;
+    /// Before the pushes of one block.
+    #[inline(always)]
+    fn begin_block(&mut self) {}
+    /// One reference of the block (at most 64 per block).
+    fn push(&mut self, r: MemRef);
+    /// After the pushes of one block.
+    #[inline(always)]
+    fn end_block(&mut self) {}
+    /// One reference outside the block loop.
+    fn push_one(&mut self, r: MemRef);
+}
+
+/// Events appended to a vector, up to `goal` in all.
+pub(super) struct EventSink<'a> {
+    out: &'a mut Vec<Event>,
+    goal: usize,
+    /// During a block: `out.len()` at its start, and references written after it.
+    len: usize,
+    n: usize,
+}
+
+impl<'a> EventSink<'a> {
+    /// Appends to `out` until it holds `goal` events.
+    pub(super) fn new(out: &'a mut Vec<Event>, goal: usize) -> Self {
+        EventSink {
+            out,
+            goal,
+            len: 0,
+            n: 0,
+        }
+    }
+}
+
+impl Sink for EventSink<'_> {
+    #[inline(always)]
+    fn room(&self) -> usize {
+        self.goal.saturating_sub(self.out.len())
+    }
+
+    #[inline(always)]
+    fn begin_block(&mut self) {
+        // At most 64 lines end in a block: their references go straight into
+        // `out`'s spare room, which keeps `out`'s length out of the loop.
+        self.out.reserve(64);
+        self.len = self.out.len();
+        self.n = 0;
+    }
+
+    #[inline(always)]
+    fn push(&mut self, r: MemRef) {
+        // SAFETY: `begin_block` reserved 64 slots after `len`, and a block
+        // pushes at most 64 references (`& 63` keeps the index in range anyway).
+        unsafe {
+            self.out
+                .as_mut_ptr()
+                .add(self.len + (self.n & 63))
+                .write(Event::Ref(r))
+        };
+        self.n += 1;
+    }
+
+    #[inline(always)]
+    fn end_block(&mut self) {
+        // SAFETY: slots `len..len + n` were written by `push` (`n <= 64`).
+        unsafe { self.out.set_len(self.len + self.n.min(64)) };
+    }
+
+    fn push_one(&mut self, r: MemRef) {
+        self.out.push(Event::Ref(r));
+    }
+}
+
+/// References filtered into a page batch as they are parsed, up to `goal`
+/// events taken in (kept or dropped).
+pub(super) struct PageSink<'a> {
+    pub(super) filter: &'a mut PageFilter,
+    pub(super) out: &'a mut PageBatch,
+    pub(super) goal: u64,
+}
+
+impl Sink for PageSink<'_> {
+    #[inline(always)]
+    fn room(&self) -> usize {
+        self.goal.saturating_sub(self.out.events()) as usize
+    }
+
+    #[inline(always)]
+    fn push(&mut self, r: MemRef) {
+        self.filter.reference(&r, self.out);
+    }
+
+    fn push_one(&mut self, r: MemRef) {
+        self.filter.reference(&r, self.out);
+    }
+}
 
 /// The first three bytes of a well-formed line with this second byte, as a
 /// little-endian `u32` (`u32::MAX`, never a three-byte value, if none).
@@ -81,13 +185,12 @@ fn hex16<const AVX2: bool>(chunk: &[u8; 16]) -> (u32, u64) {
 /// never waits on parsing the line before it. Lines of the shape Valgrind
 /// prints take [`parse_well_formed`]; any other goes to the careful parser,
 /// which decides what it is (and every error) exactly as if it were alone.
-pub(super) fn parse_blocks(
+pub(super) fn parse_blocks<S: Sink>(
     buf: &[u8],
     complete: usize,
     start: usize,
     line: u64,
-    out: &mut Vec<Event>,
-    goal: usize,
+    out: &mut S,
 ) -> (usize, u64, Result<(), &'static str>) {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     if std::arch::is_x86_feature_detected!("avx2")
@@ -95,47 +198,37 @@ pub(super) fn parse_blocks(
         && std::arch::is_x86_feature_detected!("popcnt")
     {
         // SAFETY: the CPU has the features `avx2::parse_blocks` is compiled for (checked just above).
-        return unsafe { avx2::parse_blocks(buf, complete, start, line, out, goal) };
+        return unsafe { avx2::parse_blocks(buf, complete, start, line, out) };
     }
-    parse_blocks_with::<false>(buf, complete, start, line, out, goal)
+    parse_blocks_with::<false, S>(buf, complete, start, line, out)
 }
 
 #[inline(always)]
-fn parse_blocks_with<const AVX2: bool>(
+fn parse_blocks_with<const AVX2: bool, S: Sink>(
     buf: &[u8],
     complete: usize,
     start: usize,
     mut line: u64,
-    out: &mut Vec<Event>,
-    goal: usize,
+    out: &mut S,
 ) -> (usize, u64, Result<(), &'static str>) {
     let mut s = start;
     let mut block = s;
     let mut result = Ok(());
-    while block < complete && goal.saturating_sub(out.len()) >= 64 {
+    while block < complete && out.room() >= 64 {
         let mut ends = newline_mask::<AVX2>(buf[block..block + 64].try_into().unwrap());
         if complete - block < 64 {
             ends &= (1 << (complete - block)) - 1;
         }
-        // At most 64 lines end in the block: their references go straight
-        // into `out`'s spare room, which keeps `out` itself out of the loop.
-        out.reserve(64);
-        let len = out.len();
-        let room = &mut out.spare_capacity_mut()[..64];
-        let mut n = 0;
+        out.begin_block();
         line += ends.count_ones() as u64;
         while ends != 0 {
             let e = block + ends.trailing_zeros() as usize;
             ends &= ends - 1;
             if let Some(r) = parse_well_formed::<AVX2>(buf, s, e) {
-                room[n & 63].write(Event::Ref(r));
-                n += 1;
+                out.push(r);
             } else {
                 match parse_odd_line(&buf[..complete], s, e) {
-                    Ok(Some(r)) => {
-                        room[n & 63].write(Event::Ref(r));
-                        n += 1;
-                    }
+                    Ok(Some(r)) => out.push(r),
                     Ok(None) => {}
                     Err(reason) => {
                         // Lines from this one on were counted but not consumed.
@@ -147,9 +240,7 @@ fn parse_blocks_with<const AVX2: bool>(
             }
             s = e + 1;
         }
-        // SAFETY: `room[..n]`, the first `n` spare slots after `len`, were
-        // written just above (`n <= 64`, one per newline of the block).
-        unsafe { out.set_len(len + n) };
+        out.end_block();
         if result.is_err() {
             break;
         }
@@ -315,19 +406,18 @@ mod sse2 {
 /// The same with AVX2 (and BMI2, POPCNT for the scalar parts), chosen at run time.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 mod avx2 {
-    use super::{word, Event};
+    use super::{word, Sink};
     use std::arch::x86_64::*;
 
     #[target_feature(enable = "avx2,bmi1,bmi2,popcnt,lzcnt")]
-    pub fn parse_blocks(
+    pub fn parse_blocks<S: Sink>(
         buf: &[u8],
         complete: usize,
         start: usize,
         line: u64,
-        out: &mut Vec<Event>,
-        goal: usize,
+        out: &mut S,
     ) -> (usize, u64, Result<(), &'static str>) {
-        super::parse_blocks_with::<true>(buf, complete, start, line, out, goal)
+        super::parse_blocks_with::<true, S>(buf, complete, start, line, out)
     }
 
     #[inline(always)]
@@ -402,10 +492,11 @@ mod tests {
         let complete = buf.len();
         buf.resize(complete + READ_AHEAD, b'7');
         let mut out = Vec::new();
+        let mut sink = EventSink::new(&mut out, usize::MAX);
         let (s, line, result) = if avx2 {
-            parse_blocks(&buf, complete, 0, 0, &mut out, usize::MAX)
+            parse_blocks(&buf, complete, 0, 0, &mut sink)
         } else {
-            parse_blocks_with::<false>(&buf, complete, 0, 0, &mut out, usize::MAX)
+            parse_blocks_with::<false, _>(&buf, complete, 0, 0, &mut sink)
         };
         (out, line, result, s)
     }

@@ -6,12 +6,16 @@
 //! zero padded) and the size decimal. Valgrind's own lines start with `==`.
 
 mod fast;
+mod pieces;
 mod reader;
 mod writer;
 
 #[cfg(test)]
+mod pieces_tests;
+#[cfg(test)]
 mod tests;
 
+pub use pieces::{PieceError, Pieces};
 pub use reader::LackeyReader;
 pub use writer::LackeyWriter;
 

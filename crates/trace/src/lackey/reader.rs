@@ -5,13 +5,14 @@
 //! file, a window on the map; everything after [`LackeyReader::refill`] sees
 //! the same bytes through [`LackeyReader::data`] either way.
 
-use super::fast::{parse_blocks, READ_AHEAD};
+use super::fast::{parse_blocks, EventSink, PageSink, Sink, READ_AHEAD};
 use super::VALID_LINE;
-use crate::{Latch, TraceError, TraceSource};
+use crate::{Latch, PageBatch, PageFilter, Pieces, TraceError, TraceSource};
 use memmap2::Mmap;
 use pagelab_core::{AccessKind, Event, MemRef, SourceInfo};
 use std::fs::File;
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
+use std::sync::Arc;
 
 /// Bytes read from the input at a time; also the longest line accepted
 /// (except Valgrind's own `==` lines, which may be of any length).
@@ -52,11 +53,15 @@ static HEX: [u8; 256] = {
 pub struct LackeyReader<R: Read> {
     inner: R,
     /// The whole input, for a mapped file; `inner` is then not read.
-    map: Option<Mmap>,
+    map: Option<Arc<Mmap>>,
     /// Mapped input: `data()` is `map[base..]` while `windowed`; after,
-    /// `map[base..]` is what `read_more` has still to copy into `buf`.
+    /// `map[base..limit]` is what `read_more` has still to copy into `buf`.
     base: usize,
-    /// `data()` is a window on `map`: while `base + chunk + READ_AHEAD <= map.len()`.
+    /// Mapped input: where this reader's input ends in the map (the map's
+    /// length, or the end of a piece, which is a line start).
+    limit: usize,
+    /// `data()` is a window on `map`: while the window and `READ_AHEAD`
+    /// bytes after it lie in the map.
     windowed: bool,
     name: String,
     compression: Option<String>,
@@ -83,9 +88,10 @@ impl<R: Read> LackeyReader<R> {
         Self::with_input(inner, None, name.into())
     }
 
-    fn with_input(inner: R, map: Option<Mmap>, name: String) -> Self {
+    fn with_input(inner: R, map: Option<Arc<Mmap>>, name: String) -> Self {
         LackeyReader {
             inner,
+            limit: map.as_ref().map_or(0, |m| m.len()),
             windowed: map.is_some(),
             buf: if map.is_some() {
                 Vec::new()
@@ -145,10 +151,15 @@ impl<R: Read> LackeyReader<R> {
     fn fill_inner(&mut self, out: &mut Vec<Event>, max: usize) -> Result<(), TraceError> {
         let goal = out.len().saturating_add(max);
         out.reserve(max.min(1 << 16));
-        while out.len() < goal {
+        self.fill_sink(&mut EventSink::new(out, goal))
+    }
+
+    /// Parses into `out` until it is full or the input ends.
+    fn fill_sink<S: Sink>(&mut self, out: &mut S) -> Result<(), TraceError> {
+        while out.room() > 0 {
             if self.start < self.complete {
-                self.parse_fast(out, goal)?;
-                self.parse_lines(out, goal)?;
+                self.parse_fast(out)?;
+                self.parse_lines(out)?;
             } else if self.eof {
                 return Ok(());
             } else {
@@ -188,7 +199,10 @@ impl<R: Read> LackeyReader<R> {
     /// read as any other input.
     fn shift(&mut self) {
         let map_len = self.map.as_ref().map_or(0, |m| m.len());
-        if self.windowed && self.base + self.start + self.chunk + READ_AHEAD <= map_len {
+        // A window shows `chunk` bytes, fewer at `limit`, and needs `READ_AHEAD` more in the map.
+        let fits = self.limit + READ_AHEAD <= map_len
+            || self.base + self.start + self.chunk + READ_AHEAD <= map_len;
+        if self.windowed && fits {
             self.base += self.start;
             self.end -= self.start;
         } else if self.windowed {
@@ -211,10 +225,12 @@ impl<R: Read> LackeyReader<R> {
     fn read_more(&mut self) -> Result<(), TraceError> {
         if let Some(map) = &self.map {
             if self.windowed {
-                // The map holds `chunk + READ_AHEAD` bytes past `base`.
-                self.end = self.chunk;
+                // The map holds `READ_AHEAD` bytes past the window (see `shift`);
+                // a piece's window may reach its limit, where a line starts.
+                self.end = self.chunk.min(self.limit - self.base);
+                self.eof = self.base + self.end == self.limit;
             } else if self.end < self.chunk {
-                let n = (self.chunk - self.end).min(map.len() - self.base);
+                let n = (self.chunk - self.end).min(self.limit - self.base);
                 self.buf[self.end..self.end + n].copy_from_slice(&map[self.base..self.base + n]);
                 self.base += n;
                 self.end += n;
@@ -261,34 +277,34 @@ impl<R: Read> LackeyReader<R> {
     }
 
     /// Parses whole lines from `buf[start..complete]` 64 bytes at a time while
-    /// `out` has room for 64 more before `goal`; [`Self::parse_lines`] does the rest.
+    /// `out` has room for 64 more; [`Self::parse_lines`] does the rest.
     ///
     /// Each block's newlines are found at once, so where a line starts never
     /// depends on parsing the line before it. Lines of the shape Valgrind
     /// prints take the fast path; any other goes to [`parse_line`], which
     /// decides what it is (and every error) exactly as if it were alone.
-    fn parse_fast(&mut self, out: &mut Vec<Event>, goal: usize) -> Result<(), TraceError> {
+    fn parse_fast<S: Sink>(&mut self, out: &mut S) -> Result<(), TraceError> {
         let complete = self.complete;
         let buf = &self.data()[..complete + READ_AHEAD];
-        let (start, line, result) = parse_blocks(buf, complete, self.start, self.line, out, goal);
+        let (start, line, result) = parse_blocks(buf, complete, self.start, self.line, out);
         self.start = start;
         self.line = line;
         result.map_err(|reason| self.error_at(start, reason.to_string() + "; " + VALID_LINE))
     }
 
-    /// Parses whole lines from `buf[start..complete]` until `out` reaches `goal`.
-    fn parse_lines(&mut self, out: &mut Vec<Event>, goal: usize) -> Result<(), TraceError> {
+    /// Parses whole lines from `buf[start..complete]` until `out` is full.
+    fn parse_lines<S: Sink>(&mut self, out: &mut S) -> Result<(), TraceError> {
         // Every line of `buf` ends with b'\n', so each scan below stops at the latest there.
         let buf = &self.data()[..self.complete];
         let mut pos = self.start;
         let mut line = self.line;
         let result = loop {
-            if pos >= buf.len() || out.len() >= goal {
+            if pos >= buf.len() || out.room() == 0 {
                 break Ok(());
             }
             match parse_line(buf, pos) {
                 Ok((next, Some(r))) => {
-                    out.push(Event::Ref(r));
+                    out.push_one(r);
                     pos = next;
                 }
                 Ok((next, None)) => pos = next,
@@ -455,7 +471,7 @@ impl LackeyReader<File> {
                 // Only a hint (read-ahead, early reclaim); reading works without it.
                 #[cfg(unix)]
                 let _ = map.advise(memmap2::Advice::Sequential);
-                Ok(Self::with_input(file, Some(map), name))
+                Ok(Self::with_input(file, Some(Arc::new(map)), name))
             }
             None => {
                 file.seek(SeekFrom::Start(0))
@@ -466,9 +482,55 @@ impl LackeyReader<File> {
     }
 }
 
+impl LackeyReader<std::io::Empty> {
+    /// A reader of `map[start..end]`, where both are line starts (or the map's end).
+    pub(super) fn piece(map: Arc<Mmap>, start: usize, end: usize, name: String) -> Self {
+        let mut r = Self::with_input(std::io::empty(), Some(map), name);
+        r.base = start;
+        r.limit = end;
+        r
+    }
+}
+
 impl<R: Read> TraceSource for LackeyReader<R> {
     fn fill(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError> {
         crate::fill_latched(self, out, max, |s| &mut s.latch, Self::fill_inner)
+    }
+
+    /// Filters as it parses: no event is stored for a reference the filter drops.
+    fn fill_pages(
+        &mut self,
+        filter: &mut PageFilter,
+        out: &mut PageBatch,
+        max: usize,
+    ) -> Result<bool, TraceError> {
+        let count = |o: &PageBatch| o.events();
+        crate::fill_latched_counted(
+            self,
+            out,
+            max,
+            count,
+            |s| &mut s.latch,
+            |s, out, max| {
+                let goal = out.events().saturating_add(max as u64);
+                s.fill_sink(&mut PageSink { filter, out, goal })
+            },
+        )
+    }
+
+    fn parses_to_pages(&self) -> bool {
+        true
+    }
+
+    /// A mapped file not yet read splits into pieces.
+    fn pieces(&self) -> Option<Pieces> {
+        let untouched = self.base == 0 && self.end == 0 && self.line == 0;
+        match &self.map {
+            Some(map) if untouched && self.windowed => {
+                Some(Pieces::new(map.clone(), self.name.clone()))
+            }
+            _ => None,
+        }
     }
 
     fn info(&self) -> SourceInfo {

@@ -432,10 +432,10 @@ proptest! {
 }
 
 /// `text` in a fresh file of its own, removed when dropped.
-struct TempFile(std::path::PathBuf);
+pub(super) struct TempFile(std::path::PathBuf);
 
 impl TempFile {
-    fn new(text: &[u8]) -> Self {
+    pub(super) fn new(text: &[u8]) -> Self {
         static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let path =
@@ -444,7 +444,7 @@ impl TempFile {
         TempFile(path)
     }
 
-    fn reader(&self) -> LackeyReader<std::fs::File> {
+    pub(super) fn reader(&self) -> LackeyReader<std::fs::File> {
         let file = std::fs::File::open(&self.0).unwrap();
         LackeyReader::mapped(file, "t.lackey").unwrap()
     }

@@ -1,0 +1,143 @@
+//! A mapped Lackey file read as independent pieces, on as many threads as
+//! there are cores.
+
+use super::reader::LackeyReader;
+use crate::{PageBatch, PageFilter, TraceError, TraceSource};
+use memmap2::Mmap;
+use std::sync::Arc;
+
+/// Bytes per piece: a few milliseconds of parsing, and a few thousand words.
+const PIECE: usize = 2 << 20;
+
+/// A plain Lackey file in memory, read as pieces of about 2 MiB that can be
+/// parsed in any order, on any thread (from [`TraceSource::pieces`]).
+///
+/// Piece `i` holds the lines that start in bytes `[i * 2 MiB, (i + 1) * 2 MiB)`
+/// of the file (none, if a longer line covers that range). Read each piece
+/// through a fresh [`PageFilter`] (see [`Pieces::read`]) and hand the
+/// batches on in piece order: by the filter's contract that is as good as
+/// one filter over the whole file.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use pagelab_trace::{PageBatch, PageFilter};
+/// let path = std::env::temp_dir().join(format!("pieces-doc-{}.lackey", std::process::id()));
+/// std::fs::write(&path, "I  04000b20,3\n L 1ffefffc58,8\n")?;
+/// let src = pagelab_trace::open(path.to_str().unwrap(), None)?;
+/// let pieces = src.pieces().expect("a plain file on disk is mapped");
+/// let (mut refs, mut lines) = ([0, 0], 0);
+/// for i in 0..pieces.len() {
+///     let mut batch = PageBatch::default();
+///     lines += pieces.read(i, &mut PageFilter::new(4, false), &mut batch).map_err(|e| e.at_line(lines))?;
+///     refs = [refs[0] + batch.refs[0], refs[1] + batch.refs[1]];
+/// }
+/// assert_eq!((refs, lines), ([1, 1], 2));
+/// # std::fs::remove_file(&path)?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Pieces {
+    map: Arc<Mmap>,
+    name: String,
+    piece: usize,
+    /// The readers' chunk, when a test sets it.
+    #[cfg(test)]
+    chunk: Option<usize>,
+}
+
+/// A parse error in a piece, with its line counted from the piece's start;
+/// [`PieceError::at_line`] makes it the error of the whole file.
+#[derive(Debug)]
+pub struct PieceError(TraceError);
+
+impl PieceError {
+    /// The error, its line number counted from the start of the file, given
+    /// the number of lines in the pieces before this one.
+    pub fn at_line(self, lines_before: u64) -> TraceError {
+        match self.0 {
+            TraceError::Parse {
+                source_name,
+                line,
+                text,
+                reason,
+            } => TraceError::Parse {
+                source_name,
+                line: line + lines_before,
+                text,
+                reason,
+            },
+            other => other,
+        }
+    }
+}
+
+impl Pieces {
+    pub(super) fn new(map: Arc<Mmap>, name: String) -> Pieces {
+        Pieces {
+            map,
+            name,
+            piece: PIECE,
+            #[cfg(test)]
+            chunk: None,
+        }
+    }
+
+    /// Pieces of `bytes` bytes (at least 1) instead of 2 MiB: tests use it
+    /// to cross many piece boundaries.
+    pub fn with_piece_size(mut self, bytes: usize) -> Pieces {
+        self.piece = bytes.max(1);
+        self
+    }
+
+    /// Readers of `chunk` bytes at a time.
+    #[cfg(test)]
+    pub(super) fn with_reader_chunk(mut self, chunk: usize) -> Pieces {
+        self.chunk = Some(chunk);
+        self
+    }
+
+    /// The number of pieces (some may hold no line).
+    pub fn len(&self) -> usize {
+        self.map.len().div_ceil(self.piece)
+    }
+
+    /// Whether there are no pieces (never, for a mapped file: it is not empty).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The first line start at or after byte `at` (the map's length if none).
+    fn line_start(&self, at: usize) -> usize {
+        if at == 0 {
+            return 0;
+        }
+        let at = at.min(self.map.len());
+        match memchr::memchr(b'\n', &self.map[at - 1..]) {
+            Some(i) => at + i,
+            None => self.map.len(),
+        }
+    }
+
+    /// Reads piece `i` through `filter`, which should be fresh, into `out`,
+    /// and flushes the filter; returns the number of lines in the piece.
+    pub fn read(
+        &self,
+        i: usize,
+        filter: &mut PageFilter,
+        out: &mut PageBatch,
+    ) -> Result<u64, PieceError> {
+        let start = self.line_start(i * self.piece);
+        let end = self.line_start((i + 1).saturating_mul(self.piece));
+        let mut reader = LackeyReader::piece(self.map.clone(), start, end, self.name.clone());
+        #[cfg(test)]
+        if let Some(chunk) = self.chunk {
+            reader = reader.with_chunk(chunk);
+        }
+        while reader
+            .fill_pages(filter, out, usize::MAX)
+            .map_err(PieceError)?
+        {}
+        filter.flush(out);
+        Ok(reader.lines())
+    }
+}

@@ -1,0 +1,259 @@
+//! Page streams: references reduced to the 4K pages they touch, with the
+//! repeats that cannot matter to any TLB dropped on the way.
+//!
+//! The page-size study only needs, per reference, its side (instruction or
+//! data) and the 4K pages it touches; and most references repeat one of the
+//! few pages their side touched last, which is a hit in every TLB's L1 at
+//! every page size. A [`PageFilter`] turns references into [`PageBatch`]
+//! words (one `u64` per reference it keeps) and drops those repeats; a
+//! reader can run it inside its parsing loop
+//! ([`TraceSource::fill_pages`](crate::TraceSource::fill_pages)), so that
+//! no [`Event`] is ever stored for them.
+//!
+//! ```
+//! use pagelab_core::{AccessKind, Event, MemRef};
+//! use pagelab_trace::{PageBatch, PageFilter};
+//! let mut filter = PageFilter::new(4, false);
+//! let mut batch = PageBatch::default();
+//! for addr in [0x1000, 0x1008, 0x1010, 0x5000] {
+//!     filter.event(&Event::Ref(MemRef { addr, size: 8, kind: AccessKind::Load }), &mut batch);
+//! }
+//! assert_eq!(batch.refs, [0, 4]);
+//! // Two words: page 1, then page 5; the two repeats of page 1 were dropped.
+//! let pages: Vec<u64> = batch.words.iter().map(|w| w >> pagelab_trace::page_word::PAGE_SHIFT).collect();
+//! assert_eq!(pages, [1, 5]);
+//! ```
+//!
+//! Contract: a consumer that steps one LRU TLB hierarchy per page size over
+//! the words (as `pagelab-engine`'s study does) ends in the state, with the
+//! counts, of one that stepped over every reference, provided that every L1
+//! array holds at least `depth` pages per set and that the consumer counts
+//! one access per reference (plus one per extra page of a reference spanning
+//! pages of its size). That holds across filters too: words of one filter
+//! after [`PageFilter::flush`] followed by words of a fresh filter over the
+//! references that come next are as good as one filter's words over all of
+//! them, so independent pieces of a trace can be filtered in parallel.
+
+use pagelab_core::{Event, MemRef};
+
+/// The layout of a page-stream word.
+///
+/// Bits 12 and up hold the 4K page number (so `w & !0xfff` is the page's first
+/// byte); the low bits are flags and the change distance.
+pub mod page_word {
+    /// Set for a data reference (loads, stores, modifies), clear for an instruction.
+    pub const DATA: u64 = 1;
+    /// A replay: a re-touch of a page the side touched recently, which puts the
+    /// LRU order right after dropped repeats changed it. A sure L1 hit, and no
+    /// access of its own.
+    pub const REPLAY: u64 = 2;
+    /// The reference spans more than one 4K page: the next word is the number
+    /// of its last 4K page (a plain number, no flags).
+    pub const STRADDLE: u64 = 4;
+    /// Where the change distance starts: bits 3..10 hold the bit length of
+    /// `page ^ previous page of the side` (64 when there was no previous page).
+    /// A run of pages of `2^(12 + k)` bytes sees the side's most recent page again,
+    /// a hit that changes nothing, when the distance is at most `k`.
+    pub const CHANGE_SHIFT: u32 = 3;
+    /// Mask of the change distance after shifting by [`CHANGE_SHIFT`].
+    pub const CHANGE_MASK: u64 = 0x7f;
+    /// Where the 4K page number starts.
+    pub const PAGE_SHIFT: u32 = 12;
+}
+
+use page_word::{CHANGE_SHIFT, DATA, PAGE_SHIFT, REPLAY, STRADDLE};
+
+/// The most recent distinct 4K pages per side a filter can remember.
+pub const MAX_FILTER_DEPTH: usize = 4;
+
+/// No page: an empty slot of the recent list, or no previous page.
+const NONE: u64 = u64::MAX;
+
+/// A batch of page-stream words and the counts of what they came from.
+#[derive(Clone, Debug, Default)]
+pub struct PageBatch {
+    /// The words (see [`page_word`]).
+    pub words: Vec<u64>,
+    /// References per side (instructions, data), kept or dropped.
+    pub refs: [u64; 2],
+    /// Events that were not references.
+    pub other_events: u64,
+    /// Events read but not filtered yet (see [`PageFilter::take_events`]).
+    pub events: Vec<Event>,
+}
+
+impl PageBatch {
+    /// Empties the batch (keeping its storage).
+    pub fn clear(&mut self) {
+        self.words.clear();
+        self.events.clear();
+        self.refs = [0; 2];
+        self.other_events = 0;
+    }
+
+    /// Events taken in: references and other events.
+    pub fn events(&self) -> u64 {
+        self.refs[0] + self.refs[1] + self.other_events
+    }
+}
+
+/// Turns references into page-stream words, dropping repeats (see the module docs).
+///
+/// Per side it remembers the `depth` most recent distinct 4K pages. A
+/// reference within one 4K page that is the most recent is dropped; one that
+/// is among the others is dropped too, and its move to the front is
+/// deferred: before the side's next word, the filter emits the fewest
+/// replays that put the consumer's order right.
+#[derive(Clone, Debug)]
+pub struct PageFilter {
+    /// Per side, the most recent distinct 4K pages, most recent first ([`NONE`] when empty).
+    recent: [[u64; MAX_FILTER_DEPTH]; 2],
+    /// Per side, that order as the consumer last saw it (while `dirty`).
+    seen: [[u64; MAX_FILTER_DEPTH]; 2],
+    /// Whether dropped references reordered `recent` since the consumer saw it.
+    dirty: [bool; 2],
+    /// Per side, the 4K page of the consumer's last touch ([`NONE`] if unknown).
+    prev: [u64; 2],
+    depth: usize,
+    /// Whether some TLB array caches fragments of larger pages.
+    fragments: bool,
+}
+
+impl PageFilter {
+    /// A filter remembering `depth` pages per side (clamped to 1..=[`MAX_FILTER_DEPTH`];
+    /// at most the associativity of every L1 array). `fragments`: some array
+    /// caches fragments of larger pages, where a reference spanning pages
+    /// may leave a fragment other than its own most recent.
+    pub fn new(depth: usize, fragments: bool) -> PageFilter {
+        PageFilter {
+            recent: [[NONE; MAX_FILTER_DEPTH]; 2],
+            seen: [[NONE; MAX_FILTER_DEPTH]; 2],
+            dirty: [false; 2],
+            prev: [NONE; 2],
+            depth: depth.clamp(1, MAX_FILTER_DEPTH),
+            fragments,
+        }
+    }
+
+    /// Takes in one event: a reference is filtered, anything else counted.
+    #[inline]
+    pub fn event(&mut self, e: &Event, out: &mut PageBatch) {
+        match e {
+            Event::Ref(r) => self.reference(r, out),
+            _ => out.other_events += 1,
+        }
+    }
+
+    /// Takes in every event of `out.events`, leaving that empty.
+    pub fn take_events(&mut self, out: &mut PageBatch) {
+        let events = std::mem::take(&mut out.events);
+        for e in &events {
+            self.event(e, out);
+        }
+        out.events = events;
+        out.events.clear();
+    }
+
+    /// Takes in one reference.
+    #[inline(always)]
+    pub fn reference(&mut self, r: &MemRef, out: &mut PageBatch) {
+        let side = usize::from(!r.kind.is_instr());
+        out.refs[side] += 1;
+        let first = r.addr >> PAGE_SHIFT;
+        let last = r.last_byte() >> PAGE_SHIFT;
+        if first == last {
+            let recent = &mut self.recent[side];
+            if recent[0] == first {
+                // The side's most recent page at every size: a hit that changes nothing.
+                return;
+            }
+            if let Some(i) = recent[1..self.depth].iter().position(|&p| p == first) {
+                // Among the most recent pages: a sure L1 hit at every size.
+                if !self.dirty[side] {
+                    self.seen[side] = *recent;
+                    self.dirty[side] = true;
+                }
+                recent.copy_within(0..=i, 1);
+                recent[0] = first;
+                return;
+            }
+        }
+        self.keep(side, first, last, out);
+    }
+
+    /// Emits the word(s) of a reference the filter cannot drop.
+    #[inline(never)]
+    fn keep(&mut self, side: usize, first: u64, last: u64, out: &mut PageBatch) {
+        if self.dirty[side] {
+            self.replay(side, out);
+        }
+        let flags = side as u64 * DATA;
+        if first == last {
+            out.words.push(self.word(side, first, flags));
+        } else {
+            out.words.push(self.word(side, first, flags | STRADDLE));
+            out.words.push(last);
+        }
+        self.prev[side] = last;
+        let recent = &mut self.recent[side];
+        if first != last && self.fragments {
+            // A fragmenting array holds the fragment of the address looked up,
+            // which for a spanning reference differs by size: forget everything.
+            *recent = [NONE; MAX_FILTER_DEPTH];
+            self.prev[side] = NONE;
+            return;
+        }
+        // The 4K pages the reference touched, oldest first, go to the front.
+        let depth = self.depth;
+        for page in last.saturating_sub(depth as u64 - 1).max(first)..=last {
+            let at = recent[..depth]
+                .iter()
+                .position(|&p| p == page)
+                .unwrap_or(depth - 1);
+            recent.copy_within(0..at, 1);
+            recent[0] = page;
+        }
+    }
+
+    /// A word for `page` on `side`, with its change distance from the side's previous page.
+    #[inline(always)]
+    fn word(&self, side: usize, page: u64, flags: u64) -> u64 {
+        let change = 64 - (page ^ self.prev[side]).leading_zeros() as u64;
+        page << PAGE_SHIFT | change << CHANGE_SHIFT | flags
+    }
+
+    /// Emits the replays that turn the consumer's order (`seen`) into `recent`:
+    /// the fewest most recent pages, re-touched oldest first.
+    #[cold]
+    fn replay(&mut self, side: usize, out: &mut PageBatch) {
+        let recent = self.recent[side];
+        let seen = self.seen[side];
+        let depth = self.depth;
+        // Re-touching recent[..j] (last to first) leaves recent[..j] on top of
+        // the seen order without them; the smallest j for which that is `recent`.
+        let j = (0..depth)
+            .find(|&j| {
+                let rest = seen[..depth].iter().filter(|p| !recent[..j].contains(p));
+                rest.eq(recent[j..depth].iter())
+            })
+            .unwrap_or(depth);
+        for &page in recent[..j].iter().rev() {
+            if page != NONE {
+                out.words
+                    .push(self.word(side, page, (side as u64 * DATA) | REPLAY));
+                self.prev[side] = page;
+            }
+        }
+        self.dirty[side] = false;
+    }
+
+    /// Emits any replays still pending, so that the consumer's order is the
+    /// true one; call at the end of a piece of trace before another filter goes on.
+    pub fn flush(&mut self, out: &mut PageBatch) {
+        for side in 0..2 {
+            if self.dirty[side] {
+                self.replay(side, out);
+            }
+        }
+    }
+}
