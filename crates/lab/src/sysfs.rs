@@ -298,7 +298,7 @@ fn hugetlb_note(sysfs: &Sysfs) -> String {
 }
 
 /// Sizes as people write them, comma-separated: `16K, 64K, 2M`.
-pub(crate) fn list_sizes(sizes: &[PageSize]) -> String {
+pub fn list_sizes(sizes: &[PageSize]) -> String {
     if sizes.is_empty() {
         return "none".into();
     }

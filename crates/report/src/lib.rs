@@ -64,4 +64,4 @@ pub use schema::{
     LevelStats, PolicyStats, RefCounts, Results, RunStats, SimResult, StudyResult, SIM_SCHEMA,
     STUDY_SCHEMA,
 };
-pub use table::{table, tables, TableExporter};
+pub use table::{columns, table, tables, TableExporter};

@@ -38,6 +38,40 @@ pub fn table(r: &SimResult) -> String {
     out
 }
 
+/// Rows of cells in aligned columns, two spaces apart, each line's trailing
+/// spaces trimmed: the columns whose index is in `left` aligned left, the
+/// others right (rows may be ragged). The lab's tables use it.
+pub fn columns(rows: &[Vec<String>], left: &[usize]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|i| {
+            rows.iter()
+                .filter_map(|r| r.get(i))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let cells: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (cell, &w))| {
+                if left.contains(&i) {
+                    format!("{cell:<w$}")
+                } else {
+                    format!("{cell:>w$}")
+                }
+            })
+            .collect();
+        out.push_str(cells.join(GAP).trim_end());
+        out.push('\n');
+    }
+    out
+}
+
 /// The text tables of several results, separated by blank lines.
 pub fn tables(results: &(impl Results + ?Sized)) -> String {
     let parts: Vec<String> = results.results().iter().map(table).collect();
@@ -52,5 +86,20 @@ impl Exporter for TableExporter {
     fn export(&self, results: &[SimResult], out: &mut dyn Write) -> Result<()> {
         out.write_all(tables(results).as_bytes())?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::columns;
+
+    #[test]
+    fn columns_align_left_and_right_and_trim() {
+        let rows = vec![
+            vec!["a".to_string(), "1".into(), "x".into()],
+            vec!["bbb".to_string(), "22".into()],
+        ];
+        assert_eq!(columns(&rows, &[0]), "a     1  x\nbbb  22\n");
+        assert_eq!(columns(&rows, &[0, 1]), "a    1   x\nbbb  22\n");
     }
 }

@@ -245,13 +245,13 @@ fn check_machine(sysfs: &Sysfs, configs: &[Config]) -> Result<()> {
             bail!(
                 "this kernel has no {} THP page size; it has {} (and 4K, the base page){}",
                 missing.join(", "),
-                list(&thp),
+                pagelab_lab::sysfs::list_sizes(&thp),
                 if hugetlb.is_empty() {
                     String::new()
                 } else {
                     format!(
                         "; hugetlb pools (--hugetlb SIZE:COUNT) offer {}",
-                        list(&hugetlb)
+                        pagelab_lab::sysfs::list_sizes(&hugetlb)
                     )
                 }
             );
@@ -260,23 +260,12 @@ fn check_machine(sysfs: &Sysfs, configs: &[Config]) -> Result<()> {
             if !hugetlb.contains(&size) {
                 bail!(
                     "this kernel has no {size} hugetlb pool; its hugetlb sizes are {}",
-                    list(&hugetlb)
+                    pagelab_lab::sysfs::list_sizes(&hugetlb)
                 );
             }
         }
     }
     Ok(())
-}
-
-fn list(sizes: &[PageSize]) -> String {
-    if sizes.is_empty() {
-        return "none".into();
-    }
-    sizes
-        .iter()
-        .map(|s| s.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// The program as `PATH` finds it (a name with a `/` is taken as a path).

@@ -226,7 +226,7 @@ pub fn agreed(result: &LabResult) -> bool {
 
 /// The validate table: one row per (workload, configuration), predicted vs measured.
 pub fn table(result: &LabResult) -> String {
-    let mut rows = vec![[
+    let mut rows = vec![vec![
         "workload".to_string(),
         "pages".to_string(),
         "faults model".to_string(),
@@ -253,7 +253,7 @@ pub fn table(result: &LabResult) -> String {
         let (Some(p), Some(m)) = (&c.predicted, c.runs.first()) else {
             continue;
         };
-        rows.push([
+        rows.push(vec![
             c.subject.clone(),
             c.label.clone(),
             p.faults.to_string(),
@@ -267,33 +267,9 @@ pub fn table(result: &LabResult) -> String {
             },
         ]);
     }
-    let widths: Vec<usize> = (0..7)
-        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for (n, r) in rows.iter().enumerate() {
-        let cells: Vec<String> = r
-            .iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(i, (c, w))| {
-                if i == 6 {
-                    c.clone()
-                } else if (2..4).contains(&i) {
-                    format!("{c:>w$}")
-                } else {
-                    format!("{c:<w$}")
-                }
-            })
-            .collect();
-        out.push_str(cells.join("  ").trim_end());
-        out.push('\n');
-        if n == 0 {
-            out.push_str(&"-".repeat(widths.iter().sum::<usize>() + 12));
-            out.push('\n');
-        }
-    }
-    out
+    let text = pagelab_report::columns(&rows, &[0, 1, 4, 5, 6]);
+    let (header, body) = text.split_once('\n').unwrap_or((&text, ""));
+    format!("{header}\n{}\n{body}", "-".repeat(header.chars().count()))
 }
 
 #[cfg(test)]

@@ -30,37 +30,6 @@ fn count(v: f64) -> String {
     thousands(v.round() as u64)
 }
 
-/// Left-aligned first column, the rest right-aligned, two spaces between.
-fn render(rows: &[Vec<String>]) -> String {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let width: Vec<usize> = (0..cols)
-        .map(|i| {
-            rows.iter()
-                .filter_map(|r| r.get(i))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let cells: Vec<String> = r
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                if i == 0 {
-                    format!("{s:<w$}", w = width[i])
-                } else {
-                    format!("{s:>w$}", w = width[i])
-                }
-            })
-            .collect();
-        out.push_str(cells.join("  ").trim_end());
-        out.push('\n');
-    }
-    out
-}
-
 /// The configuration labels in the order first run.
 fn labels(result: &LabResult) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
@@ -135,7 +104,7 @@ fn stride_table(result: &LabResult, specs: &[&KernelSpec], runs: usize) -> Strin
     }
     format!(
         "stride: ns per access, median of {runs} run(s); (speed-up vs 4K)\n{}",
-        render(&rows)
+        pagelab_report::columns(&rows, &[0])
     )
 }
 
@@ -181,7 +150,10 @@ fn kernel_table(result: &LabResult, spec: &KernelSpec, runs: usize) -> String {
             },
         ]);
     }
-    format!("{subject}: median of {runs} run(s)\n{}", render(&rows))
+    format!(
+        "{subject}: median of {runs} run(s)\n{}",
+        pagelab_report::columns(&rows, &[0])
+    )
 }
 
 #[cfg(test)]

@@ -55,7 +55,7 @@ pub fn table(result: &LabResult) -> String {
             c.speedup_vs_4k.map_or("-".into(), |s| format!("{s:.2}x")),
         ]);
     }
-    let mut out = render(&rows);
+    let mut out = pagelab_report::columns(&rows, &[0]);
     let runs = result
         .configs
         .iter()
@@ -114,29 +114,4 @@ fn count(n: f64) -> String {
     } else {
         format!("{n:.1}")
     }
-}
-
-/// Left-aligned first column, right-aligned others, two spaces apart.
-fn render(rows: &[Vec<String>]) -> String {
-    let cols = rows[0].len();
-    let width: Vec<usize> = (0..cols)
-        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let cells: Vec<String> = r
-            .iter()
-            .enumerate()
-            .map(|(i, cell)| {
-                if i == 0 {
-                    format!("{cell:<w$}", w = width[i])
-                } else {
-                    format!("{cell:>w$}", w = width[i])
-                }
-            })
-            .collect();
-        out += cells.join("  ").trim_end();
-        out.push('\n');
-    }
-    out
 }
