@@ -94,10 +94,10 @@ pub fn run(a: ValidateArgs) -> Result<()> {
             result.configs.len()
         );
     }
-    println!(
-        "the model and the kernel agree on all {} cases",
-        result.configs.len()
-    );
+    match result.configs.len() {
+        1 => println!("the model and the kernel agree on the one case"),
+        n => println!("the model and the kernel agree on all {n} cases"),
+    }
     Ok(())
 }
 
