@@ -1,13 +1,18 @@
 //! A mapped Lackey file read as independent pieces, on as many threads as
 //! there are cores.
 
+use super::fast::READ_AHEAD;
 use super::reader::LackeyReader;
 use crate::{PageBatch, PageFilter, TraceError, TraceSource};
-use memmap2::Mmap;
+use memmap2::{Mmap, MmapOptions};
+use std::fs::File;
 use std::sync::Arc;
 
 /// Bytes per piece: a few milliseconds of parsing, and a few thousand words.
 const PIECE: usize = 2 << 20;
+
+/// A piece's own map starts at a multiple of this (of every page size in use).
+const MAP_ALIGN: usize = 1 << 16;
 
 /// A plain Lackey file in memory, read as pieces of about 2 MiB that can be
 /// parsed in any order, on any thread (from [`TraceSource::pieces`]).
@@ -37,7 +42,10 @@ const PIECE: usize = 2 << 20;
 /// ```
 #[derive(Clone, Debug)]
 pub struct Pieces {
+    /// The whole file: where the pieces start is found here (a page or two each).
     map: Arc<Mmap>,
+    /// The file, which each piece maps on its own (see [`Pieces::read`]).
+    file: Option<Arc<File>>,
     name: String,
     piece: usize,
     /// The readers' chunk, when a test sets it.
@@ -72,9 +80,10 @@ impl PieceError {
 }
 
 impl Pieces {
-    pub(super) fn new(map: Arc<Mmap>, name: String) -> Pieces {
+    pub(super) fn new(map: Arc<Mmap>, file: Option<Arc<File>>, name: String) -> Pieces {
         Pieces {
             map,
+            file,
             name,
             piece: PIECE,
             #[cfg(test)]
@@ -118,6 +127,24 @@ impl Pieces {
         }
     }
 
+    /// A map of the bytes from `start` to `end` and `READ_AHEAD` more, and
+    /// the file offset where it starts. Each piece maps and unmaps its own
+    /// bytes, on its own thread: the whole file's map, which would otherwise
+    /// be unmapped at the end on one thread, is barely touched.
+    fn piece_map(&self, start: usize, end: usize) -> (Arc<Mmap>, usize) {
+        let from = start / MAP_ALIGN * MAP_ALIGN;
+        let len = (end + READ_AHEAD).min(self.map.len()) - from;
+        let own = self.file.as_ref().filter(|_| len > 0).and_then(|file| {
+            // SAFETY: as for the whole file's map (`LackeyReader::mapped`): it
+            // is only read, bounds checked, from a file that must not change.
+            unsafe { MmapOptions::new().offset(from as u64).len(len).map(&**file) }.ok()
+        });
+        match own {
+            Some(map) => (Arc::new(map), from),
+            None => (self.map.clone(), 0),
+        }
+    }
+
     /// Reads piece `i` through `filter`, which should be fresh, into `out`,
     /// and flushes the filter; returns the number of lines in the piece.
     pub fn read(
@@ -128,7 +155,8 @@ impl Pieces {
     ) -> Result<u64, PieceError> {
         let start = self.line_start(i * self.piece);
         let end = self.line_start((i + 1).saturating_mul(self.piece));
-        let mut reader = LackeyReader::piece(self.map.clone(), start, end, self.name.clone());
+        let (map, from) = self.piece_map(start, end);
+        let mut reader = LackeyReader::piece(map, start - from, end - from, self.name.clone());
         #[cfg(test)]
         if let Some(chunk) = self.chunk {
             reader = reader.with_chunk(chunk);

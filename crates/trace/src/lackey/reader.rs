@@ -54,6 +54,8 @@ pub struct LackeyReader<R: Read> {
     inner: R,
     /// The whole input, for a mapped file; `inner` is then not read.
     map: Option<Arc<Mmap>>,
+    /// The mapped file, for [`Pieces`] to map piece by piece.
+    file: Option<Arc<File>>,
     /// Mapped input: `data()` is `map[base..]` while `windowed`; after,
     /// `map[base..limit]` is what `read_more` has still to copy into `buf`.
     base: usize,
@@ -92,6 +94,7 @@ impl<R: Read> LackeyReader<R> {
         LackeyReader {
             inner,
             limit: map.as_ref().map_or(0, |m| m.len()),
+            file: None,
             windowed: map.is_some(),
             buf: if map.is_some() {
                 Vec::new()
@@ -471,7 +474,10 @@ impl LackeyReader<File> {
                 // Only a hint (read-ahead, early reclaim); reading works without it.
                 #[cfg(unix)]
                 let _ = map.advise(memmap2::Advice::Sequential);
-                Ok(Self::with_input(file, Some(Arc::new(map)), name))
+                let shared = file.try_clone().ok().map(Arc::new);
+                let mut r = Self::with_input(file, Some(Arc::new(map)), name);
+                r.file = shared;
+                Ok(r)
             }
             None => {
                 file.seek(SeekFrom::Start(0))
@@ -526,9 +532,11 @@ impl<R: Read> TraceSource for LackeyReader<R> {
     fn pieces(&self) -> Option<Pieces> {
         let untouched = self.base == 0 && self.end == 0 && self.line == 0;
         match &self.map {
-            Some(map) if untouched && self.windowed => {
-                Some(Pieces::new(map.clone(), self.name.clone()))
-            }
+            Some(map) if untouched && self.windowed => Some(Pieces::new(
+                map.clone(),
+                self.file.clone(),
+                self.name.clone(),
+            )),
             _ => None,
         }
     }
