@@ -41,6 +41,37 @@ fn main() {
         let mut batch = Vec::with_capacity(bs);
         let (mut refs, mut events) = (0u64, 0u64);
         let mut h = rustc_hash::FxHasher::default();
+        if let Ok(depth) = std::env::var("PAGES") {
+            // Through a page filter of this depth, as the study reads.
+            let mut filter = pagelab_trace::PageFilter::new(depth.parse().unwrap(), false);
+            let mut pb = pagelab_trace::PageBatch::default();
+            let mut words = 0u64;
+            loop {
+                pb.clear();
+                let more = if std::env::var_os("DEFAULT").is_some() {
+                    let m = r.fill(&mut pb.events, bs).expect("a valid stream");
+                    filter.take_events(&mut pb);
+                    m
+                } else {
+                    r.fill_pages(&mut filter, &mut pb, bs)
+                        .expect("a valid stream")
+                };
+                if !more {
+                    break;
+                }
+                refs += pb.refs[0] + pb.refs[1];
+                words += pb.words.len() as u64;
+            }
+            let s = t.elapsed().as_secs_f64();
+            println!(
+                "{:.3} s (cpu {:.3} s): {:.0} M refs, {:.1} M page words",
+                s,
+                thread_cpu() - c,
+                refs as f64 / 1e6,
+                words as f64 / 1e6
+            );
+            continue;
+        }
         while r.fill(&mut batch, bs).expect("a valid stream") {
             events += batch.len() as u64;
             refs += batch.iter().filter(|e| matches!(e, Event::Ref(_))).count() as u64;

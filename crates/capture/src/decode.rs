@@ -3,11 +3,12 @@
 use crate::format::{self, ADDR_MASK, MAX_INSNS, TB_ADDRS, TB_PER_INSN};
 use crate::syscalls::{nr, AddressSpaces};
 use pagelab_core::{AccessKind, Event, MemRef, SourceInfo, ThreadId};
-use pagelab_trace::{TraceError, TraceSource};
+use pagelab_trace::{PageBatch, PageFilter, TraceError, TraceSource};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::io::Read;
 
 mod fast;
+mod pages;
 
 /// Bytes read from the input at a time (the plugin writes 1 MiB blocks).
 const READ_CHUNK: usize = 1 << 20;
@@ -30,6 +31,8 @@ struct Block {
     start: usize,
     len: u32,
     per_insn: bool,
+    /// Every byte of every instruction is in one 4K page.
+    one_page: bool,
 }
 
 /// What `blocks` holds for an id not (yet) defined.
@@ -37,6 +40,7 @@ const UNKNOWN: Block = Block {
     start: 0,
     len: 0,
     per_insn: false,
+    one_page: false,
 };
 
 impl Block {
@@ -123,6 +127,10 @@ pub struct PluginReader<R: Read> {
     spaces: AddressSpaces,
     /// Events decoded past the limit of the last `fill`.
     staged: Vec<Event>,
+    /// Room for the events of the general path under `fill_pages`.
+    scratch: Vec<Event>,
+    /// Under `fill_pages`: the page filter's most recent instruction page, if known.
+    last_ipage: u64,
     done: Option<Result<(), TraceError>>,
     /// Whether `decode` tries the fast path (`fast.rs`) first.
     fast_path: bool,
@@ -150,6 +158,8 @@ impl<R: Read> PluginReader<R> {
             root: None,
             spaces: AddressSpaces::default(),
             staged: Vec::new(),
+            scratch: Vec::new(),
+            last_ipage: u64::MAX,
             done: None,
             fast_path: true,
         }
@@ -513,16 +523,19 @@ impl<R: Read> PluginReader<R> {
         self.insns.truncate(first);
         self.insns.reserve(n + PAD);
         let mut addr = start;
+        let mut one_page = true;
         for i in 0..n {
             let size = (self.word(at, sizes_at + i / 8) >> (8 * (i % 8))) as u8;
             if listed {
                 addr = self.word(at, 3 + i);
             }
-            self.insns.push(Event::Ref(MemRef {
+            let r = MemRef {
                 addr,
                 size: size as u32,
                 kind: AccessKind::Instr,
-            }));
+            };
+            one_page &= addr >> 12 == start >> 12 && r.last_byte() >> 12 == start >> 12;
+            self.insns.push(Event::Ref(r));
             addr = addr.wrapping_add(size as u64);
         }
         self.insns
@@ -541,6 +554,7 @@ impl<R: Read> PluginReader<R> {
             start: first,
             len: n as u32,
             per_insn: flags & TB_PER_INSN != 0,
+            one_page,
         };
         Ok(())
     }
@@ -579,6 +593,19 @@ impl<R: Read> TraceSource for PluginReader<R> {
                 Err(e)
             }
         }
+    }
+
+    fn fill_pages(
+        &mut self,
+        filter: &mut PageFilter,
+        out: &mut PageBatch,
+        max: usize,
+    ) -> Result<bool, TraceError> {
+        self.fill_pages_impl(filter, out, max)
+    }
+
+    fn parses_to_pages(&self) -> bool {
+        true
     }
 
     fn info(&self) -> SourceInfo {

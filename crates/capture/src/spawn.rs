@@ -3,7 +3,7 @@
 use crate::tools::{self, CaptureError};
 use crate::PluginReader;
 use pagelab_core::{Event, SourceInfo, ThreadId};
-use pagelab_trace::{LackeyReader, TraceError, TraceSource};
+use pagelab_trace::{LackeyReader, PageBatch, PageFilter, TraceError, TraceSource};
 use std::ffi::OsString;
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -365,6 +365,34 @@ impl TraceSource for Capture {
             self.tail = vec![Event::Switch(ThreadId { pid, tid: pid }), exit];
         }
         self.fill(out, max)
+    }
+
+    /// The reader's own filtering parse; the few events around it (Lackey's
+    /// opening switch, the exit the trace lacks) go through `fill`.
+    fn fill_pages(
+        &mut self,
+        filter: &mut PageFilter,
+        out: &mut PageBatch,
+        max: usize,
+    ) -> Result<bool, TraceError> {
+        let lackey_start = !self.started && matches!(self.reader, Reader::Lackey(_));
+        if !self.ended && !lackey_start {
+            let more = match &mut self.reader {
+                Reader::Qemu(r) => r.fill_pages(filter, out, max)?,
+                Reader::Lackey(r) => r.fill_pages(filter, out, max)?,
+            };
+            if more {
+                return Ok(true);
+            }
+        }
+        out.events.clear();
+        let r = self.fill(&mut out.events, max);
+        filter.take_events(out);
+        r
+    }
+
+    fn parses_to_pages(&self) -> bool {
+        true
     }
 
     fn info(&self) -> SourceInfo {
