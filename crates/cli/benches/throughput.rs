@@ -12,6 +12,31 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+/// CPU seconds (user + system) used so far by this process and by its
+/// waited-for children, from `/proc/self/stat` (Linux; zeros elsewhere).
+fn cpu_seconds() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name, which ends with the last ')'.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    // utime, stime, cutime, cstime, in clock ticks (100 a second on Linux).
+    let tick = |i: usize| f.get(i).copied().unwrap_or(0.0) / 100.0;
+    (tick(11) + tick(12), tick(13) + tick(14))
+}
+
+/// The mean CPU seconds of `n` runs of `f`: this process's own, or its children's.
+fn mean_cpu(n: usize, children: bool, mut f: impl FnMut()) -> f64 {
+    let pick = |(own, kids): (f64, f64)| if children { kids } else { own };
+    let before = pick(cpu_seconds());
+    for _ in 0..n {
+        f();
+    }
+    (pick(cpu_seconds()) - before) / n as f64
+}
+
 fn best_of<T>(n: usize, mut f: impl FnMut() -> T) -> (Duration, T) {
     let mut best = None;
     let mut last = None;
@@ -144,6 +169,19 @@ fn main() {
         "study on lackey / wc -l: {:.1}x (goal: at most 4x)",
         study_l.as_secs_f64() / wc.as_secs_f64()
     );
+    // The same in CPU time (what one core would take), the mean of 5 runs each.
+    let wc_cpu = mean_cpu(5, true, || {
+        Command::new("wc").arg("-l").arg(&lackey).output().unwrap();
+    });
+    let study_cpu = mean_cpu(5, false, || {
+        study(&lackey_s);
+    });
+    if wc_cpu > 0.0 {
+        println!(
+            "study on lackey / wc -l in CPU time: {:.1}x ({study_cpu:.3} s / {wc_cpu:.3} s)",
+            study_cpu / wc_cpu
+        );
+    }
     // Each policy of the memory-management model, one run per pass, on the native trace.
     let study_rate = refs as f64 / study_n.as_secs_f64();
     for spec in [

@@ -115,16 +115,37 @@ impl Pieces {
         self.len() == 0
     }
 
-    /// The first line start at or after byte `at` (the map's length if none).
+    /// The first line start at or after byte `at` (the file's length if none).
+    ///
+    /// Read with `pread` rather than through the whole file's map: touching
+    /// that map can map a whole 2 MiB folio of the page cache at a time.
     fn line_start(&self, at: usize) -> usize {
+        let len = self.map.len();
         if at == 0 {
             return 0;
         }
-        let at = at.min(self.map.len());
-        match memchr::memchr(b'\n', &self.map[at - 1..]) {
-            Some(i) => at + i,
-            None => self.map.len(),
+        // A line starts at `at` if the byte before it ends one.
+        let mut pos = at.min(len) - 1;
+        #[cfg(unix)]
+        if let Some(file) = &self.file {
+            use std::os::unix::fs::FileExt;
+            let mut buf = [0u8; 4096];
+            while pos < len {
+                let want = (len - pos).min(buf.len());
+                match file.read_at(&mut buf[..want], pos as u64) {
+                    Ok(n) if n > 0 => match memchr::memchr(b'\n', &buf[..n]) {
+                        Some(i) => return pos + i + 1,
+                        None => pos += n,
+                    },
+                    // Read the rest through the map instead.
+                    _ => break,
+                }
+            }
         }
+        if pos >= len {
+            return len;
+        }
+        memchr::memchr(b'\n', &self.map[pos..]).map_or(len, |i| pos + i + 1)
     }
 
     /// A map of the bytes from `start` to `end` and `READ_AHEAD` more, and
