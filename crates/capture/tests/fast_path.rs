@@ -124,7 +124,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (prop::collection::vec(1u8..16, 1..12), prop::bool::weighted(0.2), prop::bool::weighted(0.2))
             .prop_map(|(sizes, per_insn, listed)| Op::Def { sizes, per_insn, listed }),
         10 => any::<u8>().prop_map(Op::Exec),
-        1 => (any::<u8>(), 0u16..14).prop_map(|(b, i)| Op::Insn(b, i)),
+        3 => (any::<u8>(), 0u16..14).prop_map(|(b, i)| Op::Insn(b, i)),
         12 => (0u16..64, 0u64..1 << 20, 0u8..6, any::<bool>()).prop_map(|(i, a, s, st)| Op::Mem(i, a, s, st)),
         1 => (0u16..14, 1u64..1 << 8, 0u8..6, any::<bool>()).prop_map(|(i, a, s, st)| Op::MemX(i, a << 48, s, st)),
         2 => (0u8..4).prop_map(Op::Thread),
