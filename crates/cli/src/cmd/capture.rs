@@ -4,7 +4,7 @@ use crate::args::{CaptureArgs, ProgramArgs, SimArgs, StudyArgs, WindowArgs};
 use anyhow::{bail, Context, Result};
 use pagelab_capture::{Backend, Capture, CaptureCommand, StdoutTo, Window};
 use pagelab_core::{Event, SourceInfo};
-use pagelab_trace::{NativeWriter, TraceError, TraceSource};
+use pagelab_trace::{NativeWriter, PageBatch, PageFilter, TraceError, TraceSource};
 use std::io::Write;
 use std::sync::mpsc;
 use std::time::Instant;
@@ -209,6 +209,24 @@ impl TraceSource for Reported {
     fn info(&self) -> SourceInfo {
         self.capture.info()
     }
+
+    // The capture filters as it decodes: the study takes that path.
+    fn fill_pages(
+        &mut self,
+        filter: &mut PageFilter,
+        out: &mut PageBatch,
+        max: usize,
+    ) -> Result<bool, TraceError> {
+        let more = self.capture.fill_pages(filter, out, max)?;
+        if !more {
+            self.finish(false);
+        }
+        Ok(more)
+    }
+
+    fn parses_to_pages(&self) -> bool {
+        self.capture.parses_to_pages()
+    }
 }
 
 impl Drop for Reported {
@@ -224,5 +242,18 @@ impl TraceSource for &mut Reported {
 
     fn info(&self) -> SourceInfo {
         (**self).info()
+    }
+
+    fn fill_pages(
+        &mut self,
+        filter: &mut PageFilter,
+        out: &mut PageBatch,
+        max: usize,
+    ) -> Result<bool, TraceError> {
+        (**self).fill_pages(filter, out, max)
+    }
+
+    fn parses_to_pages(&self) -> bool {
+        (**self).parses_to_pages()
     }
 }
