@@ -8,7 +8,6 @@ use pagelab_core::{Advice, Backing, Event, MapEvent, Prot, Sharing};
 use pagelab_mm::phys::PhysConfig;
 use pagelab_mm::policy::{PolicySpec, ThpSettings};
 use pagelab_mm::system::Mm;
-use pagelab_trace::TraceSource;
 use std::collections::BTreeMap;
 
 /// What the model predicts for one replay.
@@ -52,24 +51,14 @@ pub fn predict(report: &ReplayReport) -> Result<Prediction> {
     }
     let mut src = pagelab_workloads::open(&report.workload)
         .with_context(|| format!("workload `{}`", report.workload))?;
-    let mut buf = Vec::with_capacity(1 << 15);
-    loop {
-        buf.clear();
-        if !src.fill(&mut buf, 1 << 15)? {
-            break;
+    super::replay::for_each_data_ref(&mut *src, &mut Vec::new(), |r| {
+        let write = r.kind.is_write();
+        mm.translate(r.addr, false, write).map_err(model)?;
+        if r.last_byte() >> 12 != r.addr >> 12 {
+            mm.translate(r.last_byte(), false, write).map_err(model)?;
         }
-        for ev in &buf {
-            let Event::Ref(r) = ev else { continue };
-            if r.kind.is_instr() {
-                continue;
-            }
-            let write = r.kind.is_write();
-            mm.translate(r.addr, false, write).map_err(model)?;
-            if r.last_byte() >> 12 != r.addr >> 12 {
-                mm.translate(r.last_byte(), false, write).map_err(model)?;
-            }
-        }
-    }
+        Ok(())
+    })?;
     let stats = &mm.machine().stats;
     let counters = mm.policy_counters();
     let per_size = |name: &str| -> BTreeMap<String, u64> {

@@ -62,9 +62,10 @@ pub struct ReplayReport {
 pub fn data_extent(spec: &str) -> Result<(u64, u64)> {
     let mut src = pagelab_workloads::open(spec).with_context(|| format!("workload `{spec}`"))?;
     let (mut lo, mut hi) = (u64::MAX, 0u64);
-    for_each_data_ref(&mut *src, |r| {
+    for_each_data_ref(&mut *src, &mut Vec::new(), |r| {
         lo = lo.min(r.addr);
         hi = hi.max(r.last_byte() + 1);
+        Ok(())
     })?;
     if lo >= hi {
         bail!("workload `{spec}` makes no data references");
@@ -72,19 +73,26 @@ pub fn data_extent(spec: &str) -> Result<(u64, u64)> {
     Ok((lo & !0xfff, (hi + 0xfff) & !0xfff))
 }
 
-/// Calls `f` for every data reference of `src`, in order, with one buffer.
-fn for_each_data_ref(src: &mut dyn TraceSource, mut f: impl FnMut(&MemRef)) -> Result<u64> {
-    let mut buf: Vec<Event> = Vec::with_capacity(BATCH);
+/// Calls `f` for every data reference of `src`, in order, generating them
+/// into `buf` a batch at a time (a buffer allocated once, so that passes
+/// measured for faults allocate nothing); stops at the first error `f`
+/// returns. Returns the references seen.
+pub(crate) fn for_each_data_ref(
+    src: &mut dyn TraceSource,
+    buf: &mut Vec<Event>,
+    mut f: impl FnMut(&MemRef) -> Result<()>,
+) -> Result<u64> {
+    buf.reserve(BATCH);
     let mut n = 0;
     loop {
         buf.clear();
-        if !src.fill(&mut buf, BATCH)? {
+        if !src.fill(buf, BATCH)? {
             return Ok(n);
         }
-        for ev in &buf {
+        for ev in buf.iter() {
             if let Event::Ref(r) = ev {
                 if !r.kind.is_instr() {
-                    f(r);
+                    f(r)?;
                     n += 1;
                 }
             }
@@ -185,6 +193,7 @@ pub fn replay(spec: &str, advise: Advise, sysfs: &Sysfs) -> Result<ReplayReport>
         }
     }
     let settings = current_settings(sysfs)?;
+    let mut buf = Vec::with_capacity(BATCH);
     // Two dry passes generate every reference without touching memory: the
     // first faults in the generator's code and data, the second (counted) is
     // the baseline, the faults any pass takes besides the touches themselves.
@@ -192,8 +201,9 @@ pub fn replay(spec: &str, advise: Advise, sysfs: &Sysfs) -> Result<ReplayReport>
     for _ in 0..2 {
         let mut src = pagelab_workloads::open(spec)?;
         let before = minor_faults();
-        for_each_data_ref(&mut *src, |r| {
+        for_each_data_ref(&mut *src, &mut buf, |r| {
             std::hint::black_box(r);
+            Ok(())
         })?;
         baseline_faults = minor_faults() - before;
     }
@@ -204,7 +214,10 @@ pub fn replay(spec: &str, advise: Advise, sysfs: &Sysfs) -> Result<ReplayReport>
     let before = minor_faults();
     // SAFETY: every data reference lies in [start, end), mapped above, which
     // holds no Rust object.
-    let refs = for_each_data_ref(&mut *src, |r| unsafe { touch(r) })?;
+    let refs = for_each_data_ref(&mut *src, &mut buf, |r| {
+        unsafe { touch(r) };
+        Ok(())
+    })?;
     let faults = minor_faults() - before;
     let seconds = t.elapsed().as_secs_f64();
     let counters = counters_before.delta(&CounterSnapshot::take(sysfs));
