@@ -159,8 +159,13 @@ impl PageFilter {
     pub fn reference(&mut self, r: &MemRef, out: &mut PageBatch) {
         let side = usize::from(!r.kind.is_instr());
         out.refs[side] += 1;
-        let first = r.addr >> PAGE_SHIFT;
-        let last = r.last_byte() >> PAGE_SHIFT;
+        self.page(side, r.addr >> PAGE_SHIFT, r.last_byte() >> PAGE_SHIFT, out);
+    }
+
+    /// Takes in one reference of `side` (0: instruction, 1: data) to the 4K
+    /// pages `first..=last`, already counted in `out.refs`.
+    #[inline(always)]
+    pub(crate) fn page(&mut self, side: usize, first: u64, last: u64, out: &mut PageBatch) {
         if first == last {
             let recent = &mut self.recent[side];
             if recent[0] == first {

@@ -35,6 +35,20 @@ pub(super) trait Sink {
     fn end_block(&mut self) {}
     /// One reference outside the block loop.
     fn push_one(&mut self, r: MemRef);
+    /// Parses whole lines of `buf[start..complete]` into the sink, as
+    /// [`parse_blocks`] does (its contract); a sink may have a faster way.
+    fn parse(
+        &mut self,
+        buf: &[u8],
+        complete: usize,
+        start: usize,
+        line: u64,
+    ) -> (usize, u64, Result<(), &'static str>)
+    where
+        Self: Sized,
+    {
+        parse_blocks(buf, complete, start, line, self)
+    }
 }
 
 /// Events appended to a vector, up to `goal` in all.
@@ -119,11 +133,25 @@ impl Sink for PageSink<'_> {
     fn push_one(&mut self, r: MemRef) {
         self.filter.reference(&r, self.out);
     }
+
+    fn parse(
+        &mut self,
+        buf: &[u8],
+        complete: usize,
+        start: usize,
+        line: u64,
+    ) -> (usize, u64, Result<(), &'static str>) {
+        if super::fast_pages::available() {
+            super::fast_pages::parse_pages(buf, complete, start, line, self)
+        } else {
+            parse_blocks(buf, complete, start, line, self)
+        }
+    }
 }
 
 /// The first three bytes of a well-formed line with this second byte, as a
 /// little-endian `u32` (`u32::MAX`, never a three-byte value, if none).
-static HEAD: [u32; 256] = {
+pub(super) static HEAD: [u32; 256] = {
     let mut t = [u32::MAX; 256];
     t[b' ' as usize] = u32::from_le_bytes([b'I', b' ', b' ', 0]);
     t[b'L' as usize] = u32::from_le_bytes([b' ', b'L', b' ', 0]);
@@ -147,7 +175,7 @@ fn word(b: &[u8], at: usize) -> u64 {
 
 /// Bit `i` is set when `block[i]` is a newline.
 #[inline(always)]
-fn newline_mask<const AVX2: bool>(block: &[u8; 64]) -> u64 {
+pub(super) fn newline_mask<const AVX2: bool>(block: &[u8; 64]) -> u64 {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     if AVX2 {
         avx2::newline_mask(block)
@@ -256,10 +284,35 @@ fn parse_blocks_with<const AVX2: bool, S: Sink>(
 /// parsed exactly as the careful parser would parse it.
 #[inline(always)]
 fn parse_well_formed<const AVX2: bool>(buf: &[u8], s: usize, e: usize) -> Option<MemRef> {
+    let f = fields::<AVX2>(buf, s, e);
+    if f.ok {
+        Some(MemRef {
+            addr: f.addr,
+            size: f.size,
+            kind: KIND[f.kind as usize],
+        })
+    } else {
+        None
+    }
+}
+
+/// The fields of a line as [`parse_well_formed`] reads them.
+pub(super) struct Fields {
+    /// Whether the line has the exact shape Valgrind prints (else the rest is meaningless).
+    pub ok: bool,
+    /// The line's second byte: `b' '` for an instruction, else `L`, `S` or `M`.
+    pub kind: u8,
+    pub addr: u64,
+    pub size: u32,
+}
+
+/// Reads the line `buf[s..=e]` (see [`parse_well_formed`]) without branches.
+#[inline(always)]
+pub(super) fn fields<const AVX2: bool>(buf: &[u8], s: usize, e: usize) -> Fields {
     let line: &[u8; 32] = buf[s..s + 32].try_into().unwrap();
-    let head = u32::from_le_bytes([line[0], line[1], line[2], 0]);
-    let head_ok = head == HEAD[line[1] as usize];
-    let kind = KIND[line[1] as usize];
+    let kind = line[1];
+    let head = u32::from_le_bytes([line[0], kind, line[2], 0]);
+    let head_ok = head == HEAD[kind as usize];
 
     let (n, digits) = hex16::<AVX2>(line[3..19].try_into().unwrap());
     let addr = digits.checked_shr(64 - 4 * n).unwrap_or(0);
@@ -277,11 +330,11 @@ fn parse_well_formed<const AVX2: bool>(buf: &[u8], s: usize, e: usize) -> Option
     } else {
         d0 as u32
     };
-
-    if head_ok & comma_ok & size_ok {
-        Some(MemRef { addr, size, kind })
-    } else {
-        None
+    Fields {
+        ok: head_ok & comma_ok & size_ok,
+        kind,
+        addr,
+        size,
     }
 }
 

@@ -6,6 +6,7 @@
 //! zero padded) and the size decimal. Valgrind's own lines start with `==`.
 
 mod fast;
+mod fast_pages;
 mod pieces;
 mod reader;
 mod writer;

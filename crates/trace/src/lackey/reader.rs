@@ -5,7 +5,7 @@
 //! file, a window on the map; everything after [`LackeyReader::refill`] sees
 //! the same bytes through [`LackeyReader::data`] either way.
 
-use super::fast::{parse_blocks, EventSink, PageSink, Sink, READ_AHEAD};
+use super::fast::{EventSink, PageSink, Sink, READ_AHEAD};
 use super::VALID_LINE;
 use crate::{Latch, PageBatch, PageFilter, Pieces, TraceError, TraceSource};
 use memmap2::Mmap;
@@ -289,7 +289,7 @@ impl<R: Read> LackeyReader<R> {
     fn parse_fast<S: Sink>(&mut self, out: &mut S) -> Result<(), TraceError> {
         let complete = self.complete;
         let buf = &self.data()[..complete + READ_AHEAD];
-        let (start, line, result) = parse_blocks(buf, complete, self.start, self.line, out);
+        let (start, line, result) = out.parse(buf, complete, self.start, self.line);
         self.start = start;
         self.line = line;
         result.map_err(|reason| self.error_at(start, reason.to_string() + "; " + VALID_LINE))

@@ -1,0 +1,464 @@
+//! The study's path through Lackey text on CPUs with AVX-512 (VBMI and VBMI2):
+//! whole windows of lines straight into a page filter.
+//!
+//! [`parse_pages`] does what [`parse_blocks`] does for a [`PageSink`], with
+//! far less work per line. It reads 64 bytes from where a line starts (a
+//! window) and takes every line that ends in it (at most [`MAX_LINES`]) at
+//! once, with no branch per line:
+//!
+//! - byte classes (newline, comma, decimal digit, lower-case hexadecimal
+//!   digit, space, `I`, `L`/`S`/`M`) as 64-bit masks;
+//! - where each line starts, has its comma and ends, compressed into one byte
+//!   per line (`vpcompressb` over 0..64);
+//! - the shape of every line checked on those masks and positions: the head
+//!   `I  ` or ` L|S|M `, 1 to 16 hexadecimal digits, the comma, 1 or 2
+//!   decimal digits, the newline, and nothing else;
+//! - the addresses gathered digit by digit into eight 64-bit lanes
+//!   (`vpermb` from the comma backwards), the sizes likewise, and the first
+//!   and last 4K page of each reference computed in the lanes.
+//!
+//! The pages go to a buffer of [`PENDING`] references, which the filter then
+//! takes in one loop whose length the CPU can predict. A window with any other
+//! kind of line (Valgrind's own, an error, upper-case digits, a line longer
+//! than the window) goes through its first line alone, by [`fields`] or the
+//! careful parser, exactly as [`parse_blocks`] would; the next window starts
+//! after it. So the two give the same words, counts, lines and errors (tested
+//! against each other on every CPU that has the instructions).
+
+use super::fast::PageSink;
+#[cfg(target_arch = "x86_64")]
+use super::fast::{fields, parse_blocks};
+#[cfg(target_arch = "x86_64")]
+use super::reader::parse_odd_line;
+#[cfg(target_arch = "x86_64")]
+use crate::pages::page_word::PAGE_SHIFT;
+
+/// The most lines one window takes (eight 64-bit lanes).
+#[cfg(target_arch = "x86_64")]
+const MAX_LINES: usize = 8;
+
+/// References parsed ahead of the filter.
+#[cfg(target_arch = "x86_64")]
+const PENDING: usize = 256;
+
+/// Whether this CPU runs [`parse_pages`] (else the reader uses [`parse_blocks`]).
+pub(super) fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        has!("avx512f")
+            && has!("avx512bw")
+            && has!("avx512vl")
+            && has!("avx512vbmi")
+            && has!("avx512vbmi2")
+            && has!("avx2")
+            && has!("bmi1")
+            && has!("bmi2")
+            && has!("popcnt")
+            && has!("lzcnt")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Parses whole lines of `buf[start..complete]` into `out`'s filter, with the
+/// contract of [`parse_blocks`]. Only when [`available`].
+pub(super) fn parse_pages(
+    buf: &[u8],
+    complete: usize,
+    start: usize,
+    line: u64,
+    out: &mut PageSink,
+) -> (usize, u64, Result<(), &'static str>) {
+    assert!(available(), "parse_pages needs AVX-512 VBMI2");
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the CPU has every feature `avx512::parse_pages` is compiled for (asserted above).
+    return unsafe { avx512::parse_pages(buf, complete, start, line, out) };
+    #[cfg(not(target_arch = "x86_64"))]
+    unreachable!("{buf:?}{complete}{start}{line}{}", out.goal)
+}
+
+/// References parsed but not yet filtered, in order.
+#[cfg(target_arch = "x86_64")]
+struct Pending {
+    /// First and last 4K page, and side (0: instruction, 1: data); room for
+    /// one window's full lanes past `PENDING`.
+    first: [u64; PENDING + MAX_LINES],
+    last: [u64; PENDING + MAX_LINES],
+    side: [u64; PENDING + MAX_LINES],
+    n: usize,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Pending {
+    /// Filters every pending reference (already counted in the caller's totals).
+    /// There are fewer than `PENDING + MAX_LINES`: the reader drains as soon as there are `PENDING`.
+    #[inline(always)]
+    fn drain(&mut self, out: &mut PageSink) {
+        let n = self.n.min(PENDING + MAX_LINES);
+        let pages = self.first[..n].iter().zip(&self.last[..n]);
+        for ((&first, &last), &side) in pages.zip(&self.side[..n]) {
+            out.filter.page(side as usize, first, last, out.out);
+        }
+        self.n = 0;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::*;
+    use std::arch::x86_64::*;
+
+    /// A table of 64 bytes, byte `i` being `$f` of `i`.
+    macro_rules! table {
+        (|$i:ident| $f:expr) => {{
+            let mut t = [0u8; 64];
+            let mut $i = 0;
+            while $i < 64 {
+                t[$i] = $f as u8;
+                $i += 1;
+            }
+            t
+        }};
+    }
+
+    /// 0, 1, ..., 63: positions, to compress.
+    static IOTA: [u8; 64] = table!(|i| i);
+    /// Byte `b` is `b / 8`: spreads byte `i` over lane `i`.
+    static LANES: [u8; 64] = table!(|i| i / 8);
+    /// How far back from the comma the low digit of byte `b % 8` of a lane is.
+    static LOW_BACK: [u8; 64] = table!(|i| 1 + 2 * (i % 8));
+    /// The same for the high digit.
+    static HIGH_BACK: [u8; 64] = table!(|i| 2 + 2 * (i % 8));
+
+    /// Counts and pages of the lines of one window.
+    struct Window {
+        /// Whether every line ending in the window is well formed (else nothing else counts).
+        ok: bool,
+        /// Lines (1..=MAX_LINES when `ok`).
+        lines: u32,
+        /// Bit `i`: line `i` is a data reference.
+        data: u64,
+        /// Where the last line ends (its newline), from the window's start.
+        end: u32,
+    }
+
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,avx2,bmi1,bmi2,popcnt,lzcnt"
+    )]
+    pub(super) fn parse_pages(
+        buf: &[u8],
+        complete: usize,
+        start: usize,
+        mut line: u64,
+        out: &mut PageSink,
+    ) -> (usize, u64, Result<(), &'static str>) {
+        let mut pending = Pending {
+            first: [0; PENDING + MAX_LINES],
+            last: [0; PENDING + MAX_LINES],
+            side: [0; PENDING + MAX_LINES],
+            n: 0,
+        };
+        // References this call may still take, and those taken but not yet in `out.out.refs`.
+        let mut budget = out.goal.saturating_sub(out.out.events());
+        let (mut refs, mut data) = (0u64, 0u64);
+        let mut s = start;
+        let mut failed = Ok(());
+        while s < complete && budget >= MAX_LINES as u64 {
+            assert!(s + 64 <= buf.len(), "a window reads 64 bytes");
+            // SAFETY: in bounds (asserted); the CPU has the features (see the caller).
+            let w = unsafe { _mm512_loadu_si512(buf.as_ptr().add(s).cast()) };
+            let avail = complete - s;
+            let mut nl = _mm512_cmpeq_epi8_mask(w, _mm512_set1_epi8(b'\n' as i8));
+            if avail < 64 {
+                nl &= (1 << avail) - 1;
+            }
+            let win = window(w, nl, &mut pending);
+            if win.ok {
+                let n = win.lines as usize;
+                pending.n += n;
+                refs += n as u64;
+                data += u64::from(win.data.count_ones());
+                budget -= n as u64;
+                line += n as u64;
+                s += win.end as usize + 1;
+                if pending.n >= PENDING {
+                    pending.drain(out);
+                }
+                continue;
+            }
+            // The first line alone, after every reference before it.
+            pending.drain(out);
+            let e = if nl != 0 {
+                s + nl.trailing_zeros() as usize
+            } else {
+                s + memchr::memchr(b'\n', &buf[s..complete]).expect("`complete` ends a line")
+            };
+            let f = fields::<true>(buf, s, e);
+            if f.ok {
+                let side = usize::from(f.kind != b' ');
+                refs += 1;
+                data += side as u64;
+                let last = f.addr.saturating_add(u64::from(f.size.max(1) - 1));
+                out.filter
+                    .page(side, f.addr >> PAGE_SHIFT, last >> PAGE_SHIFT, out.out);
+            } else {
+                match parse_odd_line(&buf[..complete], s, e) {
+                    Ok(Some(r)) => out.filter.reference(&r, out.out),
+                    Ok(None) => {}
+                    Err(reason) => {
+                        failed = Err(reason);
+                        break;
+                    }
+                }
+            }
+            budget = budget.saturating_sub(1);
+            line += 1;
+            s = e + 1;
+        }
+        pending.drain(out);
+        out.out.refs[0] += refs - data;
+        out.out.refs[1] += data;
+        if failed.is_ok() && s < complete {
+            // Too little room left for a window: the block loop stops where it must.
+            return parse_blocks(buf, complete, s, line, out);
+        }
+        (s, line, failed)
+    }
+
+    /// Reads the lines that end in the window `w` (`nl`: its newlines) into
+    /// `pending`'s slots from `pending.n` on, if they are all well formed.
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,avx2,bmi1,bmi2,popcnt,lzcnt"
+    )]
+    #[inline]
+    fn window(w: __m512i, nl: u64, pending: &mut Pending) -> Window {
+        let splat = |b: u8| _mm512_set1_epi8(b as i8);
+        let load = |t: &[u8; 64]| {
+            // SAFETY: 64 bytes.
+            unsafe { _mm512_loadu_si512(t.as_ptr().cast()) }
+        };
+        let lines = nl.count_ones();
+        let last_nl = 63u32.wrapping_sub(nl.leading_zeros());
+        // Bits 0..=last_nl: the bytes of whole lines.
+        let whole = (u64::MAX >> (63 - last_nl.min(63))) & 0u64.wrapping_sub(u64::from(nl != 0));
+        let starts = ((nl << 1) | 1) & whole;
+        let commas = _mm512_cmpeq_epi8_mask(w, splat(b',')) & whole;
+
+        // Byte classes.
+        let dec_value = _mm512_sub_epi8(w, splat(b'0'));
+        let dec = _mm512_cmplt_epu8_mask(dec_value, splat(10));
+        let alpha = _mm512_cmplt_epu8_mask(_mm512_sub_epi8(w, splat(b'a')), splat(6));
+        let hex = dec | alpha;
+        let space = _mm512_cmpeq_epi8_mask(w, splat(b' '));
+        let instr = _mm512_cmpeq_epi8_mask(w, splat(b'I'));
+        let lsm = _mm512_cmpeq_epi8_mask(_mm512_or_si512(w, splat(1)), splat(b'M'))
+            | _mm512_cmpeq_epi8_mask(w, splat(b'S'));
+
+        // Where each line starts, has its comma, ends: byte `i` for line `i`.
+        let iota = load(&IOTA);
+        let sv = _mm512_maskz_compress_epi8(starts, iota);
+        let cv = _mm512_maskz_compress_epi8(commas, iota);
+        let ev = _mm512_maskz_compress_epi8(nl, iota);
+        // Per line: digits - 1 in 0..16, size digits - 1 in 0..2 (both wrap when out of order).
+        let digits = _mm512_sub_epi8(cv, _mm512_add_epi8(sv, splat(3)));
+        let size_digits = _mm512_sub_epi8(_mm512_sub_epi8(ev, cv), splat(1));
+        let shaped = _mm512_cmplt_epu8_mask(_mm512_sub_epi8(digits, splat(1)), splat(16))
+            & _mm512_cmplt_epu8_mask(_mm512_sub_epi8(size_digits, splat(1)), splat(2));
+        let line_bits = (1u64 << lines.min(63)) - 1;
+
+        // With each line's start < comma < newline, the subtractions below
+        // give exactly the runs between them.
+        let ok = (lines.wrapping_sub(1) < MAX_LINES as u32)
+            & (commas.count_ones() == lines)
+            & (shaped & line_bits == line_bits)
+            & (commas.wrapping_sub(starts << 3) & !hex == 0)
+            & (nl.wrapping_sub(commas << 1) & !dec == 0)
+            & (starts & !(instr | space) == 0)
+            & ((starts & instr) << 1 & !space == 0)
+            & ((starts & space) << 1 & !lsm == 0)
+            & (starts << 2 & !space == 0);
+
+        // The addresses: lane `i` byte `j` holds the digits 2j+1 and 2j+2
+        // back from line i's comma, zero before its first digit.
+        let comma_b = _mm512_permutexvar_epi8(load(&LANES), cv);
+        let first_b = _mm512_add_epi8(_mm512_permutexvar_epi8(load(&LANES), sv), splat(3));
+        let count_b = _mm512_sub_epi8(comma_b, first_b);
+        let low_at = _mm512_sub_epi8(comma_b, load(&LOW_BACK));
+        let high_at = _mm512_sub_epi8(comma_b, load(&HIGH_BACK));
+        let low_in = _mm512_cmplt_epu8_mask(_mm512_sub_epi8(low_at, first_b), count_b);
+        let high_in = _mm512_cmplt_epu8_mask(_mm512_sub_epi8(high_at, first_b), count_b);
+        let nibble = _mm512_mask_add_epi8(
+            _mm512_and_si512(w, splat(0x0f)),
+            alpha,
+            _mm512_and_si512(w, splat(0x0f)),
+            splat(9),
+        );
+        let low = _mm512_maskz_permutexvar_epi8(low_in, low_at, nibble);
+        let high = _mm512_maskz_permutexvar_epi8(high_in, high_at, nibble);
+        // Digits are below 16, so a 16-bit shift keeps each in its byte.
+        let addr = _mm512_or_si512(low, _mm512_slli_epi16::<4>(high));
+
+        // The sizes: one or two digits after the comma.
+        let d0 = _mm512_permutexvar_epi8(_mm512_add_epi8(cv, splat(1)), dec_value);
+        let d1 = _mm512_permutexvar_epi8(_mm512_add_epi8(cv, splat(2)), dec_value);
+        let two = _mm512_cmpeq_epi8_mask(size_digits, splat(2)) as u8;
+        let d0 = _mm512_cvtepu8_epi64(_mm512_castsi512_si128(d0));
+        let d1 = _mm512_cvtepu8_epi64(_mm512_castsi512_si128(d1));
+        let tens = _mm512_add_epi64(
+            _mm512_add_epi64(_mm512_slli_epi64::<3>(d0), _mm512_slli_epi64::<1>(d0)),
+            d1,
+        );
+        let size = _mm512_mask_mov_epi64(d0, two, tens);
+        // The last byte: addr + max(size, 1) - 1, saturating as `MemRef::last_byte`.
+        let extra = _mm512_sub_epi64(
+            _mm512_max_epu64(size, _mm512_set1_epi64(1)),
+            _mm512_set1_epi64(1),
+        );
+        let last_byte = _mm512_add_epi64(addr, extra);
+        let wrapped = _mm512_cmplt_epu64_mask(last_byte, addr);
+        let last_byte = _mm512_mask_mov_epi64(last_byte, wrapped, _mm512_set1_epi64(-1));
+        let data = _pext_u64(!space, starts << 1);
+
+        // Below `PENDING` while windows are read (drained on reaching it).
+        let at = pending.n.min(PENDING);
+        // SAFETY: `at + 8 <= PENDING + MAX_LINES`, the arrays' length.
+        unsafe {
+            _mm512_storeu_si512(
+                pending.first.as_mut_ptr().add(at).cast(),
+                _mm512_srli_epi64::<12>(addr),
+            );
+            _mm512_storeu_si512(
+                pending.last.as_mut_ptr().add(at).cast(),
+                _mm512_srli_epi64::<12>(last_byte),
+            );
+            _mm512_storeu_si512(
+                pending.side.as_mut_ptr().add(at).cast(),
+                _mm512_maskz_mov_epi64(data as u8, _mm512_set1_epi64(1)),
+            );
+        }
+        Window {
+            ok,
+            lines,
+            data,
+            end: last_nl,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fast::{parse_blocks, PageSink, READ_AHEAD};
+    use super::*;
+    use crate::{PageBatch, PageFilter};
+    use proptest::prelude::*;
+
+    /// What a parse of `text` into a fresh filter leaves: the batch, lines, error and stop.
+    type Outcome = (Vec<u64>, [u64; 2], u64, Result<(), &'static str>, usize);
+
+    /// Parses `text` in calls that each may take `step` more references, as the reader calls.
+    fn run(text: &[u8], fused: bool, step: u64) -> Outcome {
+        let mut buf = text.to_vec();
+        if !buf.ends_with(b"\n") {
+            buf.push(b'\n');
+        }
+        let complete = buf.len();
+        buf.resize(complete + READ_AHEAD, b'7');
+        let mut filter = PageFilter::new(4, false);
+        let mut batch = PageBatch::default();
+        let (mut s, mut line, mut result) = (0, 0, Ok(()));
+        while s < complete && result.is_ok() {
+            let mut sink = PageSink {
+                filter: &mut filter,
+                out: &mut batch,
+                goal: 0,
+            };
+            sink.goal = sink.out.events().saturating_add(step);
+            (s, line, result) = if fused {
+                parse_pages(&buf, complete, s, line, &mut sink)
+            } else {
+                parse_blocks(&buf, complete, s, line, &mut sink)
+            };
+            if step < 64 {
+                // Below a block's worth the block loop takes nothing.
+                break;
+            }
+        }
+        filter.flush(&mut batch);
+        (batch.words, batch.refs, line, result, s)
+    }
+
+    /// Lines of every kind, mostly well formed, often long runs of them.
+    fn long_text() -> impl Strategy<Value = Vec<u8>> {
+        let line = prop_oneof![
+            8 => (0u64..0x40, 0u64..0x1000, 0u32..=16).prop_map(|(p, o, n)| format!("I  {:08x},{n}", p << 12 | o)),
+            8 => (0u64..0x40, 0u64..0x1000, 1u32..=99, 0..3usize).prop_map(|(p, o, n, k)| {
+                format!(" {} {:010x},{n}", ["L", "S", "M"][k], 0x1f_f000_0000 | p << 12 | o)
+            }),
+            2 => (any::<u64>(), 1u32..=99, 1..=16usize).prop_map(|(a, n, d)| {
+                format!(" L {:x},{n}", a >> (64 - 4 * d))
+            }),
+            1 => Just("==12== a line of Valgrind's own".to_string()),
+            1 => Just(String::new()),
+            1 => Just(format!("=={}", "x".repeat(100))),
+            1 => Just("I  0400abcd,100".to_string()),
+            1 => Just("I  04000ABC,4".to_string()),
+            1 => Just("I  ,4".to_string()),
+            1 => Just(" L 04000000,".to_string()),
+            1 => Just(" L 04000000,4,5".to_string()),
+            1 => Just(" X 04000000,4".to_string()),
+            1 => Just("I 14000000,4".to_string()),
+            1 => Just("QL 04000000,4".to_string()),
+            1 => Just(" L  1ffefff000,8".to_string()),
+            1 => Just("  S 1ffefff000,8".to_string()),
+            1 => Just(" L ffffffffffffffff,8".to_string()),
+            1 => Just(" L 1ffffffffffffffff,8".to_string()),
+        ];
+        (proptest::collection::vec(line, 0..600), any::<bool>()).prop_map(|(lines, last_nl)| {
+            let mut text = lines.join("\n");
+            if last_nl && !lines.is_empty() {
+                text.push('\n');
+            }
+            text.into_bytes()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// The window loop gives the words, counts, lines, error and stop of the block loop.
+        #[test]
+        fn windows_agree_with_blocks(text in long_text(), step in prop_oneof![Just(u64::MAX), 64u64..3000]) {
+            if !available() {
+                return Ok(());
+            }
+            prop_assert_eq!(run(&text, true, step), run(&text, false, step));
+        }
+
+        /// Also on the shorter, wilder texts of the parser's own tests (bad lines included).
+        #[test]
+        fn windows_agree_on_odd_text(text in super::super::tests::arb_text()) {
+            if !available() {
+                return Ok(());
+            }
+            prop_assert_eq!(run(&text, true, u64::MAX), run(&text, false, u64::MAX));
+        }
+    }
+
+    #[test]
+    fn an_error_is_at_its_line() {
+        if !available() {
+            eprintln!("skipped: this CPU has no AVX-512 VBMI2, so the window loop never runs");
+            return;
+        }
+        let mut text = b"I  04000000,4\n".repeat(500);
+        text.extend_from_slice(b" L 1234,x\n");
+        text.extend_from_slice(&b" S 1ffefff000,8\n".repeat(500));
+        let windows = run(&text, true, u64::MAX);
+        assert_eq!(windows, run(&text, false, u64::MAX));
+        assert_eq!(windows.1, [500, 0]);
+        assert_eq!(windows.2, 500);
+        assert!(windows.3.is_err());
+        assert_eq!(windows.4, 500 * 14);
+    }
+}
