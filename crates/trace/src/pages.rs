@@ -65,6 +65,8 @@ use page_word::{CHANGE_SHIFT, DATA, PAGE_SHIFT, REPLAY, STRADDLE};
 
 /// The most recent distinct 4K pages per side a filter can remember.
 pub const MAX_FILTER_DEPTH: usize = 4;
+// `PageFilter::page` moves a page to the front of four slots by hand.
+const _: () = assert!(MAX_FILTER_DEPTH == 4);
 
 /// No page: an empty slot of the recent list, or no previous page.
 const NONE: u64 = u64::MAX;
@@ -172,14 +174,22 @@ impl PageFilter {
                 // The side's most recent page at every size: a hit that changes nothing.
                 return;
             }
-            if let Some(i) = recent[1..self.depth].iter().position(|&p| p == first) {
+            // Slots from `depth` on are always empty, so all four can be searched.
+            let r = *recent;
+            let (at1, at2, at3) = (r[1] == first, r[2] == first, r[3] == first);
+            if at1 | at2 | at3 {
                 // Among the most recent pages: a sure L1 hit at every size.
                 if !self.dirty[side] {
-                    self.seen[side] = *recent;
+                    self.seen[side] = r;
                     self.dirty[side] = true;
                 }
-                recent.copy_within(0..=i, 1);
-                recent[0] = first;
+                // To the front; the pages before it move back one.
+                *recent = [
+                    first,
+                    r[0],
+                    if at1 { r[2] } else { r[1] },
+                    if at3 { r[2] } else { r[3] },
+                ];
                 return;
             }
         }

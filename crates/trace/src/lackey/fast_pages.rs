@@ -37,6 +37,10 @@ use crate::pages::page_word::PAGE_SHIFT;
 #[cfg(target_arch = "x86_64")]
 const MAX_LINES: usize = 8;
 
+/// Bytes of text whose newlines are found ahead of the windows.
+#[cfg(target_arch = "x86_64")]
+const SPAN: usize = 4096;
+
 /// References parsed ahead of the filter.
 #[cfg(target_arch = "x86_64")]
 const PENDING: usize = 256;
@@ -81,24 +85,35 @@ pub(super) fn parse_pages(
 /// References parsed but not yet filtered, in order.
 #[cfg(target_arch = "x86_64")]
 struct Pending {
-    /// First and last 4K page, and side (0: instruction, 1: data); room for
-    /// one window's full lanes past `PENDING`.
-    first: [u64; PENDING + MAX_LINES],
-    last: [u64; PENDING + MAX_LINES],
-    side: [u64; PENDING + MAX_LINES],
+    /// Addresses; room for one window's full lanes past `PENDING`.
+    addr: [u64; PENDING + MAX_LINES],
+    /// Size (0..=99) plus 0x80 for a data reference.
+    meta: [u8; PENDING + MAX_LINES],
     n: usize,
 }
 
 #[cfg(target_arch = "x86_64")]
 impl Pending {
+    fn new() -> Pending {
+        Pending {
+            addr: [0; PENDING + MAX_LINES],
+            meta: [0; PENDING + MAX_LINES],
+            n: 0,
+        }
+    }
+
     /// Filters every pending reference (already counted in the caller's totals).
     /// There are fewer than `PENDING + MAX_LINES`: the reader drains as soon as there are `PENDING`.
     #[inline(always)]
     fn drain(&mut self, out: &mut PageSink) {
         let n = self.n.min(PENDING + MAX_LINES);
-        let pages = self.first[..n].iter().zip(&self.last[..n]);
-        for ((&first, &last), &side) in pages.zip(&self.side[..n]) {
-            out.filter.page(side as usize, first, last, out.out);
+        for (&addr, &meta) in self.addr[..n].iter().zip(&self.meta[..n]) {
+            let side = usize::from(meta >> 7);
+            let size = u64::from(meta & 0x7f);
+            // As `MemRef::last_byte`.
+            let last = addr.saturating_add(size.max(1) - 1);
+            out.filter
+                .page(side, addr >> PAGE_SHIFT, last >> PAGE_SHIFT, out.out);
         }
         self.n = 0;
     }
@@ -126,10 +141,12 @@ mod avx512 {
     static IOTA: [u8; 64] = table!(|i| i);
     /// Byte `b` is `b / 8`: spreads byte `i` over lane `i`.
     static LANES: [u8; 64] = table!(|i| i / 8);
-    /// How far back from the comma the low digit of byte `b % 8` of a lane is.
-    static LOW_BACK: [u8; 64] = table!(|i| 1 + 2 * (i % 8));
-    /// The same for the high digit.
-    static HIGH_BACK: [u8; 64] = table!(|i| 2 + 2 * (i % 8));
+    /// Byte `b` is `b - 1`: the byte before (byte 0's own, unused).
+    static BEFORE: [u8; 64] = table!(|i| if i == 0 { 0 } else { i - 1 });
+    /// Byte `b` is `2 * (b % 8)`: the digits before pair `b % 8` of a lane.
+    static TWICE: [u8; 64] = table!(|i| 2 * (i % 8));
+    /// How far back from the comma pair `b % 8` of a lane ends.
+    static PAIR_BACK: [u8; 64] = table!(|i| 1 + 2 * (i % 8));
 
     /// Counts and pages of the lines of one window.
     struct Window {
@@ -153,26 +170,33 @@ mod avx512 {
         mut line: u64,
         out: &mut PageSink,
     ) -> (usize, u64, Result<(), &'static str>) {
-        let mut pending = Pending {
-            first: [0; PENDING + MAX_LINES],
-            last: [0; PENDING + MAX_LINES],
-            side: [0; PENDING + MAX_LINES],
-            n: 0,
-        };
+        let mut pending = Pending::new();
         // References this call may still take, and those taken but not yet in `out.out.refs`.
         let mut budget = out.goal.saturating_sub(out.out.events());
         let (mut refs, mut data) = (0u64, 0u64);
         let mut s = start;
         let mut failed = Ok(());
+        // The newlines of `buf[base..]` (none from `complete` on), bit `i % 64` of
+        // word `i / 64`, for windows that start before `span_end`.
+        let mut newlines = [0u64; SPAN / 64 + 2];
+        let (mut base, mut span_end) = (s, s);
         while s < complete && budget >= MAX_LINES as u64 {
+            if s >= span_end {
+                (base, span_end) = (s, (s + SPAN).min(complete));
+                let blocks = ((s + SPAN + 64).min(complete) - s).div_ceil(64);
+                for (k, word) in newlines[..blocks].iter_mut().enumerate() {
+                    let at = s + 64 * k;
+                    *word = newline_mask(buf, at, complete);
+                }
+                newlines[blocks] = 0;
+            }
+            // A window's newlines come from the bitmap, not from its own bytes, so
+            // where the next window starts never waits for this one's load.
+            let (k, r) = ((s - base) / 64, (s - base) % 64);
+            let nl = newlines[k] >> r | (newlines[k + 1] << 1) << (63 - r);
             assert!(s + 64 <= buf.len(), "a window reads 64 bytes");
             // SAFETY: in bounds (asserted); the CPU has the features (see the caller).
             let w = unsafe { _mm512_loadu_si512(buf.as_ptr().add(s).cast()) };
-            let avail = complete - s;
-            let mut nl = _mm512_cmpeq_epi8_mask(w, _mm512_set1_epi8(b'\n' as i8));
-            if avail < 64 {
-                nl &= (1 << avail) - 1;
-            }
             let win = window(w, nl, &mut pending);
             if win.ok {
                 let n = win.lines as usize;
@@ -226,6 +250,24 @@ mod avx512 {
         (s, line, failed)
     }
 
+    /// The newlines of `buf[at..at + 64]`, none from `complete` on (`at < complete`).
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,avx2,bmi1,bmi2,popcnt,lzcnt"
+    )]
+    #[inline]
+    fn newline_mask(buf: &[u8], at: usize, complete: usize) -> u64 {
+        assert!(at + 64 <= buf.len(), "a block is 64 bytes");
+        // SAFETY: in bounds (asserted).
+        let block = unsafe { _mm512_loadu_si512(buf.as_ptr().add(at).cast()) };
+        let m = _mm512_cmpeq_epi8_mask(block, _mm512_set1_epi8(b'\n' as i8));
+        let avail = complete - at;
+        if avail < 64 {
+            m & ((1 << avail) - 1)
+        } else {
+            m
+        }
+    }
+
     /// Reads the lines that end in the window `w` (`nl`: its newlines) into
     /// `pending`'s slots from `pending.n` on, if they are all well formed.
     #[target_feature(
@@ -257,21 +299,30 @@ mod avx512 {
 
         // Where each line starts, has its comma, ends: byte `i` for line `i`.
         let iota = load(&IOTA);
-        let sv = _mm512_maskz_compress_epi8(starts, iota);
-        let cv = _mm512_maskz_compress_epi8(commas, iota);
-        let ev = _mm512_maskz_compress_epi8(nl, iota);
-        // Per line: digits - 1 in 0..16, size digits - 1 in 0..2 (both wrap when out of order).
-        let digits = _mm512_sub_epi8(cv, _mm512_add_epi8(sv, splat(3)));
-        let size_digits = _mm512_sub_epi8(_mm512_sub_epi8(ev, cv), splat(1));
-        let shaped = _mm512_cmplt_epu8_mask(_mm512_sub_epi8(digits, splat(1)), splat(16))
-            & _mm512_cmplt_epu8_mask(_mm512_sub_epi8(size_digits, splat(1)), splat(2));
+        let e8 = _mm512_castsi512_si128(_mm512_maskz_compress_epi8(nl, iota));
+        let small = |b: u8| _mm_set1_epi8(b as i8);
+        // Each line starts after the one before ends; the first at 0.
+        let s8 = _mm_bslli_si128::<1>(_mm_add_epi8(e8, small(1)));
+        // Its comma is 2 or 3 bytes before its end (checked below): bit `i` of
+        // `two` says 3, a size of two digits.
+        let two = _pext_u64(commas << 3, nl) as u16;
+        let c8 = _mm_sub_epi8(
+            _mm_sub_epi8(e8, small(2)),
+            _mm_maskz_mov_epi8(two, small(1)),
+        );
+        // Per line: digits in 1..=16, size digits in 1..=2 (both wrap when out of order).
+        let digits = _mm_sub_epi8(c8, _mm_add_epi8(s8, small(3)));
+        let size_digits = _mm_sub_epi8(_mm_sub_epi8(e8, c8), small(1));
+        let shaped = _mm_cmplt_epu8_mask(_mm_sub_epi8(digits, small(1)), small(16))
+            & _mm_cmplt_epu8_mask(_mm_sub_epi8(size_digits, small(1)), small(2));
         let line_bits = (1u64 << lines.min(63)) - 1;
 
         // With each line's start < comma < newline, the subtractions below
         // give exactly the runs between them.
         let ok = (lines.wrapping_sub(1) < MAX_LINES as u32)
             & (commas.count_ones() == lines)
-            & (shaped & line_bits == line_bits)
+            & ((commas << 2 | commas << 3) & nl == nl)
+            & (u64::from(shaped) & line_bits == line_bits)
             & (commas.wrapping_sub(starts << 3) & !hex == 0)
             & (nl.wrapping_sub(commas << 1) & !dec == 0)
             & (starts & !(instr | space) == 0)
@@ -279,63 +330,45 @@ mod avx512 {
             & ((starts & space) << 1 & !lsm == 0)
             & (starts << 2 & !space == 0);
 
-        // The addresses: lane `i` byte `j` holds the digits 2j+1 and 2j+2
-        // back from line i's comma, zero before its first digit.
-        let comma_b = _mm512_permutexvar_epi8(load(&LANES), cv);
-        let first_b = _mm512_add_epi8(_mm512_permutexvar_epi8(load(&LANES), sv), splat(3));
-        let count_b = _mm512_sub_epi8(comma_b, first_b);
-        let low_at = _mm512_sub_epi8(comma_b, load(&LOW_BACK));
-        let high_at = _mm512_sub_epi8(comma_b, load(&HIGH_BACK));
-        let low_in = _mm512_cmplt_epu8_mask(_mm512_sub_epi8(low_at, first_b), count_b);
-        let high_in = _mm512_cmplt_epu8_mask(_mm512_sub_epi8(high_at, first_b), count_b);
+        // The addresses. Byte `i` of `pairs` holds the digits at `i - 1` and
+        // `i`; lane `k`'s byte `j` takes the pair ending `2j + 1` bytes before
+        // line `k`'s comma while `2j` is below its digits. An odd count's first
+        // digit pairs with the space before it, whose low half is zero.
         let nibble = _mm512_mask_add_epi8(
             _mm512_and_si512(w, splat(0x0f)),
             alpha,
             _mm512_and_si512(w, splat(0x0f)),
             splat(9),
         );
-        let low = _mm512_maskz_permutexvar_epi8(low_in, low_at, nibble);
-        let high = _mm512_maskz_permutexvar_epi8(high_in, high_at, nibble);
-        // Digits are below 16, so a 16-bit shift keeps each in its byte.
-        let addr = _mm512_or_si512(low, _mm512_slli_epi16::<4>(high));
+        let before = _mm512_permutexvar_epi8(load(&BEFORE), nibble);
+        // Every nibble is below 16, so a 16-bit shift keeps each in its byte.
+        let pairs = _mm512_or_si512(_mm512_slli_epi16::<4>(before), nibble);
+        let lanes = load(&LANES);
+        let comma_b = _mm512_permutexvar_epi8(lanes, _mm512_castsi128_si512(c8));
+        let digits_b = _mm512_permutexvar_epi8(lanes, _mm512_castsi128_si512(digits));
+        let in_number = _mm512_cmplt_epu8_mask(load(&TWICE), digits_b);
+        let at = _mm512_sub_epi8(comma_b, load(&PAIR_BACK));
+        let addr = _mm512_maskz_permutexvar_epi8(in_number, at, pairs);
 
-        // The sizes: one or two digits after the comma.
-        let d0 = _mm512_permutexvar_epi8(_mm512_add_epi8(cv, splat(1)), dec_value);
-        let d1 = _mm512_permutexvar_epi8(_mm512_add_epi8(cv, splat(2)), dec_value);
-        let two = _mm512_cmpeq_epi8_mask(size_digits, splat(2)) as u8;
-        let d0 = _mm512_cvtepu8_epi64(_mm512_castsi512_si128(d0));
-        let d1 = _mm512_cvtepu8_epi64(_mm512_castsi512_si128(d1));
-        let tens = _mm512_add_epi64(
-            _mm512_add_epi64(_mm512_slli_epi64::<3>(d0), _mm512_slli_epi64::<1>(d0)),
-            d1,
-        );
-        let size = _mm512_mask_mov_epi64(d0, two, tens);
-        // The last byte: addr + max(size, 1) - 1, saturating as `MemRef::last_byte`.
-        let extra = _mm512_sub_epi64(
-            _mm512_max_epu64(size, _mm512_set1_epi64(1)),
-            _mm512_set1_epi64(1),
-        );
-        let last_byte = _mm512_add_epi64(addr, extra);
-        let wrapped = _mm512_cmplt_epu64_mask(last_byte, addr);
-        let last_byte = _mm512_mask_mov_epi64(last_byte, wrapped, _mm512_set1_epi64(-1));
+        // The sizes: one or two digits after the comma; 0x80 (added to a size
+        // below 100) marks data.
+        // Both digits of each line, 10 * d0 + d1 in one 16-bit lane; d0 alone in its low byte.
+        let at = _mm_unpacklo_epi8(_mm_add_epi8(c8, small(1)), _mm_add_epi8(c8, small(2)));
+        let digits2 = _mm512_permutexvar_epi8(_mm512_castsi128_si512(at), dec_value);
+        let digits2 = _mm512_castsi512_si128(digits2);
+        let tens = _mm_maddubs_epi16(digits2, _mm_set1_epi16(0x010a));
+        let ones = _mm_and_si128(digits2, _mm_set1_epi16(0xff));
+        let size = _mm_mask_blend_epi16(two as u8, ones, tens);
+        let size = _mm_packus_epi16(size, size);
         let data = _pext_u64(!space, starts << 1);
+        let meta = _mm_mask_add_epi8(size, data as u16, size, small(0x80));
 
         // Below `PENDING` while windows are read (drained on reaching it).
         let at = pending.n.min(PENDING);
         // SAFETY: `at + 8 <= PENDING + MAX_LINES`, the arrays' length.
         unsafe {
-            _mm512_storeu_si512(
-                pending.first.as_mut_ptr().add(at).cast(),
-                _mm512_srli_epi64::<12>(addr),
-            );
-            _mm512_storeu_si512(
-                pending.last.as_mut_ptr().add(at).cast(),
-                _mm512_srli_epi64::<12>(last_byte),
-            );
-            _mm512_storeu_si512(
-                pending.side.as_mut_ptr().add(at).cast(),
-                _mm512_maskz_mov_epi64(data as u8, _mm512_set1_epi64(1)),
-            );
+            _mm512_storeu_si512(pending.addr.as_mut_ptr().add(at).cast(), addr);
+            _mm_storel_epi64(pending.meta.as_mut_ptr().add(at).cast(), meta);
         }
         Window {
             ok,
