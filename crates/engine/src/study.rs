@@ -3,7 +3,9 @@
 
 use pagelab_core::{Event, PageSize, SourceInfo};
 use pagelab_report::{LevelStats, RefCounts, RunStats, SimResult, SIM_SCHEMA};
-use pagelab_tlb::{OtherSizes, Outcome, Side, TlbConfig, TlbError, TlbHierarchy};
+use pagelab_tlb::{
+    Fronts, OtherSizes, Outcome, Side, TlbConfig, TlbError, TlbHierarchy, FRONT_LANES,
+};
 use pagelab_trace::page_word::{CHANGE_MASK, CHANGE_SHIFT, DATA, PAGE_SHIFT, REPLAY, STRADDLE};
 use pagelab_trace::{PageBatch, PageFilter, MAX_FILTER_DEPTH};
 use rustc_hash::FxHashSet;
@@ -275,16 +277,94 @@ impl Study {
         self.refs[0] += batch.refs[0];
         self.refs[1] += batch.refs[1];
         self.other_events += batch.other_events;
-        let words = &batch.words;
+        let fronts = Fronts::take(self.runs.iter_mut().map(|r| (&mut r.tlb, r.size)));
+        match fronts {
+            Some(fronts) => {
+                #[cfg(target_arch = "x86_64")]
+                if std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("avx512bw")
+                    && std::arch::is_x86_feature_detected!("avx512vl")
+                {
+                    // SAFETY: the CPU has the features (checked just above).
+                    return unsafe { self.feed_fronts_avx512(&batch.words, fronts) };
+                }
+                self.feed_fronts::<false>(&batch.words, fronts)
+            }
+            None => self.feed_each(&batch.words),
+        }
+    }
+
+    /// [`Study::feed_fronts`] compiled for AVX-512, which the lanes of the
+    /// fronts take in one instruction each.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,bmi1,bmi2,popcnt")]
+    fn feed_fronts_avx512(&mut self, words: &[u64], fronts: Fronts) {
+        self.feed_fronts::<true>(words, fronts)
+    }
+
+    /// Steps the runs over `words` with their L1 fronts side by side (see
+    /// [`Fronts`]): each word's lookups in every run it reaches at once, and
+    /// only those that miss a front one by one.
+    #[inline(always)]
+    fn feed_fronts<const AVX512: bool>(&mut self, words: &[u64], mut fronts: Fronts) {
+        // Replay words by side and reach, counted into the runs at the end.
+        let mut replays = [[0u64; FRONT_LANES + 1]; 2];
         let mut i = 0;
         while i < words.len() {
             let w = words[i];
             let reach = self.reach[((w >> CHANGE_SHIFT) & CHANGE_MASK) as usize] as usize;
             if w & STRADDLE != 0 {
-                let last = words[i + 1];
-                for (at, run) in self.runs.iter_mut().enumerate() {
-                    run.straddle(w, last, at < reach);
+                // Rare: the fronts go back for the runs' own lookups.
+                fronts.put_back(self.runs.iter_mut().map(|r| &mut r.tlb));
+                self.straddle(w, words[i + 1], reach);
+                fronts = Fronts::take(self.runs.iter_mut().map(|r| (&mut r.tlb, r.size)))
+                    .expect("the same runs as before");
+                i += 2;
+                continue;
+            }
+            let side = (w & DATA) as usize;
+            let addr = w >> PAGE_SHIFT << PAGE_SHIFT;
+            #[cfg(target_arch = "x86_64")]
+            let mut missed = if AVX512 {
+                // SAFETY: only `feed_fronts_avx512` passes `AVX512`, for a CPU that has it.
+                unsafe { fronts.access_avx512(side, addr, reach) }
+            } else {
+                fronts.access(side, addr, reach)
+            };
+            #[cfg(not(target_arch = "x86_64"))]
+            let mut missed = fronts.access(side, addr, reach);
+            if w & REPLAY != 0 {
+                replays[side][reach.min(FRONT_LANES)] += 1;
+            }
+            while missed != 0 {
+                let lane = missed.trailing_zeros() as usize;
+                missed &= missed - 1;
+                let run = &mut self.runs[lane];
+                let outcome = fronts.finish(&mut run.tlb, side, lane, addr);
+                if w & REPLAY != 0 {
+                    debug_assert_eq!(outcome, Outcome::L1Hit, "a replayed page must be in L1");
+                } else if outcome != Outcome::L1Hit {
+                    run.missed_l1(side, addr, outcome);
                 }
+            }
+            i += 1;
+        }
+        fronts.put_back(self.runs.iter_mut().map(|r| &mut r.tlb));
+        for (side, by_reach) in replays.iter().enumerate() {
+            for (at, run) in self.runs.iter_mut().enumerate() {
+                run.replays[side] += by_reach[at + 1..].iter().sum::<u64>();
+            }
+        }
+    }
+
+    /// Steps the runs over `words` one by one.
+    fn feed_each(&mut self, words: &[u64]) {
+        let mut i = 0;
+        while i < words.len() {
+            let w = words[i];
+            let reach = self.reach[((w >> CHANGE_SHIFT) & CHANGE_MASK) as usize] as usize;
+            if w & STRADDLE != 0 {
+                self.straddle(w, words[i + 1], reach);
                 i += 2;
                 continue;
             }
@@ -292,6 +372,13 @@ impl Study {
                 run.touch(w);
             }
             i += 1;
+        }
+    }
+
+    /// A word spanning 4K pages `w`'s to `last`, in every run.
+    fn straddle(&mut self, w: u64, last: u64, reach: usize) {
+        for (at, run) in self.runs.iter_mut().enumerate() {
+            run.straddle(w, last, at < reach);
         }
     }
 

@@ -63,12 +63,12 @@ pub(crate) fn move_to_front(set: &mut [Key], k: Key) -> Option<Key> {
 }
 
 /// Ranks compared at once by [`move_to_front`].
-const FRONT: usize = 4;
+pub(crate) const FRONT: usize = 4;
 
 /// Writes `carry` at the front of `set`, shifting entries back until `k` is
 /// overwritten (returns `None`) or the last entry falls off (returns it).
 #[inline(always)]
-fn move_to_front_by_walk(set: &mut [Key], k: Key, mut carry: Key) -> Option<Key> {
+pub(crate) fn move_to_front_by_walk(set: &mut [Key], k: Key, mut carry: Key) -> Option<Key> {
     for slot in set.iter_mut() {
         let cur = std::mem::replace(slot, carry);
         if cur == k {

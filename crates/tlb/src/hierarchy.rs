@@ -1,7 +1,8 @@
 //! Split L1, optional L2 (unified or per side), counters.
 
-use crate::array::{Tlb, TlbArray};
+use crate::array::{Tlb, TlbArray, FRONT};
 use crate::config::{LevelConfig, OtherSizes, TlbConfig};
+use crate::SmallFullyAssoc;
 use crate::TlbError;
 use pagelab_core::{AccessKind, PageSize};
 use serde::{Deserialize, Serialize};
@@ -263,6 +264,53 @@ impl TlbHierarchy {
             return Outcome::L1Hit;
         }
         self.after_l1_miss(s, addr, shift)
+    }
+
+    /// Side `s`'s L1 array for pages of `size`, if [`crate::Fronts`] can hold
+    /// its front: the level's one array, small and fully associative, of at
+    /// least [`FRONT`] entries, caching such pages as themselves.
+    pub(crate) fn front_array(&mut self, s: usize, size: PageSize) -> Option<&mut SmallFullyAssoc> {
+        let level = &mut self.l1[s];
+        let r = level.routes[(size.shift() - 12) as usize];
+        match level.arrays.as_mut_slice() {
+            [TlbArray::SmallFullyAssoc(a)]
+                if a.entries() >= FRONT && u32::from(r.store_shift) == size.shift() =>
+            {
+                Some(a)
+            }
+            _ => None,
+        }
+    }
+
+    /// Counts `n` L1 hits of side `s` answered by [`crate::Fronts`].
+    pub(crate) fn count_front_hits(&mut self, s: usize, n: u64) {
+        self.l1[s].accesses += n;
+    }
+
+    /// An access to byte `addr` of a page of `size`, key `k` in its L1 array,
+    /// that missed the front held by [`crate::Fronts`], which took `k` and
+    /// pushed out `carry` (see [`SmallFullyAssoc`]); the rest of the L1, then
+    /// the L2 and the walk counters, as [`TlbHierarchy::access_addr`] goes on.
+    #[inline]
+    pub(crate) fn access_behind_front(
+        &mut self,
+        s: usize,
+        k: u64,
+        carry: u64,
+        addr: u64,
+        size: PageSize,
+    ) -> Outcome {
+        let level = &mut self.l1[s];
+        level.accesses += 1;
+        let hit = match level.arrays.as_mut_slice() {
+            [TlbArray::SmallFullyAssoc(a)] => a.access_behind_front(k, carry),
+            _ => unreachable!("Fronts holds only single small arrays"),
+        };
+        if hit {
+            return Outcome::L1Hit;
+        }
+        level.misses += 1;
+        self.after_l1_miss(s, addr, size.shift())
     }
 
     /// The L2 (if any) and the walk counters, after an L1 miss on side `s`.

@@ -33,6 +33,7 @@
 mod array;
 mod config;
 mod error;
+mod front;
 mod fully_assoc;
 mod hierarchy;
 mod presets;
@@ -43,6 +44,7 @@ mod small_assoc;
 pub use array::{Tlb, TlbArray};
 pub use config::{load, ArrayConfig, LevelConfig, OtherSizes, TlbConfig, MAX_ENTRIES};
 pub use error::TlbError;
+pub use front::{Fronts, FRONT_LANES};
 pub use fully_assoc::FullyAssoc;
 pub use hierarchy::{LevelStats, Outcome, Side, SideStats, TlbHierarchy, TlbStats};
 pub use presets::{preset, preset_names, preset_text, presets, resolve, DEFAULT_PRESET};

@@ -9,7 +9,7 @@
 //! lookup hits one of the few most recent pages, and a hash table and linked
 //! list cost more in dependent loads than a short walk through one cache line.
 
-use crate::array::{key, move_to_front, unkey, Key, Tlb, EMPTY};
+use crate::array::{key, move_to_front, move_to_front_by_walk, unkey, Key, Tlb, EMPTY, FRONT};
 use pagelab_core::PageSize;
 
 /// Capacity of the fixed storage.
@@ -66,6 +66,35 @@ impl SmallFullyAssoc {
     #[inline]
     pub(crate) fn access_key(&mut self, k: Key) -> bool {
         self.touch(k).is_none()
+    }
+
+    /// The number of entries.
+    pub(crate) fn entries(&self) -> usize {
+        self.entries
+    }
+
+    /// The [`FRONT`] most recent keys (while [`crate::Fronts`] holds them, stale).
+    pub(crate) fn front_mut(&mut self) -> &mut [Key; FRONT] {
+        self.keys
+            .first_chunk_mut()
+            .expect("the array holds more keys than the front")
+    }
+
+    /// The rest of an access that missed the front, which has already taken
+    /// `k` and pushed out `carry`: `carry` goes to the front of the rest, and
+    /// `k` leaves it if it is there (a hit); else the last entry drops out.
+    /// Needs at least [`FRONT`] entries.
+    #[inline]
+    pub(crate) fn access_behind_front(&mut self, k: Key, carry: Key) -> bool {
+        match move_to_front_by_walk(&mut self.keys[FRONT..self.entries], k, carry) {
+            None => true,
+            Some(dropped) => {
+                if dropped == EMPTY {
+                    self.len += 1;
+                }
+                false
+            }
+        }
     }
 
     /// Cached pages from most to least recent.

@@ -1,0 +1,310 @@
+//! The most recent L1 entries of several hierarchies, side by side.
+//!
+//! A page-size study steps one hierarchy per page size with each reference,
+//! and most of those lookups hit one of the [`FRONT`] most recent entries of
+//! the side's L1 array (the front that [`SmallFullyAssoc`](crate::SmallFullyAssoc)
+//! compares at once).
+//! [`Fronts`] takes the fronts of up to [`FRONT_LANES`] hierarchies into one
+//! table, rank by rank with one lane per hierarchy, so that a reference's
+//! lookups in all of them are a few operations on whole ranks, which the
+//! compiler turns into vector code. A lookup that misses its front goes on in
+//! its own hierarchy exactly as the hierarchy's own lookup would: the key
+//! pushed out of the front goes to the front of the rest of the array, and so
+//! on ([`Fronts::finish`]). [`Fronts::put_back`] returns the fronts and the
+//! counts, after which the hierarchies are as if every lookup had been their own.
+
+use crate::array::{Key, EMPTY, FRONT};
+use crate::{Outcome, TlbHierarchy};
+use pagelab_core::PageSize;
+
+/// The most hierarchies one [`Fronts`] holds.
+pub const FRONT_LANES: usize = 8;
+
+/// Lanes of keys, one per hierarchy.
+type Lanes = [Key; FRONT_LANES];
+
+/// The L1 fronts of up to [`FRONT_LANES`] hierarchies, each for pages of one
+/// size (see the module docs).
+///
+/// While it holds them, the hierarchies' own fronts are stale: use the
+/// hierarchies only through [`Fronts::finish`] until [`Fronts::put_back`].
+#[derive(Clone, Debug)]
+pub struct Fronts {
+    sizes: Vec<PageSize>,
+    /// Per side and rank, the key of each hierarchy's entry (most recent at rank 0).
+    keys: [[Lanes; FRONT]; 2],
+    /// Per lane, the page shift, and the size's code in a key's low bits.
+    shift: [u64; FRONT_LANES],
+    code: [u64; FRONT_LANES],
+    /// Per side and lane, front hits not yet counted in the hierarchy.
+    hits: [[u64; FRONT_LANES]; 2],
+    /// The last lookup's key per lane, and the key it pushed out of the front.
+    key: Lanes,
+    carry: Lanes,
+}
+
+impl Fronts {
+    /// Takes the L1 fronts of `tlbs` (each with the page size it steps), if
+    /// there are at most [`FRONT_LANES`] and each L1 side is one small fully
+    /// associative array of at least [`FRONT`] entries caching such pages as
+    /// themselves; else `None`, and nothing is taken.
+    pub fn take<'a>(
+        tlbs: impl IntoIterator<Item = (&'a mut TlbHierarchy, PageSize)>,
+    ) -> Option<Fronts> {
+        let mut fronts = Fronts {
+            sizes: Vec::new(),
+            keys: [[[EMPTY; FRONT_LANES]; FRONT]; 2],
+            // Unused lanes: any key, never looked at.
+            shift: [12; FRONT_LANES],
+            code: [0; FRONT_LANES],
+            hits: [[0; FRONT_LANES]; 2],
+            key: [EMPTY; FRONT_LANES],
+            carry: [EMPTY; FRONT_LANES],
+        };
+        for (lane, (tlb, size)) in tlbs.into_iter().enumerate() {
+            if lane == FRONT_LANES {
+                return None;
+            }
+            for s in 0..2 {
+                let front = *tlb.front_array(s, size)?.front_mut();
+                for (rank, &k) in front.iter().enumerate() {
+                    fronts.keys[s][rank][lane] = k;
+                }
+            }
+            fronts.sizes.push(size);
+            fronts.shift[lane] = u64::from(size.shift());
+            fronts.code[lane] = u64::from(size.shift()) - 12;
+        }
+        Some(fronts)
+    }
+
+    /// Gives the fronts back to `tlbs` (the same hierarchies, in the same
+    /// order, as taken) with the hits counted; they stay held too.
+    pub fn put_back<'a>(&mut self, tlbs: impl IntoIterator<Item = &'a mut TlbHierarchy>) {
+        for (lane, tlb) in tlbs.into_iter().enumerate().take(self.sizes.len()) {
+            for s in 0..2 {
+                let array = tlb
+                    .front_array(s, self.sizes[lane])
+                    .expect("the hierarchies Fronts::take took");
+                let front = array.front_mut();
+                for (rank, k) in front.iter_mut().enumerate() {
+                    *k = self.keys[s][rank][lane];
+                }
+                tlb.count_front_hits(s, std::mem::take(&mut self.hits[s][lane]));
+            }
+        }
+    }
+
+    /// Looks up the page holding byte `addr` on side `s` (0: instruction, 1:
+    /// data) in the first `reach` hierarchies; returns the mask of those
+    /// whose front missed, each to be finished by [`Fronts::finish`] before
+    /// the next lookup.
+    #[inline(always)]
+    pub fn access(&mut self, s: usize, addr: u64, reach: usize) -> u8 {
+        let active = ((1u32 << reach.min(FRONT_LANES)) - 1) as u8;
+        let mut key = [0; FRONT_LANES];
+        for (lane, k) in key.iter_mut().enumerate() {
+            *k = (addr >> self.shift[lane]) << 5 | self.code[lane];
+        }
+        let f = &mut self.keys[s];
+        let mut at = [0u8; FRONT];
+        for (rank, m) in at.iter_mut().enumerate() {
+            for lane in 0..FRONT_LANES {
+                *m |= u8::from(f[rank][lane] == key[lane]) << lane;
+            }
+            *m &= active;
+        }
+        let hit = at[0] | at[1] | at[2] | at[3];
+        let miss = active & !hit;
+        // Rank j takes rank j - 1's key where the key was at rank j or
+        // further, or missed; rank 0 takes the key; rank 3's goes on.
+        let take3 = at[3] | miss;
+        let take2 = take3 | at[2];
+        let take1 = take2 | at[1];
+        self.carry = f[3];
+        let on = |m: u8, lane: usize| m >> lane & 1 != 0;
+        for lane in 0..FRONT_LANES {
+            f[3][lane] = if on(take3, lane) {
+                f[2][lane]
+            } else {
+                f[3][lane]
+            };
+            f[2][lane] = if on(take2, lane) {
+                f[1][lane]
+            } else {
+                f[2][lane]
+            };
+            f[1][lane] = if on(take1, lane) {
+                f[0][lane]
+            } else {
+                f[1][lane]
+            };
+            f[0][lane] = if on(active, lane) {
+                key[lane]
+            } else {
+                f[0][lane]
+            };
+            self.hits[s][lane] += u64::from(on(hit, lane));
+        }
+        self.key = key;
+        miss
+    }
+
+    /// [`Fronts::access`] in AVX-512 instructions, one per rank (a rank's
+    /// eight lanes are one register).
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub unsafe fn access_avx512(&mut self, s: usize, addr: u64, reach: usize) -> u8 {
+        use std::arch::x86_64::*;
+        let active = ((1u32 << reach.min(FRONT_LANES)) - 1) as u8;
+        // SAFETY (loads and stores): each array is eight u64, 64 bytes.
+        let load = |lanes: &Lanes| unsafe { _mm512_loadu_si512(lanes.as_ptr().cast()) };
+        let store =
+            |lanes: &mut Lanes, v| unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), v) };
+        let shifted = _mm512_srlv_epi64(_mm512_set1_epi64(addr as i64), load(&self.shift));
+        let key = _mm512_or_si512(_mm512_slli_epi64::<5>(shifted), load(&self.code));
+        let f = &mut self.keys[s];
+        let [f0, f1, f2, f3] = [load(&f[0]), load(&f[1]), load(&f[2]), load(&f[3])];
+        let at = |f| _mm512_mask_cmpeq_epu64_mask(active, f, key);
+        let at = [at(f0), at(f1), at(f2), at(f3)];
+        let hit = at[0] | at[1] | at[2] | at[3];
+        let miss = active & !hit;
+        let take3 = at[3] | miss;
+        let take2 = take3 | at[2];
+        let take1 = take2 | at[1];
+        store(&mut self.carry, f3);
+        store(&mut f[3], _mm512_mask_mov_epi64(f3, take3, f2));
+        store(&mut f[2], _mm512_mask_mov_epi64(f2, take2, f1));
+        store(&mut f[1], _mm512_mask_mov_epi64(f1, take1, f0));
+        store(&mut f[0], _mm512_mask_mov_epi64(f0, active, key));
+        let hits = load(&self.hits[s]);
+        let hits = _mm512_mask_add_epi64(hits, hit, hits, _mm512_set1_epi64(1));
+        store(&mut self.hits[s], hits);
+        store(&mut self.key, key);
+        miss
+    }
+
+    /// Finishes hierarchy `lane`'s lookup of the last [`Fronts::access`],
+    /// which missed its front: `tlb` is that hierarchy.
+    #[inline]
+    pub fn finish(&self, tlb: &mut TlbHierarchy, s: usize, lane: usize, addr: u64) -> Outcome {
+        tlb.access_behind_front(s, self.key[lane], self.carry[lane], addr, self.sizes[lane])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{preset, Side, TlbConfig};
+    use proptest::prelude::*;
+
+    fn sizes() -> Vec<PageSize> {
+        ["4K", "16K", "64K", "2M"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect()
+    }
+
+    /// Steps the first `reach` of the hierarchies through each of `refs`
+    /// (side, address, reach) with fronts, or each on its own.
+    fn step(
+        cfg: &TlbConfig,
+        refs: &[(bool, u64, usize)],
+        fronts: bool,
+    ) -> (Vec<crate::TlbStats>, Vec<Vec<Outcome>>) {
+        let sizes = sizes();
+        let mut tlbs: Vec<TlbHierarchy> = sizes
+            .iter()
+            .map(|_| TlbHierarchy::new(cfg).unwrap())
+            .collect();
+        let mut outcomes = vec![Vec::new(); sizes.len()];
+        let mut held = if fronts {
+            Some(
+                Fronts::take(tlbs.iter_mut().zip(sizes.iter().copied()))
+                    .expect("weisberg qualifies"),
+            )
+        } else {
+            None
+        };
+        for (i, &(data, addr, reach)) in refs.iter().enumerate() {
+            let s = usize::from(data);
+            match &mut held {
+                Some(f) => {
+                    #[cfg(target_arch = "x86_64")]
+                    let missed = if std::arch::is_x86_feature_detected!("avx512f") && i % 2 == 0 {
+                        // SAFETY: the CPU has AVX-512F (checked).
+                        unsafe { f.access_avx512(s, addr, reach) }
+                    } else {
+                        f.access(s, addr, reach)
+                    };
+                    #[cfg(not(target_arch = "x86_64"))]
+                    let missed = f.access(s, addr, reach);
+                    for (lane, tlb) in tlbs.iter_mut().enumerate().take(reach) {
+                        let o = if missed >> lane & 1 != 0 {
+                            f.finish(tlb, s, lane, addr)
+                        } else {
+                            Outcome::L1Hit
+                        };
+                        outcomes[lane].push(o);
+                    }
+                    if i % 97 == 0 {
+                        // Putting back now and then changes nothing.
+                        f.put_back(tlbs.iter_mut());
+                    }
+                }
+                None => {
+                    let side = if data { Side::Data } else { Side::Instr };
+                    for (lane, tlb) in tlbs.iter_mut().enumerate().take(reach) {
+                        outcomes[lane].push(tlb.access_addr(side, addr, sizes[lane]));
+                    }
+                }
+            }
+        }
+        if let Some(f) = &mut held {
+            f.put_back(tlbs.iter_mut());
+        }
+        (tlbs.iter().map(TlbHierarchy::stats).collect(), outcomes)
+    }
+
+    proptest! {
+        /// Lookups through the fronts (both implementations, taking turns)
+        /// give every outcome and every counter of the hierarchies' own
+        /// lookups, with and without an L2.
+        #[test]
+        fn fronts_agree_with_own_lookups(
+            refs in proptest::collection::vec((any::<bool>(), 0u64..300, 0u64..0x1000, 1usize..=4), 0..3000),
+            tiny in any::<bool>(),
+        ) {
+            let mut cfg = preset("weisberg").unwrap();
+            if tiny {
+                // Fronts of four entries and nothing behind them, and an L2.
+                cfg = TlbConfig::from_toml_str(
+                    "name = \"t\"\n[l1i]\narrays = [{ entries = 4 }]\n[l1d]\narrays = [{ entries = 5 }]\n[l2]\narrays = [{ entries = 16 }]\n",
+                    "test",
+                ).unwrap();
+            }
+            // 4K pages spread so that the larger sizes share some of them.
+            // Each reference looks up the first `reach` hierarchies only.
+            let refs: Vec<_> = refs.iter().map(|&(d, p, o, r)| (d, p * p * 0x3000 + o, r)).collect();
+            prop_assert_eq!(step(&cfg, &refs, true), step(&cfg, &refs, false));
+        }
+    }
+
+    #[test]
+    fn only_small_single_arrays_are_taken() {
+        let mut tlb = TlbHierarchy::new(&preset("weisberg").unwrap()).unwrap();
+        assert!(Fronts::take([(&mut tlb, PageSize::K4)]).is_some());
+        for name in ["pentium4", "skylake"] {
+            let mut tlb = TlbHierarchy::new(&preset(name).unwrap()).unwrap();
+            assert!(Fronts::take([(&mut tlb, PageSize::K4)]).is_none(), "{name}");
+        }
+        let cfg = preset("weisberg").unwrap();
+        let mut many: Vec<TlbHierarchy> =
+            (0..9).map(|_| TlbHierarchy::new(&cfg).unwrap()).collect();
+        assert!(Fronts::take(many.iter_mut().map(|t| (t, PageSize::K4))).is_none());
+    }
+}
