@@ -63,7 +63,7 @@ pub(crate) fn move_to_front(set: &mut [Key], k: Key) -> Option<Key> {
 }
 
 /// Ranks compared at once by [`move_to_front`].
-pub(crate) const FRONT: usize = 4;
+const FRONT: usize = 4;
 
 /// Writes `carry` at the front of `set`, shifting entries back until `k` is
 /// overwritten (returns `None`) or the last entry falls off (returns it).

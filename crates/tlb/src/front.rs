@@ -1,9 +1,8 @@
 //! The most recent L1 entries of several hierarchies, side by side.
 //!
 //! A page-size study steps one hierarchy per page size with each reference,
-//! and most of those lookups hit one of the [`FRONT`] most recent entries of
-//! the side's L1 array (the front that [`SmallFullyAssoc`](crate::SmallFullyAssoc)
-//! compares at once).
+//! and most of those lookups hit one of the few most recent entries of the
+//! side's L1 array (its front: [`RANKS`] entries).
 //! [`Fronts`] takes the fronts of up to [`FRONT_LANES`] hierarchies into one
 //! table, rank by rank with one lane per hierarchy, so that a reference's
 //! lookups in all of them are a few operations on whole ranks, which the
@@ -13,12 +12,17 @@
 //! on ([`Fronts::finish`]). [`Fronts::put_back`] returns the fronts and the
 //! counts, after which the hierarchies are as if every lookup had been their own.
 
-use crate::array::{Key, EMPTY, FRONT};
+use crate::array::{Key, EMPTY};
 use crate::{Outcome, TlbHierarchy};
 use pagelab_core::PageSize;
 
 /// The most hierarchies one [`Fronts`] holds.
 pub const FRONT_LANES: usize = 8;
+
+/// The entries of a front: the most recent of an L1 array. (With the gzip
+/// trace, four ranks leave 4.5 M of 17 M lookups to the rest of the array,
+/// eight 1.6 M, but cost as much more as they save.)
+pub const RANKS: usize = 4;
 
 /// Lanes of keys, one per hierarchy.
 type Lanes = [Key; FRONT_LANES];
@@ -32,7 +36,7 @@ type Lanes = [Key; FRONT_LANES];
 pub struct Fronts {
     sizes: Vec<PageSize>,
     /// Per side and rank, the key of each hierarchy's entry (most recent at rank 0).
-    keys: [[Lanes; FRONT]; 2],
+    keys: [[Lanes; RANKS]; 2],
     /// Per lane, the page shift, and the size's code in a key's low bits.
     shift: [u64; FRONT_LANES],
     code: [u64; FRONT_LANES],
@@ -46,14 +50,14 @@ pub struct Fronts {
 impl Fronts {
     /// Takes the L1 fronts of `tlbs` (each with the page size it steps), if
     /// there are at most [`FRONT_LANES`] and each L1 side is one small fully
-    /// associative array of at least [`FRONT`] entries caching such pages as
+    /// associative array of at least [`RANKS`] entries caching such pages as
     /// themselves; else `None`, and nothing is taken.
     pub fn take<'a>(
         tlbs: impl IntoIterator<Item = (&'a mut TlbHierarchy, PageSize)>,
     ) -> Option<Fronts> {
         let mut fronts = Fronts {
             sizes: Vec::new(),
-            keys: [[[EMPTY; FRONT_LANES]; FRONT]; 2],
+            keys: [[[EMPTY; FRONT_LANES]; RANKS]; 2],
             // Unused lanes: any key, never looked at.
             shift: [12; FRONT_LANES],
             code: [0; FRONT_LANES],
@@ -66,7 +70,7 @@ impl Fronts {
                 return None;
             }
             for s in 0..2 {
-                let front = *tlb.front_array(s, size)?.front_mut();
+                let front = *tlb.front_array(s, size, RANKS)?.front_mut::<RANKS>();
                 for (rank, &k) in front.iter().enumerate() {
                     fronts.keys[s][rank][lane] = k;
                 }
@@ -84,9 +88,9 @@ impl Fronts {
         for (lane, tlb) in tlbs.into_iter().enumerate().take(self.sizes.len()) {
             for s in 0..2 {
                 let array = tlb
-                    .front_array(s, self.sizes[lane])
+                    .front_array(s, self.sizes[lane], RANKS)
                     .expect("the hierarchies Fronts::take took");
-                let front = array.front_mut();
+                let front = array.front_mut::<RANKS>();
                 for (rank, k) in front.iter_mut().enumerate() {
                     *k = self.keys[s][rank][lane];
                 }
@@ -107,50 +111,39 @@ impl Fronts {
             *k = (addr >> self.shift[lane]) << 5 | self.code[lane];
         }
         let f = &mut self.keys[s];
-        let mut at = [0u8; FRONT];
+        let mut at = [0u8; RANKS];
         for (rank, m) in at.iter_mut().enumerate() {
             for lane in 0..FRONT_LANES {
                 *m |= u8::from(f[rank][lane] == key[lane]) << lane;
             }
             *m &= active;
         }
-        let hit = at[0] | at[1] | at[2] | at[3];
+        let hit = at.iter().fold(0, |h, &m| h | m);
         let miss = active & !hit;
         // Rank j takes rank j - 1's key where the key was at rank j or
-        // further, or missed; rank 0 takes the key; rank 3's goes on.
-        let take3 = at[3] | miss;
-        let take2 = take3 | at[2];
-        let take1 = take2 | at[1];
-        self.carry = f[3];
+        // further, or missed; rank 0 takes the key; the last rank's goes on.
+        self.carry = f[RANKS - 1];
         let on = |m: u8, lane: usize| m >> lane & 1 != 0;
+        let mut take = miss;
+        for rank in (1..RANKS).rev() {
+            take |= at[rank];
+            for lane in 0..FRONT_LANES {
+                if on(take, lane) {
+                    f[rank][lane] = f[rank - 1][lane];
+                }
+            }
+        }
         for lane in 0..FRONT_LANES {
-            f[3][lane] = if on(take3, lane) {
-                f[2][lane]
-            } else {
-                f[3][lane]
-            };
-            f[2][lane] = if on(take2, lane) {
-                f[1][lane]
-            } else {
-                f[2][lane]
-            };
-            f[1][lane] = if on(take1, lane) {
-                f[0][lane]
-            } else {
-                f[1][lane]
-            };
-            f[0][lane] = if on(active, lane) {
-                key[lane]
-            } else {
-                f[0][lane]
-            };
+            if on(active, lane) {
+                f[0][lane] = key[lane];
+            }
             self.hits[s][lane] += u64::from(on(hit, lane));
         }
         self.key = key;
         miss
     }
 
-    /// [`Fronts::access`] in AVX-512 instructions, one per rank (a rank's
+    /// [`Fronts::access`] in AVX-512 instructions, a few per rank (a rank's
     /// eight lanes are one register).
     ///
     /// # Safety
@@ -168,19 +161,27 @@ impl Fronts {
         let shifted = _mm512_srlv_epi64(_mm512_set1_epi64(addr as i64), load(&self.shift));
         let key = _mm512_or_si512(_mm512_slli_epi64::<5>(shifted), load(&self.code));
         let f = &mut self.keys[s];
-        let [f0, f1, f2, f3] = [load(&f[0]), load(&f[1]), load(&f[2]), load(&f[3])];
-        let at = |f| _mm512_mask_cmpeq_epu64_mask(active, f, key);
-        let at = [at(f0), at(f1), at(f2), at(f3)];
-        let hit = at[0] | at[1] | at[2] | at[3];
+        // Plain loops: `array::map` and `from_fn` would take their closures
+        // out of line, without AVX-512.
+        let mut old = [_mm512_setzero_si512(); RANKS];
+        let mut at = [0u8; RANKS];
+        let mut hit = 0;
+        for rank in 0..RANKS {
+            old[rank] = load(&f[rank]);
+            at[rank] = _mm512_mask_cmpeq_epu64_mask(active, old[rank], key);
+            hit |= at[rank];
+        }
         let miss = active & !hit;
-        let take3 = at[3] | miss;
-        let take2 = take3 | at[2];
-        let take1 = take2 | at[1];
-        store(&mut self.carry, f3);
-        store(&mut f[3], _mm512_mask_mov_epi64(f3, take3, f2));
-        store(&mut f[2], _mm512_mask_mov_epi64(f2, take2, f1));
-        store(&mut f[1], _mm512_mask_mov_epi64(f1, take1, f0));
-        store(&mut f[0], _mm512_mask_mov_epi64(f0, active, key));
+        store(&mut self.carry, old[RANKS - 1]);
+        let mut take = miss;
+        for rank in (1..RANKS).rev() {
+            take |= at[rank];
+            store(
+                &mut f[rank],
+                _mm512_mask_mov_epi64(old[rank], take, old[rank - 1]),
+            );
+        }
+        store(&mut f[0], _mm512_mask_mov_epi64(old[0], active, key));
         let hits = load(&self.hits[s]);
         let hits = _mm512_mask_add_epi64(hits, hit, hits, _mm512_set1_epi64(1));
         store(&mut self.hits[s], hits);
@@ -192,7 +193,13 @@ impl Fronts {
     /// which missed its front: `tlb` is that hierarchy.
     #[inline]
     pub fn finish(&self, tlb: &mut TlbHierarchy, s: usize, lane: usize, addr: u64) -> Outcome {
-        tlb.access_behind_front(s, self.key[lane], self.carry[lane], addr, self.sizes[lane])
+        tlb.access_behind_front::<RANKS>(
+            s,
+            self.key[lane],
+            self.carry[lane],
+            addr,
+            self.sizes[lane],
+        )
     }
 }
 
@@ -281,7 +288,7 @@ mod tests {
         ) {
             let mut cfg = preset("weisberg").unwrap();
             if tiny {
-                // Fronts of four entries and nothing behind them, and an L2.
+                // A front and nothing behind it, a front and one entry, and an L2.
                 cfg = TlbConfig::from_toml_str(
                     "name = \"t\"\n[l1i]\narrays = [{ entries = 4 }]\n[l1d]\narrays = [{ entries = 5 }]\n[l2]\narrays = [{ entries = 16 }]\n",
                     "test",

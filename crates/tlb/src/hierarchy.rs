@@ -1,6 +1,6 @@
 //! Split L1, optional L2 (unified or per side), counters.
 
-use crate::array::{Tlb, TlbArray, FRONT};
+use crate::array::{Tlb, TlbArray};
 use crate::config::{LevelConfig, OtherSizes, TlbConfig};
 use crate::SmallFullyAssoc;
 use crate::TlbError;
@@ -267,14 +267,19 @@ impl TlbHierarchy {
     }
 
     /// Side `s`'s L1 array for pages of `size`, if [`crate::Fronts`] can hold
-    /// its front: the level's one array, small and fully associative, of at
-    /// least [`FRONT`] entries, caching such pages as themselves.
-    pub(crate) fn front_array(&mut self, s: usize, size: PageSize) -> Option<&mut SmallFullyAssoc> {
+    /// its front of `ranks` entries: the level's one array, small and fully
+    /// associative, of at least `ranks` entries, caching such pages as themselves.
+    pub(crate) fn front_array(
+        &mut self,
+        s: usize,
+        size: PageSize,
+        ranks: usize,
+    ) -> Option<&mut SmallFullyAssoc> {
         let level = &mut self.l1[s];
         let r = level.routes[(size.shift() - 12) as usize];
         match level.arrays.as_mut_slice() {
             [TlbArray::SmallFullyAssoc(a)]
-                if a.entries() >= FRONT && u32::from(r.store_shift) == size.shift() =>
+                if a.entries() >= ranks && u32::from(r.store_shift) == size.shift() =>
             {
                 Some(a)
             }
@@ -292,7 +297,7 @@ impl TlbHierarchy {
     /// pushed out `carry` (see [`SmallFullyAssoc`]); the rest of the L1, then
     /// the L2 and the walk counters, as [`TlbHierarchy::access_addr`] goes on.
     #[inline]
-    pub(crate) fn access_behind_front(
+    pub(crate) fn access_behind_front<const RANKS: usize>(
         &mut self,
         s: usize,
         k: u64,
@@ -303,7 +308,7 @@ impl TlbHierarchy {
         let level = &mut self.l1[s];
         level.accesses += 1;
         let hit = match level.arrays.as_mut_slice() {
-            [TlbArray::SmallFullyAssoc(a)] => a.access_behind_front(k, carry),
+            [TlbArray::SmallFullyAssoc(a)] => a.access_behind_front::<RANKS>(k, carry),
             _ => unreachable!("Fronts holds only single small arrays"),
         };
         if hit {

@@ -9,7 +9,7 @@
 //! lookup hits one of the few most recent pages, and a hash table and linked
 //! list cost more in dependent loads than a short walk through one cache line.
 
-use crate::array::{key, move_to_front, move_to_front_by_walk, unkey, Key, Tlb, EMPTY, FRONT};
+use crate::array::{key, move_to_front, move_to_front_by_walk, unkey, Key, Tlb, EMPTY};
 use pagelab_core::PageSize;
 
 /// Capacity of the fixed storage.
@@ -73,8 +73,8 @@ impl SmallFullyAssoc {
         self.entries
     }
 
-    /// The [`FRONT`] most recent keys (while [`crate::Fronts`] holds them, stale).
-    pub(crate) fn front_mut(&mut self) -> &mut [Key; FRONT] {
+    /// The `N` most recent keys (while [`crate::Fronts`] holds them, stale).
+    pub(crate) fn front_mut<const N: usize>(&mut self) -> &mut [Key; N] {
         self.keys
             .first_chunk_mut()
             .expect("the array holds more keys than the front")
@@ -83,10 +83,10 @@ impl SmallFullyAssoc {
     /// The rest of an access that missed the front, which has already taken
     /// `k` and pushed out `carry`: `carry` goes to the front of the rest, and
     /// `k` leaves it if it is there (a hit); else the last entry drops out.
-    /// Needs at least [`FRONT`] entries.
+    /// The front is the first `N` keys; needs at least `N` entries.
     #[inline]
-    pub(crate) fn access_behind_front(&mut self, k: Key, carry: Key) -> bool {
-        match move_to_front_by_walk(&mut self.keys[FRONT..self.entries], k, carry) {
+    pub(crate) fn access_behind_front<const N: usize>(&mut self, k: Key, carry: Key) -> bool {
+        match move_to_front_by_walk(&mut self.keys[N..self.entries], k, carry) {
             None => true,
             Some(dropped) => {
                 if dropped == EMPTY {
