@@ -127,9 +127,10 @@ impl Fronts {
         let mut take = miss;
         for rank in (1..RANKS).rev() {
             take |= at[rank];
-            for lane in 0..FRONT_LANES {
+            let (before, from) = f.split_at_mut(rank);
+            for (lane, (k, &prev)) in from[0].iter_mut().zip(&before[rank - 1]).enumerate() {
                 if on(take, lane) {
-                    f[rank][lane] = f[rank - 1][lane];
+                    *k = prev;
                 }
             }
         }
