@@ -35,19 +35,33 @@ pub(crate) fn refs_line(r: &SimResult) -> String {
 /// One row of cells per run.
 pub(crate) fn rows(r: &SimResult) -> Vec<Vec<String>> {
     if r.runs.iter().any(|run| run.mm.is_some()) {
-        r.runs.iter().map(policy_row).collect()
+        let reclaim = any_reclaim(r);
+        r.runs.iter().map(|run| policy_row(run, reclaim)).collect()
     } else {
         r.runs.iter().map(|run| row(run).to_vec()).collect()
     }
 }
 
-/// The column headers for `r`: one row per page size, or one row per policy.
-pub(crate) fn headers(r: &SimResult) -> &'static [&'static str] {
+/// The column headers for `r`: one row per page size, or one row per policy
+/// (with the reclaim columns when some run reclaimed memory or read from disk).
+pub(crate) fn headers(r: &SimResult) -> Vec<&'static str> {
     if r.runs.iter().any(|run| run.mm.is_some()) {
-        &POLICY_HEADERS
+        let mut h = POLICY_HEADERS.to_vec();
+        if any_reclaim(r) {
+            h.extend(RECLAIM_HEADERS);
+        }
+        h
     } else {
-        &HEADERS
+        HEADERS.to_vec()
     }
+}
+
+/// Whether some run of `r` reclaimed memory or took a major fault.
+fn any_reclaim(r: &SimResult) -> bool {
+    r.runs
+        .iter()
+        .filter_map(|run| run.mm.as_ref())
+        .any(|mm| mm.reclaimed_bytes > 0 || mm.major_faults > 0 || mm.swap_bytes > 0)
 }
 
 /// Columns of a run of the memory-management model under a policy.
@@ -66,7 +80,11 @@ pub(crate) const POLICY_HEADERS: [&str; 12] = [
     "frag",
 ];
 
-fn policy_row(run: &RunStats) -> Vec<String> {
+/// The reclaim columns after them: major faults, bytes reclaimed (swapped out
+/// plus page cache dropped), swapped out, and in swap at the end.
+pub(crate) const RECLAIM_HEADERS: [&str; 4] = ["major", "reclaimed", "swapped out", "in swap"];
+
+fn policy_row(run: &RunStats, reclaim: bool) -> Vec<String> {
     let mm = run.mm.clone().unwrap_or_default();
     let mut by_size: Vec<(u64, String)> = mm
         .faults_by_size
@@ -79,7 +97,7 @@ fn policy_row(run: &RunStats) -> Vec<String> {
         })
         .collect();
     by_size.sort();
-    vec![
+    let mut cells = vec![
         mm.policy.clone(),
         thousands(run.faults),
         by_size
@@ -96,7 +114,16 @@ fn policy_row(run: &RunStats) -> Vec<String> {
         thousands(mm.promotions),
         thousands(mm.demotions),
         format!("{:.2}", mm.fragmentation),
-    ]
+    ];
+    if reclaim {
+        cells.extend([
+            thousands(mm.major_faults),
+            Bytes(mm.reclaimed_bytes).to_string(),
+            Bytes(mm.swapped_out_bytes).to_string(),
+            Bytes(mm.swap_bytes).to_string(),
+        ]);
+    }
+    cells
 }
 
 fn row(run: &RunStats) -> [String; 11] {
