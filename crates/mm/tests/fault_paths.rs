@@ -1,47 +1,16 @@
 //! The fault path every policy shares: file pages through the page cache,
 //! fork, and copy-on-write in both modes. Frame accounting (`check`) after every step.
 
-use pagelab_core::{Backing, Bytes, Event, MapEvent, Prot, Sharing, ThreadId};
+mod common;
+
+use common::{access, ev, map_as, mm, K, M};
+use pagelab_core::{Backing, Event, Sharing, ThreadId};
 use pagelab_mm::fault::CowMode;
-use pagelab_mm::phys::{FrameAllocator, PhysConfig};
-use pagelab_mm::policy::PolicySpec;
+use pagelab_mm::phys::FrameAllocator;
 use pagelab_mm::system::Mm;
-
-const K: u64 = 1 << 10;
-const M: u64 = 1 << 20;
-const RW: Prot = Prot(Prot::READ | Prot::WRITE);
-
-fn mm(policy: &str) -> Mm {
-    let spec: PolicySpec = policy.parse().unwrap();
-    Mm::new(&spec, &PhysConfig::new(Bytes(256 * M))).unwrap()
-}
-
-fn ev(m: &mut Mm, e: Event) {
-    m.event(&e).unwrap();
-    m.check().unwrap();
-}
-
-fn map(m: &mut Mm, start: u64, len: u64, backing: Backing, sharing: Sharing) {
-    ev(
-        m,
-        Event::Map(Box::new(MapEvent {
-            start,
-            len,
-            prot: RW,
-            backing,
-            sharing,
-        })),
-    );
-}
 
 fn switch(m: &mut Mm, pid: u32) {
     ev(m, Event::Switch(ThreadId { pid, tid: pid }));
-}
-
-fn access(m: &mut Mm, addr: u64, write: bool) -> u64 {
-    let t = m.translate(addr, false, write).unwrap();
-    m.check().unwrap();
-    t.size.bytes()
 }
 
 fn used_frames(m: &Mm) -> u64 {
@@ -51,17 +20,17 @@ fn used_frames(m: &Mm) -> u64 {
 
 #[test]
 fn file_pages_are_read_once_and_shared() {
-    let mut m = mm("base:4K");
+    let mut m = mm("base:4K", 256 * M);
     let file = Backing::File {
         file_id: 7,
         offset: 0x10000,
     };
-    map(&mut m, 0x4000_0000, 64 * K, file, Sharing::Shared);
+    map_as(&mut m, 0x4000_0000, 64 * K, file, Sharing::Shared);
     assert_eq!(access(&mut m, 0x4000_1000, false), 4 * K);
     assert_eq!(used_frames(&m), 1);
     // Another process maps the same file at another address and offset alignment.
     switch(&mut m, 2);
-    map(
+    map_as(
         &mut m,
         0x5000_0000,
         64 * K,
@@ -95,8 +64,8 @@ fn file_pages_are_read_once_and_shared() {
 
 #[test]
 fn writing_a_private_file_mapping_copies_the_page() {
-    let mut m = mm("base:4K");
-    map(
+    let mut m = mm("base:4K", 256 * M);
+    map_as(
         &mut m,
         0x4000_0000,
         16 * K,
@@ -118,9 +87,9 @@ fn writing_a_private_file_mapping_copies_the_page() {
 }
 
 fn forked_2m(mode: CowMode) -> Mm {
-    let mut m = mm("linux-thp:enabled=always");
+    let mut m = mm("linux-thp:enabled=always", 256 * M);
     m.set_cow(mode);
-    map(&mut m, 0x4000_0000, 2 * M, Backing::Anon, Sharing::Private);
+    map_as(&mut m, 0x4000_0000, 2 * M, Backing::Anon, Sharing::Private);
     assert_eq!(access(&mut m, 0x4000_0000, true), 2 * M);
     ev(&mut m, Event::Fork { child: 9 });
     assert_eq!(m.machine().stats.rss_bytes, 4 * M);
@@ -185,8 +154,8 @@ fn a_page_shared_in_part_is_copied_whole_not_written_in_place() {
 
 #[test]
 fn forking_a_pid_in_use_is_counted_not_obeyed() {
-    let mut m = mm("base:4K");
-    map(&mut m, 0x4000_0000, 4 * K, Backing::Anon, Sharing::Private);
+    let mut m = mm("base:4K", 256 * M);
+    map_as(&mut m, 0x4000_0000, 4 * K, Backing::Anon, Sharing::Private);
     access(&mut m, 0x4000_0000, true);
     ev(&mut m, Event::Fork { child: 0 });
     assert_eq!(m.machine().stats.events_on_nothing, 1);
@@ -196,13 +165,13 @@ fn forking_a_pid_in_use_is_counted_not_obeyed() {
 fn frames_orphaned_after_fork_go_back_to_the_policy() {
     // Regression: a reservation's frames freed piecewise after fork were freed
     // behind the policy's back (WrongOrder from the allocator).
-    let mut m = mm("reservation");
-    map(&mut m, 0x4000_0000, 2 * M, Backing::Anon, Sharing::Private);
+    let mut m = mm("reservation", 256 * M);
+    map_as(&mut m, 0x4000_0000, 2 * M, Backing::Anon, Sharing::Private);
     for i in 0..82 {
         access(&mut m, 0x4000_0000 + i * 4 * K, true);
     }
     ev(&mut m, Event::Fork { child: 1 });
-    map(&mut m, 0x4000_0000, 4 * K, Backing::Anon, Sharing::Private);
+    map_as(&mut m, 0x4000_0000, 4 * K, Backing::Anon, Sharing::Private);
     ev(&mut m, Event::Fork { child: 2 });
     for pid in [2, 1, 0] {
         switch(&mut m, pid);

@@ -6,21 +6,15 @@
 //! page by page and promotes the mapping at once when the whole extent is
 //! in the page cache. `check()` after every step.
 
-use pagelab_core::{Advice, Backing, Bytes, Event, MapEvent, Prot, Sharing, ThreadId, VirtAddr};
+mod common;
+
+use common::{access_page, ev, mm, K, M};
+use pagelab_core::{Advice, Backing, Event, MapEvent, Prot, Sharing, ThreadId, VirtAddr};
 use pagelab_mm::pagetable::PageTable;
-use pagelab_mm::phys::PhysConfig;
-use pagelab_mm::policy::PolicySpec;
 use pagelab_mm::system::Mm;
 
-const K: u64 = 1 << 10;
-const M: u64 = 1 << 20;
 const A: u64 = 0x4000_0000;
 const FILE: u64 = 9;
-
-fn mm(policy: &str) -> Mm {
-    let spec: PolicySpec = policy.parse().unwrap();
-    Mm::new(&spec, &PhysConfig::new(Bytes(256 * M))).unwrap()
-}
 
 /// Maps the file with MADV_HUGEPAGE (which linux-thp's PMD-order readahead needs).
 fn map_file(m: &mut Mm, start: u64, len: u64, offset: u64, sharing: Sharing) {
@@ -44,21 +38,18 @@ fn map_file_plain(m: &mut Mm, start: u64, len: u64, offset: u64, sharing: Sharin
         },
         sharing,
     };
-    m.event(&Event::Map(Box::new(e))).unwrap();
-    m.check().unwrap();
+    ev(m, Event::Map(Box::new(e)));
 }
 
-/// Size and first 4K frame of the page mapping `addr` after touching it.
+/// Size and first 4K frame of the page mapping `addr` after touching it (a read).
 fn touch(m: &mut Mm, addr: u64) -> (u64, u64) {
-    let t = m.translate(addr, false, false).unwrap();
-    m.check().unwrap();
-    (t.size.bytes(), t.pfn.0)
+    access_page(m, addr, false)
 }
 
 #[test]
 fn aligned_file_extents_are_mapped_as_one_superpage() {
     for policy in ["linux-thp:enabled=always", "reservation"] {
-        let mut m = mm(policy);
+        let mut m = mm(policy, 256 * M);
         map_file(&mut m, A, 4 * M, 2 * M, Sharing::Private);
         // Reservation reads page by page: fault every page of the first extent.
         for i in 0..512 {
@@ -76,7 +67,7 @@ fn aligned_file_extents_are_mapped_as_one_superpage() {
 #[test]
 fn a_misaligned_file_offset_gets_base_pages() {
     for policy in ["linux-thp:enabled=always", "reservation"] {
-        let mut m = mm(policy);
+        let mut m = mm(policy, 256 * M);
         // File offset 4K at a 2M-aligned address: virtual and file space disagree.
         map_file(&mut m, A, 4 * M, 4 * K, Sharing::Private);
         for i in 0..1024 {
@@ -93,7 +84,7 @@ fn a_misaligned_file_offset_gets_base_pages() {
 
 #[test]
 fn a_vma_that_does_not_cover_the_extent_gets_base_pages() {
-    let mut m = mm("linux-thp:enabled=always");
+    let mut m = mm("linux-thp:enabled=always", 256 * M);
     map_file(&mut m, A, M, 0, Sharing::Shared);
     assert_eq!(touch(&mut m, A).0, 4 * K);
     // The page cache read a base folio: a later aligned mapping reads its own 2M folio elsewhere.
@@ -110,23 +101,23 @@ fn policies_without_file_superpages_map_base_pages() {
         "relocation",
         "linux-thp:2M=never",
     ] {
-        let mut m = mm(policy);
+        let mut m = mm(policy, 256 * M);
         map_file(&mut m, A, 4 * M, 0, Sharing::Private);
         assert_eq!(touch(&mut m, A).0, 4 * K, "{policy}");
     }
     // linux-thp without MADV_HUGEPAGE: no PMD-order readahead, even with `always`.
-    let mut m = mm("linux-thp:enabled=always");
+    let mut m = mm("linux-thp:enabled=always", 256 * M);
     map_file_plain(&mut m, A, 4 * M, 0, Sharing::Private);
     assert_eq!(touch(&mut m, A).0, 4 * K);
     // The default `madvise` with MADV_HUGEPAGE: 2M.
-    let mut m = mm("linux-thp");
+    let mut m = mm("linux-thp", 256 * M);
     map_file(&mut m, A, 4 * M, 0, Sharing::Private);
     assert_eq!(touch(&mut m, A).0, 2 * M);
 }
 
 #[test]
 fn every_mapping_shares_the_cached_folio() {
-    let mut m = mm("linux-thp:enabled=always");
+    let mut m = mm("linux-thp:enabled=always", 256 * M);
     map_file(&mut m, A, 4 * M, 0, Sharing::Shared);
     let (size, pfn) = touch(&mut m, A);
     assert_eq!(size, 2 * M);
@@ -147,7 +138,7 @@ fn every_mapping_shares_the_cached_folio() {
 
 #[test]
 fn reservation_promotes_at_the_fault_that_completes_the_extent() {
-    let mut m = mm("reservation");
+    let mut m = mm("reservation", 256 * M);
     map_file(&mut m, A, 2 * M, 0, Sharing::Private);
     for i in 0..511 {
         assert_eq!(touch(&mut m, A + i * 4 * K).0, 4 * K, "page {i}");
@@ -166,7 +157,7 @@ fn reservation_promotes_at_the_fault_that_completes_the_extent() {
 
 #[test]
 fn reservation_promotes_at_once_when_the_extent_is_already_cached() {
-    let mut m = mm("reservation");
+    let mut m = mm("reservation", 256 * M);
     map_file(&mut m, A, 2 * M, 0, Sharing::Private);
     for i in 0..512 {
         touch(&mut m, A + i * 4 * K);
@@ -186,7 +177,7 @@ fn reservation_promotes_at_once_when_the_extent_is_already_cached() {
 
 #[test]
 fn a_private_write_to_a_file_superpage_copies_it() {
-    let mut m = mm("linux-thp:enabled=always");
+    let mut m = mm("linux-thp:enabled=always", 256 * M);
     let e = MapEvent {
         start: A,
         len: 2 * M,

@@ -2,54 +2,16 @@
 //! lies in the VMA and holds no page; partially mapped blocks; allocation
 //! failure falling back size by size. Expected values are worked out by hand.
 
-use pagelab_core::{Advice, Backing, Bytes, Event, MapEvent, PageSize, Prot, Sharing};
+mod common;
+
+use common::{advise, map, map_as, mm_no_reclaim, per_size, touch, K, M};
+use pagelab_core::{Advice, Backing, Event, PageSize, Sharing};
 use pagelab_mm::machine::MmError;
-use pagelab_mm::phys::PhysConfig;
 use pagelab_mm::policy::PolicySpec;
 use pagelab_mm::system::Mm;
 
-const K: u64 = 1 << 10;
-const M: u64 = 1 << 20;
-
-fn mm(spec: &str, memory: u64) -> Mm {
-    let spec: PolicySpec = spec.parse().unwrap();
-    // Reclaim off: these tests fill memory on purpose to reach the fallbacks.
-    let mut phys = PhysConfig::new(Bytes(memory));
-    phys.reclaim = false;
-    Mm::new(&spec, &phys).unwrap()
-}
-
-fn map_as(m: &mut Mm, start: u64, len: u64, sharing: Sharing) {
-    let ev = MapEvent {
-        start,
-        len,
-        prot: Prot(Prot::READ | Prot::WRITE),
-        backing: Backing::Anon,
-        sharing,
-    };
-    m.event(&Event::Map(Box::new(ev))).unwrap();
-    m.check().unwrap();
-}
-
-fn map(m: &mut Mm, start: u64, len: u64) {
-    map_as(m, start, len, Sharing::Private);
-}
-
 fn dontneed(m: &mut Mm, start: u64, len: u64) {
-    let advice = Advice::DontNeed;
-    m.event(&Event::Advise { start, len, advice }).unwrap();
-    m.check().unwrap();
-}
-
-/// Touches `addr` (a write) and returns the size of the page that maps it.
-fn touch(m: &mut Mm, addr: u64) -> u64 {
-    let t = m.translate(addr, false, true).unwrap();
-    m.check().unwrap();
-    t.size.bytes()
-}
-
-fn counter(m: &Mm, which: &str, size: &str) -> u64 {
-    m.policy_counters()[which][size].as_u64().unwrap_or(0)
+    advise(m, start, len, Advice::DontNeed);
 }
 
 #[test]
@@ -80,14 +42,14 @@ fn spec_parses_sizes_and_prints_back() {
 
 #[test]
 fn default_sizes_are_every_mapped_size_up_to_2m() {
-    let mut m = mm("eager", 64 * M);
+    let mut m = mm_no_reclaim("eager", 64 * M);
     map(&mut m, 0x4000_0000, 4 * M);
     assert_eq!(touch(&mut m, 0x4000_1234), 2 * M);
     assert_eq!(touch(&mut m, 0x401f_ffff), 2 * M); // same page, no new fault
     assert_eq!(touch(&mut m, 0x4020_0000), 2 * M);
     assert_eq!(m.machine().stats.faults, 2);
     assert_eq!(m.machine().stats.zeroed_bytes, 4 * M);
-    assert_eq!(counter(&m, "alloc", "2M"), 2);
+    assert_eq!(per_size(&m, "alloc", "2M"), 2);
     let sizes = m.policy_counters()["sizes"].as_str().unwrap().to_string();
     assert_eq!(
         sizes, "4K,8K,16K,32K,64K,128K,256K,512K,1M,2M",
@@ -98,7 +60,7 @@ fn default_sizes_are_every_mapped_size_up_to_2m() {
 #[test]
 fn vma_edges_choose_the_size() {
     // VMA [0x4020_4000, +1M): no 2M or 1M block fits.
-    let mut m = mm("eager", 64 * M);
+    let mut m = mm_no_reclaim("eager", 64 * M);
     let start = 0x4020_4000;
     let end = start + M;
     map(&mut m, start, M);
@@ -119,7 +81,7 @@ fn vma_edges_choose_the_size() {
 
 #[test]
 fn a_partially_mapped_block_forces_a_smaller_size() {
-    let mut m = mm("eager", 64 * M);
+    let mut m = mm_no_reclaim("eager", 64 * M);
     map(&mut m, 0x4000_0000, 2 * M);
     assert_eq!(touch(&mut m, 0x4000_0000), 2 * M);
     // Dropping 64K of the 2M page splits it into 4K pages (a demotion).
@@ -138,7 +100,7 @@ fn a_partially_mapped_block_forces_a_smaller_size() {
 
 #[test]
 fn restricted_sizes_skip_the_others() {
-    let mut m = mm("eager:sizes=4K,64K", 64 * M);
+    let mut m = mm_no_reclaim("eager:sizes=4K,64K", 64 * M);
     map(&mut m, 0x4000_0000, 4 * M);
     assert_eq!(touch(&mut m, 0x4000_0000), 64 * K);
     // A VMA of 32K gets base pages: 16K and 32K are not in the list.
@@ -150,7 +112,7 @@ fn restricted_sizes_skip_the_others() {
 fn failed_allocation_falls_back_in_order() {
     // 4M of memory is one order-10 block. A 4K page splits it: pfn 0 used,
     // free blocks of orders 0..9 at pfns 1, 2, 4, ..., 512.
-    let mut m = mm("eager:sizes=4K,64K,2M", 4 * M);
+    let mut m = mm_no_reclaim("eager:sizes=4K,64K,2M", 4 * M);
     map(&mut m, 0x4000_0000, 4 * K);
     assert_eq!(touch(&mut m, 0x4000_0000), 4 * K);
     map(&mut m, 0x8000_0000, 4 * M);
@@ -161,10 +123,10 @@ fn failed_allocation_falls_back_in_order() {
     for i in 0..31 {
         assert_eq!(touch(&mut m, second + i * 64 * K), 64 * K, "64K page {i}");
     }
-    assert_eq!(counter(&m, "fallback", "2M"), 1);
+    assert_eq!(per_size(&m, "fallback", "2M"), 1);
     // Only orders 0..3 are free (15 frames): 64K fails too, then 4K.
     assert_eq!(touch(&mut m, second + 31 * 64 * K), 4 * K);
-    assert_eq!(counter(&m, "fallback", "64K"), 1);
+    assert_eq!(per_size(&m, "fallback", "64K"), 1);
     for i in 1..15 {
         assert_eq!(touch(&mut m, second + 31 * 64 * K + i * 4 * K), 4 * K);
     }
@@ -173,20 +135,20 @@ fn failed_allocation_falls_back_in_order() {
     assert!(matches!(e, MmError::OutOfMemory { .. }), "{e}");
     m.check().unwrap();
     assert_eq!(m.machine().stats.rss_bytes, 4 * M);
-    assert_eq!(counter(&m, "alloc", "64K"), 31);
+    assert_eq!(per_size(&m, "alloc", "64K"), 31);
 }
 
 #[test]
 fn shared_anonymous_mappings_get_base_pages() {
-    let mut m = mm("eager", 64 * M);
-    map_as(&mut m, 0x4000_0000, 2 * M, Sharing::Shared);
+    let mut m = mm_no_reclaim("eager", 64 * M);
+    map_as(&mut m, 0x4000_0000, 2 * M, Backing::Anon, Sharing::Shared);
     assert_eq!(touch(&mut m, 0x4000_0000), 4 * K);
     assert_eq!(m.policy_counters()["base_only_faults"], 1);
 }
 
 #[test]
 fn munmap_frees_every_page() {
-    let mut m = mm("eager", 64 * M);
+    let mut m = mm_no_reclaim("eager", 64 * M);
     map(&mut m, 0x4000_0000, 3 * M);
     assert_eq!(touch(&mut m, 0x4000_0000), 2 * M);
     assert_eq!(touch(&mut m, 0x4020_0000), M);

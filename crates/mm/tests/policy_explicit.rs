@@ -5,60 +5,19 @@
 //! when no free block exists. Fragmented memories are built by hand: 4M of
 //! memory is 1024 frames, and base pages touched in order take frames 0, 1, 2, ...
 
-use pagelab_core::{Advice, Backing, Bytes, Event, MapEvent, PageSize, Prot, Sharing};
-use pagelab_mm::phys::PhysConfig;
+mod common;
+
+use common::{advise, counter, map, mm_no_reclaim, per_size, touch, touch_page, K, M};
+use pagelab_core::{Advice, Event, PageSize};
 use pagelab_mm::policy::PolicySpec;
 use pagelab_mm::system::Mm;
 
-const K: u64 = 1 << 10;
-const M: u64 = 1 << 20;
-
 fn mm(memory: u64) -> Mm {
-    let spec: PolicySpec = "explicit".parse().unwrap();
-    // Reclaim off: these tests fill memory on purpose to reach the fallbacks.
-    let mut phys = PhysConfig::new(Bytes(memory));
-    phys.reclaim = false;
-    Mm::new(&spec, &phys).unwrap()
-}
-
-fn map(m: &mut Mm, start: u64, len: u64) {
-    let ev = MapEvent {
-        start,
-        len,
-        prot: Prot(Prot::READ | Prot::WRITE),
-        backing: Backing::Anon,
-        sharing: Sharing::Private,
-    };
-    m.event(&Event::Map(Box::new(ev))).unwrap();
-    m.check().unwrap();
-}
-
-fn advise(m: &mut Mm, start: u64, len: u64, advice: Advice) {
-    m.event(&Event::Advise { start, len, advice }).unwrap();
-    m.check().unwrap();
+    mm_no_reclaim("explicit", memory)
 }
 
 fn order(m: &mut Mm, start: u64, len: u64, shift: u8, wait: bool) {
     advise(m, start, len, Advice::PageOrder { shift, wait });
-}
-
-/// Touches `addr` (a write) and returns the page that maps it: (size, first 4K frame).
-fn touch_page(m: &mut Mm, addr: u64) -> (u64, u64) {
-    let t = m.translate(addr, false, true).unwrap();
-    m.check().unwrap();
-    (t.size.bytes(), t.pfn.0)
-}
-
-fn touch(m: &mut Mm, addr: u64) -> u64 {
-    touch_page(m, addr).0
-}
-
-fn count(m: &Mm, name: &str) -> u64 {
-    m.policy_counters()[name].as_u64().unwrap()
-}
-
-fn per_size(m: &Mm, name: &str, size: &str) -> u64 {
-    m.policy_counters()[name][size].as_u64().unwrap_or(0)
 }
 
 /// 4M of memory, all of it mapped as base pages at `0x1000_0000` (frame i at
@@ -95,8 +54,8 @@ fn regions_without_a_request_get_base_pages() {
     let mut m = mm(64 * M);
     map(&mut m, REGION, 4 * M);
     assert_eq!(touch(&mut m, REGION), 4 * K);
-    assert_eq!(count(&m, "unrequested_faults"), 1);
-    assert_eq!(count(&m, "requested_faults"), 0);
+    assert_eq!(counter(&m, "unrequested_faults"), 1);
+    assert_eq!(counter(&m, "requested_faults"), 0);
 }
 
 #[test]
@@ -111,8 +70,8 @@ fn best_effort_maps_the_requested_size_rounded_to_a_mapped_one() {
     assert_eq!(touch(&mut m, REGION + 2 * M), 2 * M);
     assert_eq!(touch(&mut m, REGION + 4 * M), 2 * M);
     assert_eq!(touch(&mut m, REGION + 6 * M), 4 * K);
-    assert_eq!(count(&m, "rounded_requests"), 2);
-    assert_eq!(count(&m, "granted"), 4);
+    assert_eq!(counter(&m, "rounded_requests"), 2);
+    assert_eq!(counter(&m, "granted"), 4);
 }
 
 #[test]
@@ -126,7 +85,7 @@ fn best_effort_takes_the_largest_empty_block_in_the_vma() {
     assert_eq!(touch(&mut m, REGION + 8 * K), 8 * K);
     assert_eq!(touch(&mut m, REGION + 512 * K), 512 * K);
     assert_eq!(touch(&mut m, REGION + M), 64 * K);
-    assert_eq!(count(&m, "below_request"), 3);
+    assert_eq!(counter(&m, "below_request"), 3);
     assert_eq!(m.machine().stats.copied_bytes, 0);
 }
 
@@ -142,9 +101,9 @@ fn wait_copies_the_pages_already_in_the_block() {
     assert_eq!((s.promotions, s.copied_bytes), (1, 8 * K));
     assert_eq!(s.rss_bytes, 2 * M);
     assert_eq!(s.zeroed_bytes, 2 * M); // 4K + 4K, then 2M less the 8K copied
-    assert_eq!(count(&m, "collapse_copied_bytes"), 8 * K);
-    assert_eq!(count(&m, "granted"), 1);
-    assert_eq!(count(&m, "stalls"), 0);
+    assert_eq!(counter(&m, "collapse_copied_bytes"), 8 * K);
+    assert_eq!(counter(&m, "granted"), 1);
+    assert_eq!(counter(&m, "stalls"), 0);
 }
 
 #[test]
@@ -153,7 +112,7 @@ fn wait_stays_inside_the_vma() {
     map(&mut m, REGION, M);
     order(&mut m, REGION, M, 21, true);
     assert_eq!(touch(&mut m, REGION), M);
-    assert_eq!(count(&m, "below_request"), 1);
+    assert_eq!(counter(&m, "below_request"), 1);
 }
 
 #[test]
@@ -168,7 +127,7 @@ fn best_effort_falls_back_under_fragmentation() {
     ] {
         assert_eq!(per_size(&m, "fallback", size), 1, "{size}");
     }
-    assert_eq!(count(&m, "below_request"), 1);
+    assert_eq!(counter(&m, "below_request"), 1);
     assert_eq!(m.machine().stats.copied_bytes, 0);
 }
 
@@ -181,12 +140,12 @@ fn wait_compacts_the_least_populated_block() {
     map(&mut m, REGION, 2 * M);
     order(&mut m, REGION, 2 * M, 21, true);
     assert_eq!(touch_page(&mut m, REGION), (2 * M, 512));
-    assert_eq!(count(&m, "stalls"), 1);
-    assert_eq!(count(&m, "compactions"), 1);
-    assert_eq!(count(&m, "migrated_pages"), 128);
-    assert_eq!(count(&m, "compaction_copied_bytes"), 128 * 4 * K);
+    assert_eq!(counter(&m, "stalls"), 1);
+    assert_eq!(counter(&m, "compactions"), 1);
+    assert_eq!(counter(&m, "migrated_pages"), 128);
+    assert_eq!(counter(&m, "compaction_copied_bytes"), 128 * 4 * K);
     assert_eq!(m.machine().stats.copied_bytes, 128 * 4 * K);
-    assert_eq!(count(&m, "wait_failed"), 0);
+    assert_eq!(counter(&m, "wait_failed"), 0);
     // The moved pages are still mapped at their addresses, now in block 0.
     let (size, pfn) = touch_page(&mut m, 0x1000_0000 + 512 * 4 * K);
     assert_eq!(size, 4 * K);
@@ -200,7 +159,7 @@ fn wait_compaction_ties_go_to_the_lowest_block() {
     map(&mut m, REGION, 2 * M);
     order(&mut m, REGION, 2 * M, 21, true);
     assert_eq!(touch_page(&mut m, REGION), (2 * M, 0));
-    assert_eq!(count(&m, "migrated_pages"), 256);
+    assert_eq!(counter(&m, "migrated_pages"), 256);
     assert_eq!(m.machine().stats.copied_bytes, M);
 }
 
@@ -211,15 +170,15 @@ fn wait_fails_and_falls_back_when_memory_is_too_full_to_compact() {
     map(&mut m, REGION, 2 * M);
     order(&mut m, REGION, 2 * M, 21, true);
     assert_eq!(touch(&mut m, REGION), 4 * K);
-    assert_eq!(count(&m, "stalls"), 1);
-    assert_eq!(count(&m, "wait_failed"), 1);
-    assert_eq!(count(&m, "compactions"), 0);
+    assert_eq!(counter(&m, "stalls"), 1);
+    assert_eq!(counter(&m, "wait_failed"), 1);
+    assert_eq!(counter(&m, "compactions"), 0);
     assert_eq!(m.machine().stats.copied_bytes, 0);
     // But a 1M request can: 257 free frames are left after the 4K fallback.
     map(&mut m, REGION + 4 * M, M);
     order(&mut m, REGION + 4 * M, M, 20, true);
     assert_eq!(touch(&mut m, REGION + 4 * M), M);
-    assert_eq!(count(&m, "compactions"), 1);
+    assert_eq!(counter(&m, "compactions"), 1);
 }
 
 #[test]
@@ -229,7 +188,7 @@ fn wait_for_a_size_above_the_allocator_falls_back() {
     map(&mut m, 0x4000_0000, 1 << 30);
     order(&mut m, 0x4000_0000, 1 << 30, 30, true);
     assert_eq!(touch(&mut m, 0x4000_0000), 2 * M);
-    assert_eq!(count(&m, "wait_failed"), 1);
+    assert_eq!(counter(&m, "wait_failed"), 1);
     assert_eq!(per_size(&m, "fallback", "1G"), 1);
     assert_eq!(per_size(&m, "alloc", "2M"), 1);
 }
@@ -255,8 +214,8 @@ fn a_migrated_page_without_a_free_block_of_its_size_is_split() {
     map(&mut m, REGION, 2 * M);
     order(&mut m, REGION, 2 * M, 21, true);
     assert_eq!(touch_page(&mut m, REGION), (2 * M, 512));
-    assert_eq!(count(&m, "migrated_pages"), 1);
-    assert_eq!(count(&m, "migration_splits"), 1);
+    assert_eq!(counter(&m, "migrated_pages"), 1);
+    assert_eq!(counter(&m, "migration_splits"), 1);
     assert_eq!(m.machine().stats.demotions, 1);
     assert_eq!(m.machine().stats.copied_bytes, 64 * K);
     let (size, pfn) = touch_page(&mut m, 0x2000_0000 + 60 * K);
@@ -273,8 +232,8 @@ fn pages_shared_after_fork_pin_their_block() {
     map(&mut m, REGION, 2 * M);
     order(&mut m, REGION, 2 * M, 21, true);
     assert_eq!(touch_page(&mut m, REGION), (4 * K, 1));
-    assert_eq!(count(&m, "stalls"), 1);
-    assert_eq!(count(&m, "wait_failed"), 1);
+    assert_eq!(counter(&m, "stalls"), 1);
+    assert_eq!(counter(&m, "wait_failed"), 1);
     assert_eq!(m.machine().stats.copied_bytes, 0);
     // Once the child exits and the 4K page is dropped, 512 frames are free
     // again and block 0 can be compacted.
@@ -287,6 +246,6 @@ fn pages_shared_after_fork_pin_their_block() {
     map(&mut m, REGION + 2 * M, 2 * M);
     order(&mut m, REGION + 2 * M, 2 * M, 21, true);
     assert_eq!(touch_page(&mut m, REGION + 2 * M), (2 * M, 0));
-    assert_eq!(count(&m, "compactions"), 1);
+    assert_eq!(counter(&m, "compactions"), 1);
     assert_eq!(m.machine().stats.copied_bytes, M);
 }

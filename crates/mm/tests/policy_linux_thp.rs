@@ -2,46 +2,26 @@
 //! exercise alignment, VMA edges, partially populated ranges and allocation
 //! failure. Expected values are worked out by hand from mm/memory.c.
 
-use pagelab_core::{Advice, Backing, Bytes, Event, MapEvent, PageSize, Prot, Sharing};
-use pagelab_mm::phys::{FrameAllocator, PhysConfig};
+mod common;
+
+use common::{access, map_event, mm_no_reclaim, per_size, touch, K, M};
+use pagelab_core::{Advice, Backing, Event, MapEvent, PageSize, Prot, Sharing};
+use pagelab_mm::phys::FrameAllocator;
 use pagelab_mm::policy::{PolicySpec, ThpSettings};
 use pagelab_mm::system::Mm;
 
-const K: u64 = 1 << 10;
-const M: u64 = 1 << 20;
-
 fn mm(settings: &str, memory: u64) -> Mm {
-    let spec: PolicySpec = format!("linux-thp:{settings}").parse().unwrap();
-    // Reclaim off: these tests fill memory on purpose to reach the fallbacks.
-    let mut phys = PhysConfig::new(Bytes(memory));
-    phys.reclaim = false;
-    Mm::new(&spec, &phys).unwrap()
+    mm_no_reclaim(&format!("linux-thp:{settings}"), memory)
 }
 
+// Unlike the shared `map` and `advise`, these two do not check afterwards.
 fn map(m: &mut Mm, start: u64, len: u64) {
-    let ev = MapEvent {
-        start,
-        len,
-        prot: Prot(Prot::READ | Prot::WRITE),
-        backing: Backing::Anon,
-        sharing: Sharing::Private,
-    };
-    m.event(&Event::Map(Box::new(ev))).unwrap();
+    let ev = map_event(start, len, Backing::Anon, Sharing::Private);
+    m.event(&ev).unwrap();
 }
 
 fn advise(m: &mut Mm, start: u64, len: u64, advice: Advice) {
     m.event(&Event::Advise { start, len, advice }).unwrap();
-}
-
-/// Touches `addr` (a write) and returns the size of the page that maps it.
-fn touch(m: &mut Mm, addr: u64) -> u64 {
-    let t = m.translate(addr, false, true).unwrap();
-    m.check().unwrap();
-    t.size.bytes()
-}
-
-fn counter(m: &Mm, which: &str, size: &str) -> u64 {
-    m.policy_counters()[which][size].as_u64().unwrap_or(0)
 }
 
 #[test]
@@ -83,7 +63,7 @@ fn aligned_vma_gets_a_2m_page_when_always() {
     assert_eq!(touch(&mut m, 0x401f_ffff), 2 * M); // same page, no new fault
     assert_eq!(touch(&mut m, 0x4020_0000), 2 * M);
     assert_eq!(m.machine().stats.faults, 2);
-    assert_eq!(counter(&m, "anon_fault_alloc", "2M"), 2);
+    assert_eq!(per_size(&m, "anon_fault_alloc", "2M"), 2);
 }
 
 #[test]
@@ -96,8 +76,8 @@ fn vma_edges_limit_the_size() {
     assert_eq!(touch(&mut m, 0x4021_0000), 64 * K);
     let end = start + M;
     assert_eq!(touch(&mut m, end - 1), 16 * K); // the last 64K block crosses the VMA's end
-    assert_eq!(counter(&m, "anon_fault_alloc", "64K"), 1);
-    assert_eq!(counter(&m, "anon_fault_alloc", "16K"), 2);
+    assert_eq!(per_size(&m, "anon_fault_alloc", "64K"), 1);
+    assert_eq!(per_size(&m, "anon_fault_alloc", "16K"), 2);
 }
 
 #[test]
@@ -179,8 +159,8 @@ fn failed_allocation_falls_back_and_counts() {
     assert_eq!(touch(&mut m, 0x4000_0000), 4 * K);
     assert_eq!(touch(&mut m, 0x8000_0000), 2 * M);
     assert_eq!(touch(&mut m, 0x8020_0000), 64 * K);
-    assert_eq!(counter(&m, "anon_fault_fallback", "2M"), 1);
-    assert_eq!(counter(&m, "anon_fault_alloc", "64K"), 1);
+    assert_eq!(per_size(&m, "anon_fault_fallback", "2M"), 1);
+    assert_eq!(per_size(&m, "anon_fault_alloc", "64K"), 1);
     assert_eq!(m.machine().stats.faults_by_size.get(PageSize::K4), 1);
 }
 
@@ -240,9 +220,7 @@ fn protecting_part_of_a_superpage_demotes_it() {
 
 /// Reads `addr` and returns the size of the page that maps it.
 fn read(m: &mut Mm, addr: u64) -> u64 {
-    let t = m.translate(addr, false, false).unwrap();
-    m.check().unwrap();
-    t.size.bytes()
+    access(m, addr, false)
 }
 
 #[test]
@@ -252,14 +230,14 @@ fn a_read_maps_the_huge_zero_page_and_a_write_then_gets_a_2m_page() {
     assert_eq!(read(&mut m, 0x4000_1000), 2 * M);
     assert_eq!(read(&mut m, 0x4010_0000), 2 * M); // same zero page: no fault
     assert_eq!(m.machine().stats.faults, 1);
-    assert_eq!(counter(&m, "anon_fault_alloc", "2M"), 0);
+    assert_eq!(per_size(&m, "anon_fault_alloc", "2M"), 0);
     // A second 2M range reads the same huge zero page: no new frames.
     let free = m.machine().phys.free_frames();
     assert_eq!(read(&mut m, 0x4020_0000), 2 * M);
     assert_eq!(m.machine().phys.free_frames(), free);
     // do_huge_zero_wp_pmd: the write gets a real 2M page.
     assert_eq!(touch(&mut m, 0x4000_2000), 2 * M);
-    assert_eq!(counter(&m, "anon_fault_alloc", "2M"), 1);
+    assert_eq!(per_size(&m, "anon_fault_alloc", "2M"), 1);
     assert_eq!(m.machine().stats.faults, 3);
     assert_eq!(read(&mut m, 0x4000_3000), 2 * M); // the new page, writable
     assert_eq!(m.machine().stats.faults, 3);
@@ -270,11 +248,11 @@ fn without_use_zero_page_a_read_maps_the_4k_zero_page() {
     let mut m = mm("enabled=always,use_zero_page=0", 64 * M);
     map(&mut m, 0x4000_0000, 4 * M);
     assert_eq!(read(&mut m, 0x4000_1000), 4 * K);
-    assert_eq!(counter(&m, "anon_fault_alloc", "2M"), 0);
+    assert_eq!(per_size(&m, "anon_fault_alloc", "2M"), 0);
     // The range is no longer empty (the zero PTE): a write elsewhere in it
     // cannot get a PMD page; with no mTHP size enabled it gets 4K.
     assert_eq!(touch(&mut m, 0x4000_8000), 4 * K);
-    assert_eq!(counter(&m, "anon_fault_alloc", "2M"), 0);
+    assert_eq!(per_size(&m, "anon_fault_alloc", "2M"), 0);
 }
 
 #[test]
@@ -282,15 +260,15 @@ fn a_write_to_the_4k_zero_page_gets_one_base_page_never_an_mthp() {
     let mut m = mm("enabled=never,64K=always", 64 * M);
     map(&mut m, 0x4000_0000, 2 * M);
     assert_eq!(read(&mut m, 0x4000_0000), 4 * K); // mTHP sizes: reads map the 4K zero page
-    assert_eq!(counter(&m, "anon_fault_alloc", "64K"), 0);
+    assert_eq!(per_size(&m, "anon_fault_alloc", "64K"), 0);
     // wp_page_copy: one 4K page, though [0, 64K) holds nothing else.
     assert_eq!(touch(&mut m, 0x4000_0000), 4 * K);
-    assert_eq!(counter(&m, "anon_fault_alloc", "64K"), 0);
+    assert_eq!(per_size(&m, "anon_fault_alloc", "64K"), 0);
     // The rest of [0, 64K) is not empty, so its writes get 4K pages; the next
     // 64K range is empty and gets a 64K page.
     assert_eq!(touch(&mut m, 0x4000_1000), 4 * K);
     assert_eq!(touch(&mut m, 0x4001_0000), 64 * K);
-    assert_eq!(counter(&m, "anon_fault_alloc", "64K"), 1);
+    assert_eq!(per_size(&m, "anon_fault_alloc", "64K"), 1);
     assert_eq!(m.machine().stats.faults, 4);
 }
 
@@ -299,7 +277,7 @@ fn inferred_regions_never_map_the_zero_page() {
     // No map events: the VMA is inferred, its contents unknown.
     let mut m = mm("enabled=always", 64 * M);
     assert_eq!(read(&mut m, 0x4000_1000), 2 * M);
-    assert_eq!(counter(&m, "anon_fault_alloc", "2M"), 1);
+    assert_eq!(per_size(&m, "anon_fault_alloc", "2M"), 1);
 }
 
 #[test]

@@ -3,42 +3,16 @@
 //! exact, VMA edges and protection respected, allocation failure skipped,
 //! the superpage freed whole when unmapped. `check()` after every step.
 
+mod common;
+
+use common::{counter, ev, free_frames, map, touch, K, M, RW};
 use pagelab_core::{Advice, Backing, Bytes, Event, MapEvent, PageSize, Prot, Sharing};
-use pagelab_mm::phys::{FrameAllocator, PhysConfig};
+use pagelab_mm::phys::PhysConfig;
 use pagelab_mm::policy::{PolicySpec, RelocationSettings};
 use pagelab_mm::system::Mm;
 
-const K: u64 = 1 << 10;
-const M: u64 = 1 << 20;
-const RW: Prot = Prot(Prot::READ | Prot::WRITE);
-
 fn mm(params: &str, memory: u64) -> Mm {
-    let spec: PolicySpec = format!("relocation:{params}").parse().unwrap();
-    Mm::new(&spec, &PhysConfig::new(Bytes(memory))).unwrap()
-}
-
-fn map(m: &mut Mm, start: u64, len: u64) {
-    let ev = MapEvent {
-        start,
-        len,
-        prot: RW,
-        backing: Backing::Anon,
-        sharing: Sharing::Private,
-    };
-    m.event(&Event::Map(Box::new(ev))).unwrap();
-    m.check().unwrap();
-}
-
-fn event(m: &mut Mm, ev: Event) {
-    m.event(&ev).unwrap();
-    m.check().unwrap();
-}
-
-/// Touches `addr` (a write) and returns the size of the page that maps it.
-fn touch(m: &mut Mm, addr: u64) -> u64 {
-    let t = m.translate(addr, false, true).unwrap();
-    m.check().unwrap();
-    t.size.bytes()
+    common::mm(&format!("relocation:{params}"), memory)
 }
 
 /// Touches the first `n` base pages from `start`.
@@ -53,12 +27,8 @@ fn tick(m: &mut Mm) {
     m.check().unwrap();
 }
 
-fn counter(m: &Mm, which: &str) -> u64 {
-    m.policy_counters()[which].as_u64().unwrap()
-}
-
 fn free_bytes(m: &Mm) -> u64 {
-    m.machine().phys.free_frames() * 4 * K
+    free_frames(m) * 4 * K
 }
 
 #[test]
@@ -177,7 +147,7 @@ fn mixed_protection_keeps_base_pages() {
     touch_pages(&mut m, 0x4000_0000, 4);
     touch_pages(&mut m, 0x4020_0000, 4);
     // Part of the first extent read-only: the VMA splits, the extent spans two.
-    event(
+    ev(
         &mut m,
         Event::Protect {
             start: 0x4000_2000,
@@ -196,7 +166,7 @@ fn mixed_protection_keeps_base_pages() {
 fn madv_nohugepage_and_file_mappings_are_left_alone() {
     let mut m = mm("", 64 * M);
     map(&mut m, 0x4000_0000, 2 * M);
-    event(
+    ev(
         &mut m,
         Event::Advise {
             start: 0x4000_0000,
@@ -205,7 +175,7 @@ fn madv_nohugepage_and_file_mappings_are_left_alone() {
         },
     );
     touch_pages(&mut m, 0x4000_0000, 8);
-    let ev = MapEvent {
+    let e = MapEvent {
         start: 0x8000_0000,
         len: 2 * M,
         prot: Prot(Prot::READ),
@@ -215,7 +185,7 @@ fn madv_nohugepage_and_file_mappings_are_left_alone() {
         },
         sharing: Sharing::Private,
     };
-    event(&mut m, Event::Map(Box::new(ev)));
+    ev(&mut m, Event::Map(Box::new(e)));
     touch_pages(&mut m, 0x8000_0000, 8);
     tick(&mut m);
     assert_eq!(m.machine().stats.promotions, 0);
@@ -238,7 +208,7 @@ fn allocation_failure_skips_the_extent_until_its_next_fault() {
     assert_eq!(touch(&mut m, 0x4020_0000), 4 * K);
     assert_eq!(m.machine().stats.copied_bytes, 4 * K);
     // Free the superpage; the next fault in the skipped extent brings it back.
-    event(
+    ev(
         &mut m,
         Event::Unmap {
             start: 0x4000_0000,
@@ -259,7 +229,7 @@ fn unmapping_after_a_collapse_frees_the_superpage() {
     tick(&mut m);
     assert_eq!(free_bytes(&m), 62 * M);
     // Part of it: the superpage is split (a demotion) and exactly one page freed.
-    event(
+    ev(
         &mut m,
         Event::Unmap {
             start: 0x4000_3000,
@@ -268,7 +238,7 @@ fn unmapping_after_a_collapse_frees_the_superpage() {
     );
     assert_eq!(m.machine().stats.demotions, 1);
     assert_eq!(free_bytes(&m), 62 * M + 4 * K);
-    event(
+    ev(
         &mut m,
         Event::Unmap {
             start: 0x4000_0000,
@@ -281,7 +251,7 @@ fn unmapping_after_a_collapse_frees_the_superpage() {
     map(&mut m, 0x4000_0000, 2 * M);
     touch_pages(&mut m, 0x4000_0000, 1);
     tick(&mut m);
-    event(
+    ev(
         &mut m,
         Event::Unmap {
             start: 0x4000_0000,
@@ -315,13 +285,13 @@ fn scan_interval_and_budget_pace_the_scanner() {
 #[test]
 fn candidates_of_an_exited_process_are_dropped() {
     let mut m = mm("", 64 * M);
-    event(
+    ev(
         &mut m,
         Event::Switch(pagelab_core::ThreadId { pid: 7, tid: 7 }),
     );
     map(&mut m, 0x4000_0000, 2 * M);
     touch_pages(&mut m, 0x4000_0000, 1);
-    event(&mut m, Event::Exit { status: 0 });
+    ev(&mut m, Event::Exit { status: 0 });
     tick(&mut m);
     assert_eq!(counter(&m, "pending"), 0);
     assert_eq!(counter(&m, "extents_scanned"), 0);

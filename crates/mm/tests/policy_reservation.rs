@@ -4,65 +4,27 @@
 //! demotion; and random event streams under a small memory. `check()` (frame
 //! accounting plus the policy's own bookkeeping) after every step.
 
+mod common;
+
+use common::{counter, ev, free_frames, map, mm_no_reclaim, per_size, translate, K, M, RW};
 use pagelab_core::VirtAddr;
-use pagelab_core::{Advice, Backing, Bytes, Event, MapEvent, Prot, Sharing, ThreadId};
+use pagelab_core::{Advice, Event, Prot, ThreadId};
 use pagelab_mm::pagetable::{PageTable, PteFlags, Translation};
-use pagelab_mm::phys::{FrameAllocator, PhysConfig};
+use pagelab_mm::phys::FrameAllocator;
 use pagelab_mm::policy::PolicySpec;
 use pagelab_mm::system::Mm;
 use proptest::prelude::*;
 
-const K: u64 = 1 << 10;
-const M: u64 = 1 << 20;
-const RW: Prot = Prot(Prot::READ | Prot::WRITE);
 const A: u64 = 0x4000_0000;
 
-fn mm(policy: &str, memory: u64) -> Mm {
-    let spec: PolicySpec = policy.parse().unwrap();
-    // Reclaim off: these tests fill memory on purpose to reach the fallbacks.
-    let mut phys = PhysConfig::new(Bytes(memory));
-    phys.reclaim = false;
-    Mm::new(&spec, &phys).unwrap()
-}
-
-fn ev(m: &mut Mm, e: Event) {
-    m.event(&e).unwrap();
-    m.check().unwrap();
-}
-
-fn map(m: &mut Mm, start: u64, len: u64) {
-    let e = MapEvent {
-        start,
-        len,
-        prot: RW,
-        backing: Backing::Anon,
-        sharing: Sharing::Private,
-    };
-    ev(m, Event::Map(Box::new(e)));
-}
-
 fn touch(m: &mut Mm, addr: u64) -> Translation {
-    let t = m.translate(addr, false, true).unwrap();
-    m.check().unwrap();
-    t
+    translate(m, addr, true)
 }
 
 /// The size of the page mapping `addr` now (0 if none).
 fn size_at(m: &Mm, addr: u64) -> u64 {
     let p = m.machine().proc(m.pid()).unwrap();
     p.pt.walk(VirtAddr(addr)).map_or(0, |t| t.size.bytes())
-}
-
-fn counter(m: &Mm, key: &str) -> u64 {
-    m.policy_counters()[key].as_u64().unwrap()
-}
-
-fn per_size(m: &Mm, key: &str, size: &str) -> u64 {
-    m.policy_counters()[key][size].as_u64().unwrap_or(0)
-}
-
-fn free_frames(m: &Mm) -> u64 {
-    m.machine().phys.free_frames()
 }
 
 #[test]
@@ -99,7 +61,7 @@ fn settings_parse_print_and_name_their_errors() {
 
 #[test]
 fn promotion_happens_at_the_last_base_page_of_each_extent_not_before() {
-    let mut m = mm("reservation", 64 * M);
+    let mut m = mm_no_reclaim("reservation", 64 * M);
     map(&mut m, A, 2 * M);
     for n in 1..=512u64 {
         let t = touch(&mut m, A + (n - 1) * 4 * K);
@@ -133,7 +95,7 @@ fn promotion_happens_at_the_last_base_page_of_each_extent_not_before() {
 
 #[test]
 fn out_of_order_population_promotes_only_at_the_last_page() {
-    let mut m = mm("reservation", 64 * M);
+    let mut m = mm_no_reclaim("reservation", 64 * M);
     map(&mut m, A, 2 * M);
     // The 16K extent [16K, 32K): pages 7, 5, 4, then 6 completes it.
     for p in [7, 5, 4] {
@@ -150,7 +112,7 @@ fn out_of_order_population_promotes_only_at_the_last_page() {
 
 #[test]
 fn promotion_is_incremental_from_the_smallest_size_up() {
-    let mut m = mm("reservation", 64 * M);
+    let mut m = mm_no_reclaim("reservation", 64 * M);
     map(&mut m, A, 2 * M);
     // Every page but the first, last to first: nothing above 1M can complete.
     for p in (1..512).rev() {
@@ -179,7 +141,7 @@ fn promotion_is_incremental_from_the_smallest_size_up() {
 
 #[test]
 fn the_reservation_is_the_largest_aligned_extent_inside_the_vma() {
-    let mut m = mm("reservation:max=1M", 64 * M);
+    let mut m = mm_no_reclaim("reservation:max=1M", 64 * M);
     // [A + 64K, A + 64K + 192K): 64K extents fit at +64K, +128K, +192K; 128K at +128K.
     map(&mut m, A + 64 * K, 192 * K);
     touch(&mut m, A + 64 * K);
@@ -208,7 +170,7 @@ fn the_reservation_is_the_largest_aligned_extent_inside_the_vma() {
 #[test]
 fn preemption_takes_the_least_recently_allocated_reservation_first() {
     // 8M: four 2M reservations fill memory.
-    let mut m = mm("reservation", 8 * M);
+    let mut m = mm_no_reclaim("reservation", 8 * M);
     let region = |i: u64| A + i * 4 * M;
     let mut first = Vec::new();
     for i in 0..4 {
@@ -240,7 +202,7 @@ fn preemption_takes_the_least_recently_allocated_reservation_first() {
 #[test]
 fn a_base_page_or_scattered_free_memory_preempts_too() {
     // Memory short: a base page with no free frame breaks the oldest reservation.
-    let mut m = mm("reservation", 4 * M);
+    let mut m = mm_no_reclaim("reservation", 4 * M);
     map(&mut m, A, 2 * M);
     map(&mut m, A + 4 * M, 2 * M);
     let x = touch(&mut m, A).pfn.0;
@@ -262,7 +224,7 @@ fn a_base_page_or_scattered_free_memory_preempts_too() {
     assert_eq!(counter(&m, "reservations"), 1);
 
     // Contiguity missing: 1M free in scattered frames, a reservation holding a free 1M.
-    let mut m = mm("reservation", 4 * M);
+    let mut m = mm_no_reclaim("reservation", 4 * M);
     map(&mut m, A, 2 * M);
     let x = touch(&mut m, A).pfn.0;
     map(&mut m, A + 4 * M, 2 * M);
@@ -300,7 +262,7 @@ fn a_base_page_or_scattered_free_memory_preempts_too() {
 
 #[test]
 fn release_frees_every_frame_and_reservation() {
-    let mut m = mm("reservation", 64 * M);
+    let mut m = mm_no_reclaim("reservation", 64 * M);
     let total = free_frames(&m);
     map(&mut m, A, 4 * M);
     for p in (0..16).chain([100, 300, 512, 513, 1000]) {
@@ -343,7 +305,7 @@ fn release_frees_every_frame_and_reservation() {
 
 #[test]
 fn partial_mprotect_demotes_and_the_population_map_stays_consistent() {
-    let mut m = mm("reservation", 64 * M);
+    let mut m = mm_no_reclaim("reservation", 64 * M);
     map(&mut m, A, 2 * M);
     for p in 0..16 {
         touch(&mut m, A + p * 4 * K);
@@ -387,7 +349,7 @@ fn partial_mprotect_demotes_and_the_population_map_stays_consistent() {
 
 #[test]
 fn frames_shared_at_fork_find_their_reservation_when_released() {
-    let mut m = mm("reservation", 64 * M);
+    let mut m = mm_no_reclaim("reservation", 64 * M);
     map(&mut m, A, 2 * M);
     for p in 0..4 {
         touch(&mut m, A + p * 4 * K);
@@ -478,7 +440,7 @@ proptest! {
         max in prop_oneof![Just("64K"), Just("1M"), Just("2M")],
     ) {
         // 6M for a 4M window, per process: reservations must be preempted.
-        let mut m = mm(&format!("reservation:max={max}"), 6 * M);
+        let mut m = mm_no_reclaim(&format!("reservation:max={max}"), 6 * M);
         for op in ops {
             match op {
                 Op::Map(p, l) => { let (s, l) = clip(p, l); map(&mut m, s, l) }

@@ -5,53 +5,26 @@
 //! written back; the reservation policy preempts before anything mapped is
 //! reclaimed. `check()` after every step (swapped pages hold no frames).
 
-use pagelab_core::{Backing, Bytes, Event, MapEvent, PageSize, Prot, Sharing, VirtAddr};
+mod common;
+
+use common::{access, free_frames, map, map_as, mm_with, K, M};
+use pagelab_core::{Backing, Bytes, Event, PageSize, Sharing, VirtAddr};
 use pagelab_mm::pagetable::PageTable;
-use pagelab_mm::phys::{FrameAllocator, PhysConfig, SuperpageReclaim, WatermarkConfig};
+use pagelab_mm::phys::{PhysConfig, SuperpageReclaim, WatermarkConfig};
 use pagelab_mm::policy::PolicySpec;
 use pagelab_mm::system::Mm;
 
-const K: u64 = 1 << 10;
-const M: u64 = 1 << 20;
-const RW: Prot = Prot(Prot::READ | Prot::WRITE);
 const A: u64 = 0x4000_0000;
 
 /// `memory` bytes (one zone) with watermarks `low` and `high`.
 fn mm(policy: &str, memory: u64, low: u64, high: u64, mode: SuperpageReclaim) -> Mm {
-    let spec: PolicySpec = policy.parse().unwrap();
     let mut phys = PhysConfig::new(Bytes(memory));
     phys.watermarks = Some(WatermarkConfig {
         low: Bytes(low),
         high: Bytes(high),
     });
     phys.reclaim_superpages = mode;
-    Mm::new(&spec, &phys).unwrap()
-}
-
-fn map_as(m: &mut Mm, start: u64, len: u64, backing: Backing, sharing: Sharing) {
-    let e = MapEvent {
-        start,
-        len,
-        prot: RW,
-        backing,
-        sharing,
-    };
-    m.event(&Event::Map(Box::new(e))).unwrap();
-    m.check().unwrap();
-}
-
-fn map(m: &mut Mm, start: u64, len: u64) {
-    map_as(m, start, len, Backing::Anon, Sharing::Private);
-}
-
-fn touch(m: &mut Mm, addr: u64, write: bool) -> u64 {
-    let t = m.translate(addr, false, write).unwrap();
-    m.check().unwrap();
-    t.size.bytes()
-}
-
-fn free(m: &Mm) -> u64 {
-    m.machine().phys.free_frames()
+    mm_with(policy, &phys)
 }
 
 fn mapped(m: &Mm, addr: u64) -> Option<u64> {
@@ -65,17 +38,17 @@ fn reclaim_starts_below_low_and_stops_at_high() {
     let mut m = mm("base:4K", 16 * M, M, 2 * M, SuperpageReclaim::Whole);
     map(&mut m, A, 64 * M);
     for i in 0..3840 {
-        touch(&mut m, A + i * 4 * K, true);
+        access(&mut m, A + i * 4 * K, true);
     }
     // 256 free: exactly at low, not below it.
-    assert_eq!(free(&m), 256);
+    assert_eq!(free_frames(&m), 256);
     assert_eq!(m.machine().stats.kswapd_runs, 0);
     assert_eq!(m.machine().stats.reclaimed_bytes, 0);
     // The next allocation leaves 255: reclaim runs until 512 are free, not one more.
-    touch(&mut m, A + 3840 * 4 * K, true);
+    access(&mut m, A + 3840 * 4 * K, true);
     let s = &m.machine().stats;
     assert_eq!(s.kswapd_runs, 1);
-    assert_eq!(free(&m), 512);
+    assert_eq!(free_frames(&m), 512);
     assert_eq!(s.swapped_out_bytes, 257 * 4 * K);
     assert_eq!(s.reclaimed_bytes, s.swapped_out_bytes);
     assert_eq!(m.swap().bytes(), 257 * 4 * K);
@@ -93,18 +66,18 @@ fn a_swapped_page_faults_back_as_a_major_fault() {
     let mut m = mm("base:4K", 16 * M, M, 2 * M, SuperpageReclaim::Whole);
     map(&mut m, A, 64 * M);
     for i in 0..3841 {
-        touch(&mut m, A + i * 4 * K, true);
+        access(&mut m, A + i * 4 * K, true);
     }
     assert_eq!(mapped(&m, A), None);
     let before = m.machine().stats.faults;
-    touch(&mut m, A + 100, false);
+    access(&mut m, A + 100, false);
     let s = &m.machine().stats;
     assert_eq!((s.major_faults, s.swap_in_faults), (1, 1));
     assert_eq!(s.swapped_in_bytes, 4 * K);
     assert_eq!(s.faults, before + 1);
     assert_eq!(m.swap().bytes(), 256 * 4 * K);
     // A first touch of a page never swapped is a minor fault.
-    touch(&mut m, A + 5000 * 4 * K, false);
+    access(&mut m, A + 5000 * 4 * K, false);
     assert_eq!(m.machine().stats.major_faults, 1);
     // Unmapping frees the swap entries of the range.
     m.event(&Event::Unmap {
@@ -123,16 +96,16 @@ fn referenced_pages_get_a_second_chance() {
     // The first run looks at every page (each referenced by its fault) and
     // clears the bits of those it keeps.
     for i in 0..3841 {
-        touch(&mut m, A + i * 4 * K, true);
+        access(&mut m, A + i * 4 * K, true);
     }
     assert_eq!(m.machine().stats.kswapd_runs, 1);
     assert_eq!(mapped(&m, A + 256 * 4 * K), None);
     // Pages 300..364 are used again; then new pages wake reclaim again.
     for i in 300..364 {
-        touch(&mut m, A + i * 4 * K, false);
+        access(&mut m, A + i * 4 * K, false);
     }
     for i in 3841..4098 {
-        touch(&mut m, A + i * 4 * K, true);
+        access(&mut m, A + i * 4 * K, true);
     }
     assert_eq!(m.machine().stats.kswapd_runs, 2);
     assert_eq!(m.machine().stats.swapped_out_bytes, 2 * 257 * 4 * K);
@@ -150,10 +123,10 @@ fn eight_huge_pages(mode: SuperpageReclaim) -> Mm {
     let mut m = mm("linux-thp:enabled=always", 16 * M, M, 3 * M / 2, mode);
     map(&mut m, A, 64 * M);
     for i in 0..7 {
-        assert_eq!(touch(&mut m, A + i * 2 * M, true), 2 * M);
+        assert_eq!(access(&mut m, A + i * 2 * M, true), 2 * M);
     }
     assert_eq!(m.machine().stats.kswapd_runs, 0);
-    assert_eq!(touch(&mut m, A + 7 * 2 * M, true), 2 * M);
+    assert_eq!(access(&mut m, A + 7 * 2 * M, true), 2 * M);
     assert_eq!(m.machine().stats.kswapd_runs, 1);
     m
 }
@@ -164,7 +137,7 @@ fn a_superpage_is_reclaimed_whole() {
     let s = &m.machine().stats;
     // One whole 2M page: 512 frames free, above high (384).
     assert_eq!(s.swapped_out_bytes, 2 * M);
-    assert_eq!(free(&m), 512);
+    assert_eq!(free_frames(&m), 512);
     assert_eq!((s.reclaim_splits, s.demotions), (0, 0));
     let gone: Vec<u64> = (0..8)
         .filter(|&i| mapped(&m, A + i * 2 * M).is_none())
@@ -173,7 +146,7 @@ fn a_superpage_is_reclaimed_whole() {
     // Its refault is one major fault bringing back 2M.
     let mut m = m;
     let at = A + gone[0] * 2 * M;
-    assert_eq!(touch(&mut m, at + 12345, false), 2 * M);
+    assert_eq!(access(&mut m, at + 12345, false), 2 * M);
     let s = &m.machine().stats;
     assert_eq!((s.major_faults, s.swapped_in_bytes), (1, 2 * M));
 }
@@ -186,7 +159,7 @@ fn a_superpage_is_split_first_and_only_what_is_needed_is_reclaimed() {
     assert_eq!(s.reclaim_splits, 1);
     assert_eq!(s.demotions, 1);
     assert_eq!(s.swapped_out_bytes, 384 * 4 * K);
-    assert_eq!(free(&m), 384);
+    assert_eq!(free_frames(&m), 384);
     let split: Vec<u64> = (0..8)
         .filter(|&i| mapped(&m, A + i * 2 * M) != Some(2 * M))
         .collect();
@@ -198,7 +171,7 @@ fn a_superpage_is_split_first_and_only_what_is_needed_is_reclaimed() {
     assert_eq!(left.len(), 128);
     // A reclaimed piece faults back alone, as a major fault.
     let gone = (0..512).find(|j| !left.contains(j)).unwrap();
-    touch(&mut m, base + gone * 4 * K, false);
+    access(&mut m, base + gone * 4 * K, false);
     let s = &m.machine().stats;
     assert_eq!((s.major_faults, s.swapped_in_bytes), (1, 4 * K));
 }
@@ -213,7 +186,7 @@ fn clean_file_pages_are_dropped_and_dirty_ones_written_back() {
     map_as(&mut m, A, 32 * M, file, Sharing::Shared);
     // The first 100 pages are written (dirty), the rest only read.
     for i in 0..3841 {
-        touch(&mut m, A + i * 4 * K, i < 100);
+        access(&mut m, A + i * 4 * K, i < 100);
     }
     let s = &m.machine().stats;
     assert_eq!(s.kswapd_runs, 1);
@@ -223,7 +196,7 @@ fn clean_file_pages_are_dropped_and_dirty_ones_written_back() {
     assert_eq!(s.major_faults, 3841);
     assert_eq!(m.machine().cache_frames(), 3841 - 257);
     // A dropped page is read again: another major fault, no swap involved.
-    touch(&mut m, A, false);
+    access(&mut m, A, false);
     let s = &m.machine().stats;
     assert_eq!((s.major_faults, s.swap_in_faults), (3842, 0));
 }
@@ -234,14 +207,14 @@ fn reservations_are_preempted_before_mapped_pages_are_reclaimed() {
     let mut m = mm("reservation", 16 * M, M, 2 * M, SuperpageReclaim::Whole);
     map(&mut m, A, 64 * M);
     for i in 0..8 {
-        touch(&mut m, A + i * 2 * M, true);
+        access(&mut m, A + i * 2 * M, true);
     }
     // Memory is all reserved: the eighth reservation left no free frame.
     let s = &m.machine().stats;
     assert_eq!(s.kswapd_runs, 1);
     assert_eq!(s.reclaimed_bytes, 0, "nothing mapped is reclaimed");
     assert!(s.reclaim_preemptions >= 1);
-    assert!(free(&m) >= 512);
+    assert!(free_frames(&m) >= 512);
     for i in 0..8 {
         assert_eq!(mapped(&m, A + i * 2 * M), Some(4 * K), "extent {i}");
     }
@@ -260,7 +233,7 @@ fn reclaim_off_keeps_the_old_out_of_memory_error() {
     let mut m = Mm::new(&spec, &phys).unwrap();
     map(&mut m, A, 8 * M);
     for i in 0..1024 {
-        touch(&mut m, A + i * 4 * K, true);
+        access(&mut m, A + i * 4 * K, true);
     }
     let e = m.translate(A + 1024 * 4 * K, false, true).unwrap_err();
     assert!(e.to_string().contains("out of memory"), "{e}");
@@ -286,7 +259,7 @@ fn partly_read_file_extents_give_back_their_unread_pages_first() {
     map_as(&mut m, A + 256 * M, 2 * M, file, Sharing::Private);
     // Ten pages read of a 2M extent: its whole block is held by the page cache.
     for i in 0..10 {
-        touch(&mut m, A + 256 * M + i * 4 * K, false);
+        access(&mut m, A + 256 * M + i * 4 * K, false);
     }
     assert_eq!(m.machine().cache_frames(), 512);
     // Anonymous base pages (MADV_NOHUGEPAGE: no reservations) fill memory.
@@ -299,7 +272,7 @@ fn partly_read_file_extents_give_back_their_unread_pages_first() {
     m.event(&nohuge).unwrap();
     let mut i = 0;
     while m.machine().stats.kswapd_runs == 0 {
-        touch(&mut m, A + i * 4 * K, true);
+        access(&mut m, A + i * 4 * K, true);
         i += 1;
     }
     let s = &m.machine().stats;
@@ -327,11 +300,11 @@ fn each_zone_has_its_own_watermarks_and_lists() {
     let zone_free = |m: &Mm, z: usize| m.machine().phys.zone_free(pagelab_mm::phys::ZoneId(z));
     // Each zone: low 128 frames, high 256.
     for i in 0..1920 {
-        touch(&mut m, A + i * 4 * K, true);
+        access(&mut m, A + i * 4 * K, true);
     }
     assert_eq!((zone_free(&m, 0), zone_free(&m, 1)), (2048, 128));
     assert_eq!(m.machine().stats.kswapd_runs, 0);
-    touch(&mut m, A + 1920 * 4 * K, true);
+    access(&mut m, A + 1920 * 4 * K, true);
     // Only normal was reclaimed, up to its own high watermark; dma32 is untouched.
     assert_eq!((zone_free(&m, 0), zone_free(&m, 1)), (2048, 256));
     assert_eq!(m.machine().stats.swapped_out_bytes, 129 * 4 * K);
