@@ -134,10 +134,7 @@ impl<S: TraceSource> TraceSource for Window<S> {
         max: usize,
     ) -> Result<bool, TraceError> {
         if self.skipped < self.skip || !self.inner.parses_to_pages() {
-            out.events.clear();
-            let r = self.fill(&mut out.events, max);
-            filter.take_events(out);
-            return r;
+            return pagelab_trace::fill_pages_by_events(self, filter, out, max);
         }
         if self.finished {
             return Ok(false);

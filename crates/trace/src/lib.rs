@@ -164,10 +164,7 @@ pub trait TraceSource {
         out: &mut PageBatch,
         max: usize,
     ) -> Result<bool, TraceError> {
-        out.events.clear();
-        let r = self.fill(&mut out.events, max);
-        filter.take_events(out);
-        r
+        fill_pages_by_events(self, filter, out, max)
     }
 
     /// Whether [`TraceSource::fill_pages`] filters as it parses, which costs
@@ -206,6 +203,21 @@ impl<T: TraceSource + ?Sized> TraceSource for Box<T> {
     fn parses_to_pages(&self) -> bool {
         (**self).parses_to_pages()
     }
+}
+
+/// [`TraceSource::fill_pages`] the plain way: `src`'s events into
+/// `out.events`, then through `filter` (the trait's default, for sources that
+/// override it but sometimes need it).
+pub fn fill_pages_by_events<S: TraceSource + ?Sized>(
+    src: &mut S,
+    filter: &mut PageFilter,
+    out: &mut PageBatch,
+    max: usize,
+) -> Result<bool, TraceError> {
+    out.events.clear();
+    let r = src.fill(&mut out.events, max);
+    filter.take_events(out);
+    r
 }
 
 /// What a source has come to: still going, finished, or failed for good.
