@@ -151,7 +151,7 @@ impl Sink for PageSink<'_> {
 
 /// The first three bytes of a well-formed line with this second byte, as a
 /// little-endian `u32` (`u32::MAX`, never a three-byte value, if none).
-pub(super) static HEAD: [u32; 256] = {
+static HEAD: [u32; 256] = {
     let mut t = [u32::MAX; 256];
     t[b' ' as usize] = u32::from_le_bytes([b'I', b' ', b' ', 0]);
     t[b'L' as usize] = u32::from_le_bytes([b' ', b'L', b' ', 0]);
@@ -175,7 +175,7 @@ fn word(b: &[u8], at: usize) -> u64 {
 
 /// Bit `i` is set when `block[i]` is a newline.
 #[inline(always)]
-pub(super) fn newline_mask<const AVX2: bool>(block: &[u8; 64]) -> u64 {
+fn newline_mask<const AVX2: bool>(block: &[u8; 64]) -> u64 {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     if AVX2 {
         avx2::newline_mask(block)

@@ -6,23 +6,27 @@
 //! window) and takes every line that ends in it (at most [`MAX_LINES`]) at
 //! once, with no branch per line:
 //!
-//! - byte classes (newline, comma, decimal digit, lower-case hexadecimal
-//!   digit, space, `I`, `L`/`S`/`M`) as 64-bit masks;
-//! - where each line starts, has its comma and ends, compressed into one byte
-//!   per line (`vpcompressb` over 0..64);
+//! - byte classes (comma, decimal digit, lower-case hexadecimal digit,
+//!   space, `I`, `L`/`S`/`M`) as 64-bit masks; the newlines come from a
+//!   bitmap of the next [`SPAN`] bytes, so where the next window starts
+//!   never waits for this one's work;
+//! - where each line ends, compressed into one byte per line (`vpcompressb`
+//!   over 0..64); it starts after the line before ends, and its comma is 2 or
+//!   3 bytes before its end;
 //! - the shape of every line checked on those masks and positions: the head
 //!   `I  ` or ` L|S|M `, 1 to 16 hexadecimal digits, the comma, 1 or 2
 //!   decimal digits, the newline, and nothing else;
-//! - the addresses gathered digit by digit into eight 64-bit lanes
-//!   (`vpermb` from the comma backwards), the sizes likewise, and the first
-//!   and last 4K page of each reference computed in the lanes.
+//! - the addresses gathered two digits at a time into eight 64-bit lanes
+//!   (`vpermb` from the comma backwards), and the sizes likewise.
 //!
-//! The pages go to a buffer of [`PENDING`] references, which the filter then
-//! takes in one loop whose length the CPU can predict. A window with any other
-//! kind of line (Valgrind's own, an error, upper-case digits, a line longer
-//! than the window) goes through its first line alone, by [`fields`] or the
-//! careful parser, exactly as [`parse_blocks`] would; the next window starts
-//! after it. So the two give the same words, counts, lines and errors (tested
+//! The references wait in a buffer of [`PENDING`]. Before the filter takes
+//! them, a pass eight at a time drops the repeats (a one-page reference to the
+//! page its side's reference before touched alone changes nothing in the
+//! filter), so only about a fifth reach it. A window with any other kind of
+//! line (Valgrind's own, an error, upper-case digits, a line longer than the
+//! window) sends its first line alone through [`fields`] or the careful
+//! parser, exactly as [`parse_blocks`] would; the next window starts after
+//! it. So the two give the same words, counts, lines and errors (tested
 //! against each other on every CPU that has the instructions).
 
 use super::fast::PageSink;
