@@ -182,28 +182,35 @@ pub trait TraceSource {
     }
 }
 
-impl<T: TraceSource + ?Sized> TraceSource for Box<T> {
-    fn fill(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError> {
-        (**self).fill(out, max)
-    }
-    fn info(&self) -> SourceInfo {
-        (**self).info()
-    }
-    fn fill_pages(
-        &mut self,
-        filter: &mut PageFilter,
-        out: &mut PageBatch,
-        max: usize,
-    ) -> Result<bool, TraceError> {
-        (**self).fill_pages(filter, out, max)
-    }
-    fn pieces(&self) -> Option<Pieces> {
-        (**self).pieces()
-    }
-    fn parses_to_pages(&self) -> bool {
-        (**self).parses_to_pages()
-    }
+/// A box or a mutable reference to a source is the source.
+macro_rules! forward_source {
+    ($($ptr:ty),*) => {$(
+        impl<T: TraceSource + ?Sized> TraceSource for $ptr {
+            fn fill(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError> {
+                (**self).fill(out, max)
+            }
+            fn info(&self) -> SourceInfo {
+                (**self).info()
+            }
+            fn fill_pages(
+                &mut self,
+                filter: &mut PageFilter,
+                out: &mut PageBatch,
+                max: usize,
+            ) -> Result<bool, TraceError> {
+                (**self).fill_pages(filter, out, max)
+            }
+            fn pieces(&self) -> Option<Pieces> {
+                (**self).pieces()
+            }
+            fn parses_to_pages(&self) -> bool {
+                (**self).parses_to_pages()
+            }
+        }
+    )*};
 }
+
+forward_source!(Box<T>, &mut T);
 
 /// [`TraceSource::fill_pages`] the plain way: `src`'s events into
 /// `out.events`, then through `filter` (the trait's default, for sources that

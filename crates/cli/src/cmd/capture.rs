@@ -234,26 +234,3 @@ impl Drop for Reported {
         self.finish(true);
     }
 }
-
-impl TraceSource for &mut Reported {
-    fn fill(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError> {
-        (**self).fill(out, max)
-    }
-
-    fn info(&self) -> SourceInfo {
-        (**self).info()
-    }
-
-    fn fill_pages(
-        &mut self,
-        filter: &mut PageFilter,
-        out: &mut PageBatch,
-        max: usize,
-    ) -> Result<bool, TraceError> {
-        (**self).fill_pages(filter, out, max)
-    }
-
-    fn parses_to_pages(&self) -> bool {
-        (**self).parses_to_pages()
-    }
-}
