@@ -4,30 +4,13 @@
 
 mod common;
 
-use common::{real_events, reference, reference_hierarchy, Figures};
+use common::{all_sizes, flat, real_events, reference, reference_hierarchy};
 use pagelab_core::{parse_page_sizes, AccessKind, Event, MemRef, PageSize, SourceInfo};
 use pagelab_engine::{run_study, Study, StudyConfig};
 use pagelab_report::RunStats;
 use pagelab_trace::{LackeyWriter, PageBatch, Pieces, TraceError, TraceSource};
 use proptest::prelude::*;
 use std::path::PathBuf;
-
-fn flat(r: &RunStats) -> Figures {
-    (
-        r.itlb_accesses,
-        r.itlb_misses,
-        r.dtlb_accesses,
-        r.dtlb_misses,
-        r.code_footprint_bytes,
-        r.data_footprint_bytes,
-        r.footprint_bytes,
-        r.faults,
-    )
-}
-
-fn all_sizes() -> Vec<PageSize> {
-    parse_page_sizes("4K,8K,16K,32K,64K,128K,256K,2M,1G").unwrap()
-}
 
 /// `events` as Lackey text in a fresh file, removed when dropped.
 struct LackeyFile(PathBuf);

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{real_prefix, Events};
+use common::{flat, real_prefix, Events};
 use pagelab_core::{Bytes, Event, PageSize};
 use pagelab_engine::{run_policies, PolicyConfig, Study, StudyConfig};
 use pagelab_mm::phys::PhysConfig;
@@ -34,19 +34,7 @@ fn base_policies_equal_the_fixed_size_study_on_a_real_trace() {
         };
         let got = run_policies(&mut Events(events.clone().into_iter()), &cfg, &mut ()).unwrap();
         for (g, w) in got.runs.iter().zip(&want.runs) {
-            let key = |r: &pagelab_report::RunStats| {
-                (
-                    r.itlb_accesses,
-                    r.itlb_misses,
-                    r.dtlb_accesses,
-                    r.dtlb_misses,
-                    r.code_footprint_bytes,
-                    r.data_footprint_bytes,
-                    r.footprint_bytes,
-                    r.faults,
-                )
-            };
-            assert_eq!(key(g), key(w), "{preset} at {}", w.page_size);
+            assert_eq!(flat(g), flat(w), "{preset} at {}", w.page_size);
             assert_eq!(
                 g.tlb_levels, w.tlb_levels,
                 "{preset} at {}: per-level counters",

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{real_events, reference, reference_hierarchy_levels, Figures};
+use common::{flat, real_events, reference, reference_hierarchy_levels, Figures};
 use pagelab_core::{parse_page_sizes, Event, PageSize};
 use pagelab_engine::{run_study, StudyConfig};
 use std::path::PathBuf;
@@ -37,18 +37,7 @@ fn fast_figures(path: &str, sizes: &[PageSize], tlb: &str) -> Vec<Figures> {
     fast_result(path, sizes, tlb)
         .runs
         .iter()
-        .map(|r| {
-            (
-                r.itlb_accesses,
-                r.itlb_misses,
-                r.dtlb_accesses,
-                r.dtlb_misses,
-                r.code_footprint_bytes,
-                r.data_footprint_bytes,
-                r.footprint_bytes,
-                r.faults,
-            )
-        })
+        .map(flat)
         .collect()
 }
 
@@ -112,17 +101,12 @@ fn every_preset_on_a_real_prefix_matches_the_oracle_hierarchy() {
         let want = reference_hierarchy_levels(&events, &sizes, &tlb);
         let result = fast_result(path.to_str().unwrap(), &sizes, name);
         for (run, (figures, levels)) in result.runs.iter().zip(&want) {
-            let got = (
-                run.itlb_accesses,
-                run.itlb_misses,
-                run.dtlb_accesses,
-                run.dtlb_misses,
-                run.code_footprint_bytes,
-                run.data_footprint_bytes,
-                run.footprint_bytes,
-                run.faults,
+            assert_eq!(
+                &flat(run),
+                figures,
+                "preset {name}, page size {}",
+                run.page_size
             );
-            assert_eq!(&got, figures, "preset {name}, page size {}", run.page_size);
             let got_levels: Vec<_> = run
                 .tlb_levels
                 .iter()

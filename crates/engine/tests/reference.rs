@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{reference, reference_hierarchy, Figures};
+use common::{all_sizes, flat, reference, reference_hierarchy};
 use pagelab_core::{AccessKind, Event, MemRef, PageSize};
 use pagelab_engine::{Study, StudyConfig};
 use pagelab_report::RunStats;
@@ -23,23 +23,6 @@ fn fast_with(events: &[Event], sizes: &[PageSize], preset: &str) -> Vec<RunStats
         study.feed(chunk);
     }
     study.finish(Default::default()).runs
-}
-
-fn flat(r: &RunStats) -> Figures {
-    (
-        r.itlb_accesses,
-        r.itlb_misses,
-        r.dtlb_accesses,
-        r.dtlb_misses,
-        r.code_footprint_bytes,
-        r.data_footprint_bytes,
-        r.footprint_bytes,
-        r.faults,
-    )
-}
-
-fn all_sizes() -> Vec<PageSize> {
-    pagelab_core::parse_page_sizes("4K,8K,16K,32K,64K,128K,256K,2M,1G").unwrap()
 }
 
 fn r(kind: AccessKind, addr: u64, size: u32) -> Event {

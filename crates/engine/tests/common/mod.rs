@@ -11,6 +11,25 @@ use std::collections::HashSet;
 /// dTLB misses, code, data and total footprint bytes, faults.
 pub type Figures = (u64, u64, u64, u64, u64, u64, u64, u64);
 
+/// Those figures of a run of the engine's study.
+pub fn flat(r: &pagelab_report::RunStats) -> Figures {
+    (
+        r.itlb_accesses,
+        r.itlb_misses,
+        r.dtlb_accesses,
+        r.dtlb_misses,
+        r.code_footprint_bytes,
+        r.data_footprint_bytes,
+        r.footprint_bytes,
+        r.faults,
+    )
+}
+
+/// Every page size of the default set, and 1G.
+pub fn all_sizes() -> Vec<PageSize> {
+    pagelab_core::parse_page_sizes("4K,8K,16K,32K,64K,128K,256K,2M,1G").unwrap()
+}
+
 /// One page size of the 003 paper's study: 64 I + 64 D entries, fully associative, LRU.
 struct RefRun {
     shift: u32,
