@@ -223,36 +223,35 @@ fn stream(ops: &[Op], damage: bool) -> Vec<u64> {
     w
 }
 
+/// A random stream as bytes, damaged now and then and cut short now and
+/// then, and a batch size.
+fn streams() -> impl Strategy<Value = (Vec<u8>, usize)> {
+    (
+        prop::collection::vec(op(), 0..400),
+        prop::bool::weighted(0.3),
+        prop::option::weighted(0.2, any::<prop::sample::Index>()),
+        prop_oneof![1usize..8, 8usize..4096],
+    )
+        .prop_map(|(ops, damage, cut, max)| {
+            let mut bytes = to_bytes(&stream(&ops, damage));
+            if let Some(c) = cut {
+                let at = c.index(bytes.len() + 1);
+                bytes.truncate(at);
+            }
+            (bytes, max)
+        })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(400))]
 
     #[test]
-    fn random_streams_decode_the_same_both_ways(
-        ops in prop::collection::vec(op(), 0..400),
-        damage in prop::bool::weighted(0.3),
-        cut in prop::option::weighted(0.2, any::<prop::sample::Index>()),
-        max in prop_oneof![1usize..8, 8usize..4096],
-    ) {
-        let mut bytes = to_bytes(&stream(&ops, damage));
-        if let Some(c) = cut {
-            let at = c.index(bytes.len() + 1);
-            bytes.truncate(at);
-        }
+    fn random_streams_decode_the_same_both_ways((bytes, max) in streams()) {
         same_both_ways(&bytes, max);
     }
 
     #[test]
-    fn random_streams_filter_the_same_all_ways(
-        ops in prop::collection::vec(op(), 0..400),
-        damage in prop::bool::weighted(0.3),
-        cut in prop::option::weighted(0.2, any::<prop::sample::Index>()),
-        max in prop_oneof![1usize..8, 8usize..4096],
-    ) {
-        let mut bytes = to_bytes(&stream(&ops, damage));
-        if let Some(c) = cut {
-            let at = c.index(bytes.len() + 1);
-            bytes.truncate(at);
-        }
+    fn random_streams_filter_the_same_all_ways((bytes, max) in streams()) {
         same_pages_all_ways(&bytes, max);
     }
 }

@@ -104,29 +104,25 @@ fn a_phys_file_splits_superpages_before_reclaim() {
     assert!(n(run, "swapped_out_bytes") > 0, "{run}");
     // A bad value names the field and what is allowed.
     let bad = dir.join("bad.toml");
-    std::fs::write(&bad, "memory = \"64M\"\nreclaim_superpages = \"half\"\n").unwrap();
-    let out = pagelab()
-        .args(["sim", "--workload", "gups", "--policy", "eager", "--phys"])
-        .arg(&bad)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let refused = |toml: &str| {
+        std::fs::write(&bad, toml).unwrap();
+        let out = pagelab()
+            .args(["sim", "--workload", "gups", "--policy", "eager", "--phys"])
+            .arg(&bad)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = refused("memory = \"64M\"\nreclaim_superpages = \"half\"\n");
+    assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains("reclaim_superpages") && err.contains("whole"),
         "{err}"
     );
-    std::fs::write(
-        &bad,
-        "memory = \"64M\"\nwatermarks = { low = \"4M\", high = \"2M\" }\n",
-    )
-    .unwrap();
-    let out = pagelab()
-        .args(["sim", "--workload", "gups", "--policy", "eager", "--phys"])
-        .arg(&bad)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (_, err) = refused("memory = \"64M\"\nwatermarks = { low = \"4M\", high = \"2M\" }\n");
     assert!(
         err.contains("watermarks.high") && err.contains("not above low"),
         "{err}"
