@@ -4,7 +4,7 @@
 use pagelab_core::{Event, PageSize, SourceInfo};
 use pagelab_report::{LevelStats, RefCounts, RunStats, SimResult, SIM_SCHEMA};
 use pagelab_tlb::{
-    Fronts, OtherSizes, Outcome, Side, TlbConfig, TlbError, TlbHierarchy, FRONT_LANES,
+    FrontMiss, Fronts, OtherSizes, Outcome, Side, TlbConfig, TlbError, TlbHierarchy, FRONT_LANES,
 };
 use pagelab_trace::page_word::{CHANGE_MASK, CHANGE_SHIFT, DATA, PAGE_SHIFT, REPLAY, STRADDLE};
 use pagelab_trace::{PageBatch, PageFilter, MAX_FILTER_DEPTH};
@@ -84,6 +84,10 @@ struct SizeRun {
 }
 
 const SIDES: [Side; 2] = [Side::Instr, Side::Data];
+
+/// The most words [`Study::feed_fronts`] looks up in the fronts before it
+/// finishes the lookups that missed a whole L1.
+const FRONT_RUN: usize = 256;
 
 impl SizeRun {
     fn new(size: PageSize, tlb: &TlbConfig) -> Result<Self, TlbError> {
@@ -202,6 +206,9 @@ pub struct Study {
     refs: [u64; 2],
     other_events: u64,
     tlb_json: serde_json::Value,
+    /// Room for the lookups of [`FRONT_RUN`] words that missed a whole L1
+    /// array held by the fronts: (the word's number, the run).
+    deferred: Vec<(u32, u8)>,
 }
 
 impl Study {
@@ -243,6 +250,7 @@ impl Study {
             refs: [0; 2],
             other_events: 0,
             tlb_json: serde_json::to_value(&cfg.tlb).unwrap_or(serde_json::Value::Null),
+            deferred: vec![(0, 0); FRONT_RUN * FRONT_LANES],
         })
     }
 
@@ -312,9 +320,9 @@ impl Study {
         let mut i = 0;
         while i < words.len() {
             let w = words[i];
-            let reach = self.reach[((w >> CHANGE_SHIFT) & CHANGE_MASK) as usize] as usize;
             if w & STRADDLE != 0 {
                 // Rare: the fronts go back for the runs' own lookups.
+                let reach = self.reach[((w >> CHANGE_SHIFT) & CHANGE_MASK) as usize] as usize;
                 fronts.put_back(self.runs.iter_mut().map(|r| &mut r.tlb));
                 self.straddle(w, words[i + 1], reach);
                 fronts = Fronts::take(self.runs.iter_mut().map(|r| (&mut r.tlb, r.size)))
@@ -322,32 +330,56 @@ impl Study {
                 i += 2;
                 continue;
             }
-            let side = (w & DATA) as usize;
-            let addr = w >> PAGE_SHIFT << PAGE_SHIFT;
-            #[cfg(target_arch = "x86_64")]
-            let mut missed = if AVX512 {
-                // SAFETY: only `feed_fronts_avx512` passes `AVX512`, for a CPU that has it.
-                unsafe { fronts.access_avx512(side, addr, reach) }
-            } else {
-                fronts.access(side, addr, reach)
-            };
-            #[cfg(not(target_arch = "x86_64"))]
-            let mut missed = fronts.access(side, addr, reach);
-            if w & REPLAY != 0 {
-                replays[side][reach.min(FRONT_LANES)] += 1;
-            }
-            while missed != 0 {
-                let lane = missed.trailing_zeros() as usize;
-                missed &= missed - 1;
-                let run = &mut self.runs[lane];
-                let outcome = fronts.finish(&mut run.tlb, side, lane, addr);
+            // The words up to the next one spanning pages, at most FRONT_RUN.
+            let part = &words[i..words.len().min(i + FRONT_RUN)];
+            let part = &part[..part
+                .iter()
+                .position(|w| w & STRADDLE != 0)
+                .unwrap_or(part.len())];
+            let reach_of = &self.reach;
+            let next = |j: usize| {
+                let w = part[j];
+                let side = (w & DATA) as usize;
+                let reach = reach_of[((w >> CHANGE_SHIFT) & CHANGE_MASK) as usize] as usize;
                 if w & REPLAY != 0 {
-                    debug_assert_eq!(outcome, Outcome::L1Hit, "a replayed page must be in L1");
-                } else if outcome != Outcome::L1Hit {
+                    replays[side][reach.min(FRONT_LANES)] += 1;
+                }
+                (side, w >> PAGE_SHIFT << PAGE_SHIFT, reach)
+            };
+            // The lookups that missed a whole L1, finished after the run
+            // of words (so that its loop has no calls and keeps the fronts
+            // in registers).
+            let runs = &mut self.runs;
+            let deferred = &mut self.deferred;
+            let mut n = 0;
+            let missed = |j: usize, m: FrontMiss| {
+                let side = (part[j] & DATA) as usize;
+                if !m.l1(&mut runs[m.lane].tlb, side) {
+                    deferred[n] = (j as u32, m.lane as u8);
+                    n += 1;
+                }
+            };
+            #[cfg(target_arch = "x86_64")]
+            if AVX512 {
+                // SAFETY: only `feed_fronts_avx512` passes `AVX512`, for a CPU that has it.
+                unsafe { fronts.access_each_avx512(part.len(), next, missed) };
+            } else {
+                fronts.access_each(part.len(), next, missed);
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            fronts.access_each(part.len(), next, missed);
+            for &(j, lane) in &self.deferred[..n] {
+                let w = part[j as usize];
+                let side = (w & DATA) as usize;
+                let addr = w >> PAGE_SHIFT << PAGE_SHIFT;
+                let run = &mut self.runs[usize::from(lane)];
+                let outcome = fronts.after_l1_miss(&mut run.tlb, side, usize::from(lane), addr);
+                debug_assert!(w & REPLAY == 0, "a replayed page must be in L1");
+                if w & REPLAY == 0 {
                     run.missed_l1(side, addr, outcome);
                 }
             }
-            i += 1;
+            i += part.len();
         }
         fronts.put_back(self.runs.iter_mut().map(|r| &mut r.tlb));
         for (side, by_reach) in replays.iter().enumerate() {

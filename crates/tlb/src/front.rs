@@ -5,12 +5,14 @@
 //! side's L1 array (its front: [`RANKS`] entries).
 //! [`Fronts`] takes the fronts of up to [`FRONT_LANES`] hierarchies into one
 //! table, rank by rank with one lane per hierarchy, so that a reference's
-//! lookups in all of them are a few operations on whole ranks, which the
-//! compiler turns into vector code. A lookup that misses its front goes on in
-//! its own hierarchy exactly as the hierarchy's own lookup would: the key
-//! pushed out of the front goes to the front of the rest of the array, and so
-//! on ([`Fronts::finish`]). [`Fronts::put_back`] returns the fronts and the
-//! counts, after which the hierarchies are as if every lookup had been their own.
+//! lookups in all of them are a few operations on whole ranks (with AVX-512,
+//! one instruction a rank, the table held in registers while
+//! [`Fronts::access_each_avx512`] runs). A lookup that misses its front goes
+//! on in its own hierarchy exactly as the hierarchy's own lookup would: the
+//! key pushed out of the front goes to the front of the rest of the array,
+//! and so on ([`FrontMiss::l1`], then [`Fronts::after_l1_miss`]). [`Fronts::put_back`] returns the fronts
+//! and the counts, after which the hierarchies are as if every lookup had
+//! been their own.
 
 use crate::array::{Key, EMPTY};
 use crate::{Outcome, TlbHierarchy};
@@ -31,7 +33,8 @@ type Lanes = [Key; FRONT_LANES];
 /// size (see the module docs).
 ///
 /// While it holds them, the hierarchies' own fronts are stale: use the
-/// hierarchies only through [`Fronts::finish`] until [`Fronts::put_back`].
+/// hierarchies only through [`FrontMiss::l1`] and [`Fronts::after_l1_miss`]
+/// until [`Fronts::put_back`].
 #[derive(Clone, Debug)]
 pub struct Fronts {
     sizes: Vec<PageSize>,
@@ -42,7 +45,8 @@ pub struct Fronts {
     code: [u64; FRONT_LANES],
     /// Per side and lane, front hits not yet counted in the hierarchy.
     hits: [[u64; FRONT_LANES]; 2],
-    /// The last lookup's key per lane, and the key it pushed out of the front.
+    /// The last lookup's key per lane, and the key it pushed out of the front
+    /// (read only for the lanes that missed).
     key: Lanes,
     carry: Lanes,
 }
@@ -101,10 +105,10 @@ impl Fronts {
 
     /// Looks up the page holding byte `addr` on side `s` (0: instruction, 1:
     /// data) in the first `reach` hierarchies; returns the mask of those
-    /// whose front missed, each to be finished by [`Fronts::finish`] before
-    /// the next lookup.
+    /// whose front missed, with their keys in `self.key` and the keys they
+    /// pushed out of the front in `self.carry`.
     #[inline(always)]
-    pub fn access(&mut self, s: usize, addr: u64, reach: usize) -> u8 {
+    fn access(&mut self, s: usize, addr: u64, reach: usize) -> u8 {
         let active = ((1u32 << reach.min(FRONT_LANES)) - 1) as u8;
         let mut key = [0; FRONT_LANES];
         for (lane, k) in key.iter_mut().enumerate() {
@@ -144,63 +148,170 @@ impl Fronts {
         miss
     }
 
-    /// [`Fronts::access`] in AVX-512 instructions, a few per rank (a rank's
-    /// eight lanes are one register).
+    /// Looks up `n` references in the fronts, in order: reference `i` is
+    /// `next(i)` = (side: 0 instruction, 1 data; byte address; reach: the
+    /// first `reach` hierarchies look it up). Each lookup that misses its
+    /// front is handed to `missed` (the reference's number, the miss) at
+    /// once, to be looked up in the rest of its L1 there ([`FrontMiss::l1`])
+    /// before the next.
+    #[inline]
+    pub fn access_each(
+        &mut self,
+        n: usize,
+        mut next: impl FnMut(usize) -> (usize, u64, usize),
+        mut missed: impl FnMut(usize, FrontMiss),
+    ) {
+        for i in 0..n {
+            let (s, addr, reach) = next(i);
+            let mut lanes = self.access(s, addr, reach);
+            while lanes != 0 {
+                let lane = lanes.trailing_zeros() as usize;
+                lanes &= lanes - 1;
+                missed(i, self.miss(lane));
+            }
+        }
+    }
+
+    /// [`Fronts::access_each`] in AVX-512 instructions: the fronts of both
+    /// sides stay in registers all along, a rank's eight lanes in one, and a
+    /// reference's lookups in all of them take a few instructions per rank.
     ///
     /// # Safety
     /// The CPU must have AVX-512F.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
     #[inline]
-    pub unsafe fn access_avx512(&mut self, s: usize, addr: u64, reach: usize) -> u8 {
+    pub unsafe fn access_each_avx512(
+        &mut self,
+        n: usize,
+        mut next: impl FnMut(usize) -> (usize, u64, usize),
+        mut missed: impl FnMut(usize, FrontMiss),
+    ) {
         use std::arch::x86_64::*;
-        let active = ((1u32 << reach.min(FRONT_LANES)) - 1) as u8;
         // SAFETY (loads and stores): each array is eight u64, 64 bytes.
         let load = |lanes: &Lanes| unsafe { _mm512_loadu_si512(lanes.as_ptr().cast()) };
         let store =
             |lanes: &mut Lanes, v| unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), v) };
-        let shifted = _mm512_srlv_epi64(_mm512_set1_epi64(addr as i64), load(&self.shift));
-        let key = _mm512_or_si512(_mm512_slli_epi64::<5>(shifted), load(&self.code));
-        let f = &mut self.keys[s];
         // Plain loops: `array::map` and `from_fn` would take their closures
         // out of line, without AVX-512.
-        let mut old = [_mm512_setzero_si512(); RANKS];
-        let mut at = [0u8; RANKS];
-        let mut hit = 0;
-        for rank in 0..RANKS {
-            old[rank] = load(&f[rank]);
-            at[rank] = _mm512_mask_cmpeq_epu64_mask(active, old[rank], key);
-            hit |= at[rank];
+        let mut front = [[_mm512_setzero_si512(); RANKS]; 2];
+        for (side, keys) in front.iter_mut().zip(&self.keys) {
+            for (rank, lanes) in side.iter_mut().zip(keys) {
+                *rank = load(lanes);
+            }
         }
-        let miss = active & !hit;
-        store(&mut self.carry, old[RANKS - 1]);
-        let mut take = miss;
-        for rank in (1..RANKS).rev() {
-            take |= at[rank];
-            store(
-                &mut f[rank],
-                _mm512_mask_mov_epi64(old[rank], take, old[rank - 1]),
+        let mut hits = [load(&self.hits[0]), load(&self.hits[1])];
+        let shift = load(&self.shift);
+        let code = load(&self.code);
+        let one = _mm512_set1_epi64(1);
+        for i in 0..n {
+            let (s, addr, reach) = next(i);
+            let active = ((1u32 << reach.min(FRONT_LANES)) - 1) as u8;
+            // All lanes when the reference is data: which side's front to
+            // take, and to put back, by blends (no branch, no memory).
+            let data: __mmask8 = 0u8.wrapping_sub((s & 1) as u8);
+            let key = _mm512_or_si512(
+                _mm512_slli_epi64::<5>(_mm512_srlv_epi64(_mm512_set1_epi64(addr as i64), shift)),
+                code,
             );
+            let mut old = [_mm512_setzero_si512(); RANKS];
+            let mut at = [0u8; RANKS];
+            let mut hit = 0;
+            for rank in 0..RANKS {
+                old[rank] = _mm512_mask_blend_epi64(data, front[0][rank], front[1][rank]);
+                at[rank] = _mm512_mask_cmpeq_epu64_mask(active, old[rank], key);
+                hit |= at[rank];
+            }
+            let miss = active & !hit;
+            // Rank j takes rank j - 1's key where the key was at rank j or
+            // further, or missed; rank 0 takes the key; the last rank's goes on.
+            let mut new = old;
+            let mut take = miss;
+            for rank in (1..RANKS).rev() {
+                take |= at[rank];
+                new[rank] = _mm512_mask_mov_epi64(old[rank], take, old[rank - 1]);
+            }
+            new[0] = _mm512_mask_mov_epi64(old[0], active, key);
+            for rank in 0..RANKS {
+                front[0][rank] = _mm512_mask_blend_epi64(data, new[rank], front[0][rank]);
+                front[1][rank] = _mm512_mask_blend_epi64(data, front[1][rank], new[rank]);
+            }
+            hits[0] = _mm512_mask_add_epi64(hits[0], hit & !data, hits[0], one);
+            hits[1] = _mm512_mask_add_epi64(hits[1], hit & data, hits[1], one);
+            // The lanes' keys taken from the registers, not through memory
+            // (a store and a load would cost more, and whether they do
+            // depends on where the stack happens to lie).
+            let mut lanes = miss;
+            while lanes != 0 {
+                let lane = lanes.trailing_zeros() as usize;
+                lanes &= lanes - 1;
+                let pick = |v| {
+                    let at = _mm512_set1_epi64(lane as i64);
+                    _mm_cvtsi128_si64(_mm512_castsi512_si128(_mm512_permutexvar_epi64(at, v)))
+                        as u64
+                };
+                let m = FrontMiss {
+                    lane,
+                    key: pick(key),
+                    carry: pick(old[RANKS - 1]),
+                };
+                missed(i, m);
+            }
         }
-        store(&mut f[0], _mm512_mask_mov_epi64(old[0], active, key));
-        let hits = load(&self.hits[s]);
-        let hits = _mm512_mask_add_epi64(hits, hit, hits, _mm512_set1_epi64(1));
-        store(&mut self.hits[s], hits);
-        store(&mut self.key, key);
-        miss
+        for (side, keys) in front.iter().zip(&mut self.keys) {
+            for (rank, lanes) in side.iter().zip(keys) {
+                store(lanes, *rank);
+            }
+        }
+        store(&mut self.hits[0], hits[0]);
+        store(&mut self.hits[1], hits[1]);
     }
 
-    /// Finishes hierarchy `lane`'s lookup of the last [`Fronts::access`],
-    /// which missed its front: `tlb` is that hierarchy.
+    /// The rest of a lookup of byte `addr` on side `s` in hierarchy `lane`
+    /// (`tlb`) whose [`FrontMiss::l1`] missed: the L2, if any, then the walk
+    /// counters.
     #[inline]
-    pub fn finish(&self, tlb: &mut TlbHierarchy, s: usize, lane: usize, addr: u64) -> Outcome {
-        tlb.access_behind_front::<RANKS>(
-            s,
-            self.key[lane],
-            self.carry[lane],
-            addr,
-            self.sizes[lane],
-        )
+    pub fn after_l1_miss(
+        &self,
+        tlb: &mut TlbHierarchy,
+        s: usize,
+        lane: usize,
+        addr: u64,
+    ) -> Outcome {
+        tlb.after_front_l1_miss(s, addr, self.sizes[lane])
+    }
+
+    /// Lane `lane`'s miss in the last lookup.
+    #[inline(always)]
+    fn miss(&self, lane: usize) -> FrontMiss {
+        FrontMiss {
+            lane,
+            key: self.key[lane],
+            carry: self.carry[lane],
+        }
+    }
+}
+
+/// A lookup that missed its hierarchy's front (see [`Fronts::access_each`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrontMiss {
+    /// The hierarchy's lane: its place among those taken.
+    pub lane: usize,
+    key: Key,
+    carry: Key,
+}
+
+impl FrontMiss {
+    /// Looks this lookup up in the rest of its hierarchy's L1 array (`tlb`,
+    /// side `s`), as the hierarchy's own lookup would have gone on: the key
+    /// pushed out of the front goes to the front of the rest, and so on.
+    /// Returns whether the array held the page; when it did not,
+    /// [`Fronts::after_l1_miss`] finishes the lookup, then or later (the L1
+    /// does not depend on it), as long as each hierarchy's are finished in
+    /// order.
+    #[inline(always)]
+    pub fn l1(self, tlb: &mut TlbHierarchy, s: usize) -> bool {
+        tlb.l1_behind_front::<RANKS>(s, self.key, self.carry)
     }
 }
 
@@ -218,11 +329,13 @@ mod tests {
     }
 
     /// Steps the first `reach` of the hierarchies through each of `refs`
-    /// (side, address, reach) with fronts, or each on its own.
+    /// (side, address, reach): with fronts, `chunk` references a call (the
+    /// portable and the AVX-512 calls taking turns, and the fronts put back
+    /// now and then), or each hierarchy on its own when `chunk` is 0.
     fn step(
         cfg: &TlbConfig,
         refs: &[(bool, u64, usize)],
-        fronts: bool,
+        chunk: usize,
     ) -> (Vec<crate::TlbStats>, Vec<Vec<Outcome>>) {
         let sizes = sizes();
         let mut tlbs: Vec<TlbHierarchy> = sizes
@@ -230,51 +343,57 @@ mod tests {
             .map(|_| TlbHierarchy::new(cfg).unwrap())
             .collect();
         let mut outcomes = vec![Vec::new(); sizes.len()];
-        let mut held = if fronts {
-            Some(
-                Fronts::take(tlbs.iter_mut().zip(sizes.iter().copied()))
-                    .expect("weisberg qualifies"),
-            )
-        } else {
-            None
-        };
-        for (i, &(data, addr, reach)) in refs.iter().enumerate() {
-            let s = usize::from(data);
-            match &mut held {
-                Some(f) => {
-                    #[cfg(target_arch = "x86_64")]
-                    let missed = if std::arch::is_x86_feature_detected!("avx512f") && i % 2 == 0 {
-                        // SAFETY: the CPU has AVX-512F (checked).
-                        unsafe { f.access_avx512(s, addr, reach) }
-                    } else {
-                        f.access(s, addr, reach)
-                    };
-                    #[cfg(not(target_arch = "x86_64"))]
-                    let missed = f.access(s, addr, reach);
-                    for (lane, tlb) in tlbs.iter_mut().enumerate().take(reach) {
-                        let o = if missed >> lane & 1 != 0 {
-                            f.finish(tlb, s, lane, addr)
-                        } else {
-                            Outcome::L1Hit
-                        };
-                        outcomes[lane].push(o);
-                    }
-                    if i % 97 == 0 {
-                        // Putting back now and then changes nothing.
-                        f.put_back(tlbs.iter_mut());
-                    }
-                }
-                None => {
-                    let side = if data { Side::Data } else { Side::Instr };
-                    for (lane, tlb) in tlbs.iter_mut().enumerate().take(reach) {
-                        outcomes[lane].push(tlb.access_addr(side, addr, sizes[lane]));
-                    }
+        if chunk == 0 {
+            for &(data, addr, reach) in refs {
+                let side = if data { Side::Data } else { Side::Instr };
+                for (lane, tlb) in tlbs.iter_mut().enumerate().take(reach) {
+                    outcomes[lane].push(tlb.access_addr(side, addr, sizes[lane]));
                 }
             }
+            return (tlbs.iter().map(TlbHierarchy::stats).collect(), outcomes);
         }
-        if let Some(f) = &mut held {
-            f.put_back(tlbs.iter_mut());
+        let mut fronts =
+            Fronts::take(tlbs.iter_mut().zip(sizes.iter().copied())).expect("weisberg qualifies");
+        for (c, part) in refs.chunks(chunk).enumerate() {
+            let next = |i: usize| {
+                let (data, addr, reach) = part[i];
+                (usize::from(data), addr, reach)
+            };
+            let mut out: Vec<Vec<Outcome>> = part
+                .iter()
+                .map(|&(_, _, reach)| vec![Outcome::L1Hit; reach])
+                .collect();
+            // As the engine does: the L1 at once, the rest after the call.
+            let mut l1_misses = Vec::new();
+            let missed = |i: usize, m: FrontMiss| {
+                if !m.l1(&mut tlbs[m.lane], usize::from(part[i].0)) {
+                    l1_misses.push((i, m.lane));
+                }
+            };
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx512f") && c % 2 == 0 {
+                // SAFETY: the CPU has AVX-512F (checked).
+                unsafe { fronts.access_each_avx512(part.len(), next, missed) };
+            } else {
+                fronts.access_each(part.len(), next, missed);
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            fronts.access_each(part.len(), next, missed);
+            for (i, lane) in l1_misses {
+                let (data, addr, _) = part[i];
+                out[i][lane] = fronts.after_l1_miss(&mut tlbs[lane], usize::from(data), lane, addr);
+            }
+            for per_ref in out {
+                for (lane, o) in per_ref.into_iter().enumerate() {
+                    outcomes[lane].push(o);
+                }
+            }
+            if c % 3 == 1 {
+                // Putting back now and then changes nothing.
+                fronts.put_back(tlbs.iter_mut());
+            }
         }
+        fronts.put_back(tlbs.iter_mut());
         (tlbs.iter().map(TlbHierarchy::stats).collect(), outcomes)
     }
 
@@ -286,6 +405,7 @@ mod tests {
         fn fronts_agree_with_own_lookups(
             refs in proptest::collection::vec((any::<bool>(), 0u64..300, 0u64..0x1000, 1usize..=4), 0..3000),
             tiny in any::<bool>(),
+            chunk in 1usize..200,
         ) {
             let mut cfg = preset("weisberg").unwrap();
             if tiny {
@@ -298,7 +418,7 @@ mod tests {
             // 4K pages spread so that the larger sizes share some of them.
             // Each reference looks up the first `reach` hierarchies only.
             let refs: Vec<_> = refs.iter().map(|&(d, p, o, r)| (d, p * p * 0x3000 + o, r)).collect();
-            prop_assert_eq!(step(&cfg, &refs, true), step(&cfg, &refs, false));
+            prop_assert_eq!(step(&cfg, &refs, chunk), step(&cfg, &refs, 0));
         }
     }
 

@@ -292,29 +292,32 @@ impl TlbHierarchy {
         self.l1[s].accesses += n;
     }
 
-    /// An access to byte `addr` of a page of `size`, key `k` in its L1 array,
-    /// that missed the front held by [`crate::Fronts`], which took `k` and
-    /// pushed out `carry` (see [`SmallFullyAssoc`]); the rest of the L1, then
-    /// the L2 and the walk counters, as [`TlbHierarchy::access_addr`] goes on.
-    #[inline]
-    pub(crate) fn access_behind_front<const RANKS: usize>(
+    /// An access, key `k` in its L1 array on side `s`, that missed the front
+    /// held by [`crate::Fronts`], which took `k` and pushed out `carry` (see
+    /// [`SmallFullyAssoc`]): the rest of the L1 array, counted. Returns
+    /// whether the key was there (a hit); after a miss, call
+    /// [`TlbHierarchy::after_front_l1_miss`] (later is fine: the L1 does not
+    /// depend on what follows a miss).
+    #[inline(always)]
+    pub(crate) fn l1_behind_front<const RANKS: usize>(
         &mut self,
         s: usize,
         k: u64,
         carry: u64,
-        addr: u64,
-        size: PageSize,
-    ) -> Outcome {
+    ) -> bool {
         let level = &mut self.l1[s];
         level.accesses += 1;
         let hit = match level.arrays.as_mut_slice() {
             [TlbArray::SmallFullyAssoc(a)] => a.access_behind_front::<RANKS>(k, carry),
             _ => unreachable!("Fronts holds only single small arrays"),
         };
-        if hit {
-            return Outcome::L1Hit;
-        }
-        level.misses += 1;
+        level.misses += u64::from(!hit);
+        hit
+    }
+
+    /// The L2 (if any) and the walk counters after a miss in the L1 array
+    /// held by [`crate::Fronts`] (see [`TlbHierarchy::l1_behind_front`]).
+    pub(crate) fn after_front_l1_miss(&mut self, s: usize, addr: u64, size: PageSize) -> Outcome {
         self.after_l1_miss(s, addr, size.shift())
     }
 
