@@ -99,6 +99,40 @@ impl PageBatch {
     }
 }
 
+/// How many of `recent`'s first pages must be touched again (last to first)
+/// for a consumer whose order is `seen` to have the order `recent` (both of
+/// `depth` pages, one a reordering of the other, [`NONE`]s last in both).
+///
+/// Touching `recent[..j]` leaves them on top of `seen` without them, so `j`
+/// is the smallest for which `recent[j..]` comes in `seen` in that order:
+/// where the longest run at the end of `recent` whose places in `seen` rise
+/// begins.
+#[inline]
+fn replays_needed(
+    recent: &[u64; MAX_FILTER_DEPTH],
+    seen: &[u64; MAX_FILTER_DEPTH],
+    depth: usize,
+) -> usize {
+    // The place in `seen` of each of `recent`'s pages (a NONE: its own).
+    let place = |i: usize| {
+        let p = recent[i];
+        if p == NONE {
+            return i;
+        }
+        (0..MAX_FILTER_DEPTH).fold(0, |at, k| if seen[k] == p { k } else { at })
+    };
+    let mut j = depth - 1;
+    let mut next = place(j);
+    while j > 0 {
+        let here = place(j - 1);
+        if here > next {
+            break;
+        }
+        (j, next) = (j - 1, here);
+    }
+    j
+}
+
 /// Turns references into page-stream words, dropping repeats (see the module docs).
 ///
 /// Per side it remembers the `depth` most recent distinct 4K pages. A
@@ -242,16 +276,7 @@ impl PageFilter {
     #[cold]
     fn replay(&mut self, side: usize, out: &mut PageBatch) {
         let recent = self.recent[side];
-        let seen = self.seen[side];
-        let depth = self.depth;
-        // Re-touching recent[..j] (last to first) leaves recent[..j] on top of
-        // the seen order without them; the smallest j for which that is `recent`.
-        let j = (0..depth)
-            .find(|&j| {
-                let rest = seen[..depth].iter().filter(|p| !recent[..j].contains(p));
-                rest.eq(recent[j..depth].iter())
-            })
-            .unwrap_or(depth);
+        let j = replays_needed(&recent, &self.seen[side], self.depth);
         for &page in recent[..j].iter().rev() {
             if page != NONE {
                 out.words
@@ -270,5 +295,69 @@ impl PageFilter {
                 self.replay(side, out);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The definition: the smallest `j` for which `seen` without
+    /// `recent[..j]` is `recent[j..]`.
+    fn by_definition(
+        recent: &[u64; MAX_FILTER_DEPTH],
+        seen: &[u64; MAX_FILTER_DEPTH],
+        depth: usize,
+    ) -> usize {
+        (0..depth)
+            .find(|&j| {
+                let rest = seen[..depth].iter().filter(|p| !recent[..j].contains(p));
+                rest.eq(recent[j..depth].iter())
+            })
+            .unwrap_or(depth)
+    }
+
+    fn permutations(items: &[u64]) -> Vec<Vec<u64>> {
+        if items.is_empty() {
+            return vec![vec![]];
+        }
+        let mut all = Vec::new();
+        for i in 0..items.len() {
+            let mut rest = items.to_vec();
+            let first = rest.remove(i);
+            for mut p in permutations(&rest) {
+                p.insert(0, first);
+                all.push(p);
+            }
+        }
+        all
+    }
+
+    /// Every reordering of every depth and count of pages (NONEs last).
+    #[test]
+    fn replays_needed_is_the_definition() {
+        let mut cases = 0;
+        for depth in 1..=MAX_FILTER_DEPTH {
+            for pages in 0..=depth {
+                let real: Vec<u64> = (10..10 + pages as u64).collect();
+                for seen_order in permutations(&real) {
+                    for recent_order in permutations(&real) {
+                        let fill = |order: &[u64]| {
+                            let mut a = [NONE; MAX_FILTER_DEPTH];
+                            a[..order.len()].copy_from_slice(order);
+                            a
+                        };
+                        let (recent, seen) = (fill(&recent_order), fill(&seen_order));
+                        assert_eq!(
+                            replays_needed(&recent, &seen, depth),
+                            by_definition(&recent, &seen, depth),
+                            "recent {recent:?}, seen {seen:?}, depth {depth}"
+                        );
+                        cases += 1;
+                    }
+                }
+            }
+        }
+        assert!(cases > 600, "{cases}");
     }
 }
