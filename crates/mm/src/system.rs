@@ -165,8 +165,11 @@ impl Mm {
     fn fault(&mut self, addr: u64, instr: bool, write: bool) -> Result<Translation, MmError> {
         let pid = self.pid;
         // Reclaim after the fault may take the page just mapped in a tiny
-        // memory; then it is faulted again.
-        for _ in 0..3 {
+        // memory; then it is faulted again, and the last time kswapd waits
+        // for the next fault (its zones stay woken): in a memory that the
+        // page and what cannot be reclaimed fill (a huge zero page, say),
+        // kswapd would otherwise take the page every time.
+        for attempt in 0..3 {
             self.fault_reclaiming(addr, instr, write)?;
             let t = self.walk_after_fault(addr)?;
             self.machine.res.touch(t.pfn.0 << self.frame_shift, write);
@@ -180,7 +183,9 @@ impl Mm {
                 s.swap_in_faults += 1;
                 s.swapped_in_bytes += bytes;
             }
-            self.kswapd()?;
+            if attempt < 2 {
+                self.kswapd()?;
+            }
             if let Some(t) = self.machine.proc_mut(pid).pt.walk(VirtAddr(addr)) {
                 if !write || t.flags.contains(PteFlags::WRITE) || !self.is_cow_at(addr, &t) {
                     return Ok(t);

@@ -196,3 +196,17 @@ fn a_stream_larger_than_memory_reclaims_under_every_policy() {
         }
     }
 }
+
+/// Found by the property above: the huge zero page holds half of a 4M
+/// memory, a write after it needs a 2M page, and kswapd, run right after
+/// each fault, took that page every time (the fault then failed after three
+/// tries). Now the last try leaves kswapd to the next fault.
+#[test]
+fn a_page_filling_memory_beside_the_huge_zero_page_stays_mapped() {
+    run(
+        "linux-thp:enabled=always,64K=always",
+        false,
+        vec![Op::Map(495, 1553), Op::TouchRun(832, 3)],
+    )
+    .unwrap();
+}
