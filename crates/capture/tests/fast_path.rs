@@ -287,6 +287,23 @@ fn record(program: &str, args: &[&str]) -> Option<Vec<u8>> {
     Some(bytes)
 }
 
+/// The stream of `gzip -9` compressing the first `len` bytes of
+/// `/usr/bin/env` (from a file named with `tag`), as [`record`] gives it.
+fn record_gzip(tag: &str, len: usize) -> Option<Vec<u8>> {
+    let input =
+        std::env::temp_dir().join(format!("pagelab-fast-path{tag}-{}.in", std::process::id()));
+    let mut data = std::fs::read("/usr/bin/env").unwrap_or_default();
+    data.truncate(len);
+    std::fs::write(&input, &data).unwrap();
+    let gzip = pagelab_capture::which("gzip".as_ref()).expect("gzip in PATH");
+    let bytes = record(
+        gzip.to_str().unwrap(),
+        &["-9", "-c", input.to_str().unwrap()],
+    );
+    std::fs::remove_file(&input).unwrap();
+    bytes
+}
+
 #[test]
 fn real_streams_decode_the_same_both_ways() {
     let prog = common::testprog();
@@ -299,16 +316,7 @@ fn real_streams_decode_the_same_both_ways() {
             same_pages_all_ways(&bytes, max);
         }
     }
-    let input = std::env::temp_dir().join(format!("pagelab-fast-path-{}.in", std::process::id()));
-    let mut data = std::fs::read("/usr/bin/env").unwrap_or_default();
-    data.truncate(48 << 10);
-    std::fs::write(&input, &data).unwrap();
-    let gzip = pagelab_capture::which("gzip".as_ref()).expect("gzip in PATH");
-    let bytes = record(
-        gzip.to_str().unwrap(),
-        &["-9", "-c", input.to_str().unwrap()],
-    );
-    std::fs::remove_file(&input).unwrap();
+    let bytes = record_gzip("", 48 << 10);
     if let Some(bytes) = bytes {
         same_both_ways(&bytes, 65536);
         same_pages_all_ways(&bytes, 65536);
@@ -355,17 +363,7 @@ impl<S: TraceSource> TraceSource for EventsOnly<S> {
 
 #[test]
 fn a_study_of_the_filtering_parse_equals_one_of_the_events() {
-    let input =
-        std::env::temp_dir().join(format!("pagelab-fast-path-study-{}.in", std::process::id()));
-    let mut data = std::fs::read("/usr/bin/env").unwrap_or_default();
-    data.truncate(32 << 10);
-    std::fs::write(&input, &data).unwrap();
-    let gzip = pagelab_capture::which("gzip".as_ref()).expect("gzip in PATH");
-    let bytes = record(
-        gzip.to_str().unwrap(),
-        &["-9", "-c", input.to_str().unwrap()],
-    );
-    std::fs::remove_file(&input).unwrap();
+    let bytes = record_gzip("-study", 32 << 10);
     let Some(bytes) = bytes else {
         return;
     };
