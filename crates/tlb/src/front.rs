@@ -200,44 +200,47 @@ impl Fronts {
                 *rank = load(lanes);
             }
         }
+        let [mut front_i, mut front_d] = front;
         let mut hits = [load(&self.hits[0]), load(&self.hits[1])];
         let shift = load(&self.shift);
         let code = load(&self.code);
         let one = _mm512_set1_epi64(1);
-        for i in 0..n {
-            let (s, addr, reach) = next(i);
-            let active = ((1u32 << reach.min(FRONT_LANES)) - 1) as u8;
-            // All lanes when the reference is data: which side's front to
-            // take, and to put back, by blends (no branch, no memory).
-            let data: __mmask8 = 0u8.wrapping_sub((s & 1) as u8);
-            let key = _mm512_or_si512(
-                _mm512_slli_epi64::<5>(_mm512_srlv_epi64(_mm512_set1_epi64(addr as i64), shift)),
-                code,
-            );
-            let mut old = [_mm512_setzero_si512(); RANKS];
+        // One side's lookup in its front: the lanes that missed, and the key
+        // pushed out of the last rank.
+        let step = |front: &mut [__m512i; RANKS], hits: &mut __m512i, active: u8, key| {
+            let old = *front;
             let mut at = [0u8; RANKS];
             let mut hit = 0;
             for rank in 0..RANKS {
-                old[rank] = _mm512_mask_blend_epi64(data, front[0][rank], front[1][rank]);
                 at[rank] = _mm512_mask_cmpeq_epu64_mask(active, old[rank], key);
                 hit |= at[rank];
             }
             let miss = active & !hit;
             // Rank j takes rank j - 1's key where the key was at rank j or
             // further, or missed; rank 0 takes the key; the last rank's goes on.
-            let mut new = old;
             let mut take = miss;
             for rank in (1..RANKS).rev() {
                 take |= at[rank];
-                new[rank] = _mm512_mask_mov_epi64(old[rank], take, old[rank - 1]);
+                front[rank] = _mm512_mask_mov_epi64(old[rank], take, old[rank - 1]);
             }
-            new[0] = _mm512_mask_mov_epi64(old[0], active, key);
-            for rank in 0..RANKS {
-                front[0][rank] = _mm512_mask_blend_epi64(data, new[rank], front[0][rank]);
-                front[1][rank] = _mm512_mask_blend_epi64(data, front[1][rank], new[rank]);
-            }
-            hits[0] = _mm512_mask_add_epi64(hits[0], hit & !data, hits[0], one);
-            hits[1] = _mm512_mask_add_epi64(hits[1], hit & data, hits[1], one);
+            front[0] = _mm512_mask_mov_epi64(old[0], active, key);
+            *hits = _mm512_mask_add_epi64(*hits, hit, *hits, one);
+            (miss, old[RANKS - 1])
+        };
+        for i in 0..n {
+            let (s, addr, reach) = next(i);
+            let active = ((1u32 << reach.min(FRONT_LANES)) - 1) as u8;
+            let key = _mm512_or_si512(
+                _mm512_slli_epi64::<5>(_mm512_srlv_epi64(_mm512_set1_epi64(addr as i64), shift)),
+                code,
+            );
+            // A branch on the side, not blends: the words of a run mostly
+            // keep to one side, so it is well predicted.
+            let (miss, carry) = if s & 1 == 0 {
+                step(&mut front_i, &mut hits[0], active, key)
+            } else {
+                step(&mut front_d, &mut hits[1], active, key)
+            };
             // The lanes' keys taken from the registers, not through memory
             // (a store and a load would cost more, and whether they do
             // depends on where the stack happens to lie).
@@ -253,11 +256,12 @@ impl Fronts {
                 let m = FrontMiss {
                     lane,
                     key: pick(key),
-                    carry: pick(old[RANKS - 1]),
+                    carry: pick(carry),
                 };
                 missed(i, m);
             }
         }
+        let front = [front_i, front_d];
         for (side, keys) in front.iter().zip(&mut self.keys) {
             for (rank, lanes) in side.iter().zip(keys) {
                 store(lanes, *rank);
