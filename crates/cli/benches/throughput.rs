@@ -2,7 +2,7 @@
 //!
 //! Input: the real gzip trace of `tests/data`, decompressed and repeated to
 //! about 36 M references (`PAGELAB_BENCH_REPEAT` changes the count). Each
-//! figure is the best of three runs; `wc -l` on the same file is the yardstick
+//! rate is the best of three runs; `wc -l` on the same file is the yardstick
 //! the issue sets for the whole study on Lackey text.
 
 use pagelab_engine::{run_study, StudyConfig};
@@ -13,28 +13,32 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// CPU seconds (user + system) used so far by this process and by its
-/// waited-for children, from `/proc/self/stat` (Linux; zeros elsewhere).
+/// waited-for children, from `getrusage` (microseconds; zeros if it fails).
 fn cpu_seconds() -> (f64, f64) {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the command name, which ends with the last ')'.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<f64> = rest
-        .split_whitespace()
-        .map(|x| x.parse().unwrap_or(0.0))
-        .collect();
-    // utime, stime, cutime, cstime, in clock ticks (100 a second on Linux).
-    let tick = |i: usize| f.get(i).copied().unwrap_or(0.0) / 100.0;
-    (tick(11) + tick(12), tick(13) + tick(14))
+    let of = |who| {
+        // SAFETY: `getrusage` fills the zeroed struct it is given.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(who, &mut u) } != 0 {
+            return 0.0;
+        }
+        let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+        t(u.ru_utime) + t(u.ru_stime)
+    };
+    (of(libc::RUSAGE_SELF), of(libc::RUSAGE_CHILDREN))
 }
 
-/// The mean CPU seconds of `n` runs of `f`: this process's own, or its children's.
-fn mean_cpu(n: usize, children: bool, mut f: impl FnMut()) -> f64 {
+/// The CPU seconds of one run of `f`: this process's own, or its children's.
+fn cpu_of(children: bool, f: impl FnOnce()) -> f64 {
     let pick = |(own, kids): (f64, f64)| if children { kids } else { own };
     let before = pick(cpu_seconds());
-    for _ in 0..n {
-        f();
-    }
-    (pick(cpu_seconds()) - before) / n as f64
+    f();
+    pick(cpu_seconds()) - before
+}
+
+/// The median of `v` (not empty).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
 fn best_of<T>(n: usize, mut f: impl FnMut() -> T) -> (Duration, T) {
@@ -97,15 +101,28 @@ fn unpin(old: &libc::cpu_set_t) {
     unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), old) };
 }
 
-/// The study's CPU time over `wc -l`'s on `path`, the mean of 5 runs each.
-fn cpu_ratio(path: &Path) -> (f64, f64) {
-    let wc = mean_cpu(5, true, || {
-        Command::new("wc").arg("-l").arg(path).output().unwrap();
-    });
-    let study_cpu = mean_cpu(5, false, || {
-        study(path.to_str().unwrap());
-    });
-    (study_cpu, wc)
+/// The study's CPU time and `wc -l`'s on `path`, and their ratio: runs of
+/// the two in turn, pair by pair (so that a drift in the machine's speed
+/// moves both), the median of each over 9 pairs after one pair not counted.
+fn cpu_ratio(path: &Path) -> (f64, f64, f64) {
+    let (mut study_cpu, mut wc, mut ratio) = (vec![], vec![], vec![]);
+    for pair in 0..10 {
+        let w = cpu_of(true, || {
+            Command::new("wc").arg("-l").arg(path).output().unwrap();
+        });
+        let s = cpu_of(false, || {
+            study(path.to_str().unwrap());
+        });
+        if pair > 0 && w > 0.0 {
+            study_cpu.push(s);
+            wc.push(w);
+            ratio.push(s / w);
+        }
+    }
+    if ratio.is_empty() {
+        return (0.0, 0.0, 0.0);
+    }
+    (median(study_cpu), median(wc), median(ratio))
 }
 
 fn zstd_decode(path: &Path) -> Vec<u8> {
@@ -215,23 +232,21 @@ fn main() {
         "study on lackey / wc -l: {:.1}x (goal: at most 4x)",
         study_l.as_secs_f64() / wc.as_secs_f64()
     );
-    // The same in CPU time, the mean of 5 runs each: on every core, then
+    // The same in CPU time, medians of pairs: on every core, then
     // pinned to one (the goal's terms), on both copies of the file.
-    let (study_cpu, wc_cpu) = cpu_ratio(&lackey);
+    let (study_cpu, wc_cpu, ratio) = cpu_ratio(&lackey);
     if wc_cpu > 0.0 {
         println!(
-            "study on lackey / wc -l in CPU time: {:.1}x ({study_cpu:.3} s / {wc_cpu:.3} s)",
-            study_cpu / wc_cpu
+            "study on lackey / wc -l in CPU time: {ratio:.2}x ({study_cpu:.3} s / {wc_cpu:.3} s)"
         );
     }
     match pin_to_one_cpu() {
         Some(old) => {
             for (what, path) in [("large writes", &lackey), ("4 KiB writes", &small_writes)] {
-                let (s, w) = cpu_ratio(path);
+                let (s, w, ratio) = cpu_ratio(path);
                 if w > 0.0 {
                     println!(
-                        "one core, file written in {what}: study / wc -l in CPU time: {:.1}x ({s:.3} s / {w:.3} s; goal: at most 4x)",
-                        s / w
+                        "one core, file written in {what}: study / wc -l in CPU time: {ratio:.2}x ({s:.3} s / {w:.3} s, medians of 9 pairs; goal: at most 4x)"
                     );
                 }
             }
