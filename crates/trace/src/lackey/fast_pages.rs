@@ -7,9 +7,8 @@
 //! once, with no branch per line:
 //!
 //! - the commas, and the lower-case hexadecimal digits with their values
-//!   (one `vpermt2b` lookup of each byte's low seven bits), as 64-bit masks;
-//!   the newlines come from a bitmap of the next [`SPAN`] bytes, so where
-//!   the next window starts never waits for this one's work;
+//!   (one `vpermt2b` lookup of each byte's low seven bits), and the
+//!   newlines, as 64-bit masks;
 //! - where each line ends, compressed into one byte per line (`vpcompressb`
 //!   over 0..64); it starts after the line before ends, and its comma is 2 or
 //!   3 bytes before its end;
@@ -41,10 +40,6 @@ use crate::pages::page_word::PAGE_SHIFT;
 /// The most lines one window takes (eight 64-bit lanes).
 #[cfg(target_arch = "x86_64")]
 const MAX_LINES: usize = 8;
-
-/// Bytes of text whose newlines are found ahead of the windows.
-#[cfg(target_arch = "x86_64")]
-const SPAN: usize = 4096;
 
 /// References parsed ahead of the filter.
 #[cfg(target_arch = "x86_64")]
@@ -261,27 +256,17 @@ mod avx512 {
         let (mut refs, mut data) = (0u64, 0u64);
         let mut s = start;
         let mut failed = Ok(());
-        // The newlines of `buf[base..]` (none from `complete` on), bit `i % 64` of
-        // word `i / 64`, for windows that start before `span_end`.
-        let mut newlines = [0u64; SPAN / 64 + 2];
-        let (mut base, mut span_end) = (s, s);
         while s < complete && budget >= MAX_LINES as u64 {
-            if s >= span_end {
-                (base, span_end) = (s, (s + SPAN).min(complete));
-                let blocks = ((s + SPAN + 64).min(complete) - s).div_ceil(64);
-                for (k, word) in newlines[..blocks].iter_mut().enumerate() {
-                    let at = s + 64 * k;
-                    *word = newline_mask(buf, at, complete);
-                }
-                newlines[blocks] = 0;
-            }
-            // A window's newlines come from the bitmap, not from its own bytes, so
-            // where the next window starts never waits for this one's load.
-            let (k, r) = ((s - base) / 64, (s - base) % 64);
-            let nl = newlines[k] >> r | (newlines[k + 1] << 1) << (63 - r);
             assert!(s + 64 <= buf.len(), "a window reads 64 bytes");
             // SAFETY: in bounds (asserted); the CPU has the features (see the caller).
             let w = unsafe { _mm512_loadu_si512(buf.as_ptr().add(s).cast()) };
+            // Its newlines, none from `complete` on.
+            let nl = _mm512_cmpeq_epi8_mask(w, _mm512_set1_epi8(b'\n' as i8));
+            let nl = if complete - s < 64 {
+                nl & ((1u64 << (complete - s)) - 1)
+            } else {
+                nl
+            };
             let win = window(w, nl, &mut pending);
             if win.ok {
                 let n = win.lines as usize;
@@ -334,24 +319,6 @@ mod avx512 {
             return parse_blocks(buf, complete, s, line, out);
         }
         (s, line, failed)
-    }
-
-    /// The newlines of `buf[at..at + 64]`, none from `complete` on (`at < complete`).
-    #[target_feature(
-        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,avx2,bmi1,bmi2,popcnt,lzcnt"
-    )]
-    #[inline]
-    fn newline_mask(buf: &[u8], at: usize, complete: usize) -> u64 {
-        assert!(at + 64 <= buf.len(), "a block is 64 bytes");
-        // SAFETY: in bounds (asserted).
-        let block = unsafe { _mm512_loadu_si512(buf.as_ptr().add(at).cast()) };
-        let m = _mm512_cmpeq_epi8_mask(block, _mm512_set1_epi8(b'\n' as i8));
-        let avail = complete - at;
-        if avail < 64 {
-            m & ((1 << avail) - 1)
-        } else {
-            m
-        }
     }
 
     /// Reads the lines that end in the window `w` (`nl`: its newlines) into
