@@ -256,7 +256,9 @@ mod avx512 {
         let (mut refs, mut data) = (0u64, 0u64);
         let mut s = start;
         let mut failed = Ok(());
-        while s < complete && budget >= MAX_LINES as u64 {
+        // Lines the windows took (each a reference, counted in `budget` and `line` at the end).
+        let mut taken = 0u64;
+        while s < complete && budget.saturating_sub(taken) >= MAX_LINES as u64 {
             assert!(s + 64 <= buf.len(), "a window reads 64 bytes");
             // SAFETY: in bounds (asserted); the CPU has the features (see the caller).
             let w = unsafe { _mm512_loadu_si512(buf.as_ptr().add(s).cast()) };
@@ -271,10 +273,8 @@ mod avx512 {
             if win.ok {
                 let n = win.lines as usize;
                 pending.n += n;
-                refs += n as u64;
+                taken += n as u64;
                 data += u64::from(win.data.count_ones());
-                budget -= n as u64;
-                line += n as u64;
                 s += win.end as usize + 1;
                 if pending.n >= PENDING {
                     pending.drain(out);
@@ -282,6 +282,7 @@ mod avx512 {
                 continue;
             }
             // The first line alone, after every reference before it.
+            (refs, budget, line, taken) = (refs + taken, budget - taken, line + taken, 0);
             pending.drain(out);
             pending.forget();
             let e = if nl != 0 {
@@ -311,6 +312,7 @@ mod avx512 {
             line += 1;
             s = e + 1;
         }
+        (refs, line) = (refs + taken, line + taken);
         pending.drain(out);
         out.out.refs[0] += refs - data;
         out.out.refs[1] += data;
