@@ -20,24 +20,27 @@ fn main() {
     }
     let cli = args::Cli::parse();
     recover_knobs();
-    let outcome = match cli.command {
-        args::Command::Study(a) => cmd::study::run(a),
-        args::Command::Sim(a) => cmd::sim::run(a),
-        args::Command::Convert(a) => cmd::convert::run(a),
+    // Each command returns the status to exit with (the program's, for `run`), or an error.
+    let outcome: anyhow::Result<i32> = match cli.command {
+        args::Command::Study(a) => cmd::study::run(a).map(|()| 0),
+        args::Command::Sim(a) => cmd::sim::run(a).map(|()| 0),
+        args::Command::Convert(a) => cmd::convert::run(a).map(|()| 0),
         args::Command::Capture(a) => cmd::capture::run(a),
-        args::Command::Presets => cmd::list::presets(),
-        args::Command::Workloads => cmd::list::workloads(),
+        args::Command::Presets => cmd::list::presets().map(|()| 0),
+        args::Command::Workloads => cmd::list::workloads().map(|()| 0),
         args::Command::Run(a) => cmd::run::run(a),
         args::Command::Bench(a) => cmd::bench::run(a),
-        args::Command::BenchChild(a) => cmd::bench::child(a),
+        args::Command::BenchChild(a) => cmd::bench::child(a).map(|()| 0),
         args::Command::Validate(a) => cmd::validate::run(a),
-        args::Command::ValidateChild(a) => cmd::validate::child(a),
+        args::Command::ValidateChild(a) => cmd::validate::child(a).map(|()| 0),
     };
     report_peak_rss();
-    if let Err(e) = outcome {
+    let code = outcome.unwrap_or_else(|e| {
         eprintln!("pagelab: error: {e:#}");
-        std::process::exit(1);
-    }
+        // An interrupt exits 128 + signal, as a shell reports a program that signal ended.
+        pagelab_lab::LabError::exit_code_of(&e)
+    });
+    std::process::exit(code);
 }
 
 /// Puts back THP and hugetlb settings that a pagelab killed with SIGKILL left

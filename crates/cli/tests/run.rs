@@ -179,11 +179,35 @@ fn the_programs_exit_status_is_pagelabs() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(7), "{out:?}");
-    let out = pagelab()
-        .args(["run", "--pages", "64K", "--", "sh", "-c", "kill -KILL $$"])
-        .output()
-        .unwrap();
+    // Regression: the table once passed for a normal one.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(
+            "WARNING: the program failed: under 64K it exited with code 7 in 1 of 1 run;"
+        ),
+        "{stdout}"
+    );
+    let (out, r) = run_json(
+        &[
+            "--pages",
+            "64K",
+            "--repeat",
+            "2",
+            "--",
+            "sh",
+            "-c",
+            "kill -KILL $$",
+        ],
+        "killed.json",
+    );
     assert_eq!(out.status.code(), Some(128 + 9), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("under 64K it was killed by signal 9 in 2 of 2 runs"),
+        "{stderr}"
+    );
+    assert_eq!(r["failed_runs"], 2, "{r}");
+    assert_eq!(r["configs"][0]["runs"][1]["exit"]["signal"], 9, "{r}");
     // The program failing or being killed is one more exit path: all restored.
     assert_eq!(settled_knobs(), before);
 }
@@ -284,11 +308,26 @@ fn after_sigkill_the_next_command_restores() {
     let before = settled_knobs();
     let mut child = start_sleeper(&[]);
     let sleepers = children(child.id());
+    assert_eq!(sleepers.len(), 1, "{sleepers:?}");
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    for sleeper in sleepers {
-        // SAFETY: signalling the orphaned `sleep` this test started through pagelab.
-        unsafe { libc::kill(sleeper, libc::SIGKILL) };
+    // Regression: the measured program kept running after its pagelab was SIGKILLed; its
+    // parent-death signal now ends it with pagelab.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let gone = |pid: i32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.is_empty()
+            || stat
+                .rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+    };
+    while !gone(sleepers[0]) {
+        assert!(
+            Instant::now() < deadline,
+            "sleep {} outlived pagelab",
+            sleepers[0]
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
     assert!(
         size_knob(64).contains("[always]"),
@@ -310,7 +349,12 @@ fn bad_sizes_are_refused_before_anything_changes() {
         return;
     };
     let before = settled_knobs();
-    let cases: [(&[&str], &[&str]); 4] = [
+    let cases: [(&[&str], &[&str]); 5] = [
+        // Regression: this took 23 GiB into the pool before the shortfall error.
+        (
+            &["--hugetlb", "2M:100000000"],
+            &["--hugetlb 2M:100000000: a pool of 100000000 2M pages is 190.7T, more than this machine's", "ask for fewer"],
+        ),
         (&["--pages", "3K"], &["--pages 3K", "not allowed"]),
         (
             &["--hugetlb", "2M:abc"],

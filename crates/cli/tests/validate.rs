@@ -3,7 +3,13 @@
 //! being back afterwards.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The tests that change the real knobs run one at a time, so one's before/after comparison
+/// never sees the other's changes.
+static SERIAL: Mutex<()> = Mutex::new(());
 
 fn pagelab() -> Command {
     Command::new(env!("CARGO_BIN_EXE_pagelab"))
@@ -59,6 +65,7 @@ fn model_and_kernel_agree_and_knobs_come_back() {
         eprintln!("skipped: {why}");
         return;
     }
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let before = knobs();
     let json = tmp("agree").join("v.json");
     let out = pagelab()
@@ -128,4 +135,54 @@ fn a_kernel_without_thp_is_named() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("transparent_hugepage"), "{err}");
+}
+
+/// Regression: validate exited 1 on SIGINT/SIGTERM where run and bench exit 128 + signal.
+#[test]
+fn a_signal_exits_128_plus_it_with_the_knobs_back() {
+    if let Some(why) = cannot_run() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let before = knobs();
+        let k64 = PathBuf::from(THP).join("hugepages-64kB/enabled");
+        assert!(
+            !std::fs::read_to_string(&k64).unwrap().contains("[madvise]"),
+            "64K is already madvise: the test cannot see validate set it"
+        );
+        let mut child = pagelab()
+            .args(["validate", "--pages", "64K"])
+            .args(std::iter::repeat_n("stride:heap=16M,iters=2", 200))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !std::fs::read_to_string(&k64).unwrap().contains("[madvise]") {
+            assert!(Instant::now() < deadline, "validate never set 64K");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "validate did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert_eq!(status.code(), Some(128 + sig), "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "interrupted by signal {sig}; every setting is restored"
+            )),
+            "{stderr}"
+        );
+        assert_eq!(knobs(), before, "signal {sig} left a knob changed");
+    }
 }

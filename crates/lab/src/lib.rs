@@ -1,5 +1,6 @@
 //! The lab: the page-size questions asked of the real Linux machine.
 //!
+//! - [`LabError`]: the typed error at the lab's edge (an interrupt exits 128 + signal),
 //! - [`sysfs`]: where the kernel's THP, mTHP and hugetlb knobs live and what they hold,
 //! - [`session`]: changing knobs for a run and restoring every one on every exit path
 //!   (a lock against concurrent runs, a journal that the next pagelab replays after SIGKILL),
@@ -12,6 +13,9 @@
 //! - [`validate`]: the kernel as the referee of the model: native replays vs the `linux-thp` policy.
 
 #![warn(missing_docs)]
+
+mod error;
+pub use error::LabError;
 
 pub mod hugetlb;
 pub mod session;

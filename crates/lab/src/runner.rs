@@ -14,15 +14,17 @@
 
 use crate::counters::{self, CounterSnapshot};
 use crate::perf::HwCounters;
-use crate::session;
+use crate::session::{self, KnobSession};
 use crate::shim;
 use crate::sysfs::{Sysfs, ThpMode};
 use anyhow::{bail, Context, Result};
 use pagelab_core::PageSize;
 use pagelab_report::{ExitInfo, LabConfig, Measurement, Summary};
+use pagelab_sys::process::{wait_with_usage, Ended, Pidfd};
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -58,7 +60,15 @@ const SIGNAL_POLL: Duration = Duration::from_millis(5);
 /// Runs `spec.argv` once (the configuration's knobs are already set by the caller's
 /// `KnobSession`) and measures it. Errors when there is no program, when it cannot be
 /// started, or when pagelab was already interrupted before the run.
-pub fn run_once(sysfs: &Sysfs, spec: &RunSpec) -> Result<RunOutcome> {
+///
+/// The program gets a parent-death signal (SIGKILL when pagelab dies, even by SIGKILL), and
+/// with a `session` its pid is noted in the session's journal, so the next pagelab can end it
+/// should that signal be lost.
+pub fn run_once(
+    sysfs: &Sysfs,
+    spec: &RunSpec,
+    session: Option<&mut KnobSession>,
+) -> Result<RunOutcome> {
     let Some((program, args)) = spec.argv.split_first() else {
         bail!("no program to run: give one after `--`");
     };
@@ -77,6 +87,12 @@ pub fn run_once(sysfs: &Sysfs, spec: &RunSpec) -> Result<RunOutcome> {
     if spec.capture_stdout {
         cmd.stdout(Stdio::piped());
     }
+    let parent = std::process::id();
+    // SAFETY: die_with_parent makes only async-signal-safe system calls (prctl, getppid, kill),
+    // as code between fork and exec must.
+    unsafe {
+        cmd.pre_exec(move || pagelab_sys::process::die_with_parent(parent));
+    }
     let hw = HwCounters::open();
     let before = CounterSnapshot::take(sysfs);
     hw.enable();
@@ -88,7 +104,10 @@ pub fn run_once(sysfs: &Sysfs, spec: &RunSpec) -> Result<RunOutcome> {
             return Err(e).with_context(|| format!("cannot run {}", show(program)));
         }
     };
-    let pid = child.id() as libc::pid_t;
+    let pid = child.id();
+    if let Some(s) = session {
+        s.note_program(pid, &program.to_string_lossy())?;
+    }
     let reader = child.stdout.take().map(|mut out| {
         std::thread::spawn(move || {
             let mut buf = Vec::new();
@@ -98,12 +117,12 @@ pub fn run_once(sysfs: &Sysfs, spec: &RunSpec) -> Result<RunOutcome> {
     });
     let done = Arc::new(AtomicBool::new(false));
     let forwarder = forward_signals(pid, done.clone(), counters::PoolSampler::new(sysfs));
-    let waited = wait_for(pid);
+    let waited = wait_with_usage(pid);
     let wall = start.elapsed();
     hw.disable();
     done.store(true, Ordering::SeqCst);
     let (forwarded, pools) = forwarder.join().unwrap_or_default();
-    let (status, usage) = waited.with_context(|| format!("waiting for {}", show(program)))?;
+    let (ended, usage) = waited.with_context(|| format!("waiting for {}", show(program)))?;
     let after = CounterSnapshot::take(sysfs);
     let stdout = reader
         .map(|r| r.join().unwrap_or_default())
@@ -113,18 +132,18 @@ pub fn run_once(sysfs: &Sysfs, spec: &RunSpec) -> Result<RunOutcome> {
     let hw = hw.read();
     let mut m = Measurement {
         wall_seconds: wall.as_secs_f64(),
-        user_seconds: seconds(usage.ru_utime),
-        system_seconds: seconds(usage.ru_stime),
-        faults: usage.ru_minflt as u64,
-        major_faults: usage.ru_majflt as u64,
+        user_seconds: usage.user.as_secs_f64(),
+        system_seconds: usage.system.as_secs_f64(),
+        faults: usage.minor_faults,
+        major_faults: usage.major_faults,
         faults_by_size: counters::faults_by_size(&delta),
         fallbacks_by_size: counters::fallbacks_by_size(&delta),
         kernel_counters: delta,
-        peak_rss_bytes: usage.ru_maxrss as u64 * 1024,
+        peak_rss_bytes: usage.max_rss_bytes,
         hw: hw.values,
         hw_unavailable: hw.unavailable,
         metrics: BTreeMap::new(),
-        exit: exit_info(status),
+        exit: exit_info(ended),
     };
     // wait4's peak also counts pagelab's own address space, which the child started in
     // before exec; the shim reports the program's own peak, so prefer it when it reported.
@@ -156,72 +175,41 @@ type Watched = (Option<i32>, Vec<(String, u64)>);
 /// Until `done`: passes the first signal the session catches on to the child, through a
 /// pidfd (so a reaped child's reused pid can never be hit), and samples the hugetlb pools.
 fn forward_signals(
-    pid: libc::pid_t,
+    pid: u32,
     done: Arc<AtomicBool>,
     mut pools: counters::PoolSampler,
 ) -> std::thread::JoinHandle<Watched> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as libc::c_int;
+    let pidfd = Pidfd::open(pid);
     std::thread::spawn(move || {
         let mut sent = None;
         while !done.load(Ordering::SeqCst) {
             if let (None, Some(sig)) = (sent, session::interrupted()) {
-                // SAFETY: plain system calls on our child; a stale target fails with ESRCH.
-                unsafe {
-                    if pidfd >= 0 {
-                        libc::syscall(libc::SYS_pidfd_send_signal, pidfd, sig, 0usize, 0u32);
-                    } else {
-                        libc::kill(pid, sig);
-                    }
-                }
+                // A failure means the child is already gone: nothing left to tell.
+                let _ = match &pidfd {
+                    Ok(fd) => fd.signal(sig),
+                    Err(_) => pagelab_sys::process::kill(pid, sig),
+                };
                 sent = Some(sig);
             }
             pools.sample();
             std::thread::sleep(SIGNAL_POLL);
         }
         pools.sample();
-        if pidfd >= 0 {
-            // SAFETY: closing the descriptor this thread owns.
-            unsafe { libc::close(pidfd) };
-        }
         (sent, pools.peaks())
     })
 }
 
-/// `wait4` for `pid`, retrying when a caught signal interrupts the wait.
-fn wait_for(pid: libc::pid_t) -> Result<(libc::c_int, libc::rusage)> {
-    let mut status = 0;
-    // SAFETY: a zeroed rusage is a valid value for the kernel to overwrite.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: status and usage are valid for writing; pid is our unreaped child.
-        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-        if r == pid {
-            return Ok((status, usage));
-        }
-        let err = std::io::Error::last_os_error();
-        if err.kind() != std::io::ErrorKind::Interrupted {
-            return Err(err.into());
-        }
-    }
-}
-
-fn exit_info(status: libc::c_int) -> ExitInfo {
-    if libc::WIFEXITED(status) {
-        ExitInfo {
-            code: Some(libc::WEXITSTATUS(status)),
+fn exit_info(ended: Ended) -> ExitInfo {
+    match ended {
+        Ended::Exited(code) => ExitInfo {
+            code: Some(code),
             signal: None,
-        }
-    } else {
-        ExitInfo {
+        },
+        Ended::Killed(sig) => ExitInfo {
             code: None,
-            signal: libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)),
-        }
+            signal: Some(sig),
+        },
     }
-}
-
-fn seconds(t: libc::timeval) -> f64 {
-    t.tv_sec as f64 + t.tv_usec as f64 / 1e6
 }
 
 fn show(s: &OsStr) -> String {

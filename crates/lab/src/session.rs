@@ -19,9 +19,8 @@
 //! ```
 
 mod journal;
-mod signals;
 
-pub use signals::interrupted;
+pub use pagelab_sys::signals::received as interrupted;
 
 use crate::sysfs::{choices, list_sizes, Knob, Sysfs, ThpMode};
 use anyhow::{bail, Context};
@@ -35,8 +34,10 @@ use std::path::Path;
 #[derive(Debug)]
 pub struct KnobSession {
     sysfs: Sysfs,
-    /// The open `state/lock`, flocked for the session's life.
+    /// The open `state/lock`, locked for the session's life.
     lock: Option<File>,
+    /// The terminating signals, caught while the session may have knobs to restore.
+    held: Option<pagelab_sys::signals::Held>,
     journal: Journal,
     /// Set once the knobs are restored (by `restore` or drop).
     closed: bool,
@@ -81,14 +82,16 @@ impl KnobSession {
                 eprintln!("{message}");
             }
         }
-        signals::hold();
+        let held = pagelab_sys::signals::hold();
         Ok(KnobSession {
             sysfs: sysfs.clone(),
             lock: Some(lock),
+            held: Some(held),
             journal: Journal {
                 pid: std::process::id(),
                 started: journal::now(),
                 entries: Vec::new(),
+                program: None,
             },
             closed: false,
         })
@@ -161,6 +164,15 @@ impl KnobSession {
             }
         }
         Ok(())
+    }
+
+    /// Records the program the session has just started, so that if pagelab is killed with
+    /// SIGKILL while it runs, the next pagelab command ends it (should its parent-death signal
+    /// have been lost: a set-user-id program clears it) and says so. The journal on tmpfs makes
+    /// this a write without disk I/O.
+    pub fn note_program(&mut self, pid: u32, name: &str) -> anyhow::Result<()> {
+        self.journal.program = journal::Program::of(pid, name);
+        self.journal.store(&self.sysfs)
     }
 
     /// The roots this session works under.
@@ -260,7 +272,7 @@ impl KnobSession {
         };
         // Unlocking after the journal is gone: the next holder finds nothing stale.
         drop(self.lock.take());
-        signals::release();
+        drop(self.held.take());
         result
     }
 }
@@ -372,9 +384,7 @@ fn check_permission(sysfs: &Sysfs) -> anyhow::Result<()> {
 
 /// Why `path` cannot be written, and what to do about it.
 fn why_not_writable(path: &Path, err: &std::io::Error) -> String {
-    // SAFETY: geteuid cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    if root {
+    if pagelab_sys::process::is_root() {
         format!(
             "{} cannot be written even as root ({err}): /sys is probably mounted read-only \
              (a container?); run pagelab on the host or with /sys writable",

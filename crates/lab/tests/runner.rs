@@ -47,7 +47,7 @@ fn no_knobs() -> Option<String> {
 #[test]
 fn measures_exit_code_time_and_faults() {
     let sysfs = Sysfs::host();
-    let out = runner::run_once(&sysfs, &spec(&["sh", "-c", "exit 3"])).unwrap();
+    let out = runner::run_once(&sysfs, &spec(&["sh", "-c", "exit 3"]), None).unwrap();
     let m = &out.measurement;
     assert_eq!((m.exit.code, m.exit.signal), (Some(3), None));
     assert!(m.wall_seconds > 0.0 && m.wall_seconds < 10.0, "{m:?}");
@@ -60,7 +60,7 @@ fn measures_exit_code_time_and_faults() {
     assert_eq!(out.interrupted, None);
 
     // A program touching 8M takes at least one fault per 4K page it did not get larger.
-    let out = runner::run_once(&sysfs, &testprog(&["mmap", "8M"])).unwrap();
+    let out = runner::run_once(&sysfs, &testprog(&["mmap", "8M"]), None).unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.trim().ends_with(" 8388608"), "{text}");
     let m = &out.measurement;
@@ -76,16 +76,16 @@ fn measures_exit_code_time_and_faults() {
 #[test]
 fn a_signal_death_and_a_missing_program_are_reported() {
     let sysfs = Sysfs::host();
-    let out = runner::run_once(&sysfs, &spec(&["sh", "-c", "kill -TERM $$"])).unwrap();
+    let out = runner::run_once(&sysfs, &spec(&["sh", "-c", "kill -TERM $$"]), None).unwrap();
     assert_eq!(out.measurement.exit.signal, Some(libc::SIGTERM));
     assert_eq!(out.measurement.exit.code, None);
-    let err = runner::run_once(&sysfs, &spec(&["/nonexistent/prog"])).unwrap_err();
+    let err = runner::run_once(&sysfs, &spec(&["/nonexistent/prog"]), None).unwrap_err();
     let text = format!("{err:#}");
     assert!(
         text.contains("cannot run `/nonexistent/prog`") && text.contains("No such file"),
         "{text}"
     );
-    let err = runner::run_once(&sysfs, &spec(&[])).unwrap_err();
+    let err = runner::run_once(&sysfs, &spec(&[]), None).unwrap_err();
     assert!(err.to_string().contains("no program"), "{err}");
 }
 
@@ -219,7 +219,7 @@ fn the_shim_gets_2m_pages_for_a_direct_mmap_in_madvise_mode() {
     let run = |shim: bool| {
         let mut s = testprog(&["mmap", "8M"]);
         s.env = runner::config_env(&[PageSize::M2], ThpMode::Madvise, None, shim).unwrap();
-        runner::run_once(&sysfs, &s).unwrap().measurement
+        runner::run_once(&sysfs, &s, None).unwrap().measurement
     };
     let with = run(true);
     let without = run(false);
@@ -280,7 +280,7 @@ fn the_shim_maps_from_a_hugetlb_pool() {
     };
     let mut s = testprog(&["mmap", "3M"]);
     s.env = runner::config_env(&[PageSize::K4], ThpMode::Always, Some(PageSize::M2), true).unwrap();
-    let m = runner::run_once(&sysfs, &s).unwrap().measurement;
+    let m = runner::run_once(&sysfs, &s, None).unwrap().measurement;
     session.restore().unwrap();
 
     assert!(got >= 4);

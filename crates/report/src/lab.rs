@@ -24,6 +24,17 @@ pub struct LabResult {
     pub host: HostInfo,
     /// One entry per (workload or program, page-size configuration), in the order run.
     pub configs: Vec<LabConfig>,
+    /// Runs whose program did not exit 0 (each run's `exit` says how it ended). Their figures
+    /// stay in the summaries, as measured; `pagelab run` exits with the first one's status.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failed_runs: u32,
+    /// The signal (its number) that stopped the command before every configuration ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted_by: Option<i32>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl LabResult {
@@ -34,6 +45,8 @@ impl LabResult {
             command: command.to_string(),
             host,
             configs: Vec::new(),
+            failed_runs: 0,
+            interrupted_by: None,
         }
     }
 }

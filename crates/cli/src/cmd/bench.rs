@@ -89,8 +89,7 @@ fn is_baseline(pages: &[PageSize]) -> bool {
 
 /// Why the knobs cannot be changed here, if they cannot.
 fn knobs_unavailable(sysfs: &Sysfs) -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !pagelab_sys::process::is_root() {
         return Some("changing the THP knobs needs root".into());
     }
     sysfs.require_thp().err().map(|e| format!("{e:#}"))
@@ -108,7 +107,7 @@ fn kernel_specs(names: &[String], scale: Scale) -> Result<Vec<KernelSpec>> {
     Ok(out)
 }
 
-pub fn run(a: BenchArgs) -> Result<()> {
+pub fn run(a: BenchArgs) -> Result<i32> {
     let scale = if a.quick { Scale::Quick } else { Scale::Full };
     let specs = kernel_specs(&a.kernels, scale)?;
     let mode: ThpMode = a.thp.parse().context("--thp")?;
@@ -180,7 +179,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     };
     if let Some(sig) = interrupted {
         eprintln!("pagelab: interrupted by signal {sig}; every knob is restored");
-        std::process::exit(128 + sig);
+        return Ok(128 + sig);
     }
     runner::summarize(&mut result.configs);
     print!("{}", table::tables(&result, &specs));
@@ -192,7 +191,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         pagelab_report::lab_plot::plot_bench_svg(&result, path)?;
         println!("wrote {}", path.display());
     }
-    Ok(())
+    Ok(0)
 }
 
 /// Runs every (configuration, kernel, repetition); returns the configurations in the
@@ -250,7 +249,7 @@ fn run_all(
                     env: Vec::new(),
                     capture_stdout: true,
                 };
-                let mut outcome = runner::run_once(sysfs, &run)?;
+                let mut outcome = runner::run_once(sysfs, &run, session.as_mut())?;
                 if let Some(sig) = outcome.interrupted {
                     progress.clear();
                     return Ok((configs, Some(sig)));

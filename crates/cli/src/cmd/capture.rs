@@ -14,7 +14,7 @@ type Source = Box<dyn TraceSource + Send>;
 /// Events per batch between the capturing thread and the writer.
 const BATCH: usize = 64 * 1024;
 
-pub fn run(a: CaptureArgs) -> Result<()> {
+pub fn run(a: CaptureArgs) -> Result<i32> {
     let to_stdout = a.output == "-";
     let mut src = Reported::new(spawn(&a.program, to_stdout)?.context("give the program to capture after `--`, e.g. `pagelab capture -o out.trace -- gzip -9 file`")?);
     let out: Box<dyn Write> = if to_stdout {
@@ -39,11 +39,8 @@ pub fn run(a: CaptureArgs) -> Result<()> {
         refs as f64 / secs.max(1e-9) / 1e6,
         a.output
     );
-    let code = src.finish(cut);
-    if code != 0 {
-        std::process::exit(code);
-    }
-    Ok(())
+    // The captured program's status is pagelab's.
+    Ok(src.finish(cut))
 }
 
 /// Copies `src` into a native trace, reading on one thread while encoding on this one.

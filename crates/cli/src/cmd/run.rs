@@ -63,7 +63,7 @@ struct Config {
     heap_hugetlb: Option<PageSize>,
 }
 
-pub fn run(a: RunArgs) -> Result<()> {
+pub fn run(a: RunArgs) -> Result<i32> {
     let mode: ThpMode = a.thp.parse().context("--thp")?;
     if a.repeat == 0 {
         bail!("--repeat 0: give at least 1 run per configuration");
@@ -122,7 +122,7 @@ pub fn run(a: RunArgs) -> Result<()> {
                 result.configs.push(lab);
                 break 'configs;
             }
-            let out = runner::run_once(&sysfs, &spec)?;
+            let out = runner::run_once(&sysfs, &spec, Some(&mut session))?;
             lab.runs.push(out.measurement);
             if out.interrupted.is_some() {
                 interrupted = out.interrupted;
@@ -136,6 +136,13 @@ pub fn run(a: RunArgs) -> Result<()> {
     session.restore()?;
     result.configs.retain(|c| !c.runs.is_empty());
     runner::summarize(&mut result.configs);
+    result.interrupted_by = interrupted;
+    result.failed_runs = result
+        .configs
+        .iter()
+        .flat_map(|c| &c.runs)
+        .filter(|m| m.exit.code != Some(0))
+        .count() as u32;
     print!("{}", table::table(&result));
     std::io::stdout().flush()?;
     if let Some(path) = &a.json {
@@ -144,13 +151,12 @@ pub fn run(a: RunArgs) -> Result<()> {
     }
     if let Some(sig) = interrupted {
         eprintln!("pagelab: interrupted by signal {sig}; every setting is restored");
-        std::process::exit(128 + sig);
+        return Ok(128 + sig);
     }
-    let code = exit_code(&result);
-    if code != 0 {
-        std::process::exit(code);
+    if let Some(failure) = table::failures(&result) {
+        eprintln!("pagelab: {failure}");
     }
-    Ok(())
+    Ok(exit_code(&result))
 }
 
 /// `2M:512` as (2M, 512).
@@ -223,8 +229,7 @@ fn plan(a: &RunArgs, pools: &[(PageSize, u64)], sysfs: &Sysfs) -> Result<Vec<Con
 
 /// Refuses, before anything changes, what this machine cannot do.
 fn check_machine(sysfs: &Sysfs, configs: &[Config]) -> Result<()> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !pagelab_sys::process::is_root() {
         bail!(
             "pagelab run changes {}/... (and the hugetlb pools) for the run; run it as root \
              (sudo pagelab run ...)",
@@ -256,13 +261,15 @@ fn check_machine(sysfs: &Sysfs, configs: &[Config]) -> Result<()> {
                 }
             );
         }
-        for &(size, _) in &c.pools {
+        for &(size, count) in &c.pools {
             if !hugetlb.contains(&size) {
                 bail!(
                     "this kernel has no {size} hugetlb pool; its hugetlb sizes are {}",
                     pagelab_lab::sysfs::list_sizes(&hugetlb)
                 );
             }
+            pagelab_lab::hugetlb::check_pool_size(sysfs, size, count)
+                .with_context(|| format!("--hugetlb {size}:{count}"))?;
         }
     }
     Ok(())

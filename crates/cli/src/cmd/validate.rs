@@ -39,7 +39,7 @@ pub struct ValidateChildArgs {
     pub workload: String,
 }
 
-pub fn run(a: ValidateArgs) -> Result<()> {
+pub fn run(a: ValidateArgs) -> Result<i32> {
     let sysfs = Sysfs::host();
     let mode: ThpMode = a.thp.parse()?;
     let configs = if a.pages.is_empty() {
@@ -98,7 +98,7 @@ pub fn run(a: ValidateArgs) -> Result<()> {
         1 => println!("the model and the kernel agree on the one case"),
         n => println!("the model and the kernel agree on all {n} cases"),
     }
-    Ok(())
+    Ok(0)
 }
 
 pub fn child(a: ValidateChildArgs) -> Result<()> {

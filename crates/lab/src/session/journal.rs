@@ -11,7 +11,6 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -24,6 +23,50 @@ pub(crate) struct Journal {
     pub started: u64,
     /// Each changed knob with the value it held before, in change order.
     pub entries: Vec<Entry>,
+    /// The program the session started last: a pagelab killed while measuring it may leave
+    /// it running (when its parent-death signal was lost), and the next pagelab ends it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<Program>,
+}
+
+/// A process a session started, identified across pid reuse by its start time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Program {
+    /// Its process id.
+    pub pid: u32,
+    /// Its start time (clock ticks after boot, field 22 of `/proc/<pid>/stat`).
+    pub start: u64,
+    /// The program as the user named it, for the message.
+    pub name: String,
+}
+
+impl Program {
+    /// The running process `pid`, if it exists.
+    pub(crate) fn of(pid: u32, name: &str) -> Option<Program> {
+        Some(Program {
+            pid,
+            start: start_time(pid)?,
+            name: name.to_string(),
+        })
+    }
+
+    /// Ends the program with SIGKILL if this very process still runs (the same pid and start
+    /// time); whether it did.
+    pub(crate) fn end_if_running(&self) -> bool {
+        if start_time(self.pid) != Some(self.start) {
+            return false;
+        }
+        pagelab_sys::process::kill(self.pid, libc::SIGKILL).is_ok()
+    }
+}
+
+/// Field 22 (`starttime`) of `/proc/<pid>/stat`; the fields after the command name, which may
+/// hold spaces and parentheses, are counted from its closing parenthesis.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // After `)`: field 3 (state) is the first; starttime is field 22.
+    rest.split_whitespace().nth(22 - 3)?.parse().ok()
 }
 
 /// One changed knob.
@@ -96,7 +139,9 @@ impl Journal {
 }
 
 /// Writes `saved` back into every entry, hugetlb pools first, each group in reverse change
-/// order. Returns one line per restored knob (`name was -> saved`) and one per failure.
+/// order. Returns one line per knob that really changed (`name was -> saved`; a knob that
+/// already holds its saved value, set back by a later configuration, is left alone and not
+/// listed) and one per failure.
 pub(crate) fn put_back(entries: &[Entry]) -> (Vec<String>, Vec<(Entry, String)>) {
     let order = entries
         .iter()
@@ -106,6 +151,9 @@ pub(crate) fn put_back(entries: &[Entry]) -> (Vec<String>, Vec<(Entry, String)>)
     let (mut done, mut failed) = (Vec::new(), Vec::new());
     for e in order {
         let was = read_value(&e.path).unwrap_or_else(|_| "?".into());
+        if was == e.saved {
+            continue;
+        }
         match write_file(&e.path, &e.saved).and_then(|()| read_value(&e.path)) {
             Ok(now) if now == e.saved => done.push(format!("{} {} -> {}", e.knob, was, e.saved)),
             Ok(now) => failed.push((
@@ -141,24 +189,16 @@ pub(crate) fn write_file(path: &Path, value: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `flock(LOCK_EX)`, non-blocking or not; `Ok(false)` when another holder has it.
+/// Takes the exclusive lock on `file` (std's `File::lock`, an `flock` the kernel drops when
+/// its owner dies), waiting or not; `Ok(false)` when another holder has it.
 pub(crate) fn flock(file: &File, wait: bool) -> std::io::Result<bool> {
-    let op = if wait {
-        libc::LOCK_EX
-    } else {
-        libc::LOCK_EX | libc::LOCK_NB
-    };
-    loop {
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
-            return Ok(true);
-        }
-        let err = std::io::Error::last_os_error();
-        match err.kind() {
-            ErrorKind::Interrupted => continue,
-            ErrorKind::WouldBlock => return Ok(false),
-            _ => return Err(err),
-        }
+    if wait {
+        return file.lock().map(|()| true);
+    }
+    match file.try_lock() {
+        Ok(()) => Ok(true),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(false),
+        Err(std::fs::TryLockError::Error(e)) => Err(e),
     }
 }
 
@@ -179,12 +219,7 @@ pub(crate) fn holder(lock: &mut File) -> Option<u32> {
 
 /// Whether a process with this pid exists.
 pub(crate) fn alive(pid: u32) -> bool {
-    // SAFETY: signal 0 only checks existence and permission.
-    pid != 0 && (unsafe { libc::kill(pid as libc::pid_t, 0) } == 0 || errno() == libc::EPERM)
-}
-
-fn errno() -> i32 {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+    pid != 0 && pagelab_sys::process::exists(pid)
 }
 
 /// Seconds since the Unix epoch.
@@ -197,9 +232,20 @@ pub(crate) fn now() -> u64 {
 /// Replays the journal of an owner that is gone; the caller holds (or could not open) the lock.
 /// Returns the message to print, or an error naming what could not be restored.
 pub(crate) fn replay(sysfs: &Sysfs, journal: Journal) -> anyhow::Result<Option<String>> {
+    // The program first: it would go on running under the settings about to be put back.
+    let ended = journal
+        .program
+        .as_ref()
+        .filter(|p| p.end_if_running())
+        .map(|p| {
+            format!(
+                "ended `{}` (pid {}), the program it was measuring, which was still running",
+                p.name, p.pid
+            )
+        });
     if journal.entries.is_empty() {
         Journal::remove(sysfs)?;
-        return Ok(None);
+        return Ok(ended.map(|e| format!("pagelab: pagelab (pid {}) is gone; {e}", journal.pid)));
     }
     let names = || {
         journal
@@ -244,10 +290,21 @@ pub(crate) fn replay(sysfs: &Sysfs, journal: Journal) -> anyhow::Result<Option<S
     }
     Journal::remove(sysfs)?;
     let n = done.len();
-    Ok(Some(format!(
-        "pagelab: restored {n} setting{} left changed by pagelab (pid {}, {how}): {}",
-        if n == 1 { "" } else { "s" },
-        journal.pid,
-        done.join(", ")
-    )))
+    let restored = (n > 0).then(|| {
+        format!(
+            "restored {n} setting{} left changed by pagelab (pid {}, {how}): {}",
+            if n == 1 { "" } else { "s" },
+            journal.pid,
+            done.join(", ")
+        )
+    });
+    Ok(match (restored, ended) {
+        (Some(r), Some(e)) => Some(format!("pagelab: {r}; {e}")),
+        (Some(r), None) => Some(format!("pagelab: {r}")),
+        (None, Some(e)) => Some(format!(
+            "pagelab: pagelab (pid {}) is gone; {e}",
+            journal.pid
+        )),
+        (None, None) => None,
+    })
 }

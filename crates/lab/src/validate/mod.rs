@@ -99,8 +99,9 @@ pub fn run(
             .configure(pages, opts.mode)
             .with_context(|| format!("configuring {label}"))?;
         for (j, w) in opts.workloads.iter().enumerate() {
-            if let Some(sig) = crate::session::interrupted() {
-                bail!("interrupted by signal {sig}; every setting is restored");
+            if let Some(signal) = crate::session::interrupted() {
+                session.restore()?;
+                return Err(crate::LabError::Interrupted { signal }.into());
             }
             progress(&format!(
                 "[{}/{total}] {} under {}",
@@ -113,7 +114,17 @@ pub fn run(
             } else {
                 Advise::None
             };
-            let report = run_child(&opts.child, advise, w)?;
+            let report = match run_child(&opts.child, advise, w) {
+                Ok(r) => r,
+                // Ctrl-C reaches the replay too: its failure is the interrupt's.
+                Err(e) => match crate::session::interrupted() {
+                    Some(signal) => {
+                        session.restore()?;
+                        return Err(crate::LabError::Interrupted { signal }.into());
+                    }
+                    None => return Err(e),
+                },
+            };
             let predicted = model::predict(&report)?;
             result
                 .configs
@@ -127,7 +138,16 @@ pub fn run(
 /// Runs one replay in a fresh process and reads its report.
 fn run_child(child: &[OsString], advise: Advise, workload: &str) -> Result<ReplayReport> {
     let (exe, args) = child.split_first().context("no child command")?;
-    let out = std::process::Command::new(exe)
+    let mut cmd = std::process::Command::new(exe);
+    let parent = std::process::id();
+    // SAFETY: die_with_parent makes only async-signal-safe system calls, as code between
+    // fork and exec must.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+            pagelab_sys::process::die_with_parent(parent)
+        });
+    }
+    let out = cmd
         .args(args)
         .arg("--advise")
         .arg(match advise {

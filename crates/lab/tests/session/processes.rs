@@ -56,6 +56,17 @@ fn child_session() {
     let forget = mode == "forget";
     let mut s = KnobSession::begin(&sysfs).unwrap();
     s.configure(&[size("64K")], ThpMode::Always).unwrap();
+    if mode == "flip" {
+        // A second configuration puts 64K back to its saved `never`, and a program runs that
+        // (unlike pagelab's) has no parent-death signal.
+        s.configure(&[size("16K")], ThpMode::Always).unwrap();
+        // Never waited for: it must outlive this process, as a program left by a killed
+        // pagelab does.
+        #[allow(clippy::zombie_processes)]
+        let prog = Command::new("sleep").arg("60").spawn().unwrap();
+        s.note_program(prog.id(), "sleep").unwrap();
+        fs::write(root.join("program"), prog.id().to_string()).unwrap();
+    }
     let mut s = Some(s);
     if forget {
         let mut s = s.take().unwrap();
@@ -314,4 +325,65 @@ fn a_sigkilled_session_on_the_real_knobs_is_restored() {
         );
     }
     assert_eq!(at_rest(), before);
+}
+
+/// Whether process `pid` has ended (gone, or a zombie waiting for its new parent to reap it),
+/// waiting up to 5 s for it to.
+fn ended(pid: u32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit_once(')')
+            .map(|(_, r)| r.trim_start().chars().next());
+        if stat.is_empty() || state == Some(Some('Z')) {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Regressions: recovery listed knobs already back at their saved value (`never -> never`),
+/// and said nothing of the program a SIGKILLed pagelab left running.
+#[test]
+fn recovery_lists_only_real_changes_and_ends_the_left_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let sysfs = fake_tree(dir.path());
+    let before = snapshot(&sysfs);
+    let mut child = start_child_in(dir.path(), "flip");
+    let prog: u32 = fs::read_to_string(dir.path().join("program"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    assert!(
+        fs::read_to_string(format!("/proc/{prog}/stat")).is_ok(),
+        "the program outlived its pagelab"
+    );
+    let msg = recover(&sysfs).unwrap().expect("a journal to replay");
+    let pid = child.id();
+    assert!(!msg.contains("never -> never"), "a no-op is listed: {msg}");
+    assert!(
+        !msg.contains("hugepages-64kB"),
+        "64K was back at its saved value: {msg}"
+    );
+    assert!(
+        msg.starts_with(&format!(
+            "pagelab: restored 3 settings left changed by pagelab (pid {pid}, killed): "
+        )) && msg.contains("transparent_hugepage/hugepages-16kB/enabled always -> never"),
+        "{msg}"
+    );
+    assert!(
+        msg.ends_with(&format!(
+            "; ended `sleep` (pid {prog}), the program it was measuring, which was still running"
+        )),
+        "{msg}"
+    );
+    assert!(ended(prog), "the program {prog} still runs");
+    assert_eq!(snapshot(&sysfs), before);
 }

@@ -80,7 +80,48 @@ pub fn table(result: &LabResult) -> String {
     for c in result.configs.iter().filter(|c| !c.hugetlb.is_empty()) {
         out += &hugetlb_note(c);
     }
+    if let Some(failures) = failures(result) {
+        out += &format!("{failures}\n");
+    }
     out
+}
+
+/// How a run ended, as people say it: `exited with code 7`, `was killed by signal 9`.
+fn ending(m: &pagelab_report::Measurement) -> Option<String> {
+    match (m.exit.code, m.exit.signal) {
+        (Some(0), _) => None,
+        (Some(code), _) => Some(format!("exited with code {code}")),
+        (None, Some(sig)) => Some(format!("was killed by signal {sig}")),
+        (None, None) => Some("ended in an unknown way".into()),
+    }
+}
+
+/// A sentence naming every configuration whose program failed in some run, and how; `None`
+/// when every run exited 0. The figures of such runs measure a program that did not do its
+/// whole work, so the table must not pass for a normal one.
+pub fn failures(result: &LabResult) -> Option<String> {
+    let parts: Vec<String> = result
+        .configs
+        .iter()
+        .filter_map(|c| {
+            let endings: Vec<String> = c.runs.iter().filter_map(ending).collect();
+            let first = endings.first()?;
+            Some(format!(
+                "under {} it {first} in {} of {} run{}",
+                c.label,
+                endings.len(),
+                c.runs.len(),
+                if c.runs.len() == 1 { "" } else { "s" }
+            ))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| {
+        format!(
+            "WARNING: the program failed: {}; those runs' figures are in the table and the \
+             JSON as measured, and pagelab exits with the first failed run's status",
+            parts.join("; ")
+        )
+    })
 }
 
 /// What a configuration with hugetlb pools got from them: the pool, the pages in use at the
