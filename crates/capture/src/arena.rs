@@ -11,7 +11,6 @@
 use crate::format::{self, X_THREAD};
 use crate::tools::CaptureError;
 use std::fs::File;
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 
 /// Words per slot.
@@ -27,15 +26,9 @@ const FIRST_RECORD: usize = 4;
 
 /// A new, empty arena: an anonymous memory file of [`SLOTS`] slots.
 pub fn create() -> Result<File, CaptureError> {
-    let name = c"pagelab-capture";
-    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(CaptureError::io(
-            "creating the capture's memory file",
-            std::io::Error::last_os_error(),
-        ));
-    }
-    let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let fd = rustix::fs::memfd_create(c"pagelab-capture", rustix::fs::MemfdFlags::CLOEXEC)
+        .map_err(|e| CaptureError::io("creating the capture's memory file", e.into()))?;
+    let file = File::from(fd);
     file.set_len(SLOTS * SLOT_BYTES)
         .map_err(|e| CaptureError::io("sizing the capture's memory file", e))?;
     Ok(file)

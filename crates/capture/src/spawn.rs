@@ -6,11 +6,10 @@ use pagelab_core::{Event, SourceInfo, ThreadId};
 use pagelab_trace::{LackeyReader, PageBatch, PageFilter, TraceError, TraceSource};
 use std::ffi::OsString;
 use std::fs::File;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 /// How a program is captured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -70,36 +69,10 @@ pub enum StdoutTo {
     File(std::path::PathBuf),
 }
 
-/// Process group of the running capture, for the signal handler (0: none).
-static CHILD_PGID: AtomicI32 = AtomicI32::new(0);
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn forward(sig: libc::c_int) {
-    let pg = CHILD_PGID.load(Ordering::SeqCst);
-    let again = INTERRUPTED.swap(true, Ordering::SeqCst);
-    if pg > 0 {
-        // The first signal goes to the program as it would natively; a second one kills.
-        let s = if again { libc::SIGKILL } else { sig };
-        unsafe { libc::kill(-pg, s) };
-    }
-}
-
-/// Whether SIGINT, SIGTERM or SIGHUP arrived while a capture ran.
+/// Whether SIGINT, SIGTERM, SIGHUP or SIGQUIT arrived while a capture ran (they are held by
+/// [`pagelab_sys::signals`], shared with the lab, and passed on to the captured program).
 pub fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::SeqCst)
-}
-
-fn install_forwarding() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = forward as *const () as usize;
-        sa.sa_flags = libc::SA_RESTART;
-        libc::sigemptyset(&mut sa.sa_mask);
-        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
-    });
+    pagelab_sys::signals::received().is_some()
 }
 
 /// The plugin's stream: the pipe, then what the arena holds once the pipe ends.
@@ -143,6 +116,8 @@ enum Reader {
 /// Contract: that of [`TraceSource`].
 pub struct Capture {
     child: Child,
+    /// The terminating signals, held (and passed on to the program's group) while it runs.
+    held: Option<pagelab_sys::signals::Held>,
     reader: Reader,
     label: String,
     backend: Backend,
@@ -156,15 +131,8 @@ pub struct Capture {
 /// Descriptor the plugin or Valgrind writes to: high, because the guest shares
 /// QEMU's descriptor table and programs close low ones.
 fn target_fd() -> i32 {
-    let mut rl = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } == 0 {
-        rl.rlim_cur.min(1024) as i32
-    } else {
-        256
-    };
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    let soft = limit.current.map_or(1024, |n| n.min(1024)) as i32;
     soft - 1
 }
 
@@ -176,6 +144,7 @@ impl Capture {
         let fd = target_fd();
         let mem_fd = fd - 1;
         let mut arena = None;
+        let parent = std::process::id();
         let mut command = match cmd.backend {
             Backend::Qemu => {
                 let qemu = tools::find_qemu()?;
@@ -213,24 +182,27 @@ impl Capture {
         let (read_end, write_end) = pipe()?;
         let w = write_end.as_raw_fd();
         let m = arena.as_ref().map_or(-1, |a| a.as_raw_fd());
+        // SAFETY: the closure runs between fork and exec and makes only async-signal-safe
+        // system calls (dup2, setpgid, prctl, getppid, kill), on descriptors that stay open
+        // in the parent until the child has started (`write_end` and `arena` outlive spawn).
         unsafe {
             command.pre_exec(move || {
                 // dup2 leaves the copy without close-on-exec, so the backend inherits it.
-                if libc::dup2(w, fd) < 0
-                    || (m >= 0 && libc::dup2(m, mem_fd) < 0)
-                    || libc::setpgid(0, 0) < 0
-                    || libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0
-                {
-                    return Err(std::io::Error::last_os_error());
+                pagelab_sys::process::dup_to(w, fd)?;
+                if m >= 0 {
+                    pagelab_sys::process::dup_to(m, mem_fd)?;
                 }
-                Ok(())
+                rustix::process::setpgid(None, None)?;
+                pagelab_sys::process::die_with_parent(parent)
             });
         }
-        install_forwarding();
+        let held = pagelab_sys::signals::hold();
         let child = command
             .spawn()
             .map_err(|e| CaptureError::io(format!("starting the {} backend", cmd.backend), e))?;
-        CHILD_PGID.store(child.id() as i32, Ordering::SeqCst);
+        // The program runs in a group of its own, which the terminal's Ctrl-C does not reach:
+        // the held signals are passed on to it (a second one kills it).
+        pagelab_sys::signals::forward_to_group(child.id());
         drop(write_end);
         let input = File::from(read_end);
         let label = std::iter::once(cmd.program.to_string_lossy().into_owned())
@@ -253,6 +225,7 @@ impl Capture {
         };
         Ok(Capture {
             child,
+            held: Some(held),
             reader,
             label,
             backend: cmd.backend,
@@ -276,11 +249,19 @@ impl Capture {
     /// Stops the program (its whole process group) if it still runs, and waits for it.
     pub fn stop(&mut self) -> Option<ExitStatus> {
         if self.status.is_none() {
-            unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
+            // Already gone is fine: the wait below collects it.
+            let _ = pagelab_sys::process::kill_group(self.child.id(), libc::SIGKILL);
             self.status = self.child.wait().ok();
-            CHILD_PGID.store(0, Ordering::SeqCst);
+            self.ended_forwarding();
         }
         self.status
+    }
+
+    /// Stops passing signals to the program's group, which is gone (its id may be reused),
+    /// and lets the signals go.
+    fn ended_forwarding(&mut self) {
+        pagelab_sys::signals::stop_forwarding();
+        self.held = None;
     }
 
     /// Waits for the program and returns the exit event the trace lacks, if any.
@@ -290,7 +271,7 @@ impl Capture {
             .wait()
             .map_err(|e| TraceError::io(&self.label, e))?;
         self.status = Some(status);
-        CHILD_PGID.store(0, Ordering::SeqCst);
+        self.ended_forwarding();
         let pid = self.child.id();
         let recorded = match &self.reader {
             Reader::Qemu(r) => r.exited(pid),
@@ -322,17 +303,11 @@ impl AsFdOwned for std::io::Stderr {
 }
 
 fn pipe() -> Result<(OwnedFd, OwnedFd), CaptureError> {
-    let mut fds = [0; 2];
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(CaptureError::io(
-            "creating a pipe",
-            std::io::Error::last_os_error(),
-        ));
-    }
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| CaptureError::io("creating a pipe", e.into()))?;
     // A larger pipe lets the backend write whole blocks while pagelab is busy
     // (refused above the system's pipe-max-size: then the default stays).
-    unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
+    let _ = rustix::pipe::fcntl_setpipe_size(&w, 1 << 20);
     Ok((r, w))
 }
 

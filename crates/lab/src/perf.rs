@@ -9,6 +9,13 @@
 //! When the CPU or hypervisor exposes no hardware counters (this is usual in VMs), the open
 //! fails and each counter is reported unavailable (`None`) with the reason: never 0.
 
+use perf_event_open_sys::bindings::{
+    perf_event_attr, PERF_COUNT_HW_CACHE_DTLB, PERF_COUNT_HW_CACHE_ITLB,
+    PERF_COUNT_HW_CACHE_OP_READ, PERF_COUNT_HW_CACHE_RESULT_MISS, PERF_COUNT_HW_CPU_CYCLES,
+    PERF_COUNT_HW_INSTRUCTIONS, PERF_FLAG_FD_CLOEXEC, PERF_FORMAT_TOTAL_TIME_ENABLED,
+    PERF_FORMAT_TOTAL_TIME_RUNNING, PERF_TYPE_HARDWARE, PERF_TYPE_HW_CACHE,
+};
+use perf_event_open_sys::ioctls;
 use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -16,61 +23,16 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 /// The counters pagelab asks for, by the name results use.
 pub const HW_COUNTERS: [&str; 4] = ["cycles", "instructions", "dtlb_misses", "itlb_misses"];
 
-const PERF_TYPE_HARDWARE: u32 = 0;
-const PERF_TYPE_HW_CACHE: u32 = 3;
-const PERF_COUNT_HW_CPU_CYCLES: u64 = 0;
-const PERF_COUNT_HW_INSTRUCTIONS: u64 = 1;
-const PERF_COUNT_HW_CACHE_DTLB: u64 = 3;
-const PERF_COUNT_HW_CACHE_ITLB: u64 = 4;
-const PERF_COUNT_HW_CACHE_OP_READ: u64 = 0;
-const PERF_COUNT_HW_CACHE_RESULT_MISS: u64 = 1;
-const PERF_FORMAT_TOTAL_TIME_ENABLED: u64 = 1;
-const PERF_FORMAT_TOTAL_TIME_RUNNING: u64 = 2;
-const FLAG_DISABLED: u64 = 1 << 0;
-const FLAG_INHERIT: u64 = 1 << 1;
-const FLAG_EXCLUDE_HV: u64 = 1 << 6;
-const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
-const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
-const PERF_EVENT_IOC_DISABLE: libc::c_ulong = 0x2401;
-const PERF_EVENT_IOC_RESET: libc::c_ulong = 0x2403;
-
-/// `struct perf_event_attr` as of `PERF_ATTR_SIZE_VER8` (136 bytes); the bit fields are `flags`.
-#[repr(C)]
-#[derive(Default)]
-struct PerfEventAttr {
-    type_: u32,
-    size: u32,
-    config: u64,
-    sample_period: u64,
-    sample_type: u64,
-    read_format: u64,
-    flags: u64,
-    wakeup_events: u32,
-    bp_type: u32,
-    config1: u64,
-    config2: u64,
-    branch_sample_type: u64,
-    sample_regs_user: u64,
-    sample_stack_user: u32,
-    clockid: i32,
-    sample_regs_intr: u64,
-    aux_watermark: u32,
-    sample_max_stack: u16,
-    reserved_2: u16,
-    aux_sample_size: u32,
-    reserved_3: u32,
-    sig_data: u64,
-    config3: u64,
-}
-
 /// The (type, config) of a counter named in [`HW_COUNTERS`].
 fn event_of(name: &str) -> (u32, u64) {
-    let cache_miss = |cache: u64| {
-        cache | (PERF_COUNT_HW_CACHE_OP_READ << 8) | (PERF_COUNT_HW_CACHE_RESULT_MISS << 16)
+    let cache_miss = |cache: u32| {
+        u64::from(cache)
+            | (u64::from(PERF_COUNT_HW_CACHE_OP_READ) << 8)
+            | (u64::from(PERF_COUNT_HW_CACHE_RESULT_MISS) << 16)
     };
     match name {
-        "cycles" => (PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES),
-        "instructions" => (PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS),
+        "cycles" => (PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES.into()),
+        "instructions" => (PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS.into()),
         "dtlb_misses" => (PERF_TYPE_HW_CACHE, cache_miss(PERF_COUNT_HW_CACHE_DTLB)),
         "itlb_misses" => (PERF_TYPE_HW_CACHE, cache_miss(PERF_COUNT_HW_CACHE_ITLB)),
         other => unreachable!("unknown hardware counter {other}"),
@@ -85,31 +47,27 @@ fn open_counter(name: &str) -> io::Result<OwnedFd> {
 
 /// Opens the event (`type_`, `config`) on this process, disabled, inherited by later children.
 fn open_event(type_: u32, config: u64) -> io::Result<OwnedFd> {
-    let attr = PerfEventAttr {
+    let mut attr = perf_event_attr {
         type_,
-        size: std::mem::size_of::<PerfEventAttr>() as u32,
+        size: std::mem::size_of::<perf_event_attr>() as u32,
         config,
-        read_format: PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING,
-        flags: FLAG_DISABLED | FLAG_INHERIT | FLAG_EXCLUDE_HV,
+        read_format: u64::from(PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING),
         ..Default::default()
     };
-    // SAFETY: attr is a valid perf_event_attr of the size it declares; pid 0 / cpu -1 is
-    // "this process on any CPU"; the kernel returns a new descriptor or -1.
+    attr.set_disabled(1);
+    attr.set_inherit(1);
+    attr.set_exclude_hv(1);
+    // SAFETY: attr is a fully initialised perf_event_attr of the size it declares (the
+    // bindings' own struct, zeroed where not set); pid 0 / cpu -1 is "this process on any
+    // CPU", asking only for counts; the kernel returns a new descriptor or -1.
     let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            &attr as *const PerfEventAttr,
-            0 as libc::pid_t,
-            -1 as libc::c_int,
-            -1 as libc::c_int,
-            PERF_FLAG_FD_CLOEXEC,
-        )
+        perf_event_open_sys::perf_event_open(&mut attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC.into())
     };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: fd is a descriptor the kernel just gave us and nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// What an open failure means, for people: the error, its errno, and what that means here.
@@ -162,21 +120,23 @@ impl HwCounters {
 
     /// Zeroes and starts every available counter (and its inherited copies).
     pub fn enable(&self) {
-        self.ioctl_all(PERF_EVENT_IOC_RESET);
-        self.ioctl_all(PERF_EVENT_IOC_ENABLE);
+        // SAFETY: an ioctl on an open perf event descriptor we own, with the integer argument
+        // 0 this request takes ("this event only"); nothing is written to our memory.
+        self.ioctl_all(|fd| unsafe { ioctls::RESET(fd, 0) });
+        // SAFETY: as for RESET.
+        self.ioctl_all(|fd| unsafe { ioctls::ENABLE(fd, 0) });
     }
 
     /// Stops every available counter.
     pub fn disable(&self) {
-        self.ioctl_all(PERF_EVENT_IOC_DISABLE);
+        // SAFETY: as for RESET in `enable`.
+        self.ioctl_all(|fd| unsafe { ioctls::DISABLE(fd, 0) });
     }
 
-    fn ioctl_all(&self, request: libc::c_ulong) {
+    /// Applies `request` to every open counter; a failing one is seen when read.
+    fn ioctl_all(&self, request: impl Fn(i32) -> i32) {
         for fd in self.counters.iter().filter_map(|(_, c)| c.as_ref().ok()) {
-            // SAFETY: fd is an open perf event; these requests take no argument.
-            unsafe {
-                libc::ioctl(fd.as_raw_fd(), request as _, 0);
-            }
+            request(fd.as_raw_fd());
         }
     }
 
@@ -214,16 +174,13 @@ impl HwCounters {
 
 /// Reads `value, time_enabled, time_running` and scales the value to the enabled time.
 fn read_scaled(fd: &OwnedFd) -> Result<u64, String> {
-    let mut buf = [0u64; 3];
-    // SAFETY: buf is 24 writable bytes, the size of this read_format's record.
-    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), 24) };
-    if n != 24 {
-        return Err(format!(
-            "short read ({n} bytes): {}",
-            io::Error::last_os_error()
-        ));
+    let mut bytes = [0u8; 24];
+    let n = rustix::io::read(fd, &mut bytes).map_err(|e| format!("{}", io::Error::from(e)))?;
+    if n != bytes.len() {
+        return Err(format!("short read ({n} bytes of 24)"));
     }
-    let [value, enabled, running] = buf;
+    let word = |i: usize| u64::from_ne_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+    let [value, enabled, running] = [word(0), word(1), word(2)];
     if running == 0 {
         return if enabled == 0 {
             Ok(0)
@@ -239,8 +196,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn attr_has_the_kernel_size() {
-        assert_eq!(std::mem::size_of::<PerfEventAttr>(), 136);
+    fn attr_is_at_least_the_size_pagelab_needs() {
+        // PERF_ATTR_SIZE_VER8, the first with every field pagelab sets.
+        assert!(std::mem::size_of::<perf_event_attr>() >= 136);
     }
 
     #[test]
@@ -292,9 +250,8 @@ mod tests {
     /// the page faults of a child started after the open reach this process's counter.
     #[test]
     fn inherited_counts_of_children_are_read() {
-        const PERF_TYPE_SOFTWARE: u32 = 1;
-        const PERF_COUNT_SW_PAGE_FAULTS_MIN: u64 = 5;
-        let fd = match open_event(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS_MIN) {
+        use perf_event_open_sys::bindings::{PERF_COUNT_SW_PAGE_FAULTS_MIN, PERF_TYPE_SOFTWARE};
+        let fd = match open_event(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS_MIN.into()) {
             Ok(fd) => fd,
             Err(e) => {
                 eprintln!("skipped: software perf events unavailable: {}", explain(&e));

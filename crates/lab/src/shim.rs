@@ -30,8 +30,7 @@ pub fn testprog_path() -> &'static Path {
 /// pagelab's private directory under the temporary directory, created 0755 if missing and
 /// refused unless it is a real directory owned by this user that nobody else can write.
 pub fn private_dir() -> Result<PathBuf> {
-    // SAFETY: geteuid has no preconditions.
-    let uid = unsafe { libc::geteuid() };
+    let uid = rustix::process::geteuid().as_raw();
     let dir = std::env::temp_dir().join(format!("pagelab-{uid}"));
     match fs::DirBuilder::new().mode(0o755).create(&dir) {
         Ok(()) => {}

@@ -8,12 +8,15 @@
 //! - [`signals`]: catching SIGINT, SIGTERM, SIGHUP and SIGQUIT while something must be
 //!   restored, recording the first, and optionally passing them on to a process group;
 //! - [`process`]: signalling a process through a pidfd, a parent-death signal for a child
-//!   about to `exec`, waiting for a child with its resource usage, telling root from others.
+//!   about to `exec`, a descriptor at a chosen number for it, waiting for a child with its
+//!   resource usage, telling root from others.
 //!
-//! System calls go through [`rustix`]. Two have no rustix wrapper and use `libc` here, each
-//! in one function with its safety argument: `sigaction` with a handler (rustix leaves signal
-//! handlers to runtimes) and `wait4` (its resource usage is the child's own, which
-//! `getrusage(RUSAGE_CHILDREN)` cannot give once two children have been waited for).
+//! System calls go through [`rustix`]. Four have no fitting rustix wrapper and use `libc`
+//! here, each in one function with its safety argument: `sigaction` with a handler (rustix
+//! leaves signal handlers to runtimes), `wait4` (its resource usage is the child's own, which
+//! `getrusage(RUSAGE_CHILDREN)` cannot give once two children have been waited for),
+//! `getrusage` itself, and `dup2` onto a descriptor number that is not open yet (rustix's
+//! takes an owned target).
 //!
 //! ```
 //! let held = pagelab_sys::signals::hold();

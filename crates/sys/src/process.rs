@@ -1,6 +1,6 @@
 //! Processes: signalling through pidfds, dying with the parent, waiting with resource usage.
 
-use rustix::fd::OwnedFd;
+use rustix::fd::{OwnedFd, RawFd};
 use rustix::process::{Pid, PidfdFlags, Signal};
 use std::io;
 use std::time::Duration;
@@ -84,6 +84,45 @@ pub fn die_with_parent(parent: u32) -> io::Result<()> {
         let _ = rustix::process::kill_process(rustix::process::getpid(), Signal::KILL);
     }
     Ok(())
+}
+
+/// For `CommandExt::pre_exec`: makes descriptor number `target` a copy of open descriptor
+/// `fd`, without close-on-exec, so the program about to be executed inherits it at that
+/// number. `dup2` itself, since rustix's wants the target as an owned, open descriptor, which
+/// a number chosen for the program is not.
+pub fn dup_to(fd: RawFd, target: RawFd) -> io::Result<()> {
+    // SAFETY: dup2 only reads two integers; an `fd` that is not open fails with EBADF and
+    // `target` is closed first if open, which is the point (it is the program's, not ours).
+    if unsafe { libc::dup2(fd, target) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whose page faults [`minor_faults`] counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Who {
+    /// The calling thread only (`RUSAGE_THREAD`): other threads, such as parallel tests,
+    /// do not count.
+    Thread,
+    /// The whole process (`RUSAGE_SELF`).
+    Process,
+}
+
+/// Minor page faults so far of the calling thread or process (`getrusage`, which rustix does
+/// not wrap).
+pub fn minor_faults(who: Who) -> u64 {
+    let who = match who {
+        Who::Thread => libc::RUSAGE_THREAD,
+        Who::Process => libc::RUSAGE_SELF,
+    };
+    // SAFETY: rusage is plain integers, for which all zeroes is a valid value, and getrusage
+    // only writes the struct it is given (it cannot fail for these `who`).
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(who, &mut ru);
+        ru.ru_minflt as u64
+    }
 }
 
 /// What a waited-for child used, from `wait4`.

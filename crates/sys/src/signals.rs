@@ -122,8 +122,22 @@ mod tests {
     /// One test for the whole process-global state, so test threads cannot interleave.
     #[test]
     fn a_held_signal_is_recorded_passed_on_and_released() {
+        let action = |sig| {
+            // SAFETY: reading the current action into a zeroed (valid) sigaction.
+            unsafe {
+                let mut now: libc::sigaction = std::mem::zeroed();
+                libc::sigaction(sig, std::ptr::null(), &mut now);
+                now.sa_sigaction
+            }
+        };
+        // Usually SIG_DFL; SIG_IGN when the tests run in a shell's background job.
+        let before = action(libc::SIGINT);
         assert_eq!(received(), None);
         let held = hold();
+        assert_eq!(
+            action(libc::SIGINT),
+            on_signal as extern "C" fn(libc::c_int) as usize
+        );
         let inner = hold();
         // A child in a group of its own, which the handler passes SIGTERM on to.
         let mut child = std::process::Command::new("sleep")
@@ -144,12 +158,6 @@ mod tests {
         assert_eq!(unsafe { libc::raise(libc::SIGHUP) }, 0);
         assert_eq!(received(), Some(libc::SIGTERM));
         drop(held);
-        // SAFETY: reading the current action into a zeroed sigaction.
-        let now = unsafe {
-            let mut now: libc::sigaction = std::mem::zeroed();
-            libc::sigaction(libc::SIGINT, std::ptr::null(), &mut now);
-            now
-        };
-        assert_eq!(now.sa_sigaction, libc::SIG_DFL, "the default is back");
+        assert_eq!(action(libc::SIGINT), before, "the earlier action is back");
     }
 }

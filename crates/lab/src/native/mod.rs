@@ -81,11 +81,11 @@ pub enum Advice {
 
 impl Advice {
     /// The madvise flag, if any.
-    pub(crate) fn madvise_flag(self) -> Option<libc::c_int> {
+    pub(crate) fn madvise_flag(self) -> Option<rustix::mm::Advice> {
         match self {
-            Advice::NoHugePage => Some(libc::MADV_NOHUGEPAGE),
+            Advice::NoHugePage => Some(rustix::mm::Advice::LinuxNoHugepage),
             Advice::None => None,
-            Advice::HugePage => Some(libc::MADV_HUGEPAGE),
+            Advice::HugePage => Some(rustix::mm::Advice::LinuxHugepage),
         }
     }
 }
@@ -297,12 +297,7 @@ pub fn run_child(spec: &str, advice: Advice) -> Result<String> {
 /// The calling thread's minor faults so far (`RUSAGE_THREAD`: the kernels run on one
 /// thread, and other threads of the process, such as parallel tests, do not count).
 pub fn minor_faults() -> u64 {
-    // SAFETY: getrusage writes into the zeroed struct we own.
-    unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
-        ru.ru_minflt as u64
-    }
+    pagelab_sys::process::minor_faults(pagelab_sys::process::Who::Thread)
 }
 
 /// Seconds and minor faults of one phase.

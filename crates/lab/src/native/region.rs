@@ -31,35 +31,32 @@ impl Region {
             bail!("a region of {len} bytes is too large to map");
         };
         let total = map_len + REGION_ALIGN;
+        use rustix::mm::{MapFlags, ProtFlags};
         // SAFETY: an anonymous private mapping at an address of the kernel's choosing
-        // aliases nothing; the result is checked against MAP_FAILED.
+        // aliases nothing.
         let raw = unsafe {
-            libc::mmap(
+            rustix::mm::mmap_anonymous(
                 std::ptr::null_mut(),
                 total,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE,
             )
-        };
-        if raw == libc::MAP_FAILED {
-            bail!(
-                "mmap of {total} bytes failed: {}",
-                std::io::Error::last_os_error()
-            );
         }
+        .map_err(|e| {
+            anyhow::anyhow!("mmap of {total} bytes failed: {}", std::io::Error::from(e))
+        })?;
         let raw = raw as usize;
         let base = raw.next_multiple_of(REGION_ALIGN);
         let head = base - raw;
         let tail = total - head - map_len;
-        // SAFETY: both ranges lie inside the mapping just made and nothing refers to them.
+        // SAFETY: both ranges lie inside the mapping just made and nothing refers to them;
+        // a failure only leaves the slack mapped.
         unsafe {
             if head > 0 {
-                libc::munmap(raw as *mut libc::c_void, head);
+                let _ = rustix::mm::munmap(raw as *mut std::ffi::c_void, head);
             }
             if tail > 0 {
-                libc::munmap((base + map_len) as *mut libc::c_void, tail);
+                let _ = rustix::mm::munmap((base + map_len) as *mut std::ffi::c_void, tail);
             }
         }
         let region = Region {
@@ -68,12 +65,13 @@ impl Region {
             map_len,
         };
         if let Some(advice_flag) = advice.madvise_flag() {
-            // SAFETY: the range is exactly our mapping.
-            let rc = unsafe { libc::madvise(base as *mut libc::c_void, map_len, advice_flag) };
-            if rc != 0 {
+            // SAFETY: the range is exactly our mapping, which holds no Rust object yet.
+            let rc =
+                unsafe { rustix::mm::madvise(base as *mut std::ffi::c_void, map_len, advice_flag) };
+            if let Err(e) = rc {
                 bail!(
                     "madvise({advice}) of {map_len} bytes failed: {} (is THP in this kernel?)",
-                    std::io::Error::last_os_error()
+                    std::io::Error::from(e)
                 );
             }
         }
@@ -110,7 +108,7 @@ impl Drop for Region {
     fn drop(&mut self) {
         // SAFETY: the mapping is ours and no borrow of it outlives self.
         unsafe {
-            libc::munmap(self.base as *mut libc::c_void, self.map_len);
+            let _ = rustix::mm::munmap(self.base as *mut std::ffi::c_void, self.map_len);
         }
     }
 }

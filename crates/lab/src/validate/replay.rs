@@ -138,10 +138,7 @@ unsafe fn rmw(p: *mut u8) {
 }
 
 fn minor_faults() -> u64 {
-    // SAFETY: getrusage only writes the struct it is given.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    ru.ru_minflt as u64
+    pagelab_sys::process::minor_faults(pagelab_sys::process::Who::Process)
 }
 
 /// The model's words for the THP settings the kernel holds now.
@@ -164,33 +161,34 @@ pub fn current_settings(sysfs: &Sysfs) -> Result<String> {
 pub fn replay(spec: &str, advise: Advise, sysfs: &Sysfs) -> Result<ReplayReport> {
     let (start, end) = data_extent(spec)?;
     let len = end - start;
+    use rustix::mm::{MapFlags, ProtFlags};
     // SAFETY: a fresh anonymous mapping at an address nothing else uses
     // (MAP_FIXED_NOREPLACE refuses to replace an existing mapping).
-    let p = unsafe {
-        libc::mmap(
-            start as *mut libc::c_void,
+    let mapped = unsafe {
+        rustix::mm::mmap_anonymous(
+            start as *mut std::ffi::c_void,
             len as usize,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
-            -1,
-            0,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::PRIVATE | MapFlags::FIXED_NOREPLACE,
         )
     };
-    if p == libc::MAP_FAILED || p as u64 != start {
-        bail!(
+    let p = match mapped {
+        Ok(p) if p as u64 == start => p,
+        other => bail!(
             "cannot map {len} bytes at {start:#x}, the workload's own addresses: {} \
              (another mapping of this process is there; try the workload with another `align`)",
-            std::io::Error::last_os_error()
-        );
-    }
+            match other {
+                Err(e) => std::io::Error::from(e).to_string(),
+                Ok(p) => format!("the kernel placed it at {p:p}"),
+            }
+        ),
+    };
     if advise == Advise::Huge {
-        // SAFETY: advising our own fresh mapping.
-        if unsafe { libc::madvise(p, len as usize, libc::MADV_HUGEPAGE) } != 0 {
-            bail!(
-                "madvise(MADV_HUGEPAGE) failed: {}",
-                std::io::Error::last_os_error()
-            );
-        }
+        // SAFETY: advising our own fresh mapping, which holds no Rust object.
+        unsafe { rustix::mm::madvise(p, len as usize, rustix::mm::Advice::LinuxHugepage) }
+            .map_err(|e| {
+                anyhow::anyhow!("madvise(MADV_HUGEPAGE) failed: {}", std::io::Error::from(e))
+            })?;
     }
     let settings = current_settings(sysfs)?;
     let mut buf = Vec::with_capacity(BATCH);
@@ -212,17 +210,18 @@ pub fn replay(spec: &str, advise: Advise, sysfs: &Sysfs) -> Result<ReplayReport>
     let counters_before = CounterSnapshot::take(sysfs);
     let t = std::time::Instant::now();
     let before = minor_faults();
-    // SAFETY: every data reference lies in [start, end), mapped above, which
-    // holds no Rust object.
     let refs = for_each_data_ref(&mut *src, &mut buf, |r| {
+        // SAFETY: every data reference lies in [start, end), mapped above, which
+        // holds no Rust object.
         unsafe { touch(r) };
         Ok(())
     })?;
     let faults = minor_faults() - before;
     let seconds = t.elapsed().as_secs_f64();
     let counters = counters_before.delta(&CounterSnapshot::take(sysfs));
-    // SAFETY: unmapping the mapping made above; nothing refers to it.
-    unsafe { libc::munmap(p, len as usize) };
+    // SAFETY: unmapping the mapping made above; nothing refers to it. A failure would only
+    // leave it mapped until this child exits.
+    let _ = unsafe { rustix::mm::munmap(p, len as usize) };
     Ok(ReplayReport {
         workload: spec.to_string(),
         start,
