@@ -1,7 +1,7 @@
 //! A progress line on standard error, shown only when standard error is a terminal.
 
-use is_terminal::IsTerminal;
 use pagelab_engine::Progress;
+use std::io::IsTerminal;
 use std::io::Write;
 use std::time::Duration;
 

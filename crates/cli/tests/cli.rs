@@ -135,7 +135,7 @@ fn standard_input_xz_and_native_give_the_same_result() {
     assert!(child.wait().unwrap().success());
     // xz-compressed text.
     let xz = dir.join("t.lackey.xz");
-    let mut enc = xz2::write::XzEncoder::new(std::fs::File::create(&xz).unwrap(), 1);
+    let mut enc = liblzma::write::XzEncoder::new(std::fs::File::create(&xz).unwrap(), 1);
     enc.write_all(&text).unwrap();
     enc.finish().unwrap();
     run(pagelab()

@@ -236,7 +236,7 @@ fn size_label(bytes: f64) -> String {
     format!("{b}")
 }
 
-fn draw_stride(area: &Area, every: u64, pts: &[&StridePoint], labels: &[String]) -> Result<()> {
+fn draw_stride(area: &Area<'_>, every: u64, pts: &[&StridePoint], labels: &[String]) -> Result<()> {
     let lo = pts.iter().map(|p| p.2).min().unwrap_or(1) as f64;
     let hi = pts.iter().map(|p| p.2).max().unwrap_or(2) as f64;
     let (lo, hi) = if hi > lo {
@@ -304,7 +304,7 @@ fn draw_stride(area: &Area, every: u64, pts: &[&StridePoint], labels: &[String])
 }
 
 fn draw_bars(
-    area: &Area,
+    area: &Area<'_>,
     caption: &str,
     y_desc: &str,
     groups: &[Group],

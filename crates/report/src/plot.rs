@@ -112,7 +112,7 @@ impl Side {
     }
 }
 
-fn draw_header(area: &Area, results: &[SimResult]) -> Result<()> {
+fn draw_header(area: &Area<'_>, results: &[SimResult]) -> Result<()> {
     let mut tlbs: Vec<String> = Vec::new();
     for name in results.iter().map(SimResult::tlb_name) {
         if !tlbs.contains(&name) {
@@ -137,7 +137,7 @@ fn draw_header(area: &Area, results: &[SimResult]) -> Result<()> {
     Ok(())
 }
 
-fn draw_panel(area: &Area, r: &SimResult, side: Side) -> Result<()> {
+fn draw_panel(area: &Area<'_>, r: &SimResult, side: Side) -> Result<()> {
     let caption = format!("{}: {}", display_name(r), side.title());
     let n = r.runs.len();
     if n == 0 {

@@ -88,7 +88,7 @@ fn open_input(
     } else if head.starts_with(&XZ_MAGIC) {
         (
             Some("xz".into()),
-            Box::new(xz2::read::XzDecoder::new_multi_decoder(input)),
+            Box::new(liblzma::read::XzDecoder::new_multi_decoder(input)),
         )
     } else {
         (None, input)

@@ -61,7 +61,7 @@ fn opens_plain_zstd_and_xz_lackey_and_native() {
     let zst = path(&dir, "t.lackey.zst");
     std::fs::write(&zst, zstd::encode_all(TEXT.as_bytes(), 3).unwrap()).unwrap();
     let xz = path(&dir, "t.lackey.xz");
-    let mut enc = xz2::write::XzEncoder::new(Vec::new(), 6);
+    let mut enc = liblzma::write::XzEncoder::new(Vec::new(), 6);
     enc.write_all(TEXT.as_bytes()).unwrap();
     std::fs::write(&xz, enc.finish().unwrap()).unwrap();
     let native = path(&dir, "t.pgl");

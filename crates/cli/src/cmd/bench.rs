@@ -4,7 +4,6 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use is_terminal::IsTerminal;
 use pagelab_core::PageSize;
 use pagelab_lab::native::{self, Advice, ChildReport, KernelSpec, Scale};
 use pagelab_lab::runner::{self, RunSpec};
@@ -12,6 +11,7 @@ use pagelab_lab::session::{self, KnobSession};
 use pagelab_lab::sysfs::{Sysfs, ThpMode};
 use pagelab_report::{LabConfig, LabResult};
 use std::ffi::OsString;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 mod table;

@@ -7,13 +7,13 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use is_terminal::IsTerminal;
 use pagelab_core::{parse_page_sizes, PageSize};
 use pagelab_lab::runner::{self, RunSpec};
 use pagelab_lab::session::{self, KnobSession};
 use pagelab_lab::sysfs::{Sysfs, ThpMode};
 use pagelab_report::{LabConfig, LabResult};
 use std::ffi::OsString;
+use std::io::IsTerminal;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

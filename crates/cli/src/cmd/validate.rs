@@ -3,9 +3,9 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use is_terminal::IsTerminal;
 use pagelab_lab::sysfs::{Sysfs, ThpMode};
 use pagelab_lab::validate::{self, replay, ValidateOptions};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]

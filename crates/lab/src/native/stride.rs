@@ -79,7 +79,7 @@ pub(crate) fn expand(text: &str, scale: Scale) -> Result<Vec<Stride>> {
 
 impl Stride {
     fn from_pairs(
-        p: &Pairs,
+        p: &Pairs<'_>,
         heap: Option<u64>,
         every: Option<u64>,
         scale: Scale,

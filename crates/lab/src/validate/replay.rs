@@ -113,10 +113,15 @@ unsafe fn touch(r: &MemRef) {
     for p in [first, last] {
         match r.kind {
             AccessKind::Load | AccessKind::Instr => {
-                std::ptr::read_volatile(p);
+                // SAFETY: `p` is the first or last byte of `r`, which the
+                // caller guarantees lies in a mapping this process owns.
+                unsafe { std::ptr::read_volatile(p) };
             }
-            AccessKind::Store => std::ptr::write_volatile(p, 1),
-            AccessKind::Modify => rmw(p),
+            // SAFETY: as above; no Rust object lives at `p`, so the write
+            // aliases nothing.
+            AccessKind::Store => unsafe { std::ptr::write_volatile(p, 1) },
+            // SAFETY: as above.
+            AccessKind::Modify => unsafe { rmw(p) },
         }
         if last == first {
             break;
@@ -128,7 +133,9 @@ unsafe fn touch(r: &MemRef) {
 #[inline(always)]
 unsafe fn rmw(p: *mut u8) {
     // One instruction that reads and writes memory, as gups's `xor [mem], reg`.
-    std::arch::asm!("add byte ptr [{0}], 0", in(reg) p, options(nostack));
+    // SAFETY: the caller guarantees `p` is a writable byte no Rust object
+    // lives in; the instruction touches that byte only and no stack.
+    unsafe { std::arch::asm!("add byte ptr [{0}], 0", in(reg) p, options(nostack)) };
 }
 
 #[cfg(not(target_arch = "x86_64"))]

@@ -72,7 +72,7 @@ pub(super) fn parse_pages(
     complete: usize,
     start: usize,
     line: u64,
-    out: &mut PageSink,
+    out: &mut PageSink<'_>,
 ) -> (usize, u64, Result<(), &'static str>) {
     assert!(available(), "parse_pages needs AVX-512 VBMI2");
     #[cfg(target_arch = "x86_64")]
@@ -172,7 +172,7 @@ mod avx512 {
             enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,avx2,bmi1,bmi2,popcnt,lzcnt"
         )]
         #[inline]
-        fn drain(&mut self, out: &mut PageSink) {
+        fn drain(&mut self, out: &mut PageSink<'_>) {
             // Fewer than `PENDING + MAX_LINES`: drained on reaching `PENDING`.
             let n = self.n.min(PENDING + MAX_LINES);
             let q = _mm512_set1_epi64;
@@ -248,7 +248,7 @@ mod avx512 {
         complete: usize,
         start: usize,
         mut line: u64,
-        out: &mut PageSink,
+        out: &mut PageSink<'_>,
     ) -> (usize, u64, Result<(), &'static str>) {
         let mut pending = Pending::new();
         // References this call may still take, and those taken but not yet in `out.out.refs`.
