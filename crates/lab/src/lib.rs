@@ -7,6 +7,8 @@
 //! - [`hugetlb`]: growing hugetlb pools and saying exactly what the kernel gave,
 //! - [`counters`]: snapshots of the kernel's own counters and their deltas,
 //! - [`perf`]: hardware counters through perf_event_open, reported unavailable when absent,
+//! - [`measure`]: the [`measure::Measurer`] seam (rusage, kernel counters, perf) and its fake,
+//! - [`run`]: `pagelab run`'s plan, checks and loop over configurations and repetitions,
 //! - [`runner`]: running a program under a configuration and measuring it,
 //! - [`shim`]: the LD_PRELOAD shim that advises or hugetlb-maps a program's own mappings,
 //! - [`native`]: native microbenchmarks matching the model's built-in workloads.
@@ -22,7 +24,9 @@ pub mod session;
 pub mod sysfs;
 
 pub mod counters;
+pub mod measure;
 pub mod perf;
+pub mod run;
 pub mod runner;
 pub mod shim;
 

@@ -12,7 +12,8 @@
 //! [`summarize`] turns repetitions into medians and spreads, and speed-ups over the 4K
 //! baseline.
 
-use crate::counters::{self, CounterSnapshot};
+use crate::counters;
+use crate::measure::{measure, Execution, Host};
 use crate::perf::HwCounters;
 use crate::session::{self, KnobSession};
 use crate::shim;
@@ -42,24 +43,15 @@ pub struct RunSpec {
     pub capture_stdout: bool,
 }
 
-/// What one run gave.
-#[derive(Clone, Debug, Default)]
-pub struct RunOutcome {
-    /// The figures of the run.
-    pub measurement: Measurement,
-    /// The program's standard output, when [`RunSpec::capture_stdout`] asked for it.
-    pub stdout: Vec<u8>,
-    /// The signal pagelab received (and passed on to the program) during the run, if any.
-    pub interrupted: Option<i32>,
-}
+pub use crate::measure::RunOutcome;
 
 /// How often the watching thread looks for a signal caught by the session and samples the
 /// hugetlb pools.
 const SIGNAL_POLL: Duration = Duration::from_millis(5);
 
-/// Runs `spec.argv` once (the configuration's knobs are already set by the caller's
-/// `KnobSession`) and measures it. Errors when there is no program, when it cannot be
-/// started, or when pagelab was already interrupted before the run.
+/// Runs `spec.argv` once on this machine (the configuration's knobs are already set by the
+/// caller's `KnobSession`) and measures it through [`Host`]. Errors when there is no
+/// program, when it cannot be started, or when pagelab was already interrupted before the run.
 ///
 /// The program gets a parent-death signal (SIGKILL when pagelab dies, even by SIGKILL), and
 /// with a `session` its pid is noted in the session's journal, so the next pagelab can end it
@@ -67,8 +59,25 @@ const SIGNAL_POLL: Duration = Duration::from_millis(5);
 pub fn run_once(
     sysfs: &Sysfs,
     spec: &RunSpec,
-    session: Option<&mut KnobSession>,
+    mut session: Option<&mut KnobSession>,
 ) -> Result<RunOutcome> {
+    let program = spec.argv.first().cloned().unwrap_or_default();
+    measure(
+        &mut Host::new(sysfs),
+        spec,
+        &mut |pid| match session.as_mut() {
+            Some(s) => s.note_program(pid, &program.to_string_lossy()),
+            None => Ok(()),
+        },
+    )
+}
+
+/// [`Host`]'s execution: starts the program, forwards signals, samples the pools, waits.
+pub(crate) fn execute(
+    sysfs: &Sysfs,
+    spec: &RunSpec,
+    started: &mut dyn FnMut(u32) -> Result<()>,
+) -> Result<Execution> {
     let Some((program, args)) = spec.argv.split_first() else {
         bail!("no program to run: give one after `--`");
     };
@@ -94,7 +103,6 @@ pub fn run_once(
         cmd.pre_exec(move || pagelab_sys::process::die_with_parent(parent));
     }
     let hw = HwCounters::open();
-    let before = CounterSnapshot::take(sysfs);
     hw.enable();
     let start = Instant::now();
     let mut child = match cmd.spawn() {
@@ -105,9 +113,6 @@ pub fn run_once(
         }
     };
     let pid = child.id();
-    if let Some(s) = session {
-        s.note_program(pid, &program.to_string_lossy())?;
-    }
     let reader = child.stdout.take().map(|mut out| {
         std::thread::spawn(move || {
             let mut buf = Vec::new();
@@ -117,53 +122,34 @@ pub fn run_once(
     });
     let done = Arc::new(AtomicBool::new(false));
     let forwarder = forward_signals(pid, done.clone(), counters::PoolSampler::new(sysfs));
+    // A failure to note the program must not leave it unwaited: wait first, then report.
+    let noted = started(pid);
     let waited = wait_with_usage(pid);
     let wall = start.elapsed();
     hw.disable();
     done.store(true, Ordering::SeqCst);
-    let (forwarded, pools) = forwarder.join().unwrap_or_default();
+    let (forwarded, pool_peaks) = forwarder.join().unwrap_or_default();
     let (ended, usage) = waited.with_context(|| format!("waiting for {}", show(program)))?;
-    let after = CounterSnapshot::take(sysfs);
+    noted?;
     let stdout = reader
         .map(|r| r.join().unwrap_or_default())
         .unwrap_or_default();
-
-    let delta = before.delta(&after);
-    let hw = hw.read();
-    let mut m = Measurement {
-        wall_seconds: wall.as_secs_f64(),
-        user_seconds: usage.user.as_secs_f64(),
-        system_seconds: usage.system.as_secs_f64(),
-        faults: usage.minor_faults,
-        major_faults: usage.major_faults,
-        faults_by_size: counters::faults_by_size(&delta),
-        fallbacks_by_size: counters::fallbacks_by_size(&delta),
-        kernel_counters: delta,
-        peak_rss_bytes: usage.max_rss_bytes,
-        hw: hw.values,
-        hw_unavailable: hw.unavailable,
-        metrics: BTreeMap::new(),
-        exit: exit_info(ended),
-    };
-    // wait4's peak also counts pagelab's own address space, which the child started in
-    // before exec; the shim reports the program's own peak, so prefer it when it reported.
-    m.metrics
-        .insert("rusage_maxrss_bytes".into(), m.peak_rss_bytes as f64);
-    for (size, pages) in pools {
-        m.metrics
-            .insert(format!("hugetlb_peak_in_use/{size}"), pages as f64);
-    }
-    if let Some(r) = report {
+    let shim = report.map(|r| {
         let rep = r.read();
-        if rep.processes > 0 && rep.peak_rss_bytes > 0 {
-            m.peak_rss_bytes = rep.peak_rss_bytes;
-        }
-        for (name, value) in rep.metrics() {
-            m.metrics.insert(name.into(), value);
-        }
-    }
-    Ok(RunOutcome {
-        measurement: m,
+        let peak = if rep.processes > 0 {
+            rep.peak_rss_bytes
+        } else {
+            0
+        };
+        (peak, rep.metrics())
+    });
+    Ok(Execution {
+        wall,
+        usage,
+        exit: exit_info(ended),
+        hw: hw.read(),
+        pool_peaks,
+        shim,
         stdout,
         interrupted: forwarded.or_else(session::interrupted),
     })

@@ -1,0 +1,166 @@
+//! The [`Measurer`] seam: what the lab learns from the machine about one run of a program.
+//!
+//! Everything the lab measures comes through this trait: the program's own resource usage
+//! (`wait4`), the kernel's counters (per-size mTHP stats, `/proc/vmstat`'s `thp_*`, the
+//! hugetlb pools) and the hardware counters (perf). [`measure`] turns what a measurer reports
+//! into one [`Measurement`] (deltas of the counters, per-size allocations and fallbacks), and
+//! [`crate::runner::summarize`] turns measurements into medians, spreads and speed-ups; both
+//! are the lab's own arithmetic, tested through [`fake::FakeMeasurer`] without root. The real
+//! implementation is [`Host`].
+
+pub mod fake;
+
+use crate::counters::{self, CounterSnapshot};
+use crate::perf::HwReading;
+use crate::runner::RunSpec;
+use crate::sysfs::Sysfs;
+use anyhow::Result;
+use pagelab_report::{ExitInfo, Measurement};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// What one execution of a program gave, before the lab's arithmetic.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Execution {
+    /// From just before the program started until it was reaped.
+    pub wall: Duration,
+    /// The program's own usage (its `wait4` resource usage, children it waited for included).
+    pub usage: pagelab_sys::process::Usage,
+    /// How it ended.
+    pub exit: ExitInfo,
+    /// Hardware counters over the run: each a count or `None`, with the reason when any is
+    /// unavailable.
+    pub hw: HwReading,
+    /// Each hugetlb pool's peak pages in use during the run beyond those in use before, by size
+    /// (`"2M"`); only pools that held pages.
+    pub pool_peaks: Vec<(String, u64)>,
+    /// What pagelab's LD_PRELOAD shim reported, if it was preloaded and reported: the
+    /// program's own peak RSS (0 when unknown) and its named figures.
+    pub shim: Option<(u64, Vec<(&'static str, f64)>)>,
+    /// The program's standard output, when the spec asked to capture it.
+    pub stdout: Vec<u8>,
+    /// The held signal pagelab received (and passed on to the program) while it ran.
+    pub interrupted: Option<i32>,
+}
+
+/// Measures runs of programs.
+///
+/// Contract:
+/// - [`Measurer::snapshot`] reads every kernel counter the measurer knows at one moment, keyed
+///   as [`CounterSnapshot`] documents (`hugepages-64kB/anon_fault_alloc`,
+///   `vmstat/thp_fault_alloc`, `hugetlb-2048kB/free_hugepages`); a counter it cannot read is
+///   absent, never 0. The counters are system-wide and only grow or shrink as the kernel moves
+///   them; reading them changes nothing.
+/// - [`Measurer::execute`] starts `spec.argv` with `spec.env` added to pagelab's environment,
+///   calls `started` with the program's pid once it runs (before it is waited for), and returns
+///   only once the program is reaped. Hardware counters count from just before the start to
+///   the reaping and nothing outside it; `usage` is the program's own, not pagelab's. A program
+///   that ran and failed, or was killed, is `Ok` with its [`ExitInfo`]; `Err` means it never
+///   ran (not found, not executable, interrupted before the start). A signal pagelab catches
+///   meanwhile is passed on to the program and reported in [`Execution::interrupted`].
+/// - The lab calls, for each run, `snapshot`, `execute`, `snapshot`, in that order, and
+///   attributes the difference of the two snapshots to the run.
+pub trait Measurer {
+    /// The kernel's counters now.
+    fn snapshot(&mut self) -> CounterSnapshot;
+
+    /// Runs the program once and measures it (see the contract above).
+    fn execute(
+        &mut self,
+        spec: &RunSpec,
+        started: &mut dyn FnMut(u32) -> Result<()>,
+    ) -> Result<Execution>;
+}
+
+/// What one measured run gave: its [`Measurement`], the captured output, the signal.
+#[derive(Clone, Debug, Default)]
+pub struct RunOutcome {
+    /// The figures of the run.
+    pub measurement: Measurement,
+    /// The program's standard output, when [`RunSpec::capture_stdout`] asked for it.
+    pub stdout: Vec<u8>,
+    /// The signal pagelab received (and passed on to the program) during the run, if any.
+    pub interrupted: Option<i32>,
+}
+
+/// Runs `spec` once through `m` and makes its [`Measurement`]: wall, user and system time,
+/// minor and major faults, peak RSS (the shim's figure of the program's own peak when it
+/// reported one, since `wait4`'s also counts pagelab's address space, which the child started
+/// in before `exec`; `wait4`'s stays in `metrics/rusage_maxrss_bytes`), the kernel counters'
+/// deltas and from them the THP allocations and fallbacks per size, hardware counters, the
+/// hugetlb pools' peak use, the shim's figures, and how the program ended.
+pub fn measure(
+    m: &mut dyn Measurer,
+    spec: &RunSpec,
+    started: &mut dyn FnMut(u32) -> Result<()>,
+) -> Result<RunOutcome> {
+    let before = m.snapshot();
+    let e = m.execute(spec, started)?;
+    let delta = before.delta(&m.snapshot());
+    let mut metrics = BTreeMap::new();
+    metrics.insert(
+        "rusage_maxrss_bytes".to_string(),
+        e.usage.max_rss_bytes as f64,
+    );
+    for (size, pages) in &e.pool_peaks {
+        metrics.insert(format!("hugetlb_peak_in_use/{size}"), *pages as f64);
+    }
+    let mut peak_rss_bytes = e.usage.max_rss_bytes;
+    if let Some((program_peak, figures)) = &e.shim {
+        if *program_peak > 0 {
+            peak_rss_bytes = *program_peak;
+        }
+        for (name, value) in figures {
+            metrics.insert(name.to_string(), *value);
+        }
+    }
+    let measurement = Measurement {
+        wall_seconds: e.wall.as_secs_f64(),
+        user_seconds: e.usage.user.as_secs_f64(),
+        system_seconds: e.usage.system.as_secs_f64(),
+        faults: e.usage.minor_faults,
+        major_faults: e.usage.major_faults,
+        faults_by_size: counters::faults_by_size(&delta),
+        fallbacks_by_size: counters::fallbacks_by_size(&delta),
+        kernel_counters: delta,
+        peak_rss_bytes,
+        hw: e.hw.values,
+        hw_unavailable: e.hw.unavailable,
+        metrics,
+        exit: e.exit,
+    };
+    Ok(RunOutcome {
+        measurement,
+        stdout: e.stdout,
+        interrupted: e.interrupted,
+    })
+}
+
+/// The real machine: `wait4`, the kernel's counters under a [`Sysfs`], perf_event_open.
+#[derive(Clone, Debug)]
+pub struct Host {
+    sysfs: Sysfs,
+}
+
+impl Host {
+    /// Measures through the counters under `sysfs` (the host's, or a fake tree's).
+    pub fn new(sysfs: &Sysfs) -> Host {
+        Host {
+            sysfs: sysfs.clone(),
+        }
+    }
+}
+
+impl Measurer for Host {
+    fn snapshot(&mut self) -> CounterSnapshot {
+        CounterSnapshot::take(&self.sysfs)
+    }
+
+    fn execute(
+        &mut self,
+        spec: &RunSpec,
+        started: &mut dyn FnMut(u32) -> Result<()>,
+    ) -> Result<Execution> {
+        crate::runner::execute(&self.sysfs, spec, started)
+    }
+}

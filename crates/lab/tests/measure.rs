@@ -1,0 +1,189 @@
+//! The lab's arithmetic through the fake measurer, without root: what `pagelab run` makes of
+//! the runs it measures (medians, spreads, per-size deltas, speed-ups, failures, the exit
+//! status), on a fake kernel tree whose knobs must come back.
+
+#[path = "common/tree.rs"]
+mod tree;
+
+use pagelab_core::PageSize;
+use pagelab_lab::measure::fake::{FakeMeasurer, FakeRun};
+use pagelab_lab::run::{self, RunRequest};
+use pagelab_lab::sysfs::{Knob, Sysfs, ThpMode};
+use pagelab_report::{LabConfig, LabResult};
+use std::time::Duration;
+
+const ALLOC_64K: &str = "hugepages-64kB/anon_fault_alloc";
+const FALLBACK_64K: &str = "hugepages-64kB/anon_fault_fallback";
+
+fn request(compare: &[&str], repeat: u32) -> RunRequest {
+    RunRequest {
+        pages: None,
+        compare: compare
+            .iter()
+            .map(|c| pagelab_core::parse_page_sizes(c).unwrap())
+            .collect(),
+        pools: Vec::new(),
+        mode: ThpMode::Always,
+        repeat,
+        program: vec!["prog".into(), "arg".into()],
+        shim: false,
+    }
+}
+
+fn knobs(sysfs: &Sysfs) -> Vec<String> {
+    let mut k = vec![Knob::ThpEnabled];
+    k.extend(sysfs.thp_sizes().into_iter().map(Knob::SizeEnabled));
+    k.iter().map(|k| sysfs.read(k).unwrap()).collect()
+}
+
+/// `pagelab run` on the fake tree with `runs` scripted.
+fn run_fake(req: &RunRequest, runs: Vec<FakeRun>) -> (LabResult, FakeMeasurer) {
+    let dir = tempfile::tempdir().unwrap();
+    let sysfs = tree::fake_tree(dir.path());
+    let before = knobs(&sysfs);
+    let mut m = FakeMeasurer::new();
+    for r in runs {
+        m.push(r);
+    }
+    let configs = run::plan(req, &sysfs);
+    let result = run::run(&sysfs, req, &configs, &req.program, &mut m, &mut |_| {}).unwrap();
+    assert_eq!(m.remaining(), 0, "every scripted run ran");
+    assert_eq!(knobs(&sysfs), before, "the fake tree's knobs are back");
+    (result, m)
+}
+
+fn config<'a>(r: &'a LabResult, label: &str) -> &'a LabConfig {
+    r.configs.iter().find(|c| c.label == label).unwrap()
+}
+
+/// Checks a summary's median, minimum and maximum.
+fn assert_summary(c: &LabConfig, key: &str, median: f64, min: f64, max: f64) {
+    let s = c
+        .summary
+        .get(key)
+        .unwrap_or_else(|| panic!("no {key} in {:?}", c.summary.keys()));
+    assert_eq!(
+        (s.median, s.min, s.max),
+        (median, min, max),
+        "{} {key}: median, min, max",
+        c.label
+    );
+}
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s)
+}
+
+/// A baseline and a 64K configuration, three runs each, with the kernel's 64K counters moving
+/// during the runs and (noise of other processes) between them.
+fn baseline_and_64k() -> (LabResult, FakeMeasurer) {
+    let req = request(&["64K"], 3);
+    let runs = vec![
+        FakeRun::exits(0).wall(secs(4.0)).faults(2000),
+        FakeRun::exits(0).wall(secs(6.0)).faults(2100),
+        FakeRun::exits(0).wall(secs(5.0)).faults(2050),
+        FakeRun::exits(0)
+            .wall(secs(3.0))
+            .faults(30)
+            .counter(ALLOC_64K, 100)
+            .then(ALLOC_64K, 1000),
+        FakeRun::exits(0)
+            .wall(secs(1.0))
+            .faults(40)
+            .counter(ALLOC_64K, 200)
+            .counter(FALLBACK_64K, 4)
+            .then(ALLOC_64K, 1000),
+        FakeRun::exits(0)
+            .wall(secs(2.0))
+            .faults(20)
+            .counter(ALLOC_64K, 120),
+    ];
+    run_fake(&req, runs)
+}
+
+#[test]
+fn medians_spreads_per_size_deltas_and_speedups() {
+    let (r, m) = baseline_and_64k();
+    let labels: Vec<&str> = r.configs.iter().map(|c| c.label.as_str()).collect();
+    assert_eq!(labels, ["4K", "64K"]);
+    assert_eq!(m.ran.len(), 6);
+    assert!(m.ran.iter().all(|argv| argv == &["prog", "arg"]));
+    let base = config(&r, "4K");
+    assert_summary(base, "wall_seconds", 5.0, 4.0, 6.0);
+    assert_eq!(base.summary["wall_seconds"].spread, 0.4, "(6-4)/5");
+    assert_summary(base, "faults", 2050.0, 2000.0, 2100.0);
+    assert!(base.runs.iter().all(|m| m.faults_by_size.is_empty()));
+    let c = config(&r, "64K");
+    assert_summary(c, "wall_seconds", 2.0, 1.0, 3.0);
+    assert_eq!(c.summary["wall_seconds"].spread, 1.0, "(3-1)/2");
+    // The run's own allocations, not the 1000 others made between runs.
+    let allocs: Vec<u64> = c.runs.iter().map(|m| m.faults_by_size["64K"]).collect();
+    assert_eq!(allocs, [100, 200, 120]);
+    assert_summary(c, "faults_by_size/64K", 120.0, 100.0, 200.0);
+    // A run without fallbacks counts 0 in the summary.
+    assert_summary(c, "fallbacks_by_size/64K", 0.0, 0.0, 4.0);
+    assert_eq!(c.runs[1].kernel_counters[FALLBACK_64K], 4);
+    assert_eq!(base.speedup_vs_4k, Some(1.0));
+    assert_eq!(c.speedup_vs_4k, Some(2.5), "5 s over 2 s");
+    assert_eq!((r.failed_runs, r.interrupted_by), (0, None));
+    assert_eq!(run::exit_code(&r), 0);
+    assert_eq!(c.pages, [PageSize::from_bytes(65536).unwrap()]);
+}
+
+/// The checks above can fail: the mean (140) is not the median (120), and counting the
+/// allocations made between runs would give other figures.
+#[test]
+#[should_panic(expected = "64K faults_by_size/64K: median, min, max")]
+fn a_wrong_median_is_caught() {
+    let (r, _) = baseline_and_64k();
+    assert_summary(config(&r, "64K"), "faults_by_size/64K", 140.0, 100.0, 200.0);
+}
+
+#[test]
+#[should_panic(expected = "64K faults_by_size/64K: median, min, max")]
+fn a_delta_that_took_in_other_processes_is_caught() {
+    let (r, _) = baseline_and_64k();
+    assert_summary(
+        config(&r, "64K"),
+        "faults_by_size/64K",
+        1120.0,
+        100.0,
+        1200.0,
+    );
+}
+
+#[test]
+fn failed_runs_are_counted_and_the_first_decides_the_exit() {
+    let req = request(&[], 3);
+    let runs = vec![FakeRun::exits(0), FakeRun::exits(7), FakeRun::killed(9)];
+    let (r, _) = run_fake(&req, runs);
+    assert_eq!(r.failed_runs, 2);
+    assert_eq!(run::exit_code(&r), 7);
+    let (r, _) = run_fake(
+        &req,
+        vec![FakeRun::killed(9), FakeRun::exits(3), FakeRun::exits(0)],
+    );
+    assert_eq!(run::exit_code(&r), 128 + 9);
+    let mut interrupted = r.clone();
+    interrupted.interrupted_by = Some(2);
+    assert_eq!(
+        run::exit_code(&interrupted),
+        130,
+        "an interrupt decides first"
+    );
+}
+
+#[test]
+fn the_default_configuration_is_every_thp_size_of_the_kernel() {
+    let req = request(&[], 1);
+    let (r, m) = run_fake(&req, vec![FakeRun::exits(0)]);
+    assert_eq!(r.configs.len(), 1);
+    assert_eq!(
+        r.configs[0].label, "16K+32K+64K+128K+256K+512K+1M+2M",
+        "{:?}",
+        r.configs[0]
+    );
+    // Always mode needs no glibc tunable; no shim was asked for.
+    assert!(m.envs[0].is_empty(), "{:?}", m.envs[0]);
+    assert_eq!(r.configs[0].speedup_vs_4k, None, "no baseline ran");
+}
