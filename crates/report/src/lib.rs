@@ -7,6 +7,7 @@
 //! - [`table`]: a text table for a terminal,
 //! - [`markdown`]: the same table in Markdown, for a README,
 //! - [`write_csv`] / [`write_csv_to`]: one row per (source, page size) for spreadsheets,
+//! - [`lab_table`]: the lab's tables (`pagelab run`, `bench`, `validate`) from a [`LabResult`],
 //! - [`plot_svg`]: the shape of Weisberg & Wiseman's Figure 1, misses and memory per page size,
 //! - [`write_json`] / [`load`]: the JSON files themselves, with schema checks on reading.
 //!
@@ -48,6 +49,7 @@ mod export;
 mod json;
 mod lab;
 pub mod lab_plot;
+pub mod lab_table;
 mod markdown;
 mod plot;
 mod schema;

@@ -14,8 +14,6 @@ use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-mod table;
-
 /// The page-size configurations `bench` runs when `--pages` is not given.
 pub const DEFAULT_PAGES: [&str; 4] = ["4K", "16K", "64K", "2M"];
 
@@ -182,7 +180,11 @@ pub fn run(a: BenchArgs) -> Result<i32> {
         return Ok(128 + sig);
     }
     runner::summarize(&mut result.configs);
-    print!("{}", table::tables(&result, &specs));
+    let kernels: Vec<_> = specs.iter().map(KernelSpec::bench_kernel).collect();
+    print!(
+        "{}",
+        pagelab_report::lab_table::bench_tables(&result, &kernels)
+    );
     if let Some(path) = &a.json {
         pagelab_report::write_json(path, &result)?;
         println!("wrote {}", path.display());

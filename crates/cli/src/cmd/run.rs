@@ -11,12 +11,11 @@ use pagelab_core::{parse_page_sizes, PageSize};
 use pagelab_lab::measure::Host;
 use pagelab_lab::run::{self as lab_run, RunRequest};
 use pagelab_lab::sysfs::{Sysfs, ThpMode};
+use pagelab_report::lab_table;
 use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::io::Write;
 use std::path::PathBuf;
-
-mod table;
 
 /// `pagelab run` options.
 #[derive(Args, Debug)]
@@ -98,7 +97,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
             }
         },
     )?;
-    print!("{}", table::table(&result));
+    print!("{}", lab_table::run_table(&result));
     std::io::stdout().flush()?;
     if let Some(path) = &a.json {
         let text = serde_json::to_string_pretty(&result)?;
@@ -106,7 +105,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     }
     if let Some(sig) = result.interrupted_by {
         eprintln!("pagelab: interrupted by signal {sig}; every setting is restored");
-    } else if let Some(failure) = table::failures(&result) {
+    } else if let Some(failure) = lab_table::run_failures(&result) {
         eprintln!("pagelab: {failure}");
     }
     Ok(lab_run::exit_code(&result))

@@ -78,7 +78,7 @@ pub fn run(a: ValidateArgs) -> Result<i32> {
     if tty {
         eprint!("\r\x1b[2K");
     }
-    print!("{}", validate::table(&result));
+    print!("{}", pagelab_report::lab_table::validate_table(&result));
     if let Some(path) = &a.json {
         pagelab_report::write_json(path, &result)?;
         println!("wrote {}", path.display());

@@ -161,6 +161,26 @@ impl KernelSpec {
         }
     }
 
+    /// What `pagelab_report::lab_table::bench_tables` needs to know of this kernel.
+    pub fn bench_kernel(&self) -> pagelab_report::lab_table::BenchKernel {
+        use pagelab_report::lab_table::BenchKernel;
+        match self {
+            KernelSpec::Stride(s) => BenchKernel::Stride {
+                subject: self.to_string(),
+                heap: s.heap,
+                every: s.every,
+            },
+            _ => {
+                let (headline, larger_is_better) = self.headline();
+                BenchKernel::Other {
+                    subject: self.to_string(),
+                    headline: headline.to_string(),
+                    larger_is_better,
+                }
+            }
+        }
+    }
+
     /// The metric that is time per unit of work (copied to `ns_per_op`): per access, per
     /// array element, per update, per step, per 4K page first-touched.
     pub fn op_metric(&self) -> &'static str {

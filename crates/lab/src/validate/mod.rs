@@ -244,54 +244,6 @@ pub fn agreed(result: &LabResult) -> bool {
     result.configs.iter().all(|c| c.disagreements.is_empty())
 }
 
-/// The validate table: one row per (workload, configuration), predicted vs measured.
-pub fn table(result: &LabResult) -> String {
-    let mut rows = vec![vec![
-        "workload".to_string(),
-        "pages".to_string(),
-        "faults model".to_string(),
-        "faults kernel".to_string(),
-        "THP allocs model".to_string(),
-        "THP allocs kernel".to_string(),
-        "verdict".to_string(),
-    ]];
-    let sizes = |m: &BTreeMap<String, u64>| -> String {
-        let mut v: Vec<(PageSize, u64)> = m
-            .iter()
-            .filter_map(|(k, n)| Some((k.parse().ok()?, *n)))
-            .collect();
-        v.sort();
-        if v.is_empty() {
-            return "-".into();
-        }
-        v.iter()
-            .map(|(s, n)| format!("{n}×{s}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    for c in &result.configs {
-        let (Some(p), Some(m)) = (&c.predicted, c.runs.first()) else {
-            continue;
-        };
-        rows.push(vec![
-            c.subject.clone(),
-            c.label.clone(),
-            p.faults.to_string(),
-            m.faults.to_string(),
-            sizes(&p.faults_by_size),
-            sizes(&m.faults_by_size),
-            if c.disagreements.is_empty() {
-                "agree".to_string()
-            } else {
-                format!("DIFFER: {}", c.disagreements.join("; "))
-            },
-        ]);
-    }
-    let text = pagelab_report::columns(&rows, &[0, 1, 4, 5, 6]);
-    let (header, body) = text.split_once('\n').unwrap_or((&text, ""));
-    format!("{header}\n{}\n{body}", "-".repeat(header.chars().count()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -354,7 +306,8 @@ mod tests {
         let mut result = LabResult::new("validate", Default::default());
         result.configs.push(c);
         assert!(!agreed(&result));
-        assert!(table(&result).contains("DIFFER: faults: model 5, kernel 6"));
+        assert!(pagelab_report::lab_table::validate_table(&result)
+            .contains("DIFFER: faults: model 5, kernel 6"));
     }
 
     #[test]

@@ -1,7 +1,29 @@
 //! The text tables of `pagelab bench`: one for the stride sweep, one per other kernel.
 
-use pagelab_lab::native::KernelSpec;
-use pagelab_report::{thousands, LabConfig, LabResult};
+use crate::{columns, thousands, LabConfig, LabResult};
+
+/// What a bench table needs to know of a kernel beyond its results.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BenchKernel {
+    /// A stride run: one row of the stride sweep table.
+    Stride {
+        /// The kernel's spec as results name it (`LabConfig::subject`).
+        subject: String,
+        /// Its heap, in bytes.
+        heap: u64,
+        /// Its stride, in 8-byte words.
+        every: u64,
+    },
+    /// Any other kernel: a table of its own.
+    Other {
+        /// The kernel's spec as results name it.
+        subject: String,
+        /// The metric the table leads with (`ns_per_element`, read as `metrics/<headline>`).
+        headline: String,
+        /// Whether a larger headline is better (updates per second) or smaller (nanoseconds).
+        larger_is_better: bool,
+    },
+}
 
 /// The median of a summarized figure (`metrics/ns_per_access`, `faults`, ...).
 fn median(c: &LabConfig, key: &str) -> Option<f64> {
@@ -57,41 +79,58 @@ fn speedup(base: f64, v: f64, larger_is_better: bool) -> f64 {
     }
 }
 
-/// Every table of a bench result, in the order of `specs`.
-pub fn tables(result: &LabResult, specs: &[KernelSpec]) -> String {
+/// Every table of a bench result: the stride sweep's (when a stride ran), then one per other
+/// kernel, in the order of `kernels`.
+pub fn bench_tables(result: &LabResult, kernels: &[BenchKernel]) -> String {
     let runs = result.configs.first().map_or(0, |c| c.runs.len());
     let mut out = String::new();
-    let strides: Vec<&KernelSpec> = specs
+    let strides: Vec<(&str, u64, u64)> = kernels
         .iter()
-        .filter(|s| matches!(s, KernelSpec::Stride(_)))
+        .filter_map(|k| match k {
+            BenchKernel::Stride {
+                subject,
+                heap,
+                every,
+            } => Some((subject.as_str(), *heap, *every)),
+            BenchKernel::Other { .. } => None,
+        })
         .collect();
     if !strides.is_empty() {
         out.push_str(&stride_table(result, &strides, runs));
         out.push('\n');
     }
-    for spec in specs.iter().filter(|s| !matches!(s, KernelSpec::Stride(_))) {
-        out.push_str(&kernel_table(result, spec, runs));
-        out.push('\n');
+    for k in kernels {
+        if let BenchKernel::Other {
+            subject,
+            headline,
+            larger_is_better,
+        } = k
+        {
+            out.push_str(&kernel_table(
+                result,
+                subject,
+                headline,
+                *larger_is_better,
+                runs,
+            ));
+            out.push('\n');
+        }
     }
     out
 }
 
-fn stride_table(result: &LabResult, specs: &[&KernelSpec], runs: usize) -> String {
+fn stride_table(result: &LabResult, strides: &[(&str, u64, u64)], runs: usize) -> String {
     let labels = labels(result);
     let mut rows = vec![{
         let mut h = vec!["heap".to_string(), "every".to_string()];
         h.extend(labels.iter().cloned());
         h
     }];
-    for spec in specs {
-        let KernelSpec::Stride(s) = spec else {
-            continue;
-        };
-        let subject = spec.to_string();
-        let base = find(result, &subject, "4K").and_then(|c| median(c, "metrics/ns_per_access"));
-        let mut row = vec![pagelab_core::Bytes(s.heap).to_string(), s.every.to_string()];
+    for &(subject, heap, every) in strides {
+        let base = find(result, subject, "4K").and_then(|c| median(c, "metrics/ns_per_access"));
+        let mut row = vec![pagelab_core::Bytes(heap).to_string(), every.to_string()];
         for label in &labels {
-            let v = find(result, &subject, label).and_then(|c| median(c, "metrics/ns_per_access"));
+            let v = find(result, subject, label).and_then(|c| median(c, "metrics/ns_per_access"));
             row.push(match (v, base) {
                 (Some(v), Some(b)) if label != "4K" => {
                     format!("{} ({:.2}x)", num(v), speedup(b, v, false))
@@ -104,15 +143,19 @@ fn stride_table(result: &LabResult, specs: &[&KernelSpec], runs: usize) -> Strin
     }
     format!(
         "stride: ns per access, median of {runs} run(s); (speed-up vs 4K)\n{}",
-        pagelab_report::columns(&rows, &[0])
+        columns(&rows, &[0])
     )
 }
 
-fn kernel_table(result: &LabResult, spec: &KernelSpec, runs: usize) -> String {
-    let subject = spec.to_string();
-    let (head, larger) = spec.headline();
+fn kernel_table(
+    result: &LabResult,
+    subject: &str,
+    head: &str,
+    larger: bool,
+    runs: usize,
+) -> String {
     let key = format!("metrics/{head}");
-    let base = find(result, &subject, "4K").and_then(|c| median(c, &key));
+    let base = find(result, subject, "4K").and_then(|c| median(c, &key));
     let mut rows = vec![[
         "config",
         head,
@@ -152,54 +195,6 @@ fn kernel_table(result: &LabResult, spec: &KernelSpec, runs: usize) -> String {
     }
     format!(
         "{subject}: median of {runs} run(s)\n{}",
-        pagelab_report::columns(&rows, &[0])
+        columns(&rows, &[0])
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use pagelab_lab::native::{expand, Scale};
-    use pagelab_report::{Measurement, Summary};
-
-    fn config(subject: &str, label: &str, metric: &str, v: f64) -> LabConfig {
-        let mut c = LabConfig {
-            subject: subject.into(),
-            label: label.into(),
-            runs: vec![Measurement::default()],
-            ..Default::default()
-        };
-        c.summary
-            .insert(format!("metrics/{metric}"), Summary::of(&[v]).unwrap());
-        c.summary.insert(
-            "faults_by_size/2M".into(),
-            Summary::of(&[if label == "2M" { 16.0 } else { 0.0 }]).unwrap(),
-        );
-        c
-    }
-
-    #[test]
-    fn speedups_are_over_4k_in_the_headlines_direction() {
-        assert_eq!(speedup(1000.0, 1500.0, true), 1.5);
-        assert_eq!(speedup(3.0, 2.0, false), 1.5);
-        let specs = [
-            expand("stream:n=1000", Scale::Full).unwrap(),
-            expand("stride:heap=4M,every=16", Scale::Full).unwrap(),
-        ]
-        .concat();
-        let (stream, stride) = (specs[0].to_string(), specs[1].to_string());
-        let mut r = LabResult::new("bench", Default::default());
-        for (label, per_elem, ns) in [("4K", 3.0, 8.0), ("2M", 2.0, 2.0)] {
-            r.configs
-                .push(config(&stream, label, "ns_per_element", per_elem));
-            r.configs.push(config(&stride, label, "ns_per_access", ns));
-        }
-        let text = tables(&r, &specs);
-        assert!(text.contains("4M       16  8.00  2.00 (4.00x)"), "{text}");
-        let line = text.lines().find(|l| l.starts_with("2M ")).unwrap();
-        assert!(
-            line.contains("2M: 16") && line.trim_end().ends_with("1.50"),
-            "{line}"
-        );
-    }
 }

@@ -1,10 +1,17 @@
-//! The table `pagelab run` prints: one row per configuration, medians over repetitions.
+//! The lab's text tables, made from a [`LabResult`] alone: `pagelab run`'s ([`run_table`]),
+//! `pagelab bench`'s ([`bench_tables`]) and `pagelab validate`'s ([`validate_table`]).
 
+mod bench;
+
+pub use bench::{bench_tables, BenchKernel};
+
+use crate::{columns, LabConfig, LabResult, Measurement};
 use pagelab_core::PageSize;
-use pagelab_report::{LabConfig, LabResult};
+use std::collections::BTreeMap;
 
-/// The table: one row per configuration, medians over repetitions.
-pub fn table(result: &LabResult) -> String {
+/// `pagelab run`'s table: one row per configuration, medians over repetitions, then notes
+/// (runs per configuration, unavailable hardware counters, hugetlb pools, failed runs).
+pub fn run_table(result: &LabResult) -> String {
     let mut rows = vec![[
         "config",
         "wall",
@@ -55,7 +62,7 @@ pub fn table(result: &LabResult) -> String {
             c.speedup_vs_4k.map_or("-".into(), |s| format!("{s:.2}x")),
         ]);
     }
-    let mut out = pagelab_report::columns(&rows, &[0]);
+    let mut out = columns(&rows, &[0]);
     let runs = result
         .configs
         .iter()
@@ -80,14 +87,14 @@ pub fn table(result: &LabResult) -> String {
     for c in result.configs.iter().filter(|c| !c.hugetlb.is_empty()) {
         out += &hugetlb_note(c);
     }
-    if let Some(failures) = failures(result) {
+    if let Some(failures) = run_failures(result) {
         out += &format!("{failures}\n");
     }
     out
 }
 
 /// How a run ended, as people say it: `exited with code 7`, `was killed by signal 9`.
-fn ending(m: &pagelab_report::Measurement) -> Option<String> {
+fn ending(m: &Measurement) -> Option<String> {
     match (m.exit.code, m.exit.signal) {
         (Some(0), _) => None,
         (Some(code), _) => Some(format!("exited with code {code}")),
@@ -99,17 +106,27 @@ fn ending(m: &pagelab_report::Measurement) -> Option<String> {
 /// A sentence naming every configuration whose program failed in some run, and how; `None`
 /// when every run exited 0. The figures of such runs measure a program that did not do its
 /// whole work, so the table must not pass for a normal one.
-pub fn failures(result: &LabResult) -> Option<String> {
+pub fn run_failures(result: &LabResult) -> Option<String> {
     let parts: Vec<String> = result
         .configs
         .iter()
         .filter_map(|c| {
-            let endings: Vec<String> = c.runs.iter().filter_map(ending).collect();
-            let first = endings.first()?;
+            // Each distinct ending with its count, in the order first seen.
+            let mut endings: Vec<(String, usize)> = Vec::new();
+            for e in c.runs.iter().filter_map(ending) {
+                match endings.iter_mut().find(|(seen, _)| *seen == e) {
+                    Some((_, n)) => *n += 1,
+                    None => endings.push((e, 1)),
+                }
+            }
+            if endings.is_empty() {
+                return None;
+            }
+            let how: Vec<String> = endings.iter().map(|(e, n)| format!("{e} in {n}")).collect();
             Some(format!(
-                "under {} it {first} in {} of {} run{}",
+                "under {} it {} of {} run{}",
                 c.label,
-                endings.len(),
+                how.join(", "),
                 c.runs.len(),
                 if c.runs.len() == 1 { "" } else { "s" }
             ))
@@ -155,4 +172,53 @@ fn count(n: f64) -> String {
     } else {
         format!("{n:.1}")
     }
+}
+
+/// `pagelab validate`'s table: one row per (workload, configuration), the model's faults and
+/// per-size allocations beside the kernel's, and the verdict.
+pub fn validate_table(result: &LabResult) -> String {
+    let mut rows = vec![vec![
+        "workload".to_string(),
+        "pages".to_string(),
+        "faults model".to_string(),
+        "faults kernel".to_string(),
+        "THP allocs model".to_string(),
+        "THP allocs kernel".to_string(),
+        "verdict".to_string(),
+    ]];
+    let sizes = |m: &BTreeMap<String, u64>| -> String {
+        let mut v: Vec<(PageSize, u64)> = m
+            .iter()
+            .filter_map(|(k, n)| Some((k.parse().ok()?, *n)))
+            .collect();
+        v.sort();
+        if v.is_empty() {
+            return "-".into();
+        }
+        v.iter()
+            .map(|(s, n)| format!("{n}×{s}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    for c in &result.configs {
+        let (Some(p), Some(m)) = (&c.predicted, c.runs.first()) else {
+            continue;
+        };
+        rows.push(vec![
+            c.subject.clone(),
+            c.label.clone(),
+            p.faults.to_string(),
+            m.faults.to_string(),
+            sizes(&p.faults_by_size),
+            sizes(&m.faults_by_size),
+            if c.disagreements.is_empty() {
+                "agree".to_string()
+            } else {
+                format!("DIFFER: {}", c.disagreements.join("; "))
+            },
+        ]);
+    }
+    let text = columns(&rows, &[0, 1, 4, 5, 6]);
+    let (header, body) = text.split_once('\n').unwrap_or((&text, ""));
+    format!("{header}\n{}\n{body}", "-".repeat(header.chars().count()))
 }
