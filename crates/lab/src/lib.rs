@@ -8,6 +8,7 @@
 //! - [`counters`]: snapshots of the kernel's own counters and their deltas,
 //! - [`perf`]: hardware counters through perf_event_open, reported unavailable when absent,
 //! - [`measure`]: the [`measure::Measurer`] seam (rusage, kernel counters, perf) and its fake,
+//! - [`bench`]: `pagelab bench`'s loop over configurations, kernels and repetitions,
 //! - [`run`]: `pagelab run`'s plan, checks and loop over configurations and repetitions,
 //! - [`runner`]: running a program under a configuration and measuring it,
 //! - [`shim`]: the LD_PRELOAD shim that advises or hugetlb-maps a program's own mappings,
@@ -23,6 +24,7 @@ pub mod hugetlb;
 pub mod session;
 pub mod sysfs;
 
+pub mod bench;
 pub mod counters;
 pub mod measure;
 pub mod perf;

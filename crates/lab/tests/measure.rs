@@ -187,3 +187,55 @@ fn the_default_configuration_is_every_thp_size_of_the_kernel() {
     assert!(m.envs[0].is_empty(), "{:?}", m.envs[0]);
     assert_eq!(r.configs[0].speedup_vs_4k, None, "no baseline ran");
 }
+
+/// `pagelab bench`'s loop through the fake: each child's report becomes the run's metrics,
+/// summarized per (kernel, configuration), the baseline advised MADV_NOHUGEPAGE; a failing
+/// child is an error naming the kernel and configuration.
+#[test]
+fn bench_summarizes_each_childs_report_and_names_a_failing_child() {
+    use pagelab_lab::bench::{self, BenchRequest};
+    let dir = tempfile::tempdir().unwrap();
+    let sysfs = tree::fake_tree(dir.path());
+    let specs =
+        pagelab_lab::native::expand("stream:n=1000", pagelab_lab::native::Scale::Quick).unwrap();
+    let req = BenchRequest {
+        pages: vec![vec![PageSize::K4], vec![PageSize::M2]],
+        mode: ThpMode::Madvise,
+        repeat: 2,
+        specs,
+        child: vec!["pagelab".into(), "bench-child".into()],
+    };
+    let report = |ns: f64| {
+        format!("{{\"spec\":\"s\",\"advice\":\"a\",\"metrics\":{{\"ns_per_element\":{ns}}}}}\n")
+    };
+    let mut m = FakeMeasurer::new();
+    for ns in [3.0, 5.0, 2.0, 1.0] {
+        m.push(FakeRun::exits(0).stdout(&report(ns)));
+    }
+    let session = pagelab_lab::session::KnobSession::begin(&sysfs).unwrap();
+    let r = bench::run(&sysfs, &req, Some(session), &mut m, &mut |_| {}).unwrap();
+    let medians: Vec<(String, f64)> = r
+        .configs
+        .iter()
+        .map(|c| (c.label.clone(), c.summary["metrics/ns_per_element"].median))
+        .collect();
+    assert_eq!(medians, [("4K".to_string(), 4.0), ("2M".to_string(), 1.5)]);
+    let advice: Vec<&str> = m.ran.iter().map(|a| a[2].to_str().unwrap()).collect();
+    assert_eq!(
+        advice,
+        [
+            "--advice=nohugepage",
+            "--advice=nohugepage",
+            "--advice=hugepage",
+            "--advice=hugepage"
+        ]
+    );
+    let mut m = FakeMeasurer::new();
+    m.push(FakeRun::exits(2));
+    let e = bench::run(&sysfs, &req, None, &mut m, &mut |_| {}).unwrap_err();
+    assert!(
+        format!("{e:#}").contains("the benchmark child for `stream:n=1000")
+            && format!("{e:#}").contains("under 4K failed (exit code Some(2)"),
+        "{e:#}"
+    );
+}

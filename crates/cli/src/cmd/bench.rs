@@ -1,16 +1,15 @@
 //! `pagelab bench`: the native kernels of `pagelab_lab::native` under each page-size
-//! configuration, each run in a fresh child (`pagelab bench-child`) measured by the lab's
-//! runner, and its hidden child.
+//! configuration, each run in a fresh child (`pagelab bench-child`): the flags parsed into a
+//! `pagelab_lab::bench::BenchRequest`, the lab's result printed; and the hidden child.
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use pagelab_core::PageSize;
-use pagelab_lab::native::{self, Advice, ChildReport, KernelSpec, Scale};
-use pagelab_lab::runner::{self, RunSpec};
-use pagelab_lab::session::{self, KnobSession};
+use pagelab_lab::bench::{self as lab_bench, is_baseline, BenchRequest};
+use pagelab_lab::measure::Host;
+use pagelab_lab::native::{self, Advice, KernelSpec, Scale};
+use pagelab_lab::session::KnobSession;
 use pagelab_lab::sysfs::{Sysfs, ThpMode};
-use pagelab_report::{LabConfig, LabResult};
-use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
@@ -81,10 +80,6 @@ fn parse_pages(flags: &[String]) -> Result<Vec<Vec<PageSize>>> {
     Ok(out)
 }
 
-fn is_baseline(pages: &[PageSize]) -> bool {
-    pages.iter().all(|&p| p == PageSize::K4)
-}
-
 /// Why the knobs cannot be changed here, if they cannot.
 fn knobs_unavailable(sysfs: &Sysfs) -> Option<String> {
     if !pagelab_sys::process::is_root() {
@@ -149,37 +144,30 @@ pub fn run(a: BenchArgs) -> Result<i32> {
         );
     }
     let exe = std::env::current_exe().context("finding the pagelab binary")?;
-    let mut result = LabResult::new("bench", sysfs.host_info());
-    let mut session = match knobs {
+    let session = match knobs {
         None => Some(KnobSession::begin(&sysfs)?),
         Some(_) => None,
     };
-    let progress = Progress::new(pages.len() * specs.len() * a.repeat as usize);
-    let outcome = run_all(
-        &a,
-        &sysfs,
-        &mut session,
-        &pages,
+    let req = BenchRequest {
+        pages,
         mode,
-        &specs,
-        &exe,
-        progress,
-    );
-    if let Some(s) = session {
-        s.restore().context("restoring the THP knobs")?;
-    }
-    let interrupted = match outcome {
-        Ok((configs, sig)) => {
-            result.configs = configs;
-            sig
-        }
-        Err(e) => return Err(e),
+        repeat: a.repeat,
+        specs: specs.clone(),
+        child: vec![exe.into(), "bench-child".into()],
     };
-    if let Some(sig) = interrupted {
+    let tty = std::io::stderr().is_terminal();
+    let result = lab_bench::run(&sysfs, &req, session, &mut Host::new(&sysfs), &mut |msg| {
+        if tty {
+            eprint!("\r\x1b[2Kbench {msg}");
+        }
+    })?;
+    if tty {
+        eprint!("\r\x1b[2K");
+    }
+    if let Some(sig) = result.interrupted_by {
         eprintln!("pagelab: interrupted by signal {sig}; every knob is restored");
         return Ok(128 + sig);
     }
-    runner::summarize(&mut result.configs);
     let kernels: Vec<_> = specs.iter().map(KernelSpec::bench_kernel).collect();
     print!(
         "{}",
@@ -194,116 +182,6 @@ pub fn run(a: BenchArgs) -> Result<i32> {
         println!("wrote {}", path.display());
     }
     Ok(0)
-}
-
-/// Runs every (configuration, kernel, repetition); returns the configurations in the
-/// order run and the signal that stopped them early, if one did.
-#[allow(clippy::too_many_arguments)]
-fn run_all(
-    a: &BenchArgs,
-    sysfs: &Sysfs,
-    session: &mut Option<KnobSession>,
-    pages: &[Vec<PageSize>],
-    mode: ThpMode,
-    specs: &[KernelSpec],
-    exe: &std::path::Path,
-    mut progress: Progress,
-) -> Result<(Vec<LabConfig>, Option<i32>)> {
-    let mut configs = Vec::new();
-    for config_pages in pages {
-        let label = runner::config_label(config_pages, None);
-        if let Some(s) = session.as_mut() {
-            s.configure(config_pages, mode)
-                .with_context(|| format!("configuring {label}"))?;
-        }
-        let advice = if is_baseline(config_pages) {
-            Advice::NoHugePage
-        } else if mode == ThpMode::Madvise {
-            Advice::HugePage
-        } else {
-            Advice::None
-        };
-        for spec in specs {
-            let mut config = LabConfig {
-                subject: spec.to_string(),
-                label: label.clone(),
-                pages: config_pages.clone(),
-                thp: mode.as_str().to_string(),
-                ..Default::default()
-            };
-            for r in 0..a.repeat {
-                if let Some(sig) = session::interrupted() {
-                    progress.clear();
-                    return Ok((configs, Some(sig)));
-                }
-                progress.show(&format!(
-                    "{spec} under {label} (run {}/{})",
-                    r + 1,
-                    a.repeat
-                ));
-                let run = RunSpec {
-                    argv: vec![
-                        exe.into(),
-                        "bench-child".into(),
-                        OsString::from(format!("--advice={advice}")),
-                        OsString::from(spec.to_string()),
-                    ],
-                    env: Vec::new(),
-                    capture_stdout: true,
-                };
-                let mut outcome = runner::run_once(sysfs, &run, session.as_mut())?;
-                if let Some(sig) = outcome.interrupted {
-                    progress.clear();
-                    return Ok((configs, Some(sig)));
-                }
-                let exit = &outcome.measurement.exit;
-                if exit.code != Some(0) {
-                    bail!(
-                        "the benchmark child for `{spec}` under {label} failed (exit code {:?}, signal {:?}); its error is above",
-                        exit.code,
-                        exit.signal
-                    );
-                }
-                let report = ChildReport::from_stdout(&outcome.stdout)
-                    .with_context(|| format!("`{spec}` under {label}"))?;
-                outcome.measurement.metrics = report.metrics;
-                config.runs.push(outcome.measurement);
-            }
-            configs.push(config);
-        }
-    }
-    progress.clear();
-    Ok((configs, None))
-}
-
-/// `[n/total] what` in place on standard error, when it is a terminal.
-struct Progress {
-    done: usize,
-    total: usize,
-    enabled: bool,
-}
-
-impl Progress {
-    fn new(total: usize) -> Progress {
-        Progress {
-            done: 0,
-            total,
-            enabled: std::io::stderr().is_terminal(),
-        }
-    }
-
-    fn show(&mut self, what: &str) {
-        self.done += 1;
-        if self.enabled {
-            eprint!("\r\x1b[2Kbench [{}/{}] {what}", self.done, self.total);
-        }
-    }
-
-    fn clear(&self) {
-        if self.enabled {
-            eprint!("\r\x1b[2K");
-        }
-    }
 }
 
 #[cfg(test)]
