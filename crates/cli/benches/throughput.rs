@@ -1,16 +1,27 @@
-//! Throughput of the hot paths, printed as rates (run: `cargo bench -p pagelab --bench throughput`).
+//! Throughput of the hot paths, printed as rates, on several real Lackey
+//! traces of different programs (run: `cargo bench -p pagelab --bench throughput`).
 //!
-//! Input: the real gzip trace of `tests/data`, decompressed and repeated to
-//! about 36 M references (`PAGELAB_BENCH_REPEAT` changes the count). Each
-//! rate is the best of three runs; `wc -l` on the same file is the yardstick
-//! the issue sets for the whole study on Lackey text.
+//! Inputs: the real gzip trace of `tests/data`, decompressed and repeated to
+//! about 36 M references (`PAGELAB_BENCH_REPEAT` changes the count); and
+//! traces made here with `valgrind --tool=lackey` of a compressor with a
+//! large window (`xz -9`), an interpreter (`python3`) and a compiler (GCC's
+//! `cc1 -O2`), each cut at 45 M lines (so about 45 M references) and cached
+//! under the target directory (`bench-traces/`), so that reruns are fast. A
+//! trace whose program is missing is skipped with a word. The issue's goals,
+//! on one core and on each trace: the whole default study at most 4x the
+//! time of `wc -l`, at least 150 M refs/s from the native format, and every
+//! policy at least a third of the study's rate. `PAGELAB_BENCH_TRACES`
+//! (comma-separated names: gzip, xz, python, cc1) picks some of them.
+//! The whole benchmark runs pinned to one core; each rate is of the least
+//! CPU time of a few runs, and the study / `wc -l` figure the median of
+//! pairs of runs taken in turn (the machine's speed drifts).
 
 use pagelab_engine::{run_study, StudyConfig};
 use pagelab_trace::{Format, TraceSource};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// CPU seconds (user + system) used so far by this process and by its
 /// waited-for children, from `getrusage` (microseconds; zeros if it fails).
@@ -41,40 +52,165 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// The least CPU time (this process's, threads included) of `n` runs of
+/// `f`, and its last result. CPU time rather than wall time: the benchmark
+/// runs pinned to one core, where the machine's other load would otherwise
+/// count as the program's time.
 fn best_of<T>(n: usize, mut f: impl FnMut() -> T) -> (Duration, T) {
-    let mut best = None;
+    let mut best = f64::INFINITY;
     let mut last = None;
     for _ in 0..n {
-        let t = Instant::now();
-        let v = f();
-        let d = t.elapsed();
-        best = Some(best.map_or(d, |b: Duration| b.min(d)));
-        last = Some(v);
+        let mut v = None;
+        best = best.min(cpu_of(false, || v = Some(f())));
+        last = v;
     }
-    (best.unwrap(), last.unwrap())
+    (Duration::from_secs_f64(best), last.unwrap())
 }
 
-/// The benchmark's Lackey file, written in large writes; and a copy written
-/// 4 KiB at a time, as a program printing its trace would (Valgrind's file
-/// is written in small writes). The page cache may hold the first in larger
-/// folios, which `wc -l` reads markedly faster.
-fn make_inputs(dir: &Path, repeat: usize) -> (PathBuf, PathBuf) {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/gzip-9.lackey.zst");
-    let text = zstd_decode(&data);
-    let path = dir.join("bench.lackey");
+/// The gzip trace of `tests/data`, repeated `repeat` times into one file
+/// written in large writes (the page cache may hold it in larger folios,
+/// which `wc -l` reads markedly faster than a file Valgrind wrote).
+fn gzip_input(dir: &Path, repeat: usize) -> PathBuf {
+    let text = zstd_decode(&repo().join("tests/data/gzip-9.lackey.zst"));
+    let path = dir.join("gzip.lackey");
     let mut f = std::fs::File::create(&path).unwrap();
     for _ in 0..repeat {
         f.write_all(&text).unwrap();
     }
-    let small = dir.join("bench-small-writes.lackey");
-    let mut f = std::fs::File::create(&small).unwrap();
-    for _ in 0..repeat {
-        for chunk in text.chunks(4096) {
-            f.write_all(chunk).unwrap();
+    path
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The directory the generated traces are cached in: `bench-traces` in the
+/// target directory (this executable is `<target>/<profile>/deps/throughput-*`).
+fn cache_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let target = exe.ancestors().nth(3).map(Path::to_path_buf);
+    let dir = target
+        .unwrap_or_else(std::env::temp_dir)
+        .join("bench-traces");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Lines kept of each generated trace (Valgrind's few own lines included).
+const TRACE_LINES: u64 = 45_000_000;
+
+/// A Lackey trace of `program args`, its first [`TRACE_LINES`] lines, made
+/// once into `cache/name.lackey` (written to a temporary name and renamed,
+/// so an interrupted run leaves no short trace behind). `None` with a word
+/// on stderr if the program or Valgrind is missing or the trace is empty.
+fn lackey_trace(cache: &Path, name: &str, program: &str, args: &[&str]) -> Option<PathBuf> {
+    let path = cache.join(format!("{name}.lackey"));
+    if path.exists() {
+        return Some(path);
+    }
+    for tool in ["valgrind", program] {
+        let found = Command::new("sh")
+            .args(["-c", "command -v \"$1\"", "sh", tool])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            eprintln!("trace {name}: {tool} is not installed (scripts/setup.sh installs valgrind); skipped");
+            return None;
         }
     }
-    (path, small)
+    eprintln!("trace {name}: making it with valgrind --tool=lackey (a few minutes, once)");
+    let tmp = cache.join(format!("{name}.lackey.part"));
+    // Valgrind writes the trace to fd 3, which is the pipe into `head`;
+    // `head` ends the run (SIGPIPE) once it has its lines, at a line's end.
+    let script = format!(
+        "valgrind --tool=lackey --trace-mem=yes --log-fd=3 \"$@\" 3>&1 >/dev/null 2>/dev/null | head -n {TRACE_LINES} > '{}'",
+        tmp.display()
+    );
+    let status = Command::new("sh")
+        .args(["-c", &script, "sh", program])
+        .args(args)
+        .status()
+        .unwrap();
+    let len = std::fs::metadata(&tmp).map_or(0, |m| m.len());
+    if !status.success() || len < 1 << 20 {
+        eprintln!("trace {name}: valgrind gave {len} bytes ({status}); skipped");
+        let _ = std::fs::remove_file(&tmp);
+        return None;
+    }
+    std::fs::rename(&tmp, &path).unwrap();
+    Some(path)
 }
+
+/// The traces of the benchmark, by name: gzip always; the others made from
+/// installed programs (see the module's comment).
+fn inputs(dir: &Path, repeat: usize, wanted: &dyn Fn(&str) -> bool) -> Vec<(String, PathBuf)> {
+    let cache = cache_dir();
+    let mut out = vec![];
+    if wanted("gzip") {
+        out.push(("gzip".to_string(), gzip_input(dir, repeat)));
+    }
+    if wanted("xz") {
+        // The compressor's input: the first 40 KB of the gzip trace's text
+        // (`xz -9` has a 64 MiB window; its match finder's tables are spread
+        // over many pages whatever the input).
+        let input = cache.join("xz-input.txt");
+        if !input.exists() {
+            let text = zstd_decode(&repo().join("tests/data/gzip-9.lackey.zst"));
+            std::fs::write(&input, &text[..40_000]).unwrap();
+        }
+        let input = input.to_str().unwrap().to_string();
+        if let Some(p) = lackey_trace(&cache, "xz", "xz", &["-9", "-c", &input]) {
+            out.push(("xz -9".to_string(), p));
+        }
+    }
+    if wanted("python") {
+        let script = cache.join("python-script.py");
+        std::fs::write(&script, PYTHON_SCRIPT).unwrap();
+        let script = script.to_str().unwrap().to_string();
+        if let Some(p) = lackey_trace(&cache, "python", "python3", &["-S", &script]) {
+            out.push(("python3".to_string(), p));
+        }
+    }
+    if wanted("cc1") {
+        // cc1 itself (not the gcc driver, which Valgrind would follow only
+        // with --trace-children=yes), on a preprocessed file of this repository.
+        let cc1 = Command::new("gcc").arg("-print-prog-name=cc1").output();
+        let cc1 = cc1
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+        let pre = cache.join("cc1-input.i");
+        let shim = repo().join("capture/shim/pagelab_shim.c");
+        let made = pre.exists()
+            || Command::new("gcc")
+                .arg("-E")
+                .arg(&shim)
+                .arg("-o")
+                .arg(&pre)
+                .status()
+                .is_ok_and(|s| s.success());
+        match cc1 {
+            Some(cc1) if made => {
+                let pre = pre.to_str().unwrap().to_string();
+                let args = ["-fpreprocessed", "-quiet", "-O2", &pre, "-o", "/dev/null"];
+                if let Some(p) = lackey_trace(&cache, "cc1", &cc1, &args) {
+                    out.push(("cc1 -O2".to_string(), p));
+                }
+            }
+            _ => eprintln!("trace cc1: gcc is not installed; skipped"),
+        }
+    }
+    out
+}
+
+/// The interpreter's script: a dictionary, a regular expression and a sort.
+const PYTHON_SCRIPT: &str = "import re
+words = {}
+for i in range(20000):
+    w = format(i * 2654435761 % 1000003, 'x')
+    words[w] = words.get(w, 0) + len(re.findall('[0-9]', w))
+print(sorted(words.items(), key=lambda kv: (-kv[1], kv[0]))[:3])
+";
 
 /// Pins this process (and so the children it starts) to the processor it is
 /// running on; returns the previous affinity to restore, or `None` if it cannot.
@@ -101,12 +237,15 @@ fn unpin(old: &libc::cpu_set_t) {
     unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), old) };
 }
 
+/// Pairs of runs (`wc -l`, then the study) whose medians are taken.
+const PAIRS: usize = 9;
+
 /// The study's CPU time and `wc -l`'s on `path`, and their ratio: runs of
 /// the two in turn, pair by pair (so that a drift in the machine's speed
-/// moves both), the median of each over 9 pairs after one pair not counted.
+/// moves both), the median of each over [`PAIRS`] pairs after one pair not counted.
 fn cpu_ratio(path: &Path) -> (f64, f64, f64) {
     let (mut study_cpu, mut wc, mut ratio) = (vec![], vec![], vec![]);
-    for pair in 0..10 {
+    for pair in 0..=PAIRS {
         let w = cpu_of(true, || {
             Command::new("wc").arg("-l").arg(path).output().unwrap();
         });
@@ -187,91 +326,100 @@ fn rate(what: &str, refs: u64, d: Duration, bytes: Option<u64>) {
     }
 }
 
-fn main() {
-    let repeat: usize = std::env::var("PAGELAB_BENCH_REPEAT")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(8);
-    let dir = std::env::temp_dir().join(format!("pagelab-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (lackey, small_writes) = make_inputs(&dir, repeat);
+/// The policies of the memory-management model the benchmark runs.
+const POLICIES: [&str; 7] = [
+    "base:4K",
+    "base:64K",
+    "linux-thp:enabled=always",
+    "eager",
+    "explicit",
+    "reservation",
+    "relocation",
+];
+
+/// Every figure of one trace, printed as it is measured; returns the row of
+/// the summary table.
+fn bench_trace(name: &str, lackey: &Path, dir: &Path) -> String {
     let lackey_s = lackey.to_str().unwrap().to_string();
-    let native = dir.join("bench.trace");
+    let native = dir.join(format!("{}.trace", name.replace(' ', "_")));
     let native_s = native.to_str().unwrap().to_string();
     let mut src = pagelab_trace::open(&lackey_s, None).unwrap();
     pagelab_trace::convert(&mut *src, &native_s, Format::Native).unwrap();
-    let bytes = std::fs::metadata(&lackey).unwrap().len();
+    let bytes = std::fs::metadata(lackey).unwrap().len();
 
-    let (wc, _) = best_of(3, || {
-        Command::new("wc").arg("-l").arg(&lackey).output().unwrap()
-    });
     let (parse, refs) = best_of(3, || count_refs(&lackey_s));
     let (decode, nrefs) = best_of(3, || count_refs(&native_s));
-    let (study_l, srefs) = best_of(3, || study(&lackey_s));
-    let (study_n, _) = best_of(3, || study(&native_s));
+    let (study_n, srefs) = best_of(3, || study(&native_s));
     assert_eq!(refs, nrefs);
     assert_eq!(refs, srefs);
-
     println!(
-        "input: {} M references, {:.0} MB of Lackey text, {:.0} MB native",
+        "== {name}: {:.1} M references, {:.0} MB of Lackey text, {:.0} MB native",
         refs as f64 / 1e6,
         bytes as f64 / 1e6,
         std::fs::metadata(&native).unwrap().len() as f64 / 1e6
     );
-    rate("wc -l (yardstick)", refs, wc, Some(bytes));
     rate("lackey parse", refs, parse, Some(bytes));
     rate("native decode", nrefs, decode, None);
-    rate(
-        "study, 8 sizes, weisberg, lackey",
-        refs,
-        study_l,
-        Some(bytes),
-    );
     rate("study, 8 sizes, weisberg, native", refs, study_n, None);
-    println!(
-        "study on lackey / wc -l: {:.1}x (goal: at most 4x)",
-        study_l.as_secs_f64() / wc.as_secs_f64()
-    );
-    // The same in CPU time, medians of pairs: on every core, then
-    // pinned to one (the goal's terms), on both copies of the file.
-    let (study_cpu, wc_cpu, ratio) = cpu_ratio(&lackey);
-    if wc_cpu > 0.0 {
+    let one_core = Some(cpu_ratio(lackey)).filter(|&(_, w, _)| w > 0.0);
+    if let Some((s, w, ratio)) = one_core {
         println!(
-            "study on lackey / wc -l in CPU time: {ratio:.2}x ({study_cpu:.3} s / {wc_cpu:.3} s)"
+            "one core: study on lackey / wc -l in CPU time: {ratio:.2}x ({s:.3} s / {w:.3} s, medians of {PAIRS} pairs; goal: at most 4x)"
         );
     }
-    match pin_to_one_cpu() {
-        Some(old) => {
-            for (what, path) in [("large writes", &lackey), ("4 KiB writes", &small_writes)] {
-                let (s, w, ratio) = cpu_ratio(path);
-                if w > 0.0 {
-                    println!(
-                        "one core, file written in {what}: study / wc -l in CPU time: {ratio:.2}x ({s:.3} s / {w:.3} s, medians of 9 pairs; goal: at most 4x)"
-                    );
-                }
-            }
-            unpin(&old);
-        }
-        None => println!("one core: could not pin this process to one processor; skipped"),
-    }
-    // Each policy of the memory-management model, one run per pass, on the native trace.
     let study_rate = refs as f64 / study_n.as_secs_f64();
-    for spec in [
-        "base:4K",
-        "base:64K",
-        "linux-thp:enabled=always",
-        "eager",
-        "explicit",
-        "reservation",
-        "relocation",
-    ] {
+    let mut worst = f64::INFINITY;
+    for spec in POLICIES {
         let (d, n) = best_of(2, || policy(&native_s, spec));
         let r = n as f64 / d.as_secs_f64();
+        worst = worst.min(r / study_rate);
         println!(
             "policy {spec:<26} {:>8.1} M refs/s  ({:.2}x the 8-size study's rate; goal at least 0.33x)",
             r / 1e6,
             r / study_rate
         );
+    }
+    let _ = std::fs::remove_file(&native);
+    format!(
+        "| {name} | {:.1} M | {:.0} MB | {} | {:.0} | {:.2} |",
+        refs as f64 / 1e6,
+        bytes as f64 / 1e6,
+        one_core.map_or("-".to_string(), |(_, _, r)| format!("{r:.2}x")),
+        study_rate / 1e6,
+        worst
+    )
+}
+
+fn main() {
+    let repeat: usize = std::env::var("PAGELAB_BENCH_REPEAT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8);
+    let only = std::env::var("PAGELAB_BENCH_TRACES").ok();
+    let wanted = |name: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|n| n == name))
+    };
+    let dir = std::env::temp_dir().join(format!("pagelab-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let traces = inputs(&dir, repeat, &wanted);
+    // Every figure is taken on one core (the goals' terms): the pieces of a
+    // Lackey file parsed in parallel then share it.
+    let old = pin_to_one_cpu();
+    if old.is_none() {
+        println!("could not pin this process to one processor: the figures are of every core");
+    }
+    let mut rows = vec![];
+    for (name, path) in traces {
+        rows.push(bench_trace(&name, &path, &dir));
+    }
+    if let Some(old) = old {
+        unpin(&old);
+    }
+    println!("\n| trace | refs | Lackey text | one core: study / wc -l (goal <= 4x) | native M refs/s (goal >= 150) | slowest policy / study (goal >= 0.33) |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for row in rows {
+        println!("{row}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
