@@ -19,6 +19,13 @@ fn main() {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = args::Cli::parse();
+    // The SIMD tier is read once, here: a wrong PAGELAB_ISA is refused before
+    // any work rather than quietly run on the portable tier, as the libraries
+    // would (`pagelab_core::isa::active`).
+    if let Err(e) = pagelab_core::isa::selected() {
+        eprintln!("pagelab: error: {e}");
+        std::process::exit(2);
+    }
     recover_knobs();
     // Each command returns the status to exit with (the program's, for `run`), or an error.
     let outcome: anyhow::Result<i32> = match cli.command {

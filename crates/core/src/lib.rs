@@ -14,6 +14,7 @@
 
 mod addr;
 mod event;
+pub mod isa;
 mod size;
 
 pub use addr::{Pfn, VirtAddr, Vpn};

@@ -289,11 +289,10 @@ impl Study {
         match fronts {
             Some(fronts) => {
                 #[cfg(target_arch = "x86_64")]
-                if std::arch::is_x86_feature_detected!("avx512f")
-                    && std::arch::is_x86_feature_detected!("avx512bw")
-                    && std::arch::is_x86_feature_detected!("avx512vl")
-                {
-                    // SAFETY: the CPU has the features (checked just above).
+                if pagelab_core::isa::active() == pagelab_core::isa::Isa::Avx512 {
+                    // SAFETY: the active tier is one the CPU has (`isa::active`
+                    // checks), and the AVX-512 tier's features are those
+                    // `feed_fronts_avx512` is compiled for.
                     return unsafe { self.feed_fronts_avx512(&batch.words, fronts) };
                 }
                 self.feed_fronts::<false>(&batch.words, fronts)
@@ -491,10 +490,7 @@ mod tests {
                 });
                 prop_assert_eq!(&portable.runs, &own.runs, "preset {}", preset);
                 #[cfg(target_arch = "x86_64")]
-                if std::arch::is_x86_feature_detected!("avx512f")
-                    && std::arch::is_x86_feature_detected!("avx512bw")
-                    && std::arch::is_x86_feature_detected!("avx512vl")
-                {
+                if pagelab_core::isa::Isa::Avx512.supported() {
                     let wide = run(&events, preset, |s, w| {
                         let fronts = take(s);
                         // SAFETY: the CPU has the features (checked).

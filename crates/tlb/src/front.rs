@@ -375,7 +375,7 @@ mod tests {
                 }
             };
             #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("avx512f") && c % 2 == 0 {
+            if pagelab_core::isa::Isa::Avx512.supported() && c % 2 == 0 {
                 // SAFETY: the CPU has AVX-512F (checked).
                 unsafe { fronts.access_each_avx512(part.len(), next, missed) };
             } else {

@@ -45,24 +45,10 @@ const MAX_LINES: usize = 8;
 #[cfg(target_arch = "x86_64")]
 const PENDING: usize = 256;
 
-/// Whether this CPU runs [`parse_pages`] (else the reader uses [`parse_blocks`]).
+/// Whether this CPU can run [`parse_pages`] (whatever `PAGELAB_ISA` says;
+/// the reader asks [`pagelab_core::isa::vbmi2_active`]).
 pub(super) fn available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::is_x86_feature_detected as has;
-        has!("avx512f")
-            && has!("avx512bw")
-            && has!("avx512vl")
-            && has!("avx512vbmi")
-            && has!("avx512vbmi2")
-            && has!("avx2")
-            && has!("bmi1")
-            && has!("bmi2")
-            && has!("popcnt")
-            && has!("lzcnt")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+    pagelab_core::isa::vbmi2_supported()
 }
 
 /// Parses whole lines of `buf[start..complete]` into `out`'s filter, with the
@@ -576,41 +562,51 @@ mod tests {
         })
     }
 
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(300))]
-
-        /// The window loop gives the words, counts, lines, error and stop of the block loop.
-        #[test]
-        fn windows_agree_with_blocks(text in long_text(), step in prop_oneof![Just(u64::MAX), 64u64..3000]) {
-            if !available() {
-                return Ok(());
-            }
-            prop_assert_eq!(run(&text, true, step), run(&text, false, step));
+    /// Whether the window loop's tests cannot run here, saying so if not.
+    fn skipped(test: &str) -> bool {
+        if available() {
+            return false;
         }
+        eprintln!("{test}: skipped: this CPU has no AVX-512 VBMI2, so the window loop never runs");
+        true
+    }
 
-        /// And on text with a real trace's repeats, which the windows drop before the filter.
-        #[test]
-        fn windows_agree_on_local_text(text in local_text(), step in prop_oneof![Just(u64::MAX), 64u64..3000]) {
-            if !available() {
-                return Ok(());
-            }
-            prop_assert_eq!(run(&text, true, step), run(&text, false, step));
+    /// The window loop gives the words, counts, lines, error and stop of the block loop.
+    #[test]
+    fn windows_agree_with_blocks() {
+        if skipped("windows_agree_with_blocks") {
+            return;
         }
+        proptest!(ProptestConfig::with_cases(300), |(text in long_text(), step in prop_oneof![Just(u64::MAX), 64u64..3000])| {
+            prop_assert_eq!(run(&text, true, step), run(&text, false, step));
+        });
+    }
 
-        /// Also on the shorter, wilder texts of the parser's own tests (bad lines included).
-        #[test]
-        fn windows_agree_on_odd_text(text in super::super::tests::arb_text()) {
-            if !available() {
-                return Ok(());
-            }
+    /// And on text with a real trace's repeats, which the windows drop before the filter.
+    #[test]
+    fn windows_agree_on_local_text() {
+        if skipped("windows_agree_on_local_text") {
+            return;
+        }
+        proptest!(ProptestConfig::with_cases(300), |(text in local_text(), step in prop_oneof![Just(u64::MAX), 64u64..3000])| {
+            prop_assert_eq!(run(&text, true, step), run(&text, false, step));
+        });
+    }
+
+    /// Also on the shorter, wilder texts of the parser's own tests (bad lines included).
+    #[test]
+    fn windows_agree_on_odd_text() {
+        if skipped("windows_agree_on_odd_text") {
+            return;
+        }
+        proptest!(ProptestConfig::with_cases(300), |(text in super::super::tests::arb_text())| {
             prop_assert_eq!(run(&text, true, u64::MAX), run(&text, false, u64::MAX));
-        }
+        });
     }
 
     #[test]
     fn an_error_is_at_its_line() {
-        if !available() {
-            eprintln!("skipped: this CPU has no AVX-512 VBMI2, so the window loop never runs");
+        if skipped("an_error_is_at_its_line") {
             return;
         }
         let mut text = b"I  04000000,4\n".repeat(500);
