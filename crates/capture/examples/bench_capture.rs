@@ -66,7 +66,9 @@ fn best_of(n: usize, mut f: impl FnMut() -> Duration) -> Duration {
 /// CPU seconds (user + system) used so far by this process and by its waited-for children.
 fn cpu() -> (f64, f64) {
     let get = |who| {
+        // SAFETY: `rusage` is plain integers, for which all zeros is valid.
         let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `getrusage` writes only the struct it is given.
         unsafe { libc::getrusage(who, &mut u) };
         let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
         s(u.ru_utime) + s(u.ru_stime)

@@ -29,6 +29,7 @@ fn cpu_seconds() -> (f64, f64) {
     let of = |who| {
         // SAFETY: `getrusage` fills the zeroed struct it is given.
         let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: as above: it writes only the struct it is given.
         if unsafe { libc::getrusage(who, &mut u) } != 0 {
             return 0.0;
         }

@@ -269,6 +269,7 @@ fn ctrl_c_stops_the_program_and_leaves_a_valid_trace() {
             .spawn()
             .unwrap();
         std::thread::sleep(Duration::from_millis(2500));
+        // SAFETY: `kill` takes plain integers; the child is ours and not yet waited for.
         unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
         let start = Instant::now();
         let out = child.wait_with_output().unwrap();

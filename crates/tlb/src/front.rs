@@ -188,9 +188,11 @@ impl Fronts {
         mut missed: impl FnMut(usize, FrontMiss),
     ) {
         use std::arch::x86_64::*;
-        // SAFETY (loads and stores): each array is eight u64, 64 bytes.
+        // SAFETY: each array is eight u64, 64 bytes, the unaligned load's
+        // width; the CPU has AVX-512F (the caller's contract).
         let load = |lanes: &Lanes| unsafe { _mm512_loadu_si512(lanes.as_ptr().cast()) };
         let store =
+            // SAFETY: as for `load`, into an array borrowed mutably.
             |lanes: &mut Lanes, v| unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), v) };
         // Plain loops: `array::map` and `from_fn` would take their closures
         // out of line, without AVX-512.

@@ -68,6 +68,7 @@ impl<R: Read> PluginReader<R> {
         // `insns` ends with `PAD` (= GROUP) dummy events, so a group copy
         // starting inside a block reads within it.
         let mut dst = unsafe { begin.add(start) };
+        // SAFETY: `limit` is within the capacity reserved above.
         let end = unsafe { begin.add(limit) };
         let mut used = 0;
         for chunk in src.chunks_exact(8) {
@@ -85,6 +86,10 @@ impl<R: Read> PluginReader<R> {
                     }
                     if next < len {
                         let n = (len - next) as usize;
+                        // SAFETY: the block's instructions `next..len` lie in
+                        // `insns` (with `PAD` dummies after the last for the
+                        // group's overrun), and `dst` has room for them and
+                        // the overrun (the reservation above).
                         unsafe {
                             copy_groups(insns.add(base + next as usize), dst, n);
                             dst = dst.add(n);
@@ -100,6 +105,8 @@ impl<R: Read> PluginReader<R> {
                             break;
                         }
                         let n = (index + 1 - next) as usize;
+                        // SAFETY: as above, `index < len`, so `next..=index`
+                        // lie in the block's instructions.
                         unsafe {
                             copy_groups(insns.add(base + next as usize), dst, n);
                             dst = dst.add(n);
@@ -111,6 +118,9 @@ impl<R: Read> PluginReader<R> {
                     } else {
                         AccessKind::Load
                     };
+                    // SAFETY: `dst < end` at this record's start and one
+                    // record writes at most MAX_INSNS + 1 events, within the
+                    // capacity reserved past `limit`.
                     unsafe {
                         dst.write(Event::Ref(MemRef {
                             addr: w & ADDR_MASK,
