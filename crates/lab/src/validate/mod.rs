@@ -87,7 +87,7 @@ pub fn run(
     sysfs: &Sysfs,
     opts: &ValidateOptions,
     mut progress: impl FnMut(&str),
-) -> Result<LabResult> {
+) -> Result<LabResult, crate::LabError> {
     sysfs.require_thp()?;
     let mut result = LabResult::new("validate", sysfs.host_info());
     let mut session = KnobSession::begin(sysfs)?;
@@ -101,7 +101,7 @@ pub fn run(
         for (j, w) in opts.workloads.iter().enumerate() {
             if let Some(signal) = crate::session::interrupted() {
                 session.restore()?;
-                return Err(crate::LabError::Interrupted { signal }.into());
+                return Err(crate::LabError::Interrupted { signal });
             }
             progress(&format!(
                 "[{}/{total}] {} under {}",
@@ -120,9 +120,9 @@ pub fn run(
                 Err(e) => match crate::session::interrupted() {
                     Some(signal) => {
                         session.restore()?;
-                        return Err(crate::LabError::Interrupted { signal }.into());
+                        return Err(crate::LabError::Interrupted { signal });
                     }
-                    None => return Err(e),
+                    None => return Err(e.into()),
                 },
             };
             let predicted = model::predict(&report)?;
