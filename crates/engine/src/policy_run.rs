@@ -78,14 +78,25 @@ impl PolicyRun {
         first_index: u64,
         strict: bool,
     ) -> Result<(), EngineError> {
-        let model = |e: pagelab_mm::machine::MmError| EngineError::Model(e.to_string());
+        let spec = self.mm.spec().to_string();
+        // The record's index in the trace (0-based, every event counted, as
+        // `--strict` reports it), so that a model error can be found again.
+        let at = |i: usize| {
+            let spec = &spec;
+            move |e: pagelab_mm::machine::MmError| {
+                EngineError::Model(format!(
+                    "record {} (under {spec}): {e}",
+                    first_index + i as u64
+                ))
+            }
+        };
         for (i, ev) in events.iter().enumerate() {
             match ev {
-                Event::Ref(r) => self.reference(r).map_err(model)?,
+                Event::Ref(r) => self.reference(r).map_err(at(i))?,
                 other => {
                     self.last = [u64::MAX; 2];
                     let before = self.anomalies();
-                    match self.mm.event(other).map_err(model)? {
+                    match self.mm.event(other).map_err(at(i))? {
                         Invalidate::Nothing => {}
                         Invalidate::Range(s, e) => self.tlb.invalidate_range(s, e - s),
                         Invalidate::All => self.tlb.flush(),
@@ -100,7 +111,12 @@ impl PolicyRun {
                 }
             }
         }
-        self.mm.tick().map_err(model)?;
+        self.mm.tick().map_err(|e| {
+            EngineError::Model(format!(
+                "after record {} (under {spec}): {e}",
+                (first_index + events.len() as u64).saturating_sub(1)
+            ))
+        })?;
         self.invalidate_remapped();
         self.debug_check(first_index + events.len() as u64)?;
         self.last = [u64::MAX; 2];

@@ -94,9 +94,10 @@ pub fn cow_fault(
 /// Fork: the child `child` gets a copy of `parent`'s VMAs and mappings; private
 /// writable pages turn read-only in both and their frames are shared.
 pub fn fork(m: &mut Machine, parent: u32, child: u32) -> Result<(), MmError> {
+    let va_end = m.va_end();
     let p = m.proc_mut(parent);
     let aspace = p.aspace.clone();
-    let mappings = p.pt.mappings_in(VirtAddr(0), 1 << 47);
+    let mappings = p.pt.mappings_in(VirtAddr(0), va_end);
     let mut pt = RadixPageTable::new(*m.geometry());
     let shift = m.base().shift() - 12;
     for mp in mappings {
@@ -137,7 +138,7 @@ pub fn check_frames(m: &Machine, held: u64) -> Result<(), String> {
     let mut mapped_bytes = 0;
     for pid in m.pids() {
         let p = m.proc(pid).expect("listed");
-        for mp in p.pt.mappings_in(VirtAddr(0), 1 << 47) {
+        for mp in p.pt.mappings_in(VirtAddr(0), m.va_end()) {
             mapped_bytes += mp.size.bytes();
             let head = mp.pfn.0 << shift;
             for f in head..head + (mp.size.bytes() >> 12) {

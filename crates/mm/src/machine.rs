@@ -38,6 +38,15 @@ pub enum MmError {
     /// A policy name or parameter is not valid.
     #[error("{0}")]
     Policy(String),
+    /// A reference to an address no page of the geometry can map: a trace
+    /// record the modelled machine could never see, not a shortage of memory.
+    #[error("address {addr:#x} is outside the {va_bits}-bit virtual address space")]
+    OutsideAddressSpace {
+        /// The referenced address.
+        addr: u64,
+        /// The width of the virtual address space.
+        va_bits: u32,
+    },
 }
 
 /// One process: its VMAs and its page table.
@@ -101,6 +110,12 @@ impl Machine {
     /// The page-table geometry.
     pub fn geometry(&self) -> &Geometry {
         &self.geometry
+    }
+
+    /// The end of the virtual address space (one past its last byte): every
+    /// walk over all of a process's mappings covers `[0, va_end)`.
+    pub fn va_end(&self) -> u64 {
+        1u64 << self.geometry().va_bits()
     }
 
     /// The base page size.

@@ -164,6 +164,15 @@ impl Mm {
     /// a retry when memory runs out), swap-in accounting, then kswapd.
     fn fault(&mut self, addr: u64, instr: bool, write: bool) -> Result<Translation, MmError> {
         let pid = self.pid;
+        // Checked before any policy sees the address: an inferred VMA cannot
+        // reach past the last byte, and policies would call the failure to
+        // map it a shortage of memory.
+        if addr >= self.machine.va_end() {
+            return Err(MmError::OutsideAddressSpace {
+                addr,
+                va_bits: self.machine.geometry().va_bits(),
+            });
+        }
         // Reclaim after the fault may take the page just mapped in a tiny
         // memory; then it is faulted again, and the last time kswapd waits
         // for the next fault (its zones stay woken): in a memory that the
@@ -327,6 +336,7 @@ impl Mm {
             }
             Event::Map(m) => {
                 self.seen_map_events = true;
+                self.inside(m.start, m.len)?;
                 match self.machine.proc_mut(pid).aspace.map(m) {
                     Ok(removed) => self.drop_ranges(pid, &removed),
                     Err(_) => self.on_nothing(),
@@ -339,6 +349,7 @@ impl Mm {
                 }
             }
             Event::Brk { end } => {
+                self.inside(*end, 0)?;
                 let removed = self
                     .machine
                     .proc_mut(pid)
@@ -418,6 +429,20 @@ impl Mm {
                 self.swap.fork(pid, *child);
                 Ok(Invalidate::All)
             }
+        }
+    }
+
+    /// A range that a VMA would cover must lie inside the virtual address
+    /// space: no page of the geometry could map the rest, so such a trace
+    /// is refused rather than modelled.
+    fn inside(&self, start: u64, len: u64) -> Result<(), MmError> {
+        let va_end = self.machine.va_end();
+        match start.checked_add(len) {
+            Some(end) if end <= va_end => Ok(()),
+            _ => Err(MmError::OutsideAddressSpace {
+                addr: start.max(va_end),
+                va_bits: self.machine.geometry().va_bits(),
+            }),
         }
     }
 

@@ -63,7 +63,7 @@ pub fn check(m: &Machine, swap: &Swap) -> Result<(), String> {
         let max = m.phys.max_order();
         for pid in m.pids() {
             let p = m.proc(pid).expect("listed");
-            for mp in p.pt.mappings_in(VirtAddr(0), 1 << 47) {
+            for mp in p.pt.mappings_in(VirtAddr(0), m.va_end()) {
                 let f = mp.pfn.0 << shift;
                 // Zero pages belong to the machine, never to reclaim.
                 if lru.page_holding(Pfn(f), max).is_none() && !m.is_zero(Pfn(f)) {

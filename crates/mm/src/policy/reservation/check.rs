@@ -15,7 +15,7 @@ impl ReservationPolicy {
         let mut mapped: FxHashMap<u64, (u32, u64)> = FxHashMap::default();
         for pid in m.pids() {
             let pt = &m.proc(pid).expect("listed").pt;
-            for mp in pt.mappings_in(VirtAddr(0), 1 << 47) {
+            for mp in pt.mappings_in(VirtAddr(0), m.va_end()) {
                 for j in 0..frames(mp.size) {
                     mapped.insert(mp.pfn.0 + j, (pid, mp.start.0 + (j << 12)));
                 }
