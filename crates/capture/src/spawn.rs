@@ -126,6 +126,11 @@ pub struct Capture {
     ended: bool,
     /// Events to deliver after the stream: the exit the trace lacks.
     tail: Vec<Event>,
+    /// Whether the stream has held a reference yet: one that ends without
+    /// any recorded nothing (the backend failed), an error, not a trace.
+    recorded: bool,
+    /// The program file starts with `#!`.
+    script: bool,
 }
 
 /// Descriptor the plugin or Valgrind writes to: high, because the guest shares
@@ -164,6 +169,14 @@ impl Capture {
                 c
             }
         };
+        let script = is_script(&program);
+        if script && cmd.backend == Backend::Valgrind {
+            eprintln!(
+                "pagelab: warning: {} is a `#!` script: the Valgrind backend traces its interpreter, \
+                 not the programs the script runs (give the program itself)",
+                pagelab_core::escape(&program.display().to_string())
+            );
+        }
         command.arg(&program).args(&cmd.args);
         match &cmd.stdout {
             StdoutTo::Inherit => {}
@@ -233,6 +246,8 @@ impl Capture {
             started: false,
             ended: false,
             tail: Vec::new(),
+            recorded: false,
+            script,
         })
     }
 
@@ -283,6 +298,40 @@ impl Capture {
     }
 }
 
+impl Capture {
+    /// Why a stream that ended without a single reference is an error: the
+    /// backend failed before the program ran (QEMU runs ELF binaries only),
+    /// and all-zero counts would pass for a result.
+    fn nothing_recorded(&self) -> TraceError {
+        let status = self
+            .status
+            .map_or("an unknown status".to_string(), |s| s.to_string());
+        let why = if self.script && self.backend == Backend::Qemu {
+            " the program is a `#!` script, which QEMU user mode cannot run: capture its \
+             interpreter with the script as its argument (like `-- sh ./script.sh`), or the program \
+             the script starts"
+                .to_string()
+        } else {
+            format!(
+                " the {} backend ended ({status}) before the program ran; its own message is above",
+                self.backend
+            )
+        };
+        TraceError::Other(format!(
+            "capture of `{}` recorded no reference:{why}",
+            pagelab_core::escape(&self.label)
+        ))
+    }
+}
+
+/// Whether the file at `path` starts with `#!`.
+fn is_script(path: &std::path::Path) -> bool {
+    let mut head = [0u8; 2];
+    File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+        .is_ok_and(|()| &head == b"#!")
+}
+
 /// An exit status as a shell reports it: the code, or 128 plus the signal.
 pub fn exit_code(status: ExitStatus) -> i32 {
     status
@@ -327,10 +376,14 @@ impl TraceSource for Capture {
                 return Ok(true);
             }
         }
+        let before = out.len();
         let more = match &mut self.reader {
             Reader::Qemu(r) => r.fill(out, max)?,
             Reader::Lackey(r) => r.fill(out, max)?,
         };
+        if !self.recorded {
+            self.recorded = out[before..].iter().any(|e| matches!(e, Event::Ref(_)));
+        }
         if more {
             return Ok(true);
         }
@@ -338,6 +391,9 @@ impl TraceSource for Capture {
         if let Some(exit) = self.wait()? {
             let pid = self.child.id();
             self.tail = vec![Event::Switch(ThreadId { pid, tid: pid }), exit];
+        }
+        if !self.recorded {
+            return Err(self.nothing_recorded());
         }
         self.fill(out, max)
     }
@@ -356,6 +412,7 @@ impl TraceSource for Capture {
                 Reader::Qemu(r) => r.fill_pages(filter, out, max)?,
                 Reader::Lackey(r) => r.fill_pages(filter, out, max)?,
             };
+            self.recorded |= out.refs[0] + out.refs[1] > 0;
             if more {
                 return Ok(true);
             }

@@ -130,8 +130,9 @@ const PLUGIN_V2: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libpagelab_qe
 ///
 /// `$PAGELAB_QEMU_PLUGIN` overrides. Otherwise the library the build made is
 /// used where the build left it; when that is gone (an installed binary), the
-/// copy embedded in this binary is written once to `$XDG_CACHE_HOME/pagelab`
-/// (or `~/.cache/pagelab`, or the temporary directory).
+/// copy embedded in this binary is written to pagelab's private directory
+/// (`<tmp>/pagelab-<uid>/`, see [`pagelab_sys::private`]), and a file found
+/// there is used only when its content is the embedded copy.
 pub fn plugin_path(api: u32) -> Result<PathBuf, CaptureError> {
     if let Some(p) = std::env::var_os("PAGELAB_QEMU_PLUGIN") {
         return Ok(PathBuf::from(p));
@@ -144,24 +145,15 @@ pub fn plugin_path(api: u32) -> Result<PathBuf, CaptureError> {
     if std::fs::metadata(&built).map(|m| m.len()).ok() == Some(bytes.len() as u64) {
         return Ok(built);
     }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(std::env::temp_dir);
+    // Never a shared directory: a library another user planted there would
+    // run inside QEMU with our rights. The private directory's checks and
+    // the content comparison are those of the LD_PRELOAD shim.
     let hash = bytes.iter().fold(0xcbf29ce484222325u64, |h, &b| {
         (h ^ b as u64).wrapping_mul(0x100000001b3)
     });
-    let dir = base.join(format!("pagelab/plugin-{hash:016x}"));
-    let path = dir.join(file);
-    if !path.exists() {
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| CaptureError::io(format!("creating {}", dir.display()), e))?;
-        let tmp = dir.join(format!("{file}.{}", std::process::id()));
-        std::fs::write(&tmp, bytes)
-            .and_then(|()| std::fs::rename(&tmp, &path))
-            .map_err(|e| CaptureError::io(format!("writing {}", path.display()), e))?;
-    }
-    Ok(path)
+    let name = format!("{}-{hash:016x}.so", file.trim_end_matches(".so"));
+    pagelab_sys::private::install(bytes, &name, None)
+        .map_err(|e| CaptureError::io("writing the QEMU plugin".to_string(), e))
 }
 
 /// The path of the capture test program (`capture/testprog`) the build made.

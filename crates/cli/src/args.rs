@@ -15,6 +15,11 @@ pub const DEFAULT_PAGE_SIZES: &str = "4K,8K,16K,32K,64K,128K,256K,2M";
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// The largest reference size a trace may hold (like 64K, the default, or
+    /// 1M); a larger one is refused naming the file, the line or byte offset
+    /// and the size (no tracer emits one, and every page of it is stepped).
+    #[arg(long, global = true, value_name = "SIZE")]
+    pub max_ref_size: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -113,19 +118,26 @@ pub struct SimArgs {
     pub policy: Vec<String>,
     /// Physical memory of the modelled machine (with --policy); default 4G, or
     /// the `memory` of --phys.
-    #[arg(long, value_name = "SIZE")]
+    // The options of the policy model need a --policy: without one the study
+    // runs, which has no physical memory, and would ignore them silently.
+    #[arg(long, value_name = "SIZE", requires = "policy")]
     pub memory: Option<String>,
     /// Physical memory layout as TOML (with --policy): memory, max_order, dma32,
     /// a large-page zone reserved at boot, zone fallback; see configs/phys/.
-    #[arg(long, value_name = "FILE.toml")]
+    #[arg(long, value_name = "FILE.toml", requires = "policy")]
     pub phys: Option<PathBuf>,
     /// Stop at the first contradictory event (unmap of nothing, a reference outside
     /// every VMA in a trace with map events) instead of counting it (with --policy).
-    #[arg(long)]
+    #[arg(long, requires = "policy")]
     pub strict: bool,
     /// Copy-on-write of a shared private superpage (with --policy): whole (copy the
     /// whole page, as Linux) or base (split the writer's mapping, copy the base page).
-    #[arg(long, value_name = "MODE", default_value = "whole")]
+    #[arg(
+        long,
+        value_name = "MODE",
+        default_value = "whole",
+        requires = "policy"
+    )]
     pub cow: String,
     #[command(flatten)]
     pub program: ProgramArgs,

@@ -32,6 +32,16 @@ pub fn open(spec: &str) -> Result<Box<dyn TraceSource + Send>> {
             .with_compression(Some("zstd".to_string()));
         return Ok(Box::new(reader));
     }
+    // `gzip:...` is the bundled trace with parameters, which it has none of:
+    // "unknown workload `gzip`" would contradict `pagelab workloads`.
+    if let Some((name, params)) = spec.trim().split_once(':') {
+        if name == REAL {
+            anyhow::bail!(
+                "workload {spec}: `{REAL}` is the bundled real trace, which takes no parameters \
+                 (`:{params}`); write `--workload {REAL}`"
+            );
+        }
+    }
     pagelab_workloads::open(spec)
-        .with_context(|| format!("workload {spec} (or `{REAL}`, the bundled real trace)"))
+        .with_context(|| format!("workload {spec} (`{REAL}`, the bundled real trace, is one more)"))
 }

@@ -7,6 +7,7 @@
 mod args;
 mod builtin;
 mod cmd;
+mod out;
 mod progress;
 
 use clap::Parser;
@@ -26,6 +27,13 @@ fn main() {
         eprintln!("pagelab: error: {e}");
         std::process::exit(2);
     }
+    if let Err(e) = set_max_ref_size(cli.max_ref_size.as_deref()) {
+        eprintln!(
+            "pagelab: error: {}",
+            pagelab_core::escape(&format!("{e:#}"))
+        );
+        std::process::exit(2);
+    }
     recover_knobs();
     // Each command returns the status to exit with (the program's, for `run`), or an error.
     let outcome: anyhow::Result<i32> = match cli.command {
@@ -43,11 +51,27 @@ fn main() {
     };
     report_peak_rss();
     let code = outcome.unwrap_or_else(|e| {
-        eprintln!("pagelab: error: {e:#}");
+        // The message may quote input (a file name, a TOML line): no byte of
+        // it may reach the terminal as a control sequence.
+        eprintln!(
+            "pagelab: error: {}",
+            pagelab_core::escape(&format!("{e:#}"))
+        );
         // An interrupt exits 128 + signal, as a shell reports a program that signal ended.
         pagelab_lab::LabError::exit_code_of(&e)
     });
     std::process::exit(code);
+}
+
+/// `--max-ref-size`: a size up to 4G - 1 (the largest a reference can hold).
+fn set_max_ref_size(arg: Option<&str>) -> anyhow::Result<()> {
+    let Some(text) = arg else { return Ok(()) };
+    let bytes = pagelab_core::parse_bytes(text)
+        .map_err(|e| anyhow::anyhow!("--max-ref-size {text}: {e}"))?;
+    let bytes = u32::try_from(bytes)
+        .map_err(|_| anyhow::anyhow!("--max-ref-size {text}: a reference size is below 4G"))?;
+    pagelab_trace::set_max_ref_size(bytes);
+    Ok(())
 }
 
 /// Puts back THP and hugetlb settings that a pagelab killed with SIGKILL left

@@ -285,3 +285,76 @@ fn ctrl_c_stops_the_program_and_leaves_a_valid_trace() {
         assert!(survivors(&format!("sleep {secs}")).is_empty(), "{backend}");
     }
 }
+
+/// An executable the backend cannot start: a capture that recorded nothing
+/// is an error saying why, and leaves no trace file (once: zeros, exit 0).
+#[test]
+fn a_capture_that_recorded_no_reference_is_an_error() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tmp("nothing");
+    let junk = d.join("junk");
+    std::fs::write(&junk, b"\x7fELF not really an executable").unwrap();
+    let script = d.join("script.sh");
+    std::fs::write(&script, "#!/bin/sh\nexec true\n").unwrap();
+    for p in [&junk, &script] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    for backend in [Backend::Valgrind, Backend::Qemu] {
+        if !available(backend) {
+            continue;
+        }
+        let programs: &[&Path] = match backend {
+            Backend::Valgrind => &[&junk],
+            Backend::Qemu => &[&junk, &script],
+        };
+        for program in programs {
+            let out_file = d.join("out.trace");
+            let o = pagelab()
+                .args(["capture", "--backend", &backend.to_string(), "-o"])
+                .arg(&out_file)
+                .arg("--")
+                .arg(program)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(
+                o.status.code(),
+                Some(1),
+                "{backend} {}: {err}",
+                program.display()
+            );
+            assert!(err.contains("recorded no reference"), "{err}");
+            if program.ends_with("script.sh") {
+                assert!(err.contains("`#!` script"), "{err}");
+            }
+            assert!(!out_file.exists(), "{backend}: a trace file was left");
+            let o = pagelab()
+                .args(["sim", "--backend", &backend.to_string(), "--"])
+                .arg(program)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(1), "{err}");
+            assert!(err.contains("recorded no reference"), "{err}");
+        }
+    }
+}
+
+#[test]
+fn valgrind_warns_that_it_traces_a_script_s_interpreter() {
+    use std::os::unix::fs::PermissionsExt;
+    if !available(Backend::Valgrind) {
+        return;
+    }
+    let d = tmp("vgscript");
+    let script = d.join("script.sh");
+    std::fs::write(&script, "#!/bin/sh\nexec true\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = pagelab()
+        .args(["capture", "--backend", "valgrind", "-o", "/dev/null", "--"])
+        .arg(&script)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("traces its interpreter"), "{err}");
+}

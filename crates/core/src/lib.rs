@@ -15,10 +15,14 @@
 mod addr;
 mod event;
 pub mod isa;
+mod output;
+mod quote;
 mod size;
 
 pub use addr::{Pfn, VirtAddr, Vpn};
 pub use event::{AccessKind, Advice, Backing, Event, MapEvent, MemRef, Prot, Sharing, ThreadId};
+pub use output::{write_atomically, AtomicFile, Output};
+pub use quote::{escape, escape_bytes};
 pub use size::{parse_bytes, parse_page_sizes, Bytes, Order, PageSize, PageSizeError};
 
 /// Where a trace came from, as recorded in every result.

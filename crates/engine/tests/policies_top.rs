@@ -90,9 +90,9 @@ impl Lcg {
     }
 
     fn event(&mut self) -> Event {
-        let (mut start, len) = (self.addr() & !0xfff, self.next() % (4 << 20) & !0xfff);
+        let (mut start, len) = (self.addr() & !0xfff, (self.next() % (4 << 20)) & !0xfff);
         // Most ranges inside the space, so that a run goes on past them.
-        if self.next() % 8 != 0 {
+        if !self.next().is_multiple_of(8) {
             start = start.min((1 << 48) - len);
         }
         match self.next() % 9 {

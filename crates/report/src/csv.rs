@@ -55,9 +55,9 @@ pub fn write_csv_to(out: impl Write, results: &(impl Results + ?Sized)) -> Resul
 /// Writes the CSV (see [`write_csv_to`]) to the file at `path`; errors name the path.
 pub fn write_csv(path: impl AsRef<Path>, results: &(impl Results + ?Sized)) -> Result<()> {
     let path = path.as_ref();
-    let file = std::fs::File::create(path)
-        .with_context(|| format!("cannot create CSV file `{}`", path.display()))?;
-    write_csv_to(std::io::BufWriter::new(file), results)
+    let mut text = Vec::new();
+    write_csv_to(&mut text, results).context("cannot write CSV")?;
+    pagelab_core::write_atomically(path, text)
         .with_context(|| format!("cannot write CSV file `{}`", path.display()))
 }
 

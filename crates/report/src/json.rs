@@ -23,7 +23,7 @@ pub fn to_json_string<T: Serialize + ?Sized>(value: &T) -> Result<String> {
 pub fn write_json<T: Serialize + ?Sized>(path: impl AsRef<Path>, value: &T) -> Result<()> {
     let path = path.as_ref();
     let text = to_json_string(value)?;
-    std::fs::write(path, text)
+    pagelab_core::write_atomically(path, text)
         .with_context(|| format!("cannot write JSON result to `{}`", path.display()))
 }
 

@@ -49,7 +49,8 @@ fn font(px: f64) -> FontDesc<'static> {
 pub fn plot_bench_svg(result: &LabResult, path: impl AsRef<Path>) -> Result<()> {
     let path = path.as_ref();
     let svg = bench_svg_string(result)?;
-    std::fs::write(path, svg).with_context(|| format!("cannot write plot to `{}`", path.display()))
+    pagelab_core::write_atomically(path, svg)
+        .with_context(|| format!("cannot write plot to `{}`", path.display()))
 }
 
 /// The median of `metric` over a configuration's runs, if any run has it.

@@ -52,7 +52,8 @@ type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 pub fn plot_svg(results: &(impl Results + ?Sized), path: impl AsRef<Path>) -> Result<()> {
     let path = path.as_ref();
     let svg = svg_string(results)?;
-    std::fs::write(path, svg).with_context(|| format!("cannot write plot to `{}`", path.display()))
+    pagelab_core::write_atomically(path, svg)
+        .with_context(|| format!("cannot write plot to `{}`", path.display()))
 }
 
 /// Renders `results` as an SVG document.

@@ -29,5 +29,6 @@
 
 #![warn(missing_docs)]
 
+pub mod private;
 pub mod process;
 pub mod signals;

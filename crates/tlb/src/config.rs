@@ -289,9 +289,9 @@ fn validate_geometry(a: &ArrayConfig) -> Result<(), (&'static str, String)> {
 
 /// Reads, parses and validates a TLB configuration file.
 pub fn load(path: &Path) -> Result<TlbConfig, TlbError> {
-    let text = std::fs::read_to_string(path).map_err(|source| TlbError::Io {
+    let text = std::fs::read_to_string(path).map_err(|err| TlbError::Io {
         path: path.to_path_buf(),
-        source,
+        err,
     })?;
     TlbConfig::from_toml_str(&text, &path.display().to_string())
 }

@@ -6,12 +6,13 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum TlbError {
     /// The file could not be read.
-    #[error("cannot read TLB config {path}: {source}")]
+    #[error("cannot read TLB config {path}: {err}")]
     Io {
         /// The file.
         path: PathBuf,
-        /// The operating-system error.
-        source: std::io::Error,
+        /// The operating-system error (in the message, so not chained as a
+        /// source: `anyhow`'s `{:#}` would print it twice).
+        err: std::io::Error,
     },
     /// The TOML is malformed, has an unknown field, or a value of the wrong type.
     #[error("{file}: {message}")]

@@ -2,7 +2,7 @@
 
 use crate::{Format, LackeyWriter, NativeWriter, TraceError, TraceSource};
 use pagelab_core::Event;
-use std::io::{self, Write};
+use std::io;
 
 /// What [`convert`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -28,17 +28,15 @@ pub fn convert(
     format: Format,
 ) -> Result<ConvertStats, TraceError> {
     let io_err = |e: io::Error| TraceError::io(out_path, e);
-    let out: Box<dyn Write> = if out_path == "-" {
-        Box::new(io::stdout().lock())
-    } else {
-        Box::new(std::fs::File::create(out_path).map_err(io_err)?)
-    };
+    // A failed conversion leaves no file: a partial Lackey file would read
+    // later as a valid shorter trace.
+    let out = pagelab_core::Output::create(out_path).map_err(io_err)?;
     match format {
         Format::Native => {
             let mut w = NativeWriter::new(out).map_err(io_err)?;
             pump(src, |e| w.write(e)).map_err(|e| e.named(out_path))?;
             let events = w.written();
-            w.finish().map_err(io_err)?;
+            w.finish().map_err(io_err)?.commit().map_err(io_err)?;
             Ok(ConvertStats { events, dropped: 0 })
         }
         Format::Lackey if out_path.ends_with(".zst") => {
@@ -53,7 +51,7 @@ pub fn convert(
                 .map_err(io_err)?
                 .finish()
                 .map_err(io_err)?
-                .flush()
+                .commit()
                 .map_err(io_err)?;
             Ok(stats)
         }
@@ -65,7 +63,7 @@ pub fn convert(
                 events: w.written(),
                 dropped: w.dropped(),
             };
-            w.finish().map_err(io_err)?;
+            w.finish().map_err(io_err)?.commit().map_err(io_err)?;
             Ok(stats)
         }
     }

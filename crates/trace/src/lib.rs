@@ -53,6 +53,34 @@ pub use open::{open, Format};
 pub use pages::{page_word, PageBatch, PageFilter, MAX_FILTER_DEPTH};
 
 use pagelab_core::{Event, SourceInfo};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The largest reference size a reader accepts unless told otherwise: 64K.
+///
+/// Real tracers emit references of a few bytes up to a few hundred (a vector
+/// register, an `xsave` area); one of 4 GiB is a crafted or corrupt record,
+/// and every model would step each of its pages (50 such lines took 16 s and
+/// 1.5 GB). Readers refuse a larger size with an error naming the file, the
+/// line or byte offset and the size.
+pub const DEFAULT_MAX_REF_SIZE: u32 = 64 << 10;
+
+static MAX_REF_SIZE: AtomicU32 = AtomicU32::new(DEFAULT_MAX_REF_SIZE);
+
+/// Sets the largest reference size the readers accept, for the whole
+/// process (the binary's `--max-ref-size`). Process-wide because only the
+/// readers' rare paths read it (sizes of three digits or more in Lackey
+/// text, escaped sizes in the native format): the fast paths never do.
+pub fn set_max_ref_size(bytes: u32) {
+    MAX_REF_SIZE.store(bytes, Ordering::Relaxed);
+}
+
+/// The limit [`set_max_ref_size`] set.
+pub fn max_ref_size() -> u32 {
+    MAX_REF_SIZE.load(Ordering::Relaxed)
+}
+
+/// The reason a reader gives for a reference above [`max_ref_size`].
+pub(crate) const REF_TOO_LARGE: &str = "reference size above the limit (--max-ref-size, 64K unless raised): no tracer emits one so large; raise --max-ref-size to read it anyway";
 
 /// Why a trace could not be read. Every variant names the input and the position.
 #[derive(Debug, thiserror::Error)]

@@ -17,13 +17,9 @@ const BATCH: usize = 64 * 1024;
 pub fn run(a: CaptureArgs) -> Result<i32> {
     let to_stdout = a.output == "-";
     let mut src = Reported::new(spawn(&a.program, to_stdout)?.context("give the program to capture after `--`, e.g. `pagelab capture -o out.trace -- gzip -9 file`")?);
-    let out: Box<dyn Write> = if to_stdout {
-        Box::new(std::io::stdout().lock())
-    } else {
-        let f =
-            std::fs::File::create(&a.output).with_context(|| format!("creating {}", a.output))?;
-        Box::new(std::io::BufWriter::with_capacity(1 << 20, f))
-    };
+    // The trace file appears only when the capture is whole.
+    let out = pagelab_core::Output::create(&a.output)
+        .with_context(|| format!("creating {}", a.output))?;
     let start = Instant::now();
     let mut window = Window::new(&mut src, a.window.skip, a.window.limit);
     let (events, refs, writer) =
@@ -31,7 +27,7 @@ pub fn run(a: CaptureArgs) -> Result<i32> {
     let cut = window.cut_short();
     writer
         .finish()
-        .and_then(|mut w| w.flush())
+        .and_then(|w| w.commit())
         .with_context(|| format!("writing {}", a.output))?;
     let secs = start.elapsed().as_secs_f64();
     eprintln!(

@@ -4,19 +4,19 @@ use anyhow::Result;
 
 pub fn presets() -> Result<()> {
     for (name, cfg) in pagelab_tlb::presets() {
-        println!("{name}\n{}\n", cfg.describe());
+        crate::out::outln!("{name}\n{}\n", cfg.describe())?;
     }
     Ok(())
 }
 
 pub fn workloads() -> Result<()> {
     for w in pagelab_workloads::catalog() {
-        println!("{}: {}", w.name, w.summary);
+        crate::out::outln!("{}: {}", w.name, w.summary)?;
         for p in w.params {
-            println!("    {:<8} default {:<8} {}", p.name, p.default, p.help);
+            crate::out::outln!("    {:<8} default {:<8} {}", p.name, p.default, p.help)?;
         }
-        println!();
+        crate::out::outln!()?;
     }
-    println!("{}: {}", crate::builtin::REAL, crate::builtin::REAL_SUMMARY);
+    crate::out::outln!("{}: {}", crate::builtin::REAL, crate::builtin::REAL_SUMMARY)?;
     Ok(())
 }

@@ -31,7 +31,7 @@ pub fn run(a: SimArgs) -> Result<()> {
         };
         pagelab_engine::run_policies(&mut *src, &pcfg, &mut StderrProgress::new(&label))?
     };
-    print!("{}", pagelab_report::table(&result));
+    crate::out::out!("{}", pagelab_report::table(&result))?;
     if let Some(p) = &a.json {
         pagelab_report::write_json(p, &result)?;
     }

@@ -17,7 +17,7 @@ pub fn run(a: StudyArgs) -> Result<()> {
     let mut results = Vec::new();
     for (spec, src) in specs.iter().zip(sources.iter_mut()) {
         let result = pagelab_engine::run_study(&mut **src, &cfg, &mut StderrProgress::new(spec))?;
-        println!("{}", pagelab_report::table(&result));
+        crate::out::outln!("{}", pagelab_report::table(&result))?;
         results.push(result);
     }
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
@@ -31,11 +31,11 @@ pub fn run(a: StudyArgs) -> Result<()> {
     pagelab_report::write_csv(&csv, &study.results)?;
     let svg = a.out.join("study.svg");
     pagelab_report::plot_svg(&study.results, &svg)?;
-    println!(
+    crate::out::outln!(
         "wrote {}, {} and {}",
         json.display(),
         csv.display(),
         svg.display()
-    );
+    )?;
     Ok(())
 }

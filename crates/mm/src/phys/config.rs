@@ -9,6 +9,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 /// Bytes per frame: frames are 4K.
 pub(crate) const FRAME_BYTES: u64 = 4096;
 
+/// The largest `memory` a configuration may ask for (see [`PhysConfig::layout`]).
+const MAX_MEMORY: u64 = 64 << 40;
+
 /// A kind of zone, named as in configs and stats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -159,12 +162,17 @@ impl PhysConfig {
         self.layout().map(|_| ())
     }
 
+    /// The largest memory modelled. The allocator and reclaim keep a few
+    /// bits for every 4K frame, reserved (untouched until used) when the
+    /// machine is built: 64T is a 4 GiB reservation, which a host with less
+    /// memory than that still grants; 512T was refused outright (an abort).
     pub(crate) fn layout(&self) -> Result<Layout, ConfigError> {
         let mem = self.memory.0;
-        if mem == 0 || !mem.is_multiple_of(FRAME_BYTES) || mem > 1 << 50 {
+        if mem == 0 || !mem.is_multiple_of(FRAME_BYTES) || mem > MAX_MEMORY {
+            // The exact byte count: `4095` rounds to "4.0K" when printed as a size.
             return Err(err(
                 "memory",
-                format!("{} is not allowed: write a non-zero multiple of 4K up to 1024T, like 64M or 16G", self.memory),
+                format!("{} ({mem} bytes) is not allowed: write a non-zero multiple of 4K up to 64T, like 64M or 16G", self.memory),
             ));
         }
         if self.max_order > MAX_ORDER_LIMIT {

@@ -326,7 +326,7 @@ impl<R: Read> LackeyReader<R> {
         let rest = &self.data()[at..self.end];
         let len = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
         let line = &rest[..len.min(QUOTE_MAX)];
-        let mut text = String::from_utf8_lossy(line).into_owned();
+        let mut text = pagelab_core::escape_bytes(line);
         if len > QUOTE_MAX {
             text.push_str("...");
         }
@@ -419,6 +419,9 @@ fn parse_line(buf: &[u8], pos: usize) -> Result<(usize, Option<MemRef>), &'stati
     }
     if p == digits {
         return Err("expected a decimal size after `,`");
+    }
+    if size > u64::from(crate::max_ref_size()) {
+        return Err(crate::REF_TOO_LARGE);
     }
     let next = end_of_line(buf, p).map_err(|_| "unexpected text after the size")?;
     Ok((

@@ -288,7 +288,11 @@ impl Cursor<'_> {
             let last = &mut prev.0[(tag >= REF_STRIDE) as usize];
             let addr = last.wrapping_add(unzigzag(self.varint_padded()?) as u64);
             let size = if code == SIZE_ESCAPE {
-                self.varint_u32("reference size does not fit in 32 bits")?
+                let size = self.varint_u32("reference size does not fit in 32 bits")?;
+                if size > crate::max_ref_size() {
+                    return Err(crate::REF_TOO_LARGE);
+                }
+                size
             } else {
                 code as u32
             };
