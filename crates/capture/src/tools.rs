@@ -148,9 +148,7 @@ pub fn plugin_path(api: u32) -> Result<PathBuf, CaptureError> {
     // Never a shared directory: a library another user planted there would
     // run inside QEMU with our rights. The private directory's checks and
     // the content comparison are those of the LD_PRELOAD shim.
-    let hash = bytes.iter().fold(0xcbf29ce484222325u64, |h, &b| {
-        (h ^ b as u64).wrapping_mul(0x100000001b3)
-    });
+    let hash = pagelab_sys::private::content_hash(bytes);
     let name = format!("{}-{hash:016x}.so", file.trim_end_matches(".so"));
     pagelab_sys::private::install(bytes, &name, None)
         .map_err(|e| CaptureError::io("writing the QEMU plugin".to_string(), e))

@@ -204,6 +204,8 @@ fn an_implausible_reference_size_is_refused_unless_allowed() {
         err.contains("line 2") && err.contains("--max-ref-size") && err.contains(",4294967295"),
         "{err}"
     );
+    // The line is well formed: the syntax of a line would mislead.
+    assert!(!err.contains("a Lackey line is"), "{err}");
     // A large but allowed size reads, here and after a round trip through
     // the native format (which carries it as an escaped size).
     std::fs::write(&t, " L 1000,4\n L 2000,100000\n").unwrap();

@@ -8,12 +8,10 @@
 //! A process that loaded the shim and was told `PAGELAB_SHIM_REPORT=<path>` appends one line at
 //! exit, which [`ShimReport::parse`] reads back (summing the lines of every process).
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use std::ffi::OsString;
 use std::fs;
-use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The shim library's bytes, as built by `crates/lab/build.rs`.
@@ -28,58 +26,22 @@ pub fn testprog_path() -> &'static Path {
 }
 
 /// pagelab's private directory under the temporary directory, created 0755 if missing and
-/// refused unless it is a real directory owned by this user that nobody else can write.
+/// refused unless it is a real directory owned by this user that nobody else can write
+/// ([`pagelab_sys::private::private_dir`], shared with the QEMU plugin's copy).
 pub fn private_dir() -> Result<PathBuf> {
-    let uid = rustix::process::geteuid().as_raw();
-    let dir = std::env::temp_dir().join(format!("pagelab-{uid}"));
-    match fs::DirBuilder::new().mode(0o755).create(&dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),
-    }
-    let meta = fs::symlink_metadata(&dir).with_context(|| format!("checking {}", dir.display()))?;
-    if !meta.file_type().is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o022 != 0 {
-        bail!(
-            "{} is not a directory owned by uid {uid} and writable only by it; remove it \
-             (pagelab keeps its LD_PRELOAD shim there)",
-            dir.display()
-        );
-    }
-    Ok(dir)
+    Ok(pagelab_sys::private::private_dir()?)
 }
 
 /// The shim written out as a file, for `LD_PRELOAD`: `<private dir>/libpagelab_shim-<hash>.so`,
-/// written (atomically, by rename) only when no file of that content exists yet.
+/// used when a regular file of that content is there, else written anew (atomically, by
+/// rename; [`pagelab_sys::private::install`]).
 pub fn shim_path() -> Result<PathBuf> {
     let bytes = shim_bytes();
-    let dir = private_dir()?;
-    let path = dir.join(format!("libpagelab_shim-{:016x}.so", fnv1a(bytes)));
-    if fs::read(&path).is_ok_and(|existing| existing == bytes) {
-        return Ok(path);
-    }
-    static WRITER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = WRITER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = dir.join(format!("libpagelab_shim.{}.{n}.tmp", std::process::id()));
-    let write = || -> std::io::Result<()> {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o755)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, &path)
-    };
-    write().with_context(|| format!("writing the LD_PRELOAD shim to {}", path.display()))?;
-    Ok(path)
-}
-
-/// FNV-1a, 64 bits: names the shim file by its content.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+    let name = format!(
+        "libpagelab_shim-{:016x}.so",
+        pagelab_sys::private::content_hash(bytes)
+    );
+    pagelab_sys::private::install(bytes, &name, None).context("writing the LD_PRELOAD shim")
 }
 
 /// What the shim did, summed over every process that loaded it and reported.

@@ -76,6 +76,14 @@ pub fn install(bytes: &[u8], name: &str, tmp: Option<&Path>) -> io::Result<PathB
     Ok(path)
 }
 
+/// FNV-1a, 64 bits: names a file by its content, so that binaries carrying
+/// different versions never take each other's copy.
+pub fn content_hash(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
 fn annotate(e: io::Error, what: &str) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}"))
 }

@@ -292,7 +292,7 @@ impl<R: Read> LackeyReader<R> {
         let (start, line, result) = out.parse(buf, complete, self.start, self.line);
         self.start = start;
         self.line = line;
-        result.map_err(|reason| self.error_at(start, reason.to_string() + "; " + VALID_LINE))
+        result.map_err(|reason| self.error_at(start, with_syntax(reason)))
     }
 
     /// Parses whole lines from `buf[start..complete]` until `out` is full.
@@ -317,7 +317,7 @@ impl<R: Read> LackeyReader<R> {
         };
         self.start = pos;
         self.line = line;
-        result.map_err(|reason| self.error_at(pos, reason.to_string() + "; " + VALID_LINE))
+        result.map_err(|reason| self.error_at(pos, with_syntax(reason)))
     }
 
     /// A parse error for the line that starts at `buf[at]`, numbered `self.line + 1`.
@@ -336,6 +336,17 @@ impl<R: Read> LackeyReader<R> {
             text,
             reason,
         }
+    }
+}
+
+/// A parse error's reason, with the syntax of a line when the line broke it
+/// (a size above the limit is well formed: the syntax would mislead).
+#[cold]
+fn with_syntax(reason: &str) -> String {
+    if reason == crate::REF_TOO_LARGE {
+        reason.to_string()
+    } else {
+        reason.to_string() + "; " + VALID_LINE
     }
 }
 
