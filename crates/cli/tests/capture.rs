@@ -292,8 +292,26 @@ fn ctrl_c_stops_the_program_and_leaves_a_valid_trace() {
 fn a_capture_that_recorded_no_reference_is_an_error() {
     use std::os::unix::fs::PermissionsExt;
     let d = tmp("nothing");
+    // An ELF header for arm64: neither backend can run it (a file that is
+    // not ELF at all would be run by /bin/sh, as execve's callers do).
     let junk = d.join("junk");
-    std::fs::write(&junk, b"\x7fELF not really an executable").unwrap();
+    let mut elf = b"\x7fELF\x02\x01\x01".to_vec();
+    elf.resize(16, 0);
+    for (v, n) in [
+        (2u64, 2),
+        (0xb7, 2),
+        (1, 4),
+        (0x40_0000, 8),
+        (64, 8),
+        (0, 8),
+        (0, 4),
+    ] {
+        elf.extend_from_slice(&v.to_le_bytes()[..n]);
+    }
+    for v in [64u16, 56, 0, 64, 0, 0] {
+        elf.extend_from_slice(&v.to_le_bytes());
+    }
+    std::fs::write(&junk, elf).unwrap();
     let script = d.join("script.sh");
     std::fs::write(&script, "#!/bin/sh\nexec true\n").unwrap();
     for p in [&junk, &script] {
