@@ -15,10 +15,23 @@ use std::path::{Path, PathBuf};
 /// it, which [`AtomicFile::commit`] renames to `path`. Dropped without a
 /// commit (an error, a panic), the temporary file is removed and `path` is
 /// untouched.
+///
+/// A destination that exists and is not a regular file (`/dev/null`, a
+/// FIFO, a terminal) is written in place: renaming over it would replace a
+/// device node with a plain file. A symbolic link is followed, so that the
+/// file it names is replaced, not the link.
 #[derive(Debug)]
 pub struct AtomicFile {
-    tmp: tempfile::NamedTempFile,
-    path: PathBuf,
+    inner: Inner,
+}
+
+#[derive(Debug)]
+enum Inner {
+    Temp {
+        tmp: tempfile::NamedTempFile,
+        path: PathBuf,
+    },
+    Direct(std::fs::File),
 }
 
 impl AtomicFile {
@@ -26,7 +39,18 @@ impl AtomicFile {
     /// directory (so that the rename cannot cross file systems) with the
     /// permissions a plain create would give (0666 less the umask).
     pub fn create(path: impl AsRef<Path>) -> io::Result<AtomicFile> {
-        let path = path.as_ref().to_path_buf();
+        let mut path = path.as_ref().to_path_buf();
+        if let Ok(meta) = std::fs::metadata(&path) {
+            if !meta.is_file() {
+                let file = std::fs::OpenOptions::new().write(true).open(&path)?;
+                return Ok(AtomicFile {
+                    inner: Inner::Direct(file),
+                });
+            }
+            if std::fs::symlink_metadata(&path)?.file_type().is_symlink() {
+                path = std::fs::canonicalize(&path)?;
+            }
+        }
         let dir = match path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => PathBuf::from("."),
@@ -37,28 +61,43 @@ impl AtomicFile {
             .suffix(".part")
             .permissions(Permissions::from_mode(0o666))
             .tempfile_in(dir)?;
-        Ok(AtomicFile { tmp, path })
+        Ok(AtomicFile {
+            inner: Inner::Temp { tmp, path },
+        })
     }
 
-    /// Flushes the content and renames it to the destination.
-    pub fn commit(mut self) -> io::Result<()> {
-        self.tmp.flush()?;
-        self.tmp.persist(&self.path).map_err(|e| e.error)?;
-        Ok(())
+    /// Flushes the content and renames it to the destination (a device or
+    /// FIFO destination is only flushed).
+    pub fn commit(self) -> io::Result<()> {
+        match self.inner {
+            Inner::Temp { mut tmp, path } => {
+                tmp.flush()?;
+                tmp.persist(&path).map_err(|e| e.error)?;
+                Ok(())
+            }
+            Inner::Direct(mut f) => f.flush(),
+        }
+    }
+
+    fn writer(&mut self) -> &mut dyn Write {
+        match &mut self.inner {
+            Inner::Temp { tmp, .. } => tmp,
+            Inner::Direct(f) => f,
+        }
     }
 }
 
 impl Write for AtomicFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.tmp.write(buf)
+        self.writer().write(buf)
     }
 
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.tmp.write_all(buf)
+        self.writer().write_all(buf)
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.tmp.flush()
+        self.writer().flush()
     }
 }
 
@@ -145,5 +184,33 @@ mod tests {
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_ne!(mode & 0o044, 0, "readable like a plain create: {mode:o}");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    /// Regression: `--json /dev/null` as root replaced the device node
+    /// with a regular file (rename over it), breaking every later user.
+    #[test]
+    fn a_device_is_written_in_place_and_stays_a_device() {
+        use std::os::unix::fs::FileTypeExt;
+        write_atomically("/dev/null", "discarded").unwrap();
+        let meta = std::fs::metadata("/dev/null").unwrap();
+        assert!(
+            meta.file_type().is_char_device(),
+            "/dev/null is no longer a device"
+        );
+    }
+
+    #[test]
+    fn a_link_is_followed_and_the_file_it_names_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("real.json");
+        let link = dir.path().join("link.json");
+        std::fs::write(&target, "old").unwrap();
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        write_atomically(&link, "new").unwrap();
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "new");
     }
 }
