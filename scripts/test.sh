@@ -11,3 +11,11 @@ cargo test --locked --workspace
 # results; crates/cli/tests/isa.rs compares every tier's JSON byte for byte.
 PAGELAB_ISA=portable cargo test --locked -p pagelab-trace -p pagelab-engine
 PAGELAB_ISA=portable cargo test --locked -p pagelab --test cli --test isa
+# The fast capture decoder writes through raw pointers into a Vec's spare
+# capacity: run it under Miri on a few small streams (about half a minute once
+# built), where the nightly toolchain can get Miri; otherwise say why not.
+if rustup component add --toolchain nightly miri rust-src >/dev/null 2>&1; then
+    CARGO_TARGET_DIR=target/miri cargo +nightly miri test --locked -p pagelab-capture --test fast_path small_streams_for_miri
+else
+    echo "pagelab test: Miri skipped: rustup could not add miri and rust-src to the nightly toolchain" >&2
+fi

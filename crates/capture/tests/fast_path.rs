@@ -382,3 +382,26 @@ fn a_study_of_the_filtering_parse_equals_one_of_the_events() {
     assert_eq!(format!("{:?}", a.runs), format!("{:?}", b.runs));
     assert_eq!(format!("{:?}", a.refs), format!("{:?}", b.refs));
 }
+
+/// A few small random streams (a fixed seed) through the fast decoder's raw
+/// writes into the output's spare capacity and the general path: the test CI
+/// runs under Miri (`scripts/test.sh`), where it checks those writes for
+/// out-of-bounds and uninitialised accesses; natively it is one more sample.
+#[test]
+fn small_streams_for_miri() {
+    let cases = if cfg!(miri) { 6 } else { 64 };
+    let mut runner = proptest::test_runner::TestRunner::new_with_rng(
+        ProptestConfig::with_cases(cases),
+        proptest::test_runner::TestRng::deterministic_rng(
+            proptest::test_runner::RngAlgorithm::ChaCha,
+        ),
+    );
+    let small = (prop::collection::vec(op(), 0..40), 1usize..64)
+        .prop_map(|(ops, max)| (to_bytes(&stream(&ops, false)), max));
+    runner
+        .run(&small, |(bytes, max)| {
+            same_both_ways(&bytes, max);
+            Ok(())
+        })
+        .unwrap();
+}
