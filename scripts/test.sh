@@ -19,3 +19,5 @@ if rustup component add --toolchain nightly miri rust-src >/dev/null 2>&1; then
 else
     echo "pagelab test: Miri skipped: rustup could not add miri and rust-src to the nightly toolchain" >&2
 fi
+# Each fuzz target for 60 s, two at a time (skipped, saying why, without nightly).
+bash scripts/fuzz.sh --if-available 60

@@ -12,6 +12,9 @@ mod pages;
 
 /// Bytes read from the input at a time (the plugin writes 1 MiB blocks).
 const READ_CHUNK: usize = 1 << 20;
+/// Most events one `fill` or `fill_pages` takes in, whatever its `max`: the
+/// fast path reserves room up to its limit and works with pointers to it.
+pub(super) const MAX_FILL: usize = 1 << 20;
 /// An extended record is at most 1 + 65535 words.
 const MAX_RECORD: usize = 8 * (1 + 0xffff);
 const NO_BLOCK: u32 = u32::MAX;
@@ -563,7 +566,10 @@ impl<R: Read> PluginReader<R> {
 impl<R: Read> TraceSource for PluginReader<R> {
     fn fill(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError> {
         let start = out.len();
-        let limit = start + max;
+        // `max` may be anything, `usize::MAX` for "all"; a call may append
+        // fewer, and the fast path reserves and writes up to the limit.
+        let max = max.min(MAX_FILL);
+        let limit = start.saturating_add(max);
         // Events decoded past the last call's limit come first.
         let n = self.staged.len().min(max);
         out.extend(self.staged.drain(..n));

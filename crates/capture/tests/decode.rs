@@ -275,3 +275,37 @@ fn bad_records_are_errors_at_their_offset() {
     let (_, reason) = corrupt(&w, None);
     assert!(reason.contains("unknown record type 40"), "{reason}");
 }
+
+/// Found by the `qemu_stream` fuzz target: `fill` and `fill_pages` added
+/// `max` to what the output already held, which overflowed (a panic with
+/// overflow checks, a wrapped limit without) when a caller asked for "all"
+/// with `usize::MAX` into an output that was not empty; and the fast path
+/// then reserved room for that many events. A call now takes in at most
+/// 2^20 events, which the contract allows.
+#[test]
+fn any_max_is_allowed_into_a_non_empty_output() {
+    let mut w = base();
+    for _ in 0..3 {
+        w.push(tb_exec(1));
+        w.push(mem(2, 0x8000, 3, true));
+    }
+    let bytes = to_bytes(&w);
+    let (all, err) = decode(&w, 1000);
+    assert!(err.is_none());
+    assert!(all.len() > 4, "{all:?}");
+
+    let mut r = PluginReader::new(&bytes[..], "test");
+    let mut out = Vec::new();
+    assert!(r.fill(&mut out, 2).unwrap());
+    assert!(r.fill(&mut out, usize::MAX).unwrap());
+    assert!(!r.fill(&mut out, usize::MAX).unwrap());
+    assert_eq!(out, all);
+
+    let mut r = PluginReader::new(&bytes[..], "test");
+    let mut filter = pagelab_trace::PageFilter::new(4, false);
+    let mut batch = pagelab_trace::PageBatch::default();
+    assert!(r.fill_pages(&mut filter, &mut batch, 2).unwrap());
+    assert!(r.fill_pages(&mut filter, &mut batch, usize::MAX).unwrap());
+    assert!(!r.fill_pages(&mut filter, &mut batch, usize::MAX).unwrap());
+    assert_eq!(batch.events(), all.len() as u64);
+}

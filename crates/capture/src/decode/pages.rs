@@ -66,7 +66,9 @@ impl<R: Read> PluginReader<R> {
         max: usize,
     ) -> Result<bool, TraceError> {
         let start = out.events();
-        let goal = start + max as u64;
+        // As in `fill`: `max` may be `usize::MAX`.
+        let max = max.min(super::MAX_FILL);
+        let goal = start.saturating_add(max as u64);
         // Known only while this call alone feeds the filter.
         self.last_ipage = UNKNOWN_PAGE;
         // Events decoded past the last call's goal come first.

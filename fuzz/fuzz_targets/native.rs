@@ -1,0 +1,99 @@
+//! The native reader: raw files, and files whose blocks are valid frames with
+//! valid checksums around fuzzed record bytes (so the record decoder is
+//! reached, not only the checksum).
+//!
+//! Input: a mode byte, then either the file (mode even) or blocks, each a
+//! record count byte, a two-byte length and that many record bytes. Checks:
+//! the source contract, errors at a byte offset inside the file, and that
+//! whatever events were read survive native -> native and (references)
+//! Lackey -> Lackey unchanged.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use pagelab_core::Event;
+use pagelab_fuzz::{drain, native_file, take, RawBlock};
+use pagelab_trace::{LackeyReader, LackeyWriter, NativeReader, NativeWriter, TraceError};
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&mode, mut rest)) = data.split_first() else {
+        return;
+    };
+    let file = if mode & 1 == 0 {
+        rest.to_vec()
+    } else {
+        let mut blocks = Vec::new();
+        let mut total = 0u64;
+        while rest.len() >= 3 {
+            let head = take(&mut rest, 3);
+            let len = u16::from_le_bytes([head[1], head[2]]) as usize % 2048;
+            let records = take(&mut rest, len);
+            if records.is_empty() {
+                break;
+            }
+            let count = u32::from(head[0]).min(records.len() as u32).max(1);
+            total += u64::from(count);
+            blocks.push(RawBlock { records, count });
+        }
+        // Mode bits: a wrong total, or no end marker at all.
+        let total = match mode >> 1 & 3 {
+            1 => Some(total + 1),
+            2 => None,
+            _ => Some(total),
+        };
+        native_file(&blocks, total)
+    };
+    let batch = 1 + (mode as usize >> 3);
+    let mut reader = NativeReader::new(&file[..], "fuzz.pgl");
+    let got = drain(&mut reader, &[batch, usize::MAX], usize::MAX);
+    if got.error.is_some() {
+        // Offsets name a byte of the file (or its end).
+        let mut again = NativeReader::new(&file[..], "fuzz.pgl");
+        let _ = drain(&mut again, &[usize::MAX], usize::MAX);
+        let mut r = NativeReader::new(&file[..], "fuzz.pgl");
+        let mut sink = Vec::new();
+        let err = loop {
+            match pagelab_trace::TraceSource::fill(&mut r, &mut sink, usize::MAX) {
+                Ok(true) => continue,
+                Ok(false) => unreachable!("the first read failed"),
+                Err(e) => break e,
+            }
+        };
+        if let TraceError::Corrupt { offset, .. } = err {
+            assert!(
+                offset <= file.len() as u64,
+                "offset {offset} past {}",
+                file.len()
+            );
+        }
+    }
+
+    // What was read survives a round trip through the writer.
+    let mut w = NativeWriter::new(Vec::new()).unwrap();
+    for e in &got.events {
+        w.write(e).unwrap();
+    }
+    let bytes = w.finish().unwrap();
+    let mut back = NativeReader::new(&bytes[..], "again.pgl");
+    let again = drain(&mut back, &[usize::MAX], usize::MAX);
+    assert_eq!(again.error, None, "the writer's own output must read back");
+    assert_eq!(again.events, got.events, "native round trip");
+
+    let refs: Vec<Event> = got
+        .events
+        .iter()
+        .filter(|e| matches!(e, Event::Ref(_)))
+        .cloned()
+        .collect();
+    let mut w = LackeyWriter::new(Vec::new());
+    for e in &refs {
+        w.write(e).unwrap();
+    }
+    let text = w.finish().unwrap();
+    let mut back = LackeyReader::new(&text[..], "again.lackey");
+    let again = drain(&mut back, &[usize::MAX], usize::MAX);
+    assert_eq!(
+        again.error, None,
+        "Lackey written by pagelab must read back"
+    );
+    assert_eq!(again.events, refs, "Lackey round trip");
+});
