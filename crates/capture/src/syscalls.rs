@@ -161,15 +161,17 @@ impl AddressSpaces {
         };
         if new == old {
             if new_len > old_len {
+                // Saturating: a range past the top of the address space is
+                // refused by the model with its position, never wrapped here.
                 out.push(Event::Map(Box::new(MapEvent {
-                    start: old + old_len,
+                    start: old.saturating_add(old_len),
                     len: new_len - old_len,
                     backing: shifted(old_len),
                     ..base
                 })));
             } else if new_len < old_len {
                 out.push(Event::Unmap {
-                    start: old + new_len,
+                    start: old.saturating_add(new_len),
                     len: old_len - new_len,
                 });
             }

@@ -114,6 +114,25 @@ fn threads_resume_their_own_blocks() {
     );
 }
 
+/// Regression (found by the `qemu_stream` fuzz target): an in-place mremap
+/// of a mapping at the top of the address space overflowed `old + old_len`.
+#[test]
+fn an_mremap_at_the_top_of_the_address_space_does_not_overflow() {
+    let top = u64::MAX & !0xfff;
+    for (old_len, new_len) in [(4096, 8192), (8192, 4096)] {
+        let mut w = thread(7, 7).to_vec();
+        w.extend(syscall(
+            25,
+            top as i64,
+            [top, old_len, new_len, 0, 0, 0],
+            None,
+        ));
+        let (events, err) = decode(&w, 100);
+        assert!(err.is_none());
+        assert_eq!(events.len(), 2, "{events:?}");
+    }
+}
+
 #[test]
 fn syscalls_become_address_space_events() {
     let mut w = thread(7, 7).to_vec();
