@@ -62,6 +62,9 @@ fn study_in_pieces(
     sizes: &[PageSize],
     tlb: &str,
 ) -> Vec<RunStats> {
+    // The events include 70000-byte references (a reference over many pages,
+    // just past the default limit): read them as `--max-ref-size 1M` would.
+    pagelab_trace::set_max_ref_size(1 << 20);
     let src = pagelab_trace::open(file.path(), None).unwrap();
     assert!(
         src.pieces().is_some(),

@@ -64,7 +64,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// line or byte offset and the size.
 pub const DEFAULT_MAX_REF_SIZE: u32 = 64 << 10;
 
-static MAX_REF_SIZE: AtomicU32 = AtomicU32::new(DEFAULT_MAX_REF_SIZE);
+// The crate's own unit tests round-trip every representable record (sizes up
+// to u32::MAX) through the formats: the limit is the readers' policy for
+// users' input, tested from the binary (crates/cli/tests/bad_input.rs).
+static MAX_REF_SIZE: AtomicU32 = AtomicU32::new(if cfg!(test) {
+    u32::MAX
+} else {
+    DEFAULT_MAX_REF_SIZE
+});
 
 /// Sets the largest reference size the readers accept, for the whole
 /// process (the binary's `--max-ref-size`). Process-wide because only the
