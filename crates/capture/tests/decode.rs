@@ -118,7 +118,7 @@ fn threads_resume_their_own_blocks() {
 /// of a mapping at the top of the address space overflowed `old + old_len`.
 #[test]
 fn an_mremap_at_the_top_of_the_address_space_does_not_overflow() {
-    let top = u64::MAX & !0xfff;
+    let top: u64 = !0xfff;
     for (old_len, new_len) in [(4096, 8192), (8192, 4096)] {
         let mut w = thread(7, 7).to_vec();
         w.extend(syscall(
