@@ -1,0 +1,257 @@
+//! What a machine file says about time: its data caches, memory latency,
+//! page-walk caches and the cycles of TLB hits and instructions.
+//!
+//! Three TOML sections, each read with `deny_unknown_fields`:
+//!
+//! ```toml
+//! [caches]
+//! l1d = { size = "8K", ways = 4, line = 64, latency = 2 }
+//! l2 = { size = "256K", ways = 8, line = 64, latency = 7 }
+//! memory_latency = 290
+//!
+//! [walk_caches]
+//! entries = [0]          # per level above the leaves' (level 2 first)
+//!
+//! [costs]
+//! base_cpi = 1.0         # cycles per instruction, memory aside
+//! tlb_hit = [0]          # cycles of a hit in each TLB level
+//! ```
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// One level of data cache.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheSpec {
+    /// Capacity in bytes (written `8K`, `1M` in TOML).
+    #[serde(deserialize_with = "bytes")]
+    pub size: u64,
+    /// Lines per set (associativity).
+    pub ways: u32,
+    /// Line size in bytes, a power of two.
+    pub line: u32,
+    /// Cycles from the load to its data when the line is found here.
+    pub latency: u32,
+}
+
+impl CacheSpec {
+    /// Number of sets (size / (ways × line)); meaningful once checked.
+    pub fn sets(&self) -> u64 {
+        self.size / (self.ways.max(1) as u64 * self.line.max(1) as u64)
+    }
+}
+
+/// The `[caches]` section: the data caches, nearest first, and memory.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CachesSpec {
+    /// The first-level data cache.
+    pub l1d: CacheSpec,
+    /// The second level, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l2: Option<CacheSpec>,
+    /// The third level, if any (only with `l2`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l3: Option<CacheSpec>,
+    /// Cycles from a load to its data when it misses every cache.
+    pub memory_latency: u32,
+}
+
+/// The `[walk_caches]` section: Intel's paging-structure caches, AMD's page
+/// walk cache.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WalkCachesSpec {
+    /// Entries of the cache of each level's entries, from level 2 (the
+    /// entries that point at the leaf tables: Intel's PDE cache) up to the
+    /// root. A hit for level `l` lets the walk start at level `l - 1`.
+    /// Missing levels have none.
+    #[serde(default)]
+    pub entries: Vec<u32>,
+}
+
+/// The `[costs]` section.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostsSpec {
+    /// Cycles of every instruction apart from its data and translation.
+    pub base_cpi: f64,
+    /// Cycles of a hit in each TLB level, first level first (a miss pays
+    /// the last level's, then the walk).
+    pub tlb_hit: Vec<u32>,
+}
+
+/// The `[nested]` section: what a guest under a hypervisor adds (used with
+/// `--virt nested:host=SIZE`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NestedSpec {
+    /// Entries of the nested TLB, which caches guest-physical to
+    /// host-physical translations of host pages (fully associative, LRU).
+    #[serde(default)]
+    pub ntlb_entries: u32,
+    /// The host page table's walk caches, as `[walk_caches]` gives the guest's.
+    #[serde(default)]
+    pub walk_cache_entries: Vec<u32>,
+}
+
+/// Everything about time a machine file gives.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostSpec {
+    /// Data caches and memory.
+    pub caches: CachesSpec,
+    /// Page-walk caches.
+    #[serde(default)]
+    pub walk_caches: WalkCachesSpec,
+    /// Cycles of instructions and TLB hits.
+    pub costs: CostsSpec,
+    /// Nested paging, if the machine can run guests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nested: Option<NestedSpec>,
+}
+
+/// A field of a cost specification that cannot be.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("field `{field}`: {why}")]
+pub struct CostError {
+    /// The field, as a TOML path (`caches.l1d.ways`).
+    pub field: String,
+    /// What is wrong and what is allowed.
+    pub why: String,
+}
+
+fn bad<T>(field: impl Into<String>, why: impl Into<String>) -> Result<T, CostError> {
+    Err(CostError {
+        field: field.into(),
+        why: why.into(),
+    })
+}
+
+fn bytes<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Number(u64),
+        Text(String),
+    }
+    match Raw::deserialize(d)? {
+        Raw::Number(n) => Ok(n),
+        Raw::Text(t) => pagelab_core::parse_bytes(&t).map_err(serde::de::Error::custom),
+    }
+}
+
+impl CacheSpec {
+    /// Checks that this geometry can exist with pages of at least
+    /// `smallest_page` bytes; `field` names it in errors.
+    pub fn check(&self, field: &str, smallest_page: u64) -> Result<(), CostError> {
+        let f = |name: &str| format!("{field}.{name}");
+        if !self.line.is_power_of_two() || self.line < 8 {
+            return bad(
+                f("line"),
+                format!(
+                    "{} bytes: a line is a power of two of at least 8 bytes",
+                    self.line
+                ),
+            );
+        }
+        if self.line as u64 > smallest_page {
+            return bad(f("line"), format!("{} bytes: a line may not be larger than the smallest page ({smallest_page} bytes)", self.line));
+        }
+        if self.ways == 0 {
+            return bad(f("ways"), "at least 1 way");
+        }
+        let lines = self.size / self.line as u64;
+        if self.size == 0 || !self.size.is_multiple_of(self.line as u64) {
+            return bad(
+                f("size"),
+                format!(
+                    "{} bytes: a cache holds a whole number (at least one) of {}-byte lines",
+                    self.size, self.line
+                ),
+            );
+        }
+        if !lines.is_multiple_of(self.ways as u64) {
+            return bad(f("ways"), format!("{} ways do not divide the {lines} lines of a {}-byte cache: the ways must divide the lines", self.ways, self.size));
+        }
+        if self.latency == 0 || self.latency > 100_000 {
+            return bad(
+                f("latency"),
+                format!("{} cycles: allowed 1 to 100000", self.latency),
+            );
+        }
+        Ok(())
+    }
+}
+
+impl CostSpec {
+    /// Checks every field, for a machine whose smallest page is
+    /// `smallest_page` bytes, whose TLB has `tlb_levels` levels and whose
+    /// page table `pt_levels` levels.
+    pub fn check(
+        &self,
+        smallest_page: u64,
+        tlb_levels: usize,
+        pt_levels: usize,
+    ) -> Result<(), CostError> {
+        let c = &self.caches;
+        if c.l3.is_some() && c.l2.is_none() {
+            return bad("caches.l3", "an L3 needs an L2");
+        }
+        let mut last = 0;
+        for (name, spec) in self.levels() {
+            spec.check(&format!("caches.{name}"), smallest_page)?;
+            if spec.latency < last {
+                return bad(format!("caches.{name}.latency"), format!("{} cycles is less than the level before's {last}: latencies grow with the level", spec.latency));
+            }
+            last = spec.latency;
+        }
+        if c.memory_latency < last || c.memory_latency > 100_000 {
+            return bad(
+                "caches.memory_latency",
+                format!(
+                    "{} cycles: allowed from the last cache's latency ({last}) to 100000",
+                    c.memory_latency
+                ),
+            );
+        }
+        let walkable = pt_levels.saturating_sub(1);
+        if self.walk_caches.entries.len() > walkable {
+            return bad("walk_caches.entries", format!("{} levels given: this page table has {walkable} levels above the leaves (level 2 first)", self.walk_caches.entries.len()));
+        }
+        let k = &self.costs;
+        if !(k.base_cpi.is_finite() && (0.0..=1000.0).contains(&k.base_cpi)) {
+            return bad(
+                "costs.base_cpi",
+                format!("{}: allowed 0 to 1000 cycles", k.base_cpi),
+            );
+        }
+        if k.tlb_hit.len() != tlb_levels {
+            return bad(
+                "costs.tlb_hit",
+                format!(
+                    "{} values given: give one per TLB level ({tlb_levels})",
+                    k.tlb_hit.len()
+                ),
+            );
+        }
+        if let Some(n) = &self.nested {
+            if n.walk_cache_entries.len() > 4 {
+                return bad(
+                    "nested.walk_cache_entries",
+                    "at most 4 levels (the host's levels above the leaves)",
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The caches present, nearest first, with their names (`l1d`, `l2`, `l3`).
+    pub fn levels(&self) -> Vec<(&'static str, &CacheSpec)> {
+        let c = &self.caches;
+        let mut v = vec![("l1d", &c.l1d)];
+        v.extend(c.l2.as_ref().map(|s| ("l2", s)));
+        v.extend(c.l3.as_ref().map(|s| ("l3", s)));
+        v
+    }
+}

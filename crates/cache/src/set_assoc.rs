@@ -1,0 +1,104 @@
+//! One level of data cache: physically indexed and tagged, set associative,
+//! least-recently-used replacement.
+
+use crate::config::CacheSpec;
+
+/// A tag no line has (line numbers are physical addresses shifted right by
+/// at least 3 bits).
+const EMPTY: u64 = u64::MAX;
+
+/// One set-associative LRU cache of physical lines.
+///
+/// Each set keeps its tags most recently used first, so a hit at way `p`
+/// moves the first `p + 1` tags by one and a miss moves the whole set (the
+/// last tag falls out). With the few ways of real caches this is faster than
+/// keeping ages.
+#[derive(Clone, Debug)]
+pub struct Cache {
+    ways: usize,
+    line_shift: u32,
+    sets: u64,
+    /// `sets - 1` when the set count is a power of two (a mask), else 0.
+    set_mask: u64,
+    tags: Vec<u64>,
+}
+
+impl Cache {
+    /// An empty cache of the given (already checked) geometry.
+    pub fn new(spec: &CacheSpec) -> Cache {
+        let ways = spec.ways as usize;
+        let sets = spec.sets();
+        Cache {
+            ways,
+            line_shift: spec.line.trailing_zeros(),
+            sets,
+            set_mask: if sets.is_power_of_two() { sets - 1 } else { 0 },
+            tags: vec![EMPTY; sets as usize * ways],
+        }
+    }
+
+    /// log2 of the line size.
+    pub fn line_shift(&self) -> u32 {
+        self.line_shift
+    }
+
+    #[inline(always)]
+    fn set_of(&self, line: u64) -> usize {
+        if self.set_mask != 0 || self.sets == 1 {
+            (line & self.set_mask) as usize
+        } else {
+            (line % self.sets) as usize
+        }
+    }
+
+    /// Looks up the line holding physical byte `paddr`, makes it the most
+    /// recently used of its set, and says whether it was there. A miss fills
+    /// the line, evicting the set's least recently used one.
+    #[inline]
+    pub fn access(&mut self, paddr: u64) -> bool {
+        let line = paddr >> self.line_shift;
+        let start = self.set_of(line) * self.ways;
+        let set = &mut self.tags[start..start + self.ways];
+        if set[0] == line {
+            return true;
+        }
+        let mut prev = set[0];
+        for slot in set.iter_mut().skip(1) {
+            let cur = *slot;
+            *slot = prev;
+            if cur == line {
+                set[0] = line;
+                return true;
+            }
+            prev = cur;
+        }
+        set[0] = line;
+        false
+    }
+
+    /// Whether the line of `paddr` is cached (changes nothing).
+    pub fn contains(&self, paddr: u64) -> bool {
+        let line = paddr >> self.line_shift;
+        let start = self.set_of(line) * self.ways;
+        self.tags[start..start + self.ways].contains(&line)
+    }
+
+    /// The lines of set `set`, most recently used first (for tests).
+    pub fn set_lines(&self, set: usize) -> Vec<u64> {
+        self.tags[set * self.ways..(set + 1) * self.ways]
+            .iter()
+            .copied()
+            .filter(|&t| t != EMPTY)
+            .collect()
+    }
+
+    /// Number of sets.
+    pub fn sets(&self) -> u64 {
+        self.sets
+    }
+
+    /// Forgets every line.
+    pub fn clear(&mut self) {
+        self.tags.fill(EMPTY);
+    }
+}

@@ -1,0 +1,354 @@
+//! Page walks through the data caches: where the page table's entries lie in
+//! physical memory, the walk caches that let a walk skip levels, and the
+//! walk itself (one dimension, or two under nested paging).
+
+use crate::hierarchy::{Caches, Line};
+use rustc_hash::FxHashMap;
+
+/// The most levels a page table may have.
+pub const MAX_LEVELS: usize = 5;
+
+/// The shape of the page table a run walks, as far as a walk cares: levels
+/// are numbered from 1 (the base pages' entries) to the root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableLayout {
+    /// The root's level (the number of levels).
+    pub levels: u8,
+    /// The level whose entries are this run's leaves.
+    pub leaf: u8,
+    /// `entry_shift[l - 1]`: log2 of the bytes an entry at level `l` maps.
+    pub entry_shift: [u32; MAX_LEVELS],
+    /// `bits[l - 1]`: log2 of the entries of a table at level `l`.
+    pub bits: [u32; MAX_LEVELS],
+    /// Bytes per entry (4 on ia32, 8 on x86-64).
+    pub entry_bytes: u32,
+}
+
+impl TableLayout {
+    /// A table of `levels` levels of `bits` bits each over pages of
+    /// `2^base_shift` bytes, leaves at level `leaf`.
+    pub fn uniform(base_shift: u32, bits: &[u32], leaf: u8, entry_bytes: u32) -> TableLayout {
+        let mut l = TableLayout {
+            levels: bits.len() as u8,
+            leaf,
+            entry_shift: [0; MAX_LEVELS],
+            bits: [0; MAX_LEVELS],
+            entry_bytes,
+        };
+        let mut shift = base_shift;
+        for (i, &b) in bits.iter().enumerate() {
+            l.entry_shift[i] = shift;
+            l.bits[i] = b;
+            shift += b;
+        }
+        l
+    }
+
+    /// Bits of virtual address the table translates.
+    pub fn va_bits(&self) -> u32 {
+        let top = self.levels as usize - 1;
+        self.entry_shift[top] + self.bits[top]
+    }
+
+    /// The memory references of a walk that no walk cache helps.
+    pub fn walk_refs(&self) -> u32 {
+        (self.levels - self.leaf + 1) as u32
+    }
+}
+
+/// A small fully associative LRU array of keys.
+#[derive(Clone, Debug, Default)]
+pub struct Lru {
+    keys: Vec<u64>,
+    cap: usize,
+}
+
+impl Lru {
+    /// An empty array of `entries` keys.
+    pub fn new(entries: u32) -> Lru {
+        Lru {
+            keys: Vec::with_capacity(entries as usize),
+            cap: entries as usize,
+        }
+    }
+
+    /// Looks `key` up, making it the most recent; inserts it on a miss.
+    /// Returns whether it was there.
+    #[inline]
+    pub fn access(&mut self, key: u64) -> bool {
+        if self.cap == 0 {
+            return false;
+        }
+        match self.keys.iter().position(|&k| k == key) {
+            Some(p) => {
+                self.keys[..=p].rotate_right(1);
+                true
+            }
+            None => {
+                if self.keys.len() == self.cap {
+                    self.keys.pop();
+                }
+                self.keys.insert(0, key);
+                false
+            }
+        }
+    }
+
+    /// Looks `key` up without inserting it (a hit still makes it the most recent).
+    #[inline]
+    pub fn lookup(&mut self, key: u64) -> bool {
+        match self.keys.iter().position(|&k| k == key) {
+            Some(p) => {
+                self.keys[..=p].rotate_right(1);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Physical memory as a fresh machine hands it out: every frame (a data page
+/// or a page table) at the next free address aligned to its size, in the
+/// order the run first needs it.
+#[derive(Clone, Debug, Default)]
+pub struct Frames {
+    next: u64,
+    pages: FxHashMap<u64, u64>,
+    tables: FxHashMap<(u8, u64), u64>,
+}
+
+impl Frames {
+    /// Empty memory whose first frame is at `base`.
+    pub fn new(base: u64) -> Frames {
+        Frames {
+            next: base,
+            ..Frames::default()
+        }
+    }
+
+    fn alloc(&mut self, bytes: u64) -> u64 {
+        let bytes = bytes.max(1).next_power_of_two();
+        let at = self.next.next_multiple_of(bytes);
+        self.next = at + bytes;
+        at
+    }
+
+    /// The physical address of page `vpn` of `2^shift` bytes, given a frame
+    /// at its first touch.
+    #[inline]
+    pub fn page(&mut self, vpn: u64, shift: u32) -> u64 {
+        if let Some(&p) = self.pages.get(&vpn) {
+            return p;
+        }
+        let p = self.alloc(1 << shift);
+        self.pages.insert(vpn, p);
+        p
+    }
+
+    /// The physical address of the table at `level` that holds `va`'s entry.
+    fn table(&mut self, layout: &TableLayout, level: u8, va: u64) -> u64 {
+        let i = level as usize - 1;
+        let key = (level, va >> (layout.entry_shift[i] + layout.bits[i]));
+        if let Some(&p) = self.tables.get(&key) {
+            return p;
+        }
+        let p = self.alloc((layout.entry_bytes as u64) << layout.bits[i]);
+        self.tables.insert(key, p);
+        p
+    }
+
+    /// The physical address of `va`'s entry at `level`.
+    pub fn entry(&mut self, layout: &TableLayout, level: u8, va: u64) -> u64 {
+        let i = level as usize - 1;
+        let index = (va >> layout.entry_shift[i]) & ((1 << layout.bits[i]) - 1);
+        self.table(layout, level, va) + index * layout.entry_bytes as u64
+    }
+
+    /// Page tables allocated so far.
+    pub fn tables(&self) -> usize {
+        self.tables.len()
+    }
+}
+
+/// The walk caches of one page table: per level above the leaves, a fully
+/// associative LRU array of the entries read there, keyed by the virtual
+/// address bits above that level's entry.
+#[derive(Clone, Debug)]
+pub struct WalkCaches {
+    /// `levels[l - 2]` caches entries of level `l`.
+    levels: Vec<Lru>,
+}
+
+impl WalkCaches {
+    /// Caches of `entries[0]` level-2 entries, `entries[1]` level-3, ...
+    pub fn new(entries: &[u32]) -> WalkCaches {
+        WalkCaches {
+            levels: entries.iter().map(|&n| Lru::new(n)).collect(),
+        }
+    }
+
+    fn at(&mut self, level: u8) -> Option<&mut Lru> {
+        self.levels.get_mut((level as usize).checked_sub(2)?)
+    }
+}
+
+/// What one walk cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WalkCost {
+    /// Entries read (memory references through the caches).
+    pub refs: u32,
+    /// Cycles of those reads, one after the other.
+    pub cycles: u32,
+    /// Walk-cache hits (at most one per dimension walked).
+    pub cache_hits: u32,
+}
+
+impl WalkCost {
+    fn add(&mut self, o: WalkCost) {
+        self.refs += o.refs;
+        self.cycles += o.cycles;
+        self.cache_hits += o.cache_hits;
+    }
+}
+
+/// One page table: its layout, its walk caches and where its tables lie.
+#[derive(Clone, Debug)]
+pub struct PageTable {
+    /// The table's shape.
+    pub layout: TableLayout,
+    /// Its walk caches.
+    pub walk_caches: WalkCaches,
+    /// Its frames (tables and, for the run's own data, pages).
+    pub frames: Frames,
+    va_mask: u64,
+}
+
+impl PageTable {
+    /// An empty table; frames are handed out from `base` on.
+    pub fn new(layout: TableLayout, walk_cache_entries: &[u32], base: u64) -> PageTable {
+        let bits = layout.va_bits();
+        PageTable {
+            layout,
+            walk_caches: WalkCaches::new(walk_cache_entries),
+            frames: Frames::new(base),
+            va_mask: if bits >= 64 {
+                u64::MAX
+            } else {
+                (1 << bits) - 1
+            },
+        }
+    }
+
+    /// Where the page holding `va` lies (address bits the table does not
+    /// translate are ignored, as a 32-bit machine would never see them).
+    #[inline]
+    pub fn page_of(&mut self, va: u64) -> u64 {
+        let shift = self.layout.entry_shift[self.layout.leaf as usize - 1];
+        self.frames.page((va & self.va_mask) >> shift, shift)
+    }
+
+    /// The start level of a walk for `va` after asking the walk caches (the
+    /// lowest level that hits wins), and whether one hit.
+    fn start(&mut self, va: u64) -> (u8, bool) {
+        let l = self.layout;
+        for level in l.leaf + 1..=l.levels {
+            let key = va >> l.entry_shift[level as usize - 1];
+            if let Some(c) = self.walk_caches.at(level) {
+                if c.lookup(key) {
+                    return (level - 1, true);
+                }
+            }
+        }
+        (l.levels, false)
+    }
+
+    /// The entry addresses a walk for `va` reads, root side first, after the
+    /// walk caches (which learn the entries read above the leaves).
+    fn entries(&mut self, va: u64) -> ([u64; MAX_LEVELS], usize, bool) {
+        let va = va & self.va_mask;
+        let (start, hit) = self.start(va);
+        let l = self.layout;
+        let mut out = [0; MAX_LEVELS];
+        let mut n = 0;
+        for level in (l.leaf..=start).rev() {
+            out[n] = self.frames.entry(&l, level, va);
+            n += 1;
+            if level > l.leaf {
+                if let Some(c) = self.walk_caches.at(level) {
+                    c.access(va >> l.entry_shift[level as usize - 1]);
+                }
+            }
+        }
+        (out, n, hit)
+    }
+
+    /// A one-dimensional walk for `va`: each entry read through `caches`.
+    pub fn walk(&mut self, va: u64, caches: &mut Caches) -> WalkCost {
+        let (entries, n, hit) = self.entries(va);
+        let mut cost = WalkCost {
+            cache_hits: u32::from(hit),
+            ..WalkCost::default()
+        };
+        for &e in &entries[..n] {
+            cost.refs += 1;
+            cost.cycles += caches.access(e, Line::Table);
+        }
+        cost
+    }
+}
+
+/// The host side of nested paging: the host's page table over guest-physical
+/// addresses, and the nested TLB of guest-physical to host-physical pages.
+#[derive(Clone, Debug)]
+pub struct Host {
+    /// The host's page table (its leaves are the host page size).
+    pub table: PageTable,
+    ntlb: Lru,
+}
+
+impl Host {
+    /// A host with this page table and a nested TLB of `ntlb_entries`.
+    pub fn new(table: PageTable, ntlb_entries: u32) -> Host {
+        Host {
+            table,
+            ntlb: Lru::new(ntlb_entries),
+        }
+    }
+
+    /// The host-physical address of guest-physical `gpa`, without cost
+    /// (what a TLB entry holds).
+    #[inline]
+    pub fn translate(&mut self, gpa: u64) -> u64 {
+        let shift = self.table.layout.entry_shift[self.table.layout.leaf as usize - 1];
+        self.table.page_of(gpa) | (gpa & ((1 << shift) - 1))
+    }
+
+    /// `gpa` translated by the hardware: the nested TLB, else a host walk.
+    fn walk_gpa(&mut self, gpa: u64, caches: &mut Caches, cost: &mut WalkCost) -> u64 {
+        let shift = self.table.layout.entry_shift[self.table.layout.leaf as usize - 1];
+        if !self.ntlb.access(gpa >> shift) {
+            cost.add(self.table.walk(gpa, caches));
+        }
+        self.translate(gpa)
+    }
+
+    /// A two-dimensional walk of `guest` for `va`: each guest entry's
+    /// guest-physical address translated by the host first, then read; the
+    /// data's guest-physical address translated last. Up to
+    /// `g × (h + 1) + h` references (24 for four levels on each side).
+    pub fn nested_walk(&mut self, guest: &mut PageTable, va: u64, caches: &mut Caches) -> WalkCost {
+        let (entries, n, hit) = guest.entries(va);
+        let mut cost = WalkCost {
+            cache_hits: u32::from(hit),
+            ..WalkCost::default()
+        };
+        for &gpa in &entries[..n] {
+            let hpa = self.walk_gpa(gpa, caches, &mut cost);
+            cost.refs += 1;
+            cost.cycles += caches.access(hpa, Line::Table);
+        }
+        let data = guest.page_of(va);
+        self.walk_gpa(data, caches, &mut cost);
+        cost
+    }
+}

@@ -1,0 +1,164 @@
+//! Walk costs on hand-computed cases, the PTE size, and bad geometries.
+
+use pagelab_cache::{Caches, CostSpec, Host, PageTable, TableLayout};
+
+const MEM: u32 = 100;
+
+fn spec(l1: &str, walk_caches: &str) -> CostSpec {
+    let text = format!(
+        "[caches]\nl1d = {l1}\nl2 = {{ size = \"256K\", ways = 8, line = 64, latency = 10 }}\nmemory_latency = {MEM}\n[walk_caches]\n{walk_caches}\n[costs]\nbase_cpi = 1.0\ntlb_hit = [1]\n"
+    );
+    let s: CostSpec = toml::from_str(&text).unwrap();
+    s.check(4096, 1, 4).unwrap();
+    s
+}
+
+fn x86_64() -> TableLayout {
+    TableLayout::uniform(12, &[9, 9, 9, 9], 1, 8)
+}
+
+const L1: &str = "{ size = \"32K\", ways = 8, line = 64, latency = 4 }";
+
+#[test]
+fn a_cold_walk_reads_one_line_per_level_from_memory() {
+    let s = spec(L1, "");
+    let mut caches = Caches::new(&s);
+    let mut pt = PageTable::new(x86_64(), &[], 0);
+    let w = pt.walk(0x7f00_1234_5000, &mut caches);
+    assert_eq!((w.refs, w.cycles, w.cache_hits), (4, 4 * MEM, 0));
+    assert_eq!(caches.counts()[0].table_misses, 4);
+    // The next page: every entry in the same lines, all L1 hits.
+    let w = pt.walk(0x7f00_1234_6000, &mut caches);
+    assert_eq!((w.refs, w.cycles), (4, 4 * 4));
+    // A 2M leaf (level 2) reads three levels.
+    let mut big = PageTable::new(
+        TableLayout {
+            leaf: 2,
+            ..x86_64()
+        },
+        &[],
+        0,
+    );
+    assert_eq!(big.walk(0x4000_0000, &mut caches).refs, 3);
+}
+
+#[test]
+fn a_walk_cache_hit_skips_levels() {
+    // A PDE cache of 32 and a PDPTE cache of 4 (levels 2 and 3).
+    let s = spec(L1, "entries = [32, 4]");
+    let mut caches = Caches::new(&s);
+    let mut pt = PageTable::new(x86_64(), &s.walk_caches.entries, 0);
+    assert_eq!(pt.walk(0x10_0000_0000, &mut caches).refs, 4);
+    // Same 2M region: the PDE cache gives the leaf table; one reference.
+    let w = pt.walk(0x10_0000_1000, &mut caches);
+    assert_eq!((w.refs, w.cache_hits), (1, 1));
+    // Same 1G region, another 2M: the PDPTE cache; two references.
+    let w = pt.walk(0x10_0020_0000, &mut caches);
+    assert_eq!((w.refs, w.cache_hits), (2, 1));
+    // Another 512G region: nothing helps.
+    assert_eq!(pt.walk(0x7f10_0000_0000, &mut caches).refs, 4);
+}
+
+#[test]
+fn a_cold_nested_walk_makes_24_references() {
+    let s = spec(L1, "");
+    let mut caches = Caches::new(&s);
+    let mut guest = PageTable::new(x86_64(), &[], 0);
+    let mut host = Host::new(PageTable::new(x86_64(), &[], 1 << 40), 0);
+    let w = host.nested_walk(&mut guest, 0x7f00_1234_5000, &mut caches);
+    assert_eq!((w.refs, w.cache_hits), (24, 0));
+    // With 2M host pages each host walk is three references: 4 × 4 + 3 = 19.
+    let mut guest = PageTable::new(x86_64(), &[], 0);
+    let mut host = Host::new(
+        PageTable::new(
+            TableLayout {
+                leaf: 2,
+                ..x86_64()
+            },
+            &[],
+            1 << 40,
+        ),
+        0,
+    );
+    assert_eq!(
+        host.nested_walk(&mut guest, 0x7f00_1234_5000, &mut caches)
+            .refs,
+        19
+    );
+    // A nested TLB of 16: a second walk in the same guest tables needs no
+    // host walk for them (same host pages), only the 4 guest reads.
+    let mut guest = PageTable::new(x86_64(), &[], 0);
+    let mut host = Host::new(PageTable::new(x86_64(), &[], 1 << 40), 16);
+    host.nested_walk(&mut guest, 0x7f00_1234_5000, &mut caches);
+    let w = host.nested_walk(&mut guest, 0x7f00_1234_6000, &mut caches);
+    assert_eq!(
+        w.refs,
+        4 + 4,
+        "4 guest entries and the new data page's host walk"
+    );
+}
+
+/// Walks of `pages` pages 4K apart, starting cold: the L1 misses of the PTE lines.
+fn pte_line_misses(entry_bytes: u32, pages: u64) -> u64 {
+    let s = spec(L1, "");
+    let mut caches = Caches::new(&s);
+    let bits: &[u32] = if entry_bytes == 4 {
+        &[10, 10]
+    } else {
+        &[9, 9, 9, 9]
+    };
+    let mut pt = PageTable::new(TableLayout::uniform(12, bits, 1, entry_bytes), &[], 0);
+    for p in 0..pages {
+        pt.walk(p << 12, &mut caches);
+    }
+    caches.counts()[0].table_misses - (bits.len() as u64 - 1)
+}
+
+#[test]
+fn the_pte_size_sets_how_many_ptes_share_a_line() {
+    // 4-byte PTEs (ia32): 16 per 64-byte line; 8-byte (x86-64): 8 per line.
+    assert_eq!(pte_line_misses(4, 256), 256 / 16);
+    assert_eq!(pte_line_misses(8, 256), 256 / 8);
+}
+
+fn error_of(text: &str) -> String {
+    let s: CostSpec = toml::from_str(text).unwrap();
+    s.check(4096, 1, 2).unwrap_err().to_string()
+}
+
+#[test]
+fn geometries_that_cannot_exist_are_refused_by_field() {
+    let with = |l1: &str| {
+        format!(
+            "[caches]\nl1d = {l1}\nmemory_latency = 100\n[costs]\nbase_cpi = 1.0\ntlb_hit = [0]\n"
+        )
+    };
+    let e = error_of(&with("{ size = \"8K\", ways = 3, line = 64, latency = 2 }"));
+    assert!(
+        e.contains("`caches.l1d.ways`") && e.contains("must divide the lines"),
+        "{e}"
+    );
+    let e = error_of(&with(
+        "{ size = \"64K\", ways = 4, line = 8192, latency = 2 }",
+    ));
+    assert!(
+        e.contains("`caches.l1d.line`") && e.contains("larger than the smallest page"),
+        "{e}"
+    );
+    let e = error_of(&with("{ size = \"8K\", ways = 4, line = 48, latency = 2 }"));
+    assert!(
+        e.contains("`caches.l1d.line`") && e.contains("power of two"),
+        "{e}"
+    );
+    // A missing latency is serde's error, naming the field.
+    let missing = "[caches]\nl1d = { size = \"8K\", ways = 4, line = 64 }\nmemory_latency = 100\n[costs]\nbase_cpi = 1.0\ntlb_hit = [0]\n";
+    let e = toml::from_str::<CostSpec>(missing).unwrap_err().to_string();
+    assert!(e.contains("missing field `latency`"), "{e}");
+    let e = error_of("[caches]\nl1d = { size = \"8K\", ways = 4, line = 64, latency = 2 }\nmemory_latency = 1\n[costs]\nbase_cpi = 1.0\ntlb_hit = [0]\n");
+    assert!(e.contains("`caches.memory_latency`"), "{e}");
+    let e = error_of("[caches]\nl1d = { size = \"8K\", ways = 4, line = 64, latency = 2 }\nmemory_latency = 100\n[costs]\nbase_cpi = 1.0\ntlb_hit = [0, 7]\n");
+    assert!(
+        e.contains("`costs.tlb_hit`") && e.contains("one per TLB level (1)"),
+        "{e}"
+    );
+}
