@@ -10,6 +10,8 @@ command -v zstd >/dev/null 2>&1 || need+=(zstd)
 command -v xz >/dev/null 2>&1 || need+=(xz-utils)
 command -v gzip >/dev/null 2>&1 || need+=(gzip)
 command -v qemu-x86_64 >/dev/null 2>&1 || need+=(qemu-user)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "pagelab setup: missing ${need[*]}; run as root or install them with apt-get" >&2
@@ -25,3 +27,12 @@ if ! command -v cargo >/dev/null 2>&1; then
     exit 1
 fi
 cargo build --release --locked -p pagelab
+
+# The Python package (python/: PyO3 bindings built by maturin, with the same
+# target directory and release profile as the binary above, so the engine's
+# crates are compiled once) in a virtualenv, with what its tests and sweeps use.
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/pip install -q --disable-pip-version-check \
+    'maturin>=1.5,<2' 'numpy>=1.24' 'pandas>=2' 'pyarrow>=14' 'dask[distributed]>=2024.1' \
+    'fsspec>=2023.1' 'pytest>=8' nbformat nbclient ipykernel
+.venv/bin/pip install -q --disable-pip-version-check --no-build-isolation --no-deps ./python

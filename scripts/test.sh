@@ -6,6 +6,8 @@ bash scripts/setup.sh
 cargo fmt --all -- --check
 cargo clippy --locked --workspace --all-targets -- -D warnings
 cargo test --locked --workspace
+# The Python package against the command line, on a real Dask cluster (python/tests).
+(cd python && ../.venv/bin/pytest -q -p no:cacheprovider)
 # The SIMD tiers: the trace, engine and CLI end-to-end suites once more on the
 # portable tier (the run above used this CPU's best), holding the same expected
 # results; crates/cli/tests/isa.rs compares every tier's JSON byte for byte.

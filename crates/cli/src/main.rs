@@ -4,8 +4,9 @@
 //! (a file, standard input or a built-in workload), run the engine over it,
 //! write the versioned JSON result, and render tables, CSV and plots from it.
 
+use pagelab as _;
+
 mod args;
-mod builtin;
 mod cmd;
 mod out;
 mod progress;

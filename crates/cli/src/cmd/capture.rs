@@ -126,7 +126,7 @@ pub fn sim_source(a: &SimArgs) -> Result<Source> {
             let format = super::parse_format("--format", a.format.as_deref())?;
             pagelab_trace::open(path, format)?
         }
-        (None, Some(spec)) => crate::builtin::open(spec).with_context(|| format!("--workload {spec}"))?,
+        (None, Some(spec)) => pagelab::builtin::open(spec).with_context(|| format!("--workload {spec}"))?,
         (None, None) => bail!("give a trace with --trace FILE (or - for standard input), a workload with --workload NAME, or a program after `--`"),
     };
     Ok(windowed(src, &a.window))
@@ -142,7 +142,7 @@ pub fn study_sources(a: &StudyArgs, specs: &[String]) -> Result<(Vec<String>, Ve
     }
     let sources = specs
         .iter()
-        .map(|s| Ok(windowed(crate::builtin::open(s)?, &a.window)))
+        .map(|s| Ok(windowed(pagelab::builtin::open(s)?, &a.window)))
         .collect::<Result<Vec<_>>>()?;
     Ok((specs.to_vec(), sources))
 }

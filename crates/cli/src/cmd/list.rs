@@ -17,6 +17,10 @@ pub fn workloads() -> Result<()> {
         }
         crate::out::outln!()?;
     }
-    crate::out::outln!("{}: {}", crate::builtin::REAL, crate::builtin::REAL_SUMMARY)?;
+    crate::out::outln!(
+        "{}: {}",
+        pagelab::builtin::REAL,
+        pagelab::builtin::REAL_SUMMARY
+    )?;
     Ok(())
 }

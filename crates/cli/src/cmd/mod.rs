@@ -10,15 +10,12 @@ pub mod study;
 pub mod validate;
 
 use crate::args::ModelArgs;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use pagelab_engine::StudyConfig;
 
 /// The study configuration named by the command line.
 pub fn study_config(m: &ModelArgs) -> Result<StudyConfig> {
-    let page_sizes = pagelab_core::parse_page_sizes(&m.page_sizes)
-        .with_context(|| format!("--page-sizes {}", m.page_sizes))?;
-    let tlb = pagelab_tlb::resolve(&m.tlb).with_context(|| format!("--tlb {}", m.tlb))?;
-    Ok(StudyConfig { page_sizes, tlb })
+    pagelab::model::study_config(&m.page_sizes, &m.tlb)
 }
 
 /// Parses a trace format name given on the command line.

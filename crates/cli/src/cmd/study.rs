@@ -8,7 +8,7 @@ use pagelab_report::{StudyResult, STUDY_SCHEMA};
 pub fn run(a: StudyArgs) -> Result<()> {
     let cfg = super::study_config(&a.model)?;
     let specs: Vec<String> = if a.workloads.is_empty() {
-        crate::builtin::default_set()
+        pagelab::builtin::default_set()
     } else {
         a.workloads.clone()
     };

@@ -1,0 +1,235 @@
+"""Sweeps: every source under every configuration, on any executor.
+
+Each (source, configuration) pair is one task, ``run_task``, a plain
+module-level function: any :class:`concurrent.futures.Executor` can run it
+(a local process pool by default, a Dask cluster through
+``client.get_executor()``, Ray through :class:`RayExecutor`). Workloads are
+generated on the worker; traces are paths every worker can read, on a shared
+filesystem or as an fsspec URL (``s3://...``, ``gs://...``), fetched by the
+worker. Results are kept by task, so a task the engine ran twice (a worker
+lost after finishing it, its task run again elsewhere) still gives one row
+set.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import multiprocessing
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from .results import rows_of
+
+#: How often a sweep that owns its process pool rebuilds it after a worker died.
+POOL_RETRIES = 3
+
+
+def sweep(
+    sources: Iterable[str | os.PathLike[str] | Mapping[str, Any]],
+    configs: Iterable[Mapping[str, Any]] | Mapping[str, Mapping[str, Any]],
+    executor: cf.Executor | None = None,
+) -> Any:
+    """Runs every source under every configuration; one DataFrame of every run.
+
+    ``sources``: workload specs (``"gups:table=64M"``, ``"gzip"``), trace
+    paths (anything with a ``/``), fsspec URLs (``"s3://bucket/t.trace"``),
+    or dicts ``{"workload": ...}`` / ``{"trace": ..., "format": ...}`` with
+    an optional ``"name"``.
+    ``configs``: dicts of :func:`pagelab.sim` keyword arguments
+    (``page_sizes``, ``tlb``, ``policies``, ``phys``, ``memory``, ``strict``,
+    ``cow``) with an optional ``"name"``, or a mapping from names to such dicts.
+    ``executor``: any :class:`concurrent.futures.Executor`; by default a
+    process pool with one worker per core.
+
+    The DataFrame has a ``source`` and a ``config`` column (the names), then
+    the columns of :meth:`pagelab.Result.to_pandas`, among them ``page_size``
+    and, for policy runs, ``policy``. Rows come in the order of sources, then
+    configurations, then runs, whatever order the tasks finished in.
+    """
+    import pandas as pd
+
+    srcs = [_source_entry(s) for s in sources]
+    cfgs = _config_entries(configs)
+    tasks = [(s, c) for s in srcs for c in cfgs]
+    documents = run_tasks(tasks, executor)
+    rows = []
+    for (src, cfg), doc in zip(tasks, documents):
+        for row in rows_of(json.loads(doc)):
+            rows.append({"source": src["name"], "config": cfg["name"], **row})
+    return pd.DataFrame(rows)
+
+
+def sweep_documents(
+    tasks: Sequence[tuple[dict[str, Any], dict[str, Any]]], executor: cf.Executor | None = None
+) -> list[dict[str, Any]]:
+    """The tasks' results as ``{"source", "config", "result"}`` dicts (the sweep's JSON)."""
+    return [
+        {"source": s["name"], "config": c["name"], "result": json.loads(doc)}
+        for (s, c), doc in zip(tasks, run_tasks(tasks, executor))
+    ]
+
+
+def run_tasks(
+    tasks: Sequence[tuple[dict[str, Any], dict[str, Any]]], executor: cf.Executor | None = None
+) -> list[str]:
+    """Runs ``run_task`` on every (source, config) pair; the JSON documents in task order."""
+    if executor is not None:
+        return _collect(executor, tasks, range(len(tasks)), {})
+    done: dict[int, str] = {}
+    for attempt in range(POOL_RETRIES + 1):
+        workers = max(1, min(len(tasks), os.cpu_count() or 1))
+        # forkserver: the engine's threads in this process must not be forked.
+        ctx = multiprocessing.get_context("forkserver")
+        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            try:
+                return _collect(pool, tasks, [i for i in range(len(tasks)) if i not in done], done)
+            except cf.BrokenExecutor:
+                # A worker died (killed, out of memory): the finished tasks
+                # are kept, the rest run again on a new pool.
+                if attempt == POOL_RETRIES:
+                    raise
+    raise AssertionError("unreachable")
+
+
+def _collect(
+    executor: cf.Executor,
+    tasks: Sequence[tuple[dict[str, Any], dict[str, Any]]],
+    todo: Iterable[int],
+    done: dict[int, str],
+) -> list[str]:
+    futures = {executor.submit(run_task, *tasks[i]): i for i in todo}
+    try:
+        for f in cf.as_completed(futures):
+            done[futures[f]] = f.result()
+    except BaseException:
+        for f in futures:
+            f.cancel()
+        raise
+    return [done[i] for i in range(len(tasks))]
+
+
+def run_task(source: Mapping[str, Any], config: Mapping[str, Any]) -> str:
+    """One run on a worker: the ``pagelab.sim/1`` JSON of ``source`` under ``config``."""
+    from . import _model, _native, _source
+
+    model = _model(**{k: v for k, v in config.items() if k != "name"})
+    if "workload" in source:
+        return str(_native.run(_source(None, source["workload"], None, 0, None), model))
+    path, fetched = _local_path(str(source["trace"]))
+    try:
+        doc = _native.run(_source(path, None, source.get("format"), 0, None), model)
+    finally:
+        if fetched:
+            os.unlink(path)
+    if fetched:
+        # Name the trace as the user did, not by the worker's copy.
+        result = json.loads(doc)
+        result["source"]["name"] = source["trace"]
+        doc = json.dumps(result)
+    return str(doc)
+
+
+def _local_path(trace: str) -> tuple[str, bool]:
+    """A path this worker can open for ``trace``, and whether it is a fetched copy."""
+    if "://" not in trace:
+        return trace, False
+    import fsspec
+    from fsspec.implementations.local import LocalFileSystem
+
+    fs, path = fsspec.core.url_to_fs(trace)
+    if isinstance(fs, LocalFileSystem):
+        return path, False
+    fd, local = tempfile.mkstemp(prefix="pagelab-", suffix="-" + os.path.basename(path))
+    try:
+        with os.fdopen(fd, "wb") as out, fs.open(path, "rb") as src:
+            shutil.copyfileobj(src, out, 1 << 20)
+    except BaseException:
+        os.unlink(local)
+        raise
+    return local, True
+
+
+def _source_entry(s: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(s, Mapping):
+        entry = dict(s)
+        if ("trace" in entry) == ("workload" in entry):
+            raise ValueError(f"source {entry!r}: give one of `trace` and `workload`")
+        unknown = set(entry) - {"trace", "workload", "format", "name"}
+        if unknown:
+            raise ValueError(f"source {entry!r}: unknown keys {sorted(unknown)}")
+        entry.setdefault("name", str(entry.get("trace", entry.get("workload"))))
+        return entry
+    text = os.fspath(s)
+    if "/" in text:
+        return {"trace": text, "name": text}
+    return {"workload": text, "name": text}
+
+
+CONFIG_KEYS = {"name", "page_sizes", "tlb", "policies", "phys", "memory", "strict", "cow"}
+
+
+def _config_entries(
+    configs: Iterable[Mapping[str, Any]] | Mapping[str, Mapping[str, Any]],
+) -> list[dict[str, Any]]:
+    if isinstance(configs, Mapping):
+        configs = [{"name": name, **cfg} for name, cfg in configs.items()]
+    out = []
+    for cfg in configs:
+        entry = dict(cfg)
+        unknown = set(entry) - CONFIG_KEYS
+        if unknown:
+            raise ValueError(
+                f"config {entry!r}: unknown keys {sorted(unknown)}; a config takes {sorted(CONFIG_KEYS)}"
+            )
+        entry.setdefault("name", _config_name(entry))
+        out.append(entry)
+    names = [c["name"] for c in out]
+    if len(set(names)) != len(names):
+        raise ValueError(f"configs: names must differ, got {names}")
+    return out
+
+
+def _config_name(cfg: Mapping[str, Any]) -> str:
+    def word(v: Any) -> str:
+        return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+
+    parts = [f"{k}={word(v)}" for k, v in cfg.items() if k != "name"]
+    return " ".join(parts) or "default"
+
+
+class SerialExecutor(cf.Executor):
+    """Runs each task in this process as it is submitted: the serial baseline of a sweep."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> cf.Future[Any]:
+        f: cf.Future[Any] = cf.Future()
+        try:
+            f.set_result(fn(*args, **kwargs))
+        except BaseException as e:
+            f.set_exception(e)
+        return f
+
+
+class RayExecutor(cf.Executor):
+    """Ray as an Executor: each task a Ray remote call, its future Ray's own.
+
+    Call ``ray.init(address=...)`` first. Ray retries a task whose worker
+    died (``max_retries``), as Dask reschedules one.
+    """
+
+    def __init__(self, max_retries: int = 3) -> None:
+        import ray
+
+        self._ray = ray
+        self._remote: dict[Any, Any] = {}
+        self._max_retries = max_retries
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> cf.Future[Any]:
+        remote = self._remote.get(fn)
+        if remote is None:
+            remote = self._ray.remote(max_retries=self._max_retries)(fn)
+            self._remote[fn] = remote
+        return remote.remote(*args, **kwargs).future()

@@ -1,0 +1,44 @@
+//! `pagelab._native`: the engine behind the Python package `pagelab`.
+//!
+//! A thin layer: every function takes the words the command line takes,
+//! builds the same engine inputs through [`pagelab::model`] and
+//! [`pagelab::builtin`], runs the engine's highest-level entry points (the
+//! ones `pagelab study` and `pagelab sim` call) with the GIL released, and
+//! returns the versioned JSON result as a string. The Python side (the
+//! `pagelab` package next to this crate) makes results, DataFrames and sweeps
+//! from that JSON. No Python code runs per reference.
+//!
+//! Errors are raised as `pagelab.PagelabError` carrying the message the
+//! command line prints after `pagelab: error: `.
+
+#![warn(missing_docs)]
+
+mod arrays;
+mod chunks;
+mod run;
+
+use pyo3::prelude::*;
+
+pyo3::create_exception!(
+    pagelab,
+    PagelabError,
+    pyo3::exceptions::PyException,
+    "An error of pagelab's engine, with the message the command line prints."
+);
+
+/// An `anyhow` error as the command line shows it, raised as `PagelabError`.
+pub(crate) fn error(e: &anyhow::Error) -> PyErr {
+    PagelabError::new_err(pagelab_core::escape(&format!("{e:#}")).to_string())
+}
+
+/// The module `pagelab._native`.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("PagelabError", m.py().get_type::<PagelabError>())?;
+    m.add_function(wrap_pyfunction!(run::run, m)?)?;
+    m.add_function(wrap_pyfunction!(run::capture, m)?)?;
+    m.add_function(wrap_pyfunction!(run::default_workloads, m)?)?;
+    m.add_function(wrap_pyfunction!(arrays::from_arrays, m)?)?;
+    m.add_class::<chunks::TraceChunks>()?;
+    Ok(())
+}

@@ -1,0 +1,145 @@
+//! `run` (what `pagelab study` and `pagelab sim` do for one input) and
+//! `capture` (what `pagelab capture` does).
+
+use anyhow::{bail, Context, Result};
+use pagelab_capture::{Backend, Capture, CaptureCommand, StdoutTo, Window};
+use pagelab_engine::StudyConfig;
+use pagelab_report::SimResult;
+use pagelab_trace::TraceSource;
+use pyo3::prelude::*;
+
+/// A source the engine can be moved to another thread with.
+pub(crate) type Source = Box<dyn TraceSource + Send>;
+
+/// One input, as the Python layer passes it (a dict with every key).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct SourceWords {
+    trace: Option<String>,
+    workload: Option<String>,
+    format: Option<String>,
+    skip: u64,
+    limit: Option<u64>,
+}
+
+/// The model's words, as the Python layer passes them (a dict with every key).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct ModelWords {
+    page_sizes: String,
+    tlb: String,
+    policies: Vec<String>,
+    phys: Option<String>,
+    memory: Option<String>,
+    strict: bool,
+    cow: String,
+}
+
+/// Runs the study (no policies) or the policy model over one input and
+/// returns the `pagelab.sim/1` JSON, with the GIL released throughout.
+#[pyfunction]
+pub fn run(py: Python<'_>, source: SourceWords, model: ModelWords) -> PyResult<String> {
+    py.detach(|| {
+        let cfg = pagelab::model::study_config(&model.page_sizes, &model.tlb)?;
+        let src = open(&source)?;
+        simulate(src, &cfg, &model)
+    })
+    .map_err(|e| crate::error(&e))
+}
+
+/// The study of `src` under `model` (the policy runs when it names policies), as JSON.
+pub(crate) fn simulate(mut src: Source, cfg: &StudyConfig, model: &ModelWords) -> Result<String> {
+    let result: SimResult = if model.policies.is_empty() {
+        pagelab_engine::run_study(&mut *src, cfg, &mut ())?
+    } else {
+        let pcfg = pagelab::model::policy_config(
+            cfg,
+            &pagelab::model::PolicyArgs {
+                policies: &model.policies,
+                phys: model.phys.as_deref().map(std::path::Path::new),
+                memory: model.memory.as_deref(),
+                strict: model.strict,
+                cow: &model.cow,
+            },
+        )?;
+        pagelab_engine::run_policies(&mut *src, &pcfg, &mut ())?
+    };
+    Ok(serde_json::to_string(&result)?)
+}
+
+/// Builds the engine's configuration, for `from_arrays`.
+pub(crate) fn study_config(model: &ModelWords) -> Result<StudyConfig> {
+    pagelab::model::study_config(&model.page_sizes, &model.tlb)
+}
+
+/// Opens a trace file or a workload (the bundled real trace among them), windowed.
+fn open(s: &SourceWords) -> Result<Source> {
+    let src: Source = match (&s.trace, &s.workload) {
+        (Some(path), None) => {
+            let format = s
+                .format
+                .as_deref()
+                .map(|v| v.parse().map_err(|e| anyhow::anyhow!("--format {v}: {e}")))
+                .transpose()?;
+            pagelab_trace::open(path, format)?
+        }
+        (None, Some(spec)) => {
+            pagelab::builtin::open(spec).with_context(|| format!("--workload {spec}"))?
+        }
+        _ => bail!("give one input: a trace (trace=PATH) or a workload (workload=SPEC)"),
+    };
+    Ok(if s.skip == 0 && s.limit.is_none() {
+        src
+    } else {
+        Box::new(Window::new(src, s.skip, s.limit))
+    })
+}
+
+/// Runs `argv` under a capture backend and writes its trace to `out` in the
+/// native format. Returns the events written and the program's exit status
+/// (0 when the window ended first and the program was stopped).
+#[pyfunction]
+#[pyo3(signature = (argv, out, backend, skip, limit))]
+pub fn capture(
+    py: Python<'_>,
+    argv: Vec<std::ffi::OsString>,
+    out: String,
+    backend: String,
+    skip: u64,
+    limit: Option<u64>,
+) -> PyResult<(u64, i32)> {
+    py.detach(|| -> Result<(u64, i32)> {
+        let Some((program, args)) = argv.split_first() else {
+            bail!("give the program to capture, e.g. pagelab.capture([\"gzip\", \"-9\", \"file\"], out=\"gzip.trace\")");
+        };
+        let backend: Backend = backend.parse().context("--backend")?;
+        let cmd = CaptureCommand {
+            backend,
+            program: program.clone(),
+            args: args.to_vec(),
+            stdout: StdoutTo::Stderr,
+        };
+        let capture = Capture::spawn(&cmd).with_context(|| {
+            format!("capturing `{}` with {backend}", program.to_string_lossy())
+        })?;
+        let mut window = Window::new(capture, skip, limit);
+        let stats = pagelab_trace::convert(&mut window, &out, pagelab_trace::Format::Native)
+            .with_context(|| format!("capturing to {out}"))?;
+        let capture = window.inner_mut();
+        let code = match capture.status() {
+            Some(status) => pagelab_capture::exit_code(status),
+            None => {
+                capture.stop();
+                0
+            }
+        };
+        Ok((stats.events, code))
+    })
+    .map_err(|e| crate::error(&e))
+}
+
+/// The workloads `pagelab study` runs when given none.
+#[pyfunction]
+pub fn default_workloads() -> Vec<String> {
+    pagelab::builtin::default_set()
+}
