@@ -50,16 +50,27 @@ def sweep(
     and, for policy runs, ``policy``. Rows come in the order of sources, then
     configurations, then runs, whatever order the tasks finished in.
     """
-    import pandas as pd
+    return frame(sweep_documents(tasks_of(sources, configs), executor))
 
+
+def tasks_of(
+    sources: Iterable[str | os.PathLike[str] | Mapping[str, Any]],
+    configs: Iterable[Mapping[str, Any]] | Mapping[str, Mapping[str, Any]],
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Every (source, config) pair, sources outermost, each entry with its ``name``."""
     srcs = [_source_entry(s) for s in sources]
     cfgs = _config_entries(configs)
-    tasks = [(s, c) for s in srcs for c in cfgs]
-    documents = run_tasks(tasks, executor)
+    return [(s, c) for s in srcs for c in cfgs]
+
+
+def frame(documents: Iterable[Mapping[str, Any]]) -> Any:
+    """The DataFrame of :func:`sweep_documents`' output: ``source``, ``config``, then each run's columns."""
+    import pandas as pd
+
     rows = []
-    for (src, cfg), doc in zip(tasks, documents):
-        for row in rows_of(json.loads(doc)):
-            rows.append({"source": src["name"], "config": cfg["name"], **row})
+    for d in documents:
+        for row in rows_of(d["result"]):
+            rows.append({"source": d["source"], "config": d["config"], **row})
     return pd.DataFrame(rows)
 
 

@@ -52,6 +52,9 @@ pub enum Command {
     /// multi-size THP setting and in the model's linux-thp policy, compare faults and
     /// per-size allocations, exit non-zero on any disagreement.
     Validate(crate::cmd::validate::ValidateArgs),
+    /// Run every source of SWEEP.toml under every configuration, on local processes or a
+    /// Dask cluster (through the Python package); writes result.parquet and result.json.
+    Sweep(crate::cmd::sweep::SweepArgs),
     /// Replays one workload at its own addresses and prints a JSON report (used by `validate`).
     #[command(hide = true)]
     ValidateChild(crate::cmd::validate::ValidateChildArgs),

@@ -48,6 +48,7 @@ fn main() {
         args::Command::Bench(a) => cmd::bench::run(a),
         args::Command::BenchChild(a) => cmd::bench::child(a).map(|()| 0),
         args::Command::Validate(a) => cmd::validate::run(a),
+        args::Command::Sweep(a) => cmd::sweep::run(a),
         args::Command::ValidateChild(a) => cmd::validate::child(a).map(|()| 0),
     };
     report_peak_rss();

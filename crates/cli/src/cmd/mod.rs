@@ -7,6 +7,7 @@ pub mod list;
 pub mod run;
 pub mod sim;
 pub mod study;
+pub mod sweep;
 pub mod validate;
 
 use crate::args::ModelArgs;

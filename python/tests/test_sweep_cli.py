@@ -1,0 +1,87 @@
+"""`pagelab sweep SWEEP.toml [--dask ADDRESS]`: Parquet and JSON equal to the API's sweep."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pandas as pd
+import pytest
+
+import pagelab
+from conftest import BUNDLED
+from pagelab.sweep import SerialExecutor
+
+SWEEP = f"""
+sources = ["stride:iters=10", "gups:updates=300000", "{BUNDLED}"]
+page_sizes = ["4K", "2M"]
+tlbs = ["weisberg", "skylake"]
+policies = ["base:4K", "linux-thp:enabled=always"]
+memory = "2G"
+"""
+
+
+def run_cli(cli, *args, **kw):
+    # The binary finds the Python package through $PAGELAB_PYTHON (the interpreter running these tests).
+    env = dict(os.environ, PAGELAB_PYTHON=os.environ.get("PAGELAB_PYTHON", __import__("sys").executable))
+    return subprocess.run([str(cli), *args], capture_output=True, text=True, env=env, **kw)
+
+
+def comparable(df):
+    return df.drop(columns=["elapsed_seconds"]).reset_index(drop=True)
+
+
+@pytest.mark.parametrize("on_dask", [False, True])
+def test_sweep_command(cli, tmp_path, dask_cluster, on_dask):
+    spec = tmp_path / "sweep.toml"
+    spec.write_text(SWEEP)
+    out = tmp_path / "out"
+    args = ["sweep", str(spec), "-o", str(out)]
+    if on_dask:
+        args += ["--dask", dask_cluster[0].scheduler_address]
+    p = run_cli(cli, *args)
+    assert p.returncode == 0, p.stderr
+    assert "24 runs: 3 sources x 4 configurations" in p.stdout
+    configs = [
+        {"name": "weisberg", "tlb": "weisberg", "page_sizes": ["4K", "2M"]},
+        {"name": "weisberg policies", "tlb": "weisberg", "policies": ["base:4K", "linux-thp:enabled=always"], "memory": "2G"},
+        {"name": "skylake", "tlb": "skylake", "page_sizes": ["4K", "2M"]},
+        {"name": "skylake policies", "tlb": "skylake", "policies": ["base:4K", "linux-thp:enabled=always"], "memory": "2G"},
+    ]
+    sources = ["stride:iters=10", "gups:updates=300000", str(BUNDLED)]
+    expected = pagelab.sweep(sources, configs, executor=SerialExecutor())
+    got = pd.read_parquet(out / "result.parquet")
+    order = ["source", "config", "page_size", "policy"]
+    expected = expected.sort_values(order, na_position="first", kind="stable")
+    got = got.sort_values(order, na_position="first", kind="stable")
+    pd.testing.assert_frame_equal(
+        comparable(got[expected.columns]).drop(columns=["tlb_levels"]),
+        comparable(expected).drop(columns=["tlb_levels"]),
+        check_dtype=False,
+    )
+    doc = json.loads((out / "result.json").read_text())
+    assert doc["schema"] == "pagelab.sweep/1" and len(doc["results"]) == 12
+    assert {(d["source"], d["config"]) for d in doc["results"]} == {
+        (s, c["name"]) for s in sources for c in configs
+    }
+
+
+def test_sweep_file_errors(cli, tmp_path):
+    spec = tmp_path / "bad.toml"
+    spec.write_text('sources = ["stride"]\ntlb = ["skylake"]\n')
+    p = run_cli(cli, "sweep", str(spec))
+    assert p.returncode == 1
+    assert f"pagelab: error: {spec}: unknown field `tlb`" in p.stderr
+    spec.write_text('sources = ["stride:nope=1"]\n')
+    p = run_cli(cli, "sweep", str(spec), "-o", str(tmp_path / "o"))
+    assert p.returncode == 1 and "workload `stride` has no parameter `nope`" in p.stderr
+
+
+def test_sweep_without_the_package(cli, tmp_path):
+    spec = tmp_path / "s.toml"
+    spec.write_text('sources = ["stride"]\n')
+    env = {"PATH": "/nonexistent", "PAGELAB_PYTHON": "/nonexistent/python"}
+    p = subprocess.run([str(cli), "sweep", str(spec)], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert p.returncode == 1
+    assert "runs on the Python package" in p.stderr and "scripts/setup.sh" in p.stderr
