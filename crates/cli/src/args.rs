@@ -25,25 +25,43 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run the page-size study on workloads (the built-in default set when none is named):
-    /// prints a table per workload and writes result.json, result.csv and study.svg.
+    /// prints a table per workload and the recommendation, and writes result.json,
+    /// result.csv, study.svg and report.html.
+    #[command(after_help = EX_STUDY)]
     Study(StudyArgs),
-    /// Simulate every page size in one pass over a trace file, standard input or a workload.
-    Sim(SimArgs),
+    /// Simulate every page size in one pass over a trace file, standard input or a workload;
+    /// with --policy, run the memory-management model under each policy side by side.
+    #[command(after_help = EX_SIM)]
+    Sim(Box<SimArgs>),
     /// Convert a trace between formats (Lackey text, native binary).
+    #[command(after_help = EX_CONVERT)]
     Convert(ConvertArgs),
     /// Run a program and write its trace (native format): references, threads,
     /// processes and address-space system calls (qemu) or references (valgrind).
+    #[command(after_help = EX_CAPTURE)]
     Capture(CaptureArgs),
     /// List the TLB presets with their parameters and sources.
+    #[command(
+        after_help = "Example:\n  pagelab presets\n  pagelab sim --workload gups --tlb skylake"
+    )]
     Presets,
     /// List the built-in workloads with their parameters and defaults.
+    #[command(
+        after_help = "Example:\n  pagelab workloads\n  pagelab sim --workload stride:heap=32M,every=16"
+    )]
     Workloads,
+    /// Render saved results (study, sim, run, bench, validate) as one self-contained HTML
+    /// report that opens with the recommendation; several results are laid side by side.
+    #[command(after_help = EX_REPORT)]
+    Report(crate::cmd::report::ReportArgs),
     /// Run a real program under chosen page sizes (THP sizes, hugetlb pools), measure it
     /// (time, faults, the kernel's allocations per size, hardware counters) and restore
     /// every setting; --compare runs several configurations against the 4K baseline.
+    #[command(after_help = EX_RUN)]
     Run(crate::cmd::run::RunArgs),
     /// Run native microbenchmarks matching the built-in workloads (stride sweep, stream,
     /// gups, chase, fault cost) under each page size; prints tables, writes pagelab.lab/1 JSON.
+    #[command(after_help = EX_BENCH)]
     Bench(crate::cmd::bench::BenchArgs),
     /// Runs one benchmark kernel and prints its metrics as one JSON line (used by `bench`).
     #[command(hide = true)]
@@ -51,6 +69,7 @@ pub enum Command {
     /// Hold the model to the kernel: replay the built-in workloads natively under each
     /// multi-size THP setting and in the model's linux-thp policy, compare faults and
     /// per-size allocations, exit non-zero on any disagreement.
+    #[command(after_help = EX_VALIDATE)]
     Validate(crate::cmd::validate::ValidateArgs),
     /// Run every source of SWEEP.toml under every configuration, on local processes or a
     /// Dask cluster (through the Python package); writes result.parquet and result.json.
@@ -75,7 +94,9 @@ pub struct ModelArgs {
 pub struct StudyArgs {
     #[command(flatten)]
     pub model: ModelArgs,
-    /// Directory for result.json, result.csv and study.svg.
+    #[command(flatten)]
+    pub rule: crate::cmd::report::RuleArgs,
+    /// Directory for result.json, result.csv, study.svg and report.html.
     #[arg(long, short = 'o', default_value = "pagelab-study")]
     pub out: PathBuf,
     /// Workloads to study, as NAME[:key=value,...]; the default set when none is given.
@@ -114,9 +135,22 @@ pub struct SimArgs {
     /// Write the plot of TLB misses and memory per page size as SVG.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// Write the self-contained HTML report (the answer, interactive plots, tables).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    #[command(flatten)]
+    pub rule: crate::cmd::report::RuleArgs,
     /// Run the memory-management model under this policy instead of the fixed-size
-    /// study; repeat to compare several side by side in one pass: base:SIZE,
-    /// linux-thp[:enabled=always|madvise|never,SIZE=always|madvise|never|inherit,...].
+    /// study; repeat to compare several side by side in one pass. The policies:
+    /// base:SIZE (fixed base pages, 4K..256K);
+    /// linux-thp[:enabled=always|madvise|never,SIZE=always|madvise|never|inherit,use_zero_page=0|1]
+    /// (Linux THP with multi-size THP);
+    /// eager[:sizes=SIZE,...] (largest fitting page at first touch);
+    /// explicit (the page order each region asked for);
+    /// reservation[:max=2M] (reserve, populate, promote: Navarro et al., GISP);
+    /// relocation[:size=2M,max_ptes_none=N|threshold=P%,scan=N,budget=N] (base pages,
+    /// then a khugepaged-like scanner copies populated extents into superpages).
+    /// See docs/policies.md.
     #[arg(long, value_name = "POLICY")]
     pub policy: Vec<String>,
     /// Physical memory of the modelled machine (with --policy); default 4G, or
@@ -197,3 +231,32 @@ pub struct ConvertArgs {
     #[arg(long, value_name = "FORMAT")]
     pub to: Option<String>,
 }
+
+const EX_STUDY: &str = "Examples:
+  pagelab study                                   # the default workloads; writes pagelab-study/
+  pagelab study --page-sizes 4K,16K,64K,2M gups:table=64M stride:heap=32M
+  pagelab study --max-memory-growth 10% -- xz -3 -c big.tar
+The answer is the last lines printed; open pagelab-study/report.html for the plots.";
+
+const EX_SIM: &str = "Examples:
+  pagelab sim --trace prog.lackey.zst --html report.html
+  pagelab sim --workload gups:table=16M --memory 1G --policy base:4K --policy reservation --policy linux-thp:enabled=always";
+
+const EX_CONVERT: &str = "Example:
+  pagelab convert prog.lackey.zst prog.trace      # Lackey text to the native format";
+
+const EX_CAPTURE: &str = "Example:
+  pagelab capture -o gzip.trace -- gzip -9 -c /etc/services";
+
+const EX_REPORT: &str = "Examples:
+  pagelab report pagelab-study/result.json -o study.html
+  pagelab report before.json after.json -o compare.html   # side by side";
+
+const EX_RUN: &str = "Example:
+  sudo pagelab run --compare 64K --compare 2M --repeat 5 --html run.html -- ./myprog args";
+
+const EX_BENCH: &str = "Example:
+  sudo pagelab bench --quick --json bench.json --html bench.html";
+
+const EX_VALIDATE: &str = "Example:
+  sudo pagelab validate --pages 64K --pages 16K,2M --html validate.html";

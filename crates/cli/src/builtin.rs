@@ -13,6 +13,11 @@ pub const REAL_SUMMARY: &str = "a real program: Valgrind Lackey trace of `gzip -
 
 static REAL_TRACE: &[u8] = include_bytes!("../../../tests/data/gzip-9.lackey.zst");
 
+/// The size and checksum of the bundled trace's embedded (compressed) bytes.
+pub fn real_trace_checksum() -> pagelab_report::InputChecksum {
+    pagelab_report::checksum_bytes(REAL, REAL_TRACE)
+}
+
 /// The default workloads of `pagelab study`: every synthetic one and the real trace.
 pub fn default_set() -> Vec<String> {
     let mut v: Vec<String> = pagelab_workloads::default_set()

@@ -39,7 +39,7 @@ fn main() {
     // Each command returns the status to exit with (the program's, for `run`), or an error.
     let outcome: anyhow::Result<i32> = match cli.command {
         args::Command::Study(a) => cmd::study::run(a).map(|()| 0),
-        args::Command::Sim(a) => cmd::sim::run(a).map(|()| 0),
+        args::Command::Sim(a) => cmd::sim::run(*a).map(|()| 0),
         args::Command::Convert(a) => cmd::convert::run(a).map(|()| 0),
         args::Command::Capture(a) => cmd::capture::run(a),
         args::Command::Presets => cmd::list::presets().map(|()| 0),
@@ -49,6 +49,7 @@ fn main() {
         args::Command::BenchChild(a) => cmd::bench::child(a).map(|()| 0),
         args::Command::Validate(a) => cmd::validate::run(a),
         args::Command::Sweep(a) => cmd::sweep::run(a),
+        args::Command::Report(a) => cmd::report::run(a).map(|()| 0),
         args::Command::ValidateChild(a) => cmd::validate::child(a).map(|()| 0),
     };
     report_peak_rss();

@@ -313,5 +313,6 @@ pub fn run_policies(
         },
         runs: runs.iter().map(PolicyRun::stats).collect(),
         elapsed_seconds: Some(start.elapsed().as_secs_f64()),
+        provenance: None,
     })
 }

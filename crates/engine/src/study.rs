@@ -429,6 +429,7 @@ impl Study {
                 .map(|&at| self.runs[at].stats(self.refs))
                 .collect(),
             elapsed_seconds: None,
+            provenance: None,
         }
     }
 

@@ -31,6 +31,9 @@ pub struct LabResult {
     /// The signal (its number) that stopped the command before every configuration ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interrupted_by: Option<i32>,
+    /// What made the result: pagelab's version and the command line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<crate::Provenance>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -47,6 +50,7 @@ impl LabResult {
             configs: Vec::new(),
             failed_runs: 0,
             interrupted_by: None,
+            provenance: None,
         }
     }
 }

@@ -9,7 +9,10 @@
 //! - [`write_csv`] / [`write_csv_to`]: one row per (source, page size) for spreadsheets,
 //! - [`lab_table`]: the lab's tables (`pagelab run`, `bench`, `validate`) from a [`LabResult`],
 //! - [`plot_svg`]: the shape of Weisberg & Wiseman's Figure 1, misses and memory per page size,
-//! - [`write_json`] / [`load`]: the JSON files themselves, with schema checks on reading.
+//! - [`write_json`] / [`load`]: the JSON files themselves, with schema checks on reading,
+//! - [`recommend`]: the answer, one sentence per workload, from a documented rule,
+//! - [`html`]: the self-contained HTML report, opening with the answer,
+//! - [`colors`]: one colour per page size, shared by every plot.
 //!
 //! Each format is also an [`Exporter`], chosen by [`Format`] name or file extension.
 //!
@@ -43,25 +46,32 @@
 
 #![warn(missing_docs)]
 
+mod any;
 mod cells;
+pub mod colors;
 mod csv;
 mod export;
+pub mod html;
 mod json;
 mod lab;
 pub mod lab_plot;
 pub mod lab_table;
 mod markdown;
 mod plot;
+mod provenance;
+pub mod recommend;
 mod schema;
 mod table;
 
 pub use crate::csv::{write_csv, write_csv_to, CsvExporter};
+pub use any::{load_any, parse_any, AnyResult, KNOWN_SCHEMAS};
 pub use cells::thousands;
 pub use export::{Exporter, Format, JsonExporter};
 pub use json::{load, load_sim, load_study, parse, to_json_string, write_json, LoadedResult};
 pub use lab::{ExitInfo, HostInfo, LabConfig, LabResult, Measurement, Summary, LAB_SCHEMA};
 pub use markdown::{markdown, markdowns, MarkdownExporter};
 pub use plot::{plot_svg, svg_string, SvgExporter};
+pub use provenance::{checksum_bytes, checksum_file, Checksum, InputChecksum, Provenance};
 pub use schema::{
     LevelStats, PolicyStats, RefCounts, Results, RunStats, SimResult, StudyResult, SIM_SCHEMA,
     STUDY_SCHEMA,

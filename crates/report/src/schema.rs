@@ -28,6 +28,9 @@ pub struct SimResult {
     /// Wall-clock time of the simulation, when measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub elapsed_seconds: Option<f64>,
+    /// What made the result (absent inside a study, whose own provenance covers it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<crate::Provenance>,
 }
 
 impl Default for SimResult {
@@ -40,6 +43,7 @@ impl Default for SimResult {
             refs: RefCounts::default(),
             runs: Vec::new(),
             elapsed_seconds: None,
+            provenance: None,
         }
     }
 }
@@ -243,6 +247,9 @@ pub struct StudyResult {
     pub schema: String,
     /// One result per source, in the order they were run.
     pub results: Vec<SimResult>,
+    /// What made the study.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<crate::Provenance>,
 }
 
 impl StudyResult {
@@ -251,6 +258,7 @@ impl StudyResult {
         StudyResult {
             schema: STUDY_SCHEMA.to_string(),
             results,
+            provenance: None,
         }
     }
 }

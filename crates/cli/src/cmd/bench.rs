@@ -36,6 +36,11 @@ pub struct BenchArgs {
     /// Write the plot (stride time per access against heap size, speed-ups, fault cost) as SVG.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// Write the self-contained HTML report (the answer, interactive plots, tables).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    #[command(flatten)]
+    pub rule: crate::cmd::report::RuleArgs,
     /// Small sizes and few iterations everywhere (for tests and a first look).
     #[arg(long)]
     pub quick: bool,
@@ -156,7 +161,8 @@ pub fn run(a: BenchArgs) -> Result<i32> {
         child: vec![exe.into(), "bench-child".into()],
     };
     let tty = std::io::stderr().is_terminal();
-    let result = lab_bench::run(&sysfs, &req, session, &mut Host::new(&sysfs), &mut |msg| {
+    let rule = a.rule.rule()?;
+    let mut result = lab_bench::run(&sysfs, &req, session, &mut Host::new(&sysfs), &mut |msg| {
         if tty {
             eprint!("\r\x1b[2Kbench {msg}");
         }
@@ -168,6 +174,7 @@ pub fn run(a: BenchArgs) -> Result<i32> {
         eprintln!("pagelab: interrupted by signal {sig}; every knob is restored");
         return Ok(128 + sig);
     }
+    result.provenance = Some(super::report::provenance(Vec::new()));
     let kernels: Vec<_> = specs.iter().map(KernelSpec::bench_kernel).collect();
     print!(
         "{}",
@@ -181,6 +188,12 @@ pub fn run(a: BenchArgs) -> Result<i32> {
         pagelab_report::lab_plot::plot_bench_svg(&result, path)?;
         println!("wrote {}", path.display());
     }
+    let result = pagelab_report::AnyResult::Lab(result);
+    if let Some(path) = &a.html {
+        super::report::write_one(path, result.clone(), &rule)?;
+        println!("wrote {}", path.display());
+    }
+    super::report::print_answer(&result, &rule)?;
     Ok(0)
 }
 

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod capture;
 pub mod convert;
 pub mod list;
+pub mod report;
 pub mod run;
 pub mod sim;
 pub mod study;

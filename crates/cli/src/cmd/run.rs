@@ -11,7 +11,7 @@ use pagelab_core::{parse_page_sizes, PageSize};
 use pagelab_lab::measure::Host;
 use pagelab_lab::run::{self as lab_run, RunRequest};
 use pagelab_lab::sysfs::{Sysfs, ThpMode};
-use pagelab_report::lab_table;
+use pagelab_report::{lab_table, AnyResult};
 use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::io::Write;
@@ -43,6 +43,11 @@ pub struct RunArgs {
     /// Write the result as JSON (schema pagelab.lab/1, command "run").
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write the self-contained HTML report (the answer, interactive plots, tables).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    #[command(flatten)]
+    pub rule: crate::cmd::report::RuleArgs,
     /// Do not preload pagelab's shim (glibc's tunable still applies).
     #[arg(long)]
     pub no_shim: bool,
@@ -85,7 +90,8 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let mut argv = req.program.clone();
     argv[0] = lab_run::find_program(&req.program[0])?.into_os_string();
     let tty = std::io::stderr().is_terminal();
-    let result = lab_run::run(
+    let rule = a.rule.rule()?;
+    let mut result = lab_run::run(
         &sysfs,
         &req,
         &configs,
@@ -97,8 +103,13 @@ pub fn run(a: RunArgs) -> Result<i32> {
             }
         },
     )?;
+    result.provenance = Some(super::report::provenance(Vec::new()));
     print!("{}", lab_table::run_table(&result));
     std::io::stdout().flush()?;
+    super::report::print_answer(&AnyResult::Lab(result.clone()), &rule)?;
+    if let Some(path) = &a.html {
+        super::report::write_one(path, AnyResult::Lab(result.clone()), &rule)?;
+    }
     if let Some(path) = &a.json {
         let text = serde_json::to_string_pretty(&result)?;
         std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;

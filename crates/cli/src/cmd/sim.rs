@@ -7,9 +7,10 @@ use pagelab_trace::TraceSource;
 
 pub fn run(a: SimArgs) -> Result<()> {
     let cfg = super::study_config(&a.model)?;
+    let rule = a.rule.rule()?;
     let mut src = super::capture::sim_source(&a)?;
     let label = src.info().name;
-    let result = if a.policy.is_empty() {
+    let mut result = if a.policy.is_empty() {
         pagelab_engine::run_study(&mut *src, &cfg, &mut StderrProgress::new(&label))?
     } else {
         let pcfg = pagelab::model::policy_config(
@@ -24,6 +25,11 @@ pub fn run(a: SimArgs) -> Result<()> {
         )?;
         pagelab_engine::run_policies(&mut *src, &pcfg, &mut StderrProgress::new(&label))?
     };
+    let inputs = match (&a.trace, a.program.program.is_empty()) {
+        (Some(t), true) => super::report::input_checksum(t)?.into_iter().collect(),
+        _ => Vec::new(),
+    };
+    result.provenance = Some(super::report::provenance(inputs));
     crate::out::out!("{}", pagelab_report::table(&result))?;
     if let Some(p) = &a.json {
         pagelab_report::write_json(p, &result)?;
@@ -34,5 +40,9 @@ pub fn run(a: SimArgs) -> Result<()> {
     if let Some(p) = &a.svg {
         pagelab_report::plot_svg(std::slice::from_ref(&result), p)?;
     }
-    Ok(())
+    let result = pagelab_report::AnyResult::Sim(result);
+    if let Some(p) = &a.html {
+        super::report::write_one(p, result.clone(), &rule)?;
+    }
+    super::report::print_answer(&result, &rule)
 }

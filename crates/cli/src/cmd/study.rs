@@ -3,10 +3,11 @@
 use crate::args::StudyArgs;
 use crate::progress::StderrProgress;
 use anyhow::{Context, Result};
-use pagelab_report::{StudyResult, STUDY_SCHEMA};
+use pagelab_report::{AnyResult, StudyResult};
 
 pub fn run(a: StudyArgs) -> Result<()> {
     let cfg = super::study_config(&a.model)?;
+    let rule = a.rule.rule()?;
     let specs: Vec<String> = if a.workloads.is_empty() {
         pagelab::builtin::default_set()
     } else {
@@ -21,21 +22,29 @@ pub fn run(a: StudyArgs) -> Result<()> {
         results.push(result);
     }
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
-    let study = StudyResult {
-        schema: STUDY_SCHEMA.to_string(),
-        results,
-    };
+    let mut study = StudyResult::new(results);
+    let mut inputs = Vec::new();
+    if a.program.program.is_empty() {
+        for spec in &specs {
+            inputs.extend(super::report::input_checksum(spec)?);
+        }
+    }
+    study.provenance = Some(super::report::provenance(inputs));
     let json = a.out.join("result.json");
     pagelab_report::write_json(&json, &study)?;
     let csv = a.out.join("result.csv");
     pagelab_report::write_csv(&csv, &study.results)?;
     let svg = a.out.join("study.svg");
     pagelab_report::plot_svg(&study.results, &svg)?;
+    let html = a.out.join("report.html");
+    let study = AnyResult::Study(study);
+    super::report::write_one(&html, study.clone(), &rule)?;
     crate::out::outln!(
-        "wrote {}, {} and {}",
+        "wrote {}, {}, {} and {}",
         json.display(),
         csv.display(),
-        svg.display()
+        svg.display(),
+        html.display()
     )?;
-    Ok(())
+    super::report::print_answer(&study, &rule)
 }

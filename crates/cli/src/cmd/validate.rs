@@ -23,6 +23,9 @@ pub struct ValidateArgs {
     /// Write the result as JSON (schema pagelab.lab/1, command "validate").
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write the self-contained HTML report (the answer, interactive plots, tables).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Workloads to replay, as NAME[:key=value,...]; the default set when none is given.
     #[arg(value_name = "WORKLOAD")]
     pub workloads: Vec<String>,
@@ -70,7 +73,7 @@ pub fn run(a: ValidateArgs) -> Result<i32> {
         child: vec![exe.into(), "validate-child".into()],
     };
     let tty = std::io::stderr().is_terminal();
-    let result = validate::run(&sysfs, &opts, |msg| {
+    let mut result = validate::run(&sysfs, &opts, |msg| {
         if tty {
             eprint!("\r\x1b[2K{msg}");
         }
@@ -78,9 +81,17 @@ pub fn run(a: ValidateArgs) -> Result<i32> {
     if tty {
         eprint!("\r\x1b[2K");
     }
+    result.provenance = Some(super::report::provenance(Vec::new()));
     print!("{}", pagelab_report::lab_table::validate_table(&result));
     if let Some(path) = &a.json {
         pagelab_report::write_json(path, &result)?;
+        println!("wrote {}", path.display());
+    }
+    // Validation has no budget to weigh: the default rule only words the verdicts.
+    let rule = pagelab_report::recommend::Rule::default();
+    let any = pagelab_report::AnyResult::Lab(result.clone());
+    if let Some(path) = &a.html {
+        super::report::write_one(path, any.clone(), &rule)?;
         println!("wrote {}", path.display());
     }
     let differ = result
@@ -89,6 +100,7 @@ pub fn run(a: ValidateArgs) -> Result<i32> {
         .filter(|c| !c.disagreements.is_empty())
         .count();
     if differ > 0 {
+        super::report::print_answer(&any, &rule)?;
         bail!(
             "the model and the kernel disagree on {differ} of {} cases",
             result.configs.len()
@@ -98,6 +110,7 @@ pub fn run(a: ValidateArgs) -> Result<i32> {
         1 => println!("the model and the kernel agree on the one case"),
         n => println!("the model and the kernel agree on all {n} cases"),
     }
+    super::report::print_answer(&any, &rule)?;
     Ok(0)
 }
 

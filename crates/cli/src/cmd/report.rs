@@ -1,0 +1,130 @@
+//! `pagelab report`: the HTML report of saved results; and what every command shares to
+//! end with the answer: the recommendation lines, the provenance, the `--html` file.
+
+use anyhow::{Context, Result};
+use clap::Args;
+use pagelab_report::html::{write_html, Named};
+use pagelab_report::recommend::{parse_percent, Rule};
+use pagelab_report::{AnyResult, InputChecksum, Provenance};
+use std::path::{Path, PathBuf};
+
+/// The rule the recommendation follows (every command that recommends).
+#[derive(Args, Debug, Clone)]
+pub struct RuleArgs {
+    /// The most memory a recommended page size, policy or configuration may cost over
+    /// the 4K baseline.
+    #[arg(long, value_name = "PERCENT", default_value = "25%")]
+    pub max_memory_growth: String,
+    /// The share of the 4K baseline's TLB misses a larger page size (or another policy)
+    /// must remove to count as a significant improvement.
+    #[arg(long, value_name = "PERCENT", default_value = "5%")]
+    pub min_miss_drop: String,
+}
+
+impl RuleArgs {
+    /// The rule these flags ask for.
+    pub fn rule(&self) -> Result<Rule> {
+        let growth = parse_percent(&self.max_memory_growth)
+            .map_err(|e| anyhow::anyhow!("--max-memory-growth: {e}"))?;
+        let drop = parse_percent(&self.min_miss_drop)
+            .map_err(|e| anyhow::anyhow!("--min-miss-drop: {e}"))?;
+        anyhow::ensure!(
+            drop <= 1.0,
+            "--min-miss-drop {}: a share of the misses is at most 100%",
+            self.min_miss_drop
+        );
+        Ok(Rule {
+            max_memory_growth: growth,
+            min_miss_drop: drop,
+        })
+    }
+}
+
+/// `pagelab report` options.
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// Saved results (`--json` of sim, run, bench, validate; a study's result.json);
+    /// several are laid side by side.
+    #[arg(value_name = "RESULT.json", required = true)]
+    pub results: Vec<PathBuf>,
+    /// The HTML file to write.
+    #[arg(long, short = 'o', value_name = "FILE", default_value = "report.html")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub rule: RuleArgs,
+}
+
+pub fn run(a: ReportArgs) -> Result<()> {
+    let rule = a.rule.rule()?;
+    let named = a
+        .results
+        .iter()
+        .map(|p| {
+            Ok(Named {
+                name: p.display().to_string(),
+                result: pagelab_report::load_any(p)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    write_html(&a.output, &named, &rule)?;
+    crate::out::outln!("wrote {}", a.output.display())?;
+    for n in &named {
+        if named.len() > 1 {
+            crate::out::outln!("{}:", n.name)?;
+        }
+        print_answer(&n.result, &rule)?;
+    }
+    Ok(())
+}
+
+/// Prints the recommendation lines: the rule, then one sentence per workload.
+pub fn print_answer(result: &AnyResult, rule: &Rule) -> Result<()> {
+    let recs = result.recommendations(rule);
+    if recs.is_empty() {
+        return Ok(());
+    }
+    let what = if result.command() == "validate" {
+        "Verdict"
+    } else {
+        "Recommendation"
+    };
+    let mut text = format!("\n{what} ({}):\n", rule.describe());
+    for r in recs {
+        text.push_str(&format!("  {}\n", r.sentence));
+    }
+    crate::out::out!("{}", pagelab_core::escape(&text))
+}
+
+/// Writes the HTML report of `result` to `path`, named after the command.
+pub fn write_one(path: &Path, result: AnyResult, rule: &Rule) -> Result<()> {
+    let name = format!("pagelab {}", result.command());
+    write_html(path, &[Named { name, result }], rule)
+}
+
+/// What made this result: pagelab's version, the command line, this machine, `inputs`.
+pub fn provenance(inputs: Vec<InputChecksum>) -> Provenance {
+    let host = pagelab_lab::sysfs::Sysfs::host().host_info();
+    Provenance {
+        pagelab_version: env!("CARGO_PKG_VERSION").to_string(),
+        command_line: std::env::args_os()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        host: Some(host),
+        inputs,
+    }
+}
+
+/// The checksum of a trace the user named: a regular file's bytes, the bundled trace's
+/// embedded bytes; nothing for standard input, a workload or a program captured on the fly.
+pub fn input_checksum(name: &str) -> Result<Option<InputChecksum>> {
+    if name == crate::builtin::REAL {
+        return Ok(Some(crate::builtin::real_trace_checksum()));
+    }
+    let path = Path::new(name);
+    if name == "-" || !path.is_file() {
+        return Ok(None);
+    }
+    pagelab_report::checksum_file(name, path)
+        .map(Some)
+        .with_context(|| format!("checksumming the trace `{name}` for the result's provenance"))
+}
