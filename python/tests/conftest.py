@@ -47,8 +47,9 @@ def cli_error(cli: Path, *args: str) -> str:
 
 
 def timeless(doc: dict[str, Any]) -> dict[str, Any]:
-    """A result without its wall-clock time, the one field two runs may differ in."""
-    return {k: v for k, v in doc.items() if k != "elapsed_seconds"}
+    """A result without its wall-clock time and its provenance (pagelab's version, the
+    command line, the host: what made it), the fields two runs may differ in."""
+    return {k: v for k, v in doc.items() if k not in ("elapsed_seconds", "provenance")}
 
 
 @pytest.fixture(scope="module")

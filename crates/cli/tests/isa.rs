@@ -31,12 +31,14 @@ fn ok(out: Output, what: &str) -> Output {
     out
 }
 
-/// The JSON at `path` with every `elapsed_seconds` taken out, as text.
+/// The JSON at `path` with every `elapsed_seconds` and `provenance` taken out, as text.
 fn result_without_time(path: &Path) -> String {
     fn strip(v: &mut serde_json::Value) {
         match v {
             serde_json::Value::Object(m) => {
                 m.remove("elapsed_seconds");
+                // The command line and the host, not a result of the model.
+                m.remove("provenance");
                 m.values_mut().for_each(strip);
             }
             serde_json::Value::Array(a) => a.iter_mut().for_each(strip),

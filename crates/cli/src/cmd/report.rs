@@ -117,8 +117,8 @@ pub fn provenance(inputs: Vec<InputChecksum>) -> Provenance {
 /// The checksum of a trace the user named: a regular file's bytes, the bundled trace's
 /// embedded bytes; nothing for standard input, a workload or a program captured on the fly.
 pub fn input_checksum(name: &str) -> Result<Option<InputChecksum>> {
-    if name == crate::builtin::REAL {
-        return Ok(Some(crate::builtin::real_trace_checksum()));
+    if name == pagelab::builtin::REAL {
+        return Ok(Some(pagelab::builtin::real_trace_checksum()));
     }
     let path = Path::new(name);
     if name == "-" || !path.is_file() {
