@@ -73,6 +73,9 @@ pub enum Command {
     Validate(crate::cmd::validate::ValidateArgs),
     /// Run every source of SWEEP.toml under every configuration, on local processes or a
     /// Dask cluster (through the Python package); writes result.parquet and result.json.
+    #[command(
+        after_help = "Example:\n  pagelab sweep sweep.toml -o sweep-out --dask tcp://scheduler:8786"
+    )]
     Sweep(crate::cmd::sweep::SweepArgs),
     /// Replays one workload at its own addresses and prints a JSON report (used by `validate`).
     #[command(hide = true)]
