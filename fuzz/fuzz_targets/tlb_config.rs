@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pagelab_core::{AccessKind, Event, MemRef, PageSize};
+use pagelab_core::{AccessKind, Event, MemRef, PageSize, VirtAddr};
 use pagelab_engine::{Study, StudyConfig};
 use pagelab_tlb::reference::RefHierarchy;
 use pagelab_tlb::{Side, TlbConfig};
@@ -90,7 +90,7 @@ fuzz_target!(|data: &[u8]| {
         let mut model = RefHierarchy::new(&cfg);
         for e in &events {
             if let Event::Ref(r) = e {
-                model.access_addr(Side::of(r.kind), r.addr, size);
+                model.access_addr(Side::of(r.kind), VirtAddr(r.addr), size);
             }
         }
         let s = model.stats();

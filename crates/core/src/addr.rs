@@ -1,13 +1,18 @@
-//! Address and page-number newtypes.
+//! Address, page-number and frame newtypes, and the conversions between them.
+//!
+//! Every conversion between a byte address, a page number and a frame lives
+//! here, so that no other crate shifts by a page size by hand.
 
 use crate::PageSize;
 use serde::{Deserialize, Serialize};
+use std::ops::{Add, AddAssign, Sub};
 
 /// A virtual byte address.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
 )]
 #[serde(transparent)]
+#[repr(transparent)]
 pub struct VirtAddr(pub u64);
 
 /// A virtual page number: a [`VirtAddr`] divided by some [`PageSize`].
@@ -18,14 +23,31 @@ pub struct VirtAddr(pub u64);
     Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
 )]
 #[serde(transparent)]
+#[repr(transparent)]
 pub struct Vpn(pub u64);
 
-/// A physical frame number, in units of the smallest page size of the model.
+/// A physical frame number: a physical byte address divided by 4K, the
+/// smallest page size, whatever base page size the modelled machine uses.
+/// The physical allocator hands out and takes back `Pfn`s.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
 )]
 #[serde(transparent)]
+#[repr(transparent)]
 pub struct Pfn(pub u64);
+
+/// A frame number in units of a page table's base page size (a physical byte
+/// address divided by the base page size): what a page-table entry holds.
+///
+/// Like a [`Vpn`], it does not remember its size: the page table that holds
+/// one knows its base page size. [`Pfn::to_base`] and [`BasePfn::to_pfn`]
+/// convert.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+#[repr(transparent)]
+pub struct BasePfn(pub u64);
 
 impl VirtAddr {
     /// The page number of the page of `size` that holds this address.
@@ -40,10 +62,35 @@ impl VirtAddr {
         VirtAddr(self.0 & !(size.bytes() - 1))
     }
 
+    /// The address rounded up to a multiple of `size` (saturating at the top
+    /// of the address space, where no page of `size` starts).
+    #[inline]
+    pub fn align_up(self, size: PageSize) -> VirtAddr {
+        VirtAddr(self.0.saturating_add(size.bytes() - 1) & !(size.bytes() - 1))
+    }
+
     /// Whether the address is a multiple of `size`.
     #[inline]
     pub fn is_aligned(self, size: PageSize) -> bool {
         self.0 & (size.bytes() - 1) == 0
+    }
+
+    /// The byte offset of the address within its page of `size`.
+    #[inline]
+    pub fn page_offset(self, size: PageSize) -> u64 {
+        self.0 & (size.bytes() - 1)
+    }
+
+    /// The address `bytes` further on, or `None` past the top of the address space.
+    #[inline]
+    pub fn checked_add(self, bytes: u64) -> Option<VirtAddr> {
+        self.0.checked_add(bytes).map(VirtAddr)
+    }
+
+    /// The address `bytes` further on, stopping at the top of the address space.
+    #[inline]
+    pub fn saturating_add(self, bytes: u64) -> VirtAddr {
+        VirtAddr(self.0.saturating_add(bytes))
     }
 }
 
@@ -54,6 +101,53 @@ impl Vpn {
         VirtAddr(self.0 << size.shift())
     }
 }
+
+impl Pfn {
+    /// The frame in units of base pages of `base` that holds this 4K frame.
+    #[inline]
+    pub fn to_base(self, base: PageSize) -> BasePfn {
+        BasePfn(self.0 >> base.frame_shift())
+    }
+}
+
+impl BasePfn {
+    /// The first 4K frame of this base-page frame, given the page table's base size.
+    #[inline]
+    pub fn to_pfn(self, base: PageSize) -> Pfn {
+        Pfn(self.0 << base.frame_shift())
+    }
+}
+
+/// `n + bytes`, `n + pages` or `n + frames` for the type's own unit, and the
+/// distance between two values in that unit.
+macro_rules! unit_arithmetic {
+    ($($t:ident: $unit:literal),*) => {$(
+        impl Add<u64> for $t {
+            type Output = $t;
+            #[doc = concat!("The value ", $unit, " further on.")]
+            #[inline]
+            fn add(self, n: u64) -> $t {
+                $t(self.0 + n)
+            }
+        }
+        impl AddAssign<u64> for $t {
+            #[inline]
+            fn add_assign(&mut self, n: u64) {
+                self.0 += n;
+            }
+        }
+        impl Sub for $t {
+            type Output = u64;
+            #[doc = concat!("The distance in ", $unit, " from `other` up to `self`.")]
+            #[inline]
+            fn sub(self, other: $t) -> u64 {
+                self.0 - other.0
+            }
+        }
+    )*};
+}
+
+unit_arithmetic!(VirtAddr: "bytes", Vpn: "pages", Pfn: "4K frames", BasePfn: "base-page frames");
 
 impl std::fmt::Display for VirtAddr {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -73,5 +167,20 @@ mod tests {
         assert!(VirtAddr(0x3000).is_aligned(s));
         assert!(!VirtAddr(0x3001).is_aligned(s));
         assert_eq!(Vpn(3).start(s), VirtAddr(0x3000));
+        assert_eq!(VirtAddr(0x2001).align_up(s), VirtAddr(0x3000));
+        assert_eq!(VirtAddr(u64::MAX).align_up(s), VirtAddr(u64::MAX & !0xfff));
+        assert_eq!(VirtAddr(0x2fff).page_offset(s), 0xfff);
+        assert_eq!(VirtAddr(0x1000) + 0x20, VirtAddr(0x1020));
+        assert_eq!(VirtAddr(0x1020) - VirtAddr(0x1000), 0x20);
+        assert_eq!(VirtAddr(u64::MAX).checked_add(1), None);
+    }
+
+    #[test]
+    fn frames_convert_through_the_base_size() {
+        let k16 = PageSize::from_bytes(16384).unwrap();
+        assert_eq!(Pfn(12).to_base(k16), BasePfn(3));
+        assert_eq!(BasePfn(3).to_pfn(k16), Pfn(12));
+        assert_eq!(Pfn(12).to_base(PageSize::K4), BasePfn(12));
+        assert_eq!(BasePfn(1).to_pfn(PageSize::M2), Pfn(512));
     }
 }

@@ -19,11 +19,14 @@ mod output;
 mod quote;
 mod size;
 
-pub use addr::{Pfn, VirtAddr, Vpn};
+pub use addr::{BasePfn, Pfn, VirtAddr, Vpn};
 pub use event::{AccessKind, Advice, Backing, Event, MapEvent, MemRef, Prot, Sharing, ThreadId};
 pub use output::{write_atomically, AtomicFile, Output};
 pub use quote::{escape, escape_bytes};
-pub use size::{parse_bytes, parse_page_sizes, Bytes, Order, PageSize, PageSizeError};
+pub use size::{
+    parse_bytes, parse_page_sizes, Bytes, Order, PageSize, PageSizeError, MAX_PAGE_SHIFT,
+    MIN_PAGE_SHIFT,
+};
 
 /// Where a trace came from, as recorded in every result.
 #[derive(Clone, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]

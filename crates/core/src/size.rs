@@ -78,6 +78,66 @@ impl PageSize {
         1u64 << self.shift
     }
 
+    /// The smallest page size, 4K: the unit of a [`crate::Pfn`].
+    pub const MIN: PageSize = PageSize::K4;
+
+    /// How many page sizes there are (4K..=1G): the length of a table indexed
+    /// by [`PageSize::index`].
+    pub const COUNT: usize = (MAX_PAGE_SHIFT - MIN_PAGE_SHIFT) as usize + 1;
+
+    /// Every page size, smallest first.
+    pub fn all() -> impl DoubleEndedIterator<Item = PageSize> {
+        (MIN_PAGE_SHIFT..=MAX_PAGE_SHIFT).map(|shift| PageSize { shift })
+    }
+
+    /// This size's place among all sizes: 0 for 4K, 1 for 8K, ..., 18 for 1G.
+    #[inline]
+    pub fn index(self) -> usize {
+        (self.shift - MIN_PAGE_SHIFT) as usize
+    }
+
+    /// The size at place `index` of [`PageSize::all`], if there is one.
+    #[inline]
+    pub fn from_index(index: usize) -> Option<PageSize> {
+        u8::try_from(index)
+            .ok()
+            .and_then(|i| i.checked_add(MIN_PAGE_SHIFT))
+            .and_then(PageSize::from_shift)
+    }
+
+    /// log2 of the number of 4K frames ([`crate::Pfn`]s) a page of this size spans.
+    #[inline]
+    pub fn frame_shift(self) -> u32 {
+        (self.shift - MIN_PAGE_SHIFT) as u32
+    }
+
+    /// The number of 4K frames a page of this size spans.
+    #[inline]
+    pub fn frames(self) -> u64 {
+        1u64 << self.frame_shift()
+    }
+
+    /// The allocation order of a page of this size: log2 of its 4K frames.
+    #[inline]
+    pub fn frame_order(self) -> Order {
+        Order(self.shift - MIN_PAGE_SHIFT)
+    }
+
+    /// The page size of a block of `order` 4K frames, if within 4K..=1G.
+    #[inline]
+    pub fn of_order(order: Order) -> Option<PageSize> {
+        order
+            .0
+            .checked_add(MIN_PAGE_SHIFT)
+            .and_then(PageSize::from_shift)
+    }
+
+    /// The number of pages of this size in `bytes`, rounded down.
+    #[inline]
+    pub fn pages_in(self, bytes: u64) -> u64 {
+        bytes >> self.shift
+    }
+
     /// The order of this size relative to a smaller `base` size, if `base` divides it.
     pub fn order_over(self, base: PageSize) -> Option<Order> {
         (self.shift >= base.shift).then(|| Order(self.shift - base.shift))
@@ -237,6 +297,20 @@ mod tests {
         assert_eq!(Bytes(4096).to_string(), "4K");
         assert_eq!(Bytes(3 << 19).to_string(), "1.5M");
         assert_eq!(Bytes(1 << 30).to_string(), "1G");
+    }
+
+    #[test]
+    fn indices_orders_and_frames() {
+        assert_eq!(PageSize::all().count(), PageSize::COUNT);
+        for (i, s) in PageSize::all().enumerate() {
+            assert_eq!(s.index(), i);
+            assert_eq!(PageSize::from_index(i), Some(s));
+            assert_eq!(PageSize::of_order(s.frame_order()), Some(s));
+            assert_eq!(s.frames() * PageSize::MIN.bytes(), s.bytes());
+        }
+        assert_eq!(PageSize::from_index(PageSize::COUNT), None);
+        assert_eq!(PageSize::M2.frame_order(), Order(9));
+        assert_eq!(PageSize::K4.pages_in(10_000), 2);
     }
 
     proptest! {

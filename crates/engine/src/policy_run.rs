@@ -3,7 +3,7 @@
 //! and a TLB hierarchy holding entries of whatever size the page table maps.
 
 use crate::driver::{EngineError, Progress, BATCH};
-use pagelab_core::{Event, MemRef, SourceInfo};
+use pagelab_core::{Event, MemRef, SourceInfo, VirtAddr};
 use pagelab_mm::phys::{FrameAllocator, PhysConfig};
 use pagelab_mm::policy::PolicySpec;
 use pagelab_mm::system::{Invalidate, Mm};
@@ -98,7 +98,7 @@ impl PolicyRun {
                     let before = self.anomalies();
                     match self.mm.event(other).map_err(at(i))? {
                         Invalidate::Nothing => {}
-                        Invalidate::Range(s, e) => self.tlb.invalidate_range(s, e - s),
+                        Invalidate::Range(s, e) => self.tlb.invalidate_range(VirtAddr(s), e - s),
                         Invalidate::All => self.tlb.flush(),
                     }
                     if strict && self.anomalies() > before {
@@ -142,7 +142,7 @@ impl PolicyRun {
     /// Forgets translations a policy changed on its own (promotion, collapse).
     fn invalidate_remapped(&mut self) {
         for (s, e) in self.mm.take_invalidations() {
-            self.tlb.invalidate_range(s, e - s);
+            self.tlb.invalidate_range(VirtAddr(s), e - s);
             self.last = [u64::MAX; 2];
         }
     }
@@ -175,7 +175,7 @@ impl PolicyRun {
             }
             self.last_writable[side] = t.flags.contains(pagelab_mm::pagetable::PteFlags::WRITE);
             self.accesses[side] += 1;
-            if self.tlb.access_addr(s, addr, t.size) == Outcome::Miss {
+            if self.tlb.access_addr(s, VirtAddr(addr), t.size) == Outcome::Miss {
                 self.misses[side] += 1;
                 self.walk_refs += u64::from(t.levels);
             }

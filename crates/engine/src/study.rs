@@ -1,7 +1,7 @@
 //! The page-size study: one pass over a trace feeds one TLB hierarchy and one
 //! set of footprint counters per page size.
 
-use pagelab_core::{Event, PageSize, SourceInfo};
+use pagelab_core::{Event, PageSize, SourceInfo, VirtAddr};
 use pagelab_report::{LevelStats, RefCounts, RunStats, SimResult, SIM_SCHEMA};
 use pagelab_tlb::{
     FrontMiss, Fronts, OtherSizes, Outcome, Side, TlbConfig, TlbError, TlbHierarchy, FRONT_LANES,
@@ -108,7 +108,7 @@ impl SizeRun {
     fn touch(&mut self, w: u64) {
         let side = (w & DATA) as usize;
         let addr = w >> PAGE_SHIFT << PAGE_SHIFT;
-        let outcome = self.tlb.access_addr(SIDES[side], addr, self.size);
+        let outcome = self.tlb.access_addr(SIDES[side], VirtAddr(addr), self.size);
         if w & REPLAY != 0 {
             debug_assert_eq!(outcome, Outcome::L1Hit, "a replayed page must be in L1");
             self.replays[side] += 1;
@@ -343,7 +343,7 @@ impl Study {
                 if w & REPLAY != 0 {
                     replays[side][reach.min(FRONT_LANES)] += 1;
                 }
-                (side, w >> PAGE_SHIFT << PAGE_SHIFT, reach)
+                (side, VirtAddr(w >> PAGE_SHIFT << PAGE_SHIFT), reach)
             };
             // The lookups that missed a whole L1, finished after the run
             // of words (so that its loop has no calls and keeps the fronts
@@ -372,7 +372,8 @@ impl Study {
                 let side = (w & DATA) as usize;
                 let addr = w >> PAGE_SHIFT << PAGE_SHIFT;
                 let run = &mut self.runs[usize::from(lane)];
-                let outcome = fronts.after_l1_miss(&mut run.tlb, side, usize::from(lane), addr);
+                let outcome =
+                    fronts.after_l1_miss(&mut run.tlb, side, usize::from(lane), VirtAddr(addr));
                 debug_assert!(w & REPLAY == 0, "a replayed page must be in L1");
                 if w & REPLAY == 0 {
                     run.missed_l1(side, addr, outcome);

@@ -2,7 +2,7 @@
 //!
 //! Run: `cargo run --release -p pagelab-tlb --example bench_tlb`
 
-use pagelab_core::PageSize;
+use pagelab_core::{PageSize, VirtAddr, Vpn};
 use pagelab_tlb::{preset, Side, Tlb, TlbArray, TlbHierarchy};
 use std::hint::black_box;
 use std::time::Instant;
@@ -69,7 +69,7 @@ fn bench_array(name: &str, mut t: TlbArray, pages: &[u64]) {
     let mut hits = 0u64;
     for _ in 0..PASSES {
         for &p in pages {
-            hits += t.access(black_box(p), size) as u64;
+            hits += t.access(black_box(Vpn(p)), size) as u64;
         }
     }
     report(name, start, pages.len() * PASSES, hits);
@@ -89,7 +89,7 @@ fn bench_hierarchies(name: &str, preset_name: &str, copies: usize, pages: &[u64]
             let side = if i % 4 == 0 { Side::Instr } else { Side::Data };
             let addr = black_box(p << 12);
             for (h, &s) in hs.iter_mut().zip(&sizes) {
-                black_box(h.access_addr(side, addr, s));
+                black_box(h.access_addr(side, VirtAddr(addr), s));
             }
         }
     }

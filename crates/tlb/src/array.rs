@@ -1,9 +1,9 @@
 //! The `Tlb` seam and the closed set of array implementations.
 
 use crate::{FullyAssoc, SetAssoc, SmallFullyAssoc};
-use pagelab_core::PageSize;
+use pagelab_core::{PageSize, Vpn};
 
-/// A packed entry key: `vpn << 5 | (shift - 12)`.
+/// A packed entry key: `vpn << 5 | size.index()`.
 ///
 /// Page numbers of every size share one key space; the size lives in the low
 /// five bits, so a 4K page and a 2M page with the same number never collide.
@@ -13,15 +13,15 @@ pub(crate) type Key = u64;
 pub(crate) const EMPTY: Key = u64::MAX;
 
 #[inline]
-pub(crate) fn key(vpn: u64, size: PageSize) -> Key {
-    debug_assert!(vpn < 1 << 59, "page number {vpn:#x} too large to key");
-    (vpn << 5) | (size.shift() as u64 - 12)
+pub(crate) fn key(vpn: Vpn, size: PageSize) -> Key {
+    debug_assert!(vpn.0 < 1 << 59, "page number {:#x} too large to key", vpn.0);
+    (vpn.0 << 5) | size.index() as u64
 }
 
 #[inline]
-pub(crate) fn unkey(k: Key) -> (u64, PageSize) {
-    let size = PageSize::from_shift((k & 31) as u8 + 12).expect("valid key");
-    (k >> 5, size)
+pub(crate) fn unkey(k: Key) -> (Vpn, PageSize) {
+    let size = PageSize::from_index((k & 31) as usize).expect("valid key");
+    (Vpn(k >> 5), size)
 }
 
 /// Moves `k` to the front of `set` (kept most recent first, empty slots
@@ -93,18 +93,18 @@ pub(crate) fn move_to_front_by_walk(set: &mut [Key], k: Key, mut carry: Key) -> 
 /// anything; counters belong to the hierarchy.
 pub trait Tlb {
     /// Looks the page up; on a hit makes it most recent. Returns whether it hit.
-    fn lookup(&mut self, vpn: u64, size: PageSize) -> bool;
+    fn lookup(&mut self, vpn: Vpn, size: PageSize) -> bool;
     /// Inserts the page as most recent (touching it if already present) and
     /// returns the entry evicted to make room, if any.
-    fn insert(&mut self, vpn: u64, size: PageSize) -> Option<(u64, PageSize)>;
+    fn insert(&mut self, vpn: Vpn, size: PageSize) -> Option<(Vpn, PageSize)>;
     /// Lookup, then insert on a miss. Returns whether it hit.
-    fn access(&mut self, vpn: u64, size: PageSize) -> bool;
+    fn access(&mut self, vpn: Vpn, size: PageSize) -> bool;
     /// Whether the page is cached, without touching the recency order.
-    fn contains(&self, vpn: u64, size: PageSize) -> bool;
+    fn contains(&self, vpn: Vpn, size: PageSize) -> bool;
     /// Removes the page if cached; returns whether it was.
-    fn invalidate(&mut self, vpn: u64, size: PageSize) -> bool;
+    fn invalidate(&mut self, vpn: Vpn, size: PageSize) -> bool;
     /// Removes every entry for which `remove(vpn, size)` is true; returns how many.
-    fn invalidate_where(&mut self, remove: impl FnMut(u64, PageSize) -> bool) -> usize;
+    fn invalidate_where(&mut self, remove: impl FnMut(Vpn, PageSize) -> bool) -> usize;
     /// Empties the array.
     fn flush(&mut self);
     /// Number of valid entries.
@@ -116,7 +116,7 @@ pub trait Tlb {
     /// Number of entries the array can hold.
     fn capacity(&self) -> usize;
     /// Every cached page, sorted by size then page number (for tests and debugging).
-    fn resident(&self) -> Vec<(u64, PageSize)>;
+    fn resident(&self) -> Vec<(Vpn, PageSize)>;
 }
 
 /// A TLB array of either organisation, chosen by configuration.
@@ -174,23 +174,23 @@ macro_rules! delegate {
 
 impl Tlb for TlbArray {
     #[inline]
-    fn lookup(&mut self, vpn: u64, size: PageSize) -> bool {
+    fn lookup(&mut self, vpn: Vpn, size: PageSize) -> bool {
         delegate!(self, a => a.lookup(vpn, size))
     }
-    fn insert(&mut self, vpn: u64, size: PageSize) -> Option<(u64, PageSize)> {
+    fn insert(&mut self, vpn: Vpn, size: PageSize) -> Option<(Vpn, PageSize)> {
         delegate!(self, a => a.insert(vpn, size))
     }
     #[inline]
-    fn access(&mut self, vpn: u64, size: PageSize) -> bool {
+    fn access(&mut self, vpn: Vpn, size: PageSize) -> bool {
         delegate!(self, a => a.access(vpn, size))
     }
-    fn contains(&self, vpn: u64, size: PageSize) -> bool {
+    fn contains(&self, vpn: Vpn, size: PageSize) -> bool {
         delegate!(self, a => a.contains(vpn, size))
     }
-    fn invalidate(&mut self, vpn: u64, size: PageSize) -> bool {
+    fn invalidate(&mut self, vpn: Vpn, size: PageSize) -> bool {
         delegate!(self, a => a.invalidate(vpn, size))
     }
-    fn invalidate_where(&mut self, remove: impl FnMut(u64, PageSize) -> bool) -> usize {
+    fn invalidate_where(&mut self, remove: impl FnMut(Vpn, PageSize) -> bool) -> usize {
         delegate!(self, a => a.invalidate_where(remove))
     }
     fn flush(&mut self) {
@@ -202,7 +202,7 @@ impl Tlb for TlbArray {
     fn capacity(&self) -> usize {
         delegate!(self, a => a.capacity())
     }
-    fn resident(&self) -> Vec<(u64, PageSize)> {
+    fn resident(&self) -> Vec<(Vpn, PageSize)> {
         delegate!(self, a => a.resident())
     }
 }
@@ -213,11 +213,10 @@ mod tests {
 
     #[test]
     fn keys_round_trip_and_differ_by_size() {
-        for shift in 12..=30u8 {
-            let s = PageSize::from_shift(shift).unwrap();
-            assert_eq!(unkey(key(12345, s)), (12345, s));
-            assert_ne!(key(7, s), EMPTY);
+        for s in PageSize::all() {
+            assert_eq!(unkey(key(Vpn(12345), s)), (Vpn(12345), s));
+            assert_ne!(key(Vpn(7), s), EMPTY);
         }
-        assert_ne!(key(5, PageSize::K4), key(5, PageSize::M2));
+        assert_ne!(key(Vpn(5), PageSize::K4), key(Vpn(5), PageSize::M2));
     }
 }

@@ -16,7 +16,7 @@
 
 use crate::array::{Key, EMPTY};
 use crate::{Outcome, TlbHierarchy};
-use pagelab_core::PageSize;
+use pagelab_core::{PageSize, VirtAddr, MIN_PAGE_SHIFT};
 
 /// The most hierarchies one [`Fronts`] holds.
 pub const FRONT_LANES: usize = 8;
@@ -63,7 +63,7 @@ impl Fronts {
             sizes: Vec::new(),
             keys: [[[EMPTY; FRONT_LANES]; RANKS]; 2],
             // Unused lanes: any key, never looked at.
-            shift: [12; FRONT_LANES],
+            shift: [MIN_PAGE_SHIFT as u64; FRONT_LANES],
             code: [0; FRONT_LANES],
             hits: [[0; FRONT_LANES]; 2],
             key: [EMPTY; FRONT_LANES],
@@ -81,7 +81,7 @@ impl Fronts {
             }
             fronts.sizes.push(size);
             fronts.shift[lane] = u64::from(size.shift());
-            fronts.code[lane] = u64::from(size.shift()) - 12;
+            fronts.code[lane] = size.index() as u64;
         }
         Some(fronts)
     }
@@ -108,11 +108,11 @@ impl Fronts {
     /// whose front missed, with their keys in `self.key` and the keys they
     /// pushed out of the front in `self.carry`.
     #[inline(always)]
-    fn access(&mut self, s: usize, addr: u64, reach: usize) -> u8 {
+    fn access(&mut self, s: usize, addr: VirtAddr, reach: usize) -> u8 {
         let active = ((1u32 << reach.min(FRONT_LANES)) - 1) as u8;
         let mut key = [0; FRONT_LANES];
         for (lane, k) in key.iter_mut().enumerate() {
-            *k = (addr >> self.shift[lane]) << 5 | self.code[lane];
+            *k = (addr.0 >> self.shift[lane]) << 5 | self.code[lane];
         }
         let f = &mut self.keys[s];
         let mut at = [0u8; RANKS];
@@ -158,7 +158,7 @@ impl Fronts {
     pub fn access_each(
         &mut self,
         n: usize,
-        mut next: impl FnMut(usize) -> (usize, u64, usize),
+        mut next: impl FnMut(usize) -> (usize, VirtAddr, usize),
         mut missed: impl FnMut(usize, FrontMiss),
     ) {
         for i in 0..n {
@@ -184,7 +184,7 @@ impl Fronts {
     pub unsafe fn access_each_avx512(
         &mut self,
         n: usize,
-        mut next: impl FnMut(usize) -> (usize, u64, usize),
+        mut next: impl FnMut(usize) -> (usize, VirtAddr, usize),
         mut missed: impl FnMut(usize, FrontMiss),
     ) {
         use std::arch::x86_64::*;
@@ -233,7 +233,7 @@ impl Fronts {
             let (s, addr, reach) = next(i);
             let active = ((1u32 << reach.min(FRONT_LANES)) - 1) as u8;
             let key = _mm512_or_si512(
-                _mm512_slli_epi64::<5>(_mm512_srlv_epi64(_mm512_set1_epi64(addr as i64), shift)),
+                _mm512_slli_epi64::<5>(_mm512_srlv_epi64(_mm512_set1_epi64(addr.0 as i64), shift)),
                 code,
             );
             // A branch on the side, not blends: the words of a run mostly
@@ -282,7 +282,7 @@ impl Fronts {
         tlb: &mut TlbHierarchy,
         s: usize,
         lane: usize,
-        addr: u64,
+        addr: VirtAddr,
     ) -> Outcome {
         tlb.after_front_l1_miss(s, addr, self.sizes[lane])
     }
@@ -340,7 +340,7 @@ mod tests {
     /// now and then), or each hierarchy on its own when `chunk` is 0.
     fn step(
         cfg: &TlbConfig,
-        refs: &[(bool, u64, usize)],
+        refs: &[(bool, VirtAddr, usize)],
         chunk: usize,
     ) -> (Vec<crate::TlbStats>, Vec<Vec<Outcome>>) {
         let sizes = sizes();
@@ -423,7 +423,7 @@ mod tests {
             }
             // 4K pages spread so that the larger sizes share some of them.
             // Each reference looks up the first `reach` hierarchies only.
-            let refs: Vec<_> = refs.iter().map(|&(d, p, o, r)| (d, p * p * 0x3000 + o, r)).collect();
+            let refs: Vec<_> = refs.iter().map(|&(d, p, o, r)| (d, VirtAddr(p * p * 0x3000 + o), r)).collect();
             prop_assert_eq!(step(&cfg, &refs, chunk), step(&cfg, &refs, 0));
         }
     }

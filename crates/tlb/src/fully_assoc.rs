@@ -6,7 +6,7 @@
 //! Both stay small and flat, so 64 and 2048 entries cost about the same per access.
 
 use crate::array::{key, unkey, Key, Tlb, EMPTY};
-use pagelab_core::PageSize;
+use pagelab_core::{PageSize, Vpn};
 
 const NIL: u32 = u32::MAX;
 const EMPTY_SLOT: Slot = Slot {
@@ -219,7 +219,7 @@ impl FullyAssoc {
     }
 
     /// Cached pages from most to least recent.
-    pub fn lru_order(&self) -> Vec<(u64, PageSize)> {
+    pub fn lru_order(&self) -> Vec<(Vpn, PageSize)> {
         let mut out = Vec::with_capacity(self.len);
         let mut s = self.head;
         while s != NIL {
@@ -232,7 +232,7 @@ impl FullyAssoc {
 
 impl Tlb for FullyAssoc {
     #[inline]
-    fn lookup(&mut self, vpn: u64, size: PageSize) -> bool {
+    fn lookup(&mut self, vpn: Vpn, size: PageSize) -> bool {
         match self.find(key(vpn, size)) {
             Some(b) => {
                 self.touch(self.table[b] - 1);
@@ -242,7 +242,7 @@ impl Tlb for FullyAssoc {
         }
     }
 
-    fn insert(&mut self, vpn: u64, size: PageSize) -> Option<(u64, PageSize)> {
+    fn insert(&mut self, vpn: Vpn, size: PageSize) -> Option<(Vpn, PageSize)> {
         if self.lookup(vpn, size) {
             return None;
         }
@@ -250,15 +250,15 @@ impl Tlb for FullyAssoc {
     }
 
     #[inline]
-    fn access(&mut self, vpn: u64, size: PageSize) -> bool {
+    fn access(&mut self, vpn: Vpn, size: PageSize) -> bool {
         self.access_key(key(vpn, size))
     }
 
-    fn contains(&self, vpn: u64, size: PageSize) -> bool {
+    fn contains(&self, vpn: Vpn, size: PageSize) -> bool {
         self.find(key(vpn, size)).is_some()
     }
 
-    fn invalidate(&mut self, vpn: u64, size: PageSize) -> bool {
+    fn invalidate(&mut self, vpn: Vpn, size: PageSize) -> bool {
         match self.find(key(vpn, size)) {
             Some(b) => {
                 self.remove_slot(b, self.table[b] - 1);
@@ -268,7 +268,7 @@ impl Tlb for FullyAssoc {
         }
     }
 
-    fn invalidate_where(&mut self, mut remove: impl FnMut(u64, PageSize) -> bool) -> usize {
+    fn invalidate_where(&mut self, mut remove: impl FnMut(Vpn, PageSize) -> bool) -> usize {
         let doomed: Vec<Key> = self.slots[..self.len]
             .iter()
             .map(|s| s.key)
@@ -300,7 +300,7 @@ impl Tlb for FullyAssoc {
         self.slots.len()
     }
 
-    fn resident(&self) -> Vec<(u64, PageSize)> {
+    fn resident(&self) -> Vec<(Vpn, PageSize)> {
         let mut v: Vec<_> = self.slots[..self.len]
             .iter()
             .map(|s| unkey(s.key))
@@ -319,14 +319,14 @@ mod tests {
         let k = PageSize::K4;
         let mut t = FullyAssoc::new(3);
         for v in [1, 2, 3, 1, 4] {
-            t.access(v, k);
+            t.access(Vpn(v), k);
         }
         // 2 was least recent when 4 arrived.
-        assert_eq!(t.lru_order(), vec![(4, k), (1, k), (3, k)]);
-        assert!(t.invalidate(1, k));
-        assert_eq!(t.lru_order(), vec![(4, k), (3, k)]);
-        assert!(!t.access(5, k));
-        assert!(!t.access(6, k));
-        assert_eq!(t.lru_order(), vec![(6, k), (5, k), (4, k)]);
+        assert_eq!(t.lru_order(), vec![(Vpn(4), k), (Vpn(1), k), (Vpn(3), k)]);
+        assert!(t.invalidate(Vpn(1), k));
+        assert_eq!(t.lru_order(), vec![(Vpn(4), k), (Vpn(3), k)]);
+        assert!(!t.access(Vpn(5), k));
+        assert!(!t.access(Vpn(6), k));
+        assert_eq!(t.lru_order(), vec![(Vpn(6), k), (Vpn(5), k), (Vpn(4), k)]);
     }
 }

@@ -4,7 +4,7 @@ use crate::array::{Tlb, TlbArray};
 use crate::config::{LevelConfig, OtherSizes, TlbConfig};
 use crate::SmallFullyAssoc;
 use crate::TlbError;
-use pagelab_core::{AccessKind, PageSize};
+use pagelab_core::{AccessKind, PageSize, VirtAddr, Vpn, MIN_PAGE_SHIFT};
 use serde::{Deserialize, Serialize};
 
 /// Which L1 a reference goes to.
@@ -106,7 +106,7 @@ struct Route {
     store_shift: u8,
 }
 
-const NSIZES: usize = 19;
+const NSIZES: usize = PageSize::COUNT;
 
 /// One level: arrays plus a precomputed route per page size.
 #[derive(Clone, Debug)]
@@ -125,8 +125,7 @@ impl Level {
             .map(|a| TlbArray::new(a.entries, a.ways))
             .collect();
         let mut routes = [Route::default(); NSIZES];
-        for (i, r) in routes.iter_mut().enumerate() {
-            let size = PageSize::from_shift(12 + i as u8).expect("4K..1G");
+        for (r, size) in routes.iter_mut().zip(PageSize::all()) {
             let (array, stored) = route(cfg, size);
             *r = Route {
                 array: array as u8,
@@ -142,25 +141,26 @@ impl Level {
     }
 
     #[inline(always)]
-    fn access(&mut self, addr: u64, shift: u32) -> bool {
-        let r = self.routes[(shift - 12) as usize];
+    fn access(&mut self, addr: VirtAddr, shift: u32) -> bool {
+        // The key of `array::key`, from shifts: this is the hottest line.
+        let r = self.routes[(shift - u32::from(MIN_PAGE_SHIFT)) as usize];
         let store = r.store_shift as u64;
-        let k = ((addr >> store) << 5) | (store - 12);
+        let k = ((addr.0 >> store) << 5) | (store - u64::from(MIN_PAGE_SHIFT));
         self.accesses += 1;
         let hit = self.arrays[r.array as usize].access_key(k);
         self.misses += u64::from(!hit);
         hit
     }
 
-    fn invalidate(&mut self, vpn: u64, size: PageSize) {
-        let r = self.routes[(size.shift() - 12) as usize];
+    fn invalidate(&mut self, vpn: Vpn, size: PageSize) {
+        let r = self.routes[size.index()];
         let array = &mut self.arrays[r.array as usize];
         let store = r.store_shift as u32;
         if store == size.shift() {
             array.invalidate(vpn, size);
         } else {
             let d = size.shift() - store;
-            array.invalidate_where(|v, s| s.shift() == store && v >> d == vpn);
+            array.invalidate_where(|v, s| s.shift() == store && v.0 >> d == vpn.0);
         }
     }
 
@@ -249,15 +249,15 @@ impl TlbHierarchy {
     /// size caches the fragment holding the page's first byte; use
     /// [`TlbHierarchy::access_addr`] when fragments matter.
     #[inline]
-    pub fn access(&mut self, side: Side, vpn: u64, size: PageSize) -> Outcome {
-        self.access_addr(side, vpn << size.shift(), size)
+    pub fn access(&mut self, side: Side, vpn: Vpn, size: PageSize) -> Outcome {
+        self.access_addr(side, vpn.start(size), size)
     }
 
     /// Translates byte address `addr`, mapped by a page of `size`.
     // Always inlined into the caller's loop: an L1 hit, by far the common case,
     // then costs no call; the rest of the walk is out of line.
     #[inline(always)]
-    pub fn access_addr(&mut self, side: Side, addr: u64, size: PageSize) -> Outcome {
+    pub fn access_addr(&mut self, side: Side, addr: VirtAddr, size: PageSize) -> Outcome {
         let s = side as usize;
         let shift = size.shift();
         if self.l1[s].access(addr, shift) {
@@ -276,7 +276,7 @@ impl TlbHierarchy {
         ranks: usize,
     ) -> Option<&mut SmallFullyAssoc> {
         let level = &mut self.l1[s];
-        let r = level.routes[(size.shift() - 12) as usize];
+        let r = level.routes[size.index()];
         match level.arrays.as_mut_slice() {
             [TlbArray::SmallFullyAssoc(a)]
                 if a.entries() >= ranks && u32::from(r.store_shift) == size.shift() =>
@@ -317,13 +317,18 @@ impl TlbHierarchy {
 
     /// The L2 (if any) and the walk counters after a miss in the L1 array
     /// held by [`crate::Fronts`] (see [`TlbHierarchy::l1_behind_front`]).
-    pub(crate) fn after_front_l1_miss(&mut self, s: usize, addr: u64, size: PageSize) -> Outcome {
+    pub(crate) fn after_front_l1_miss(
+        &mut self,
+        s: usize,
+        addr: VirtAddr,
+        size: PageSize,
+    ) -> Outcome {
         self.after_l1_miss(s, addr, size.shift())
     }
 
     /// The L2 (if any) and the walk counters, after an L1 miss on side `s`.
     #[inline(never)]
-    fn after_l1_miss(&mut self, s: usize, addr: u64, shift: u32) -> Outcome {
+    fn after_l1_miss(&mut self, s: usize, addr: VirtAddr, shift: u32) -> Outcome {
         let l2 = match &mut self.l2 {
             L2::None => {
                 self.walks[s] += 1;
@@ -358,19 +363,19 @@ impl TlbHierarchy {
     }
 
     /// Removes page `vpn` of `size` (or its fragments) from every level.
-    pub fn invalidate(&mut self, vpn: u64, size: PageSize) {
+    pub fn invalidate(&mut self, vpn: Vpn, size: PageSize) {
         for level in self.levels_mut() {
             level.invalidate(vpn, size);
         }
     }
 
     /// Removes every entry, of any size, overlapping bytes `[start, start + len)`.
-    pub fn invalidate_range(&mut self, start: u64, len: u64) {
+    pub fn invalidate_range(&mut self, start: VirtAddr, len: u64) {
         let end = start.saturating_add(len);
         for level in self.levels_mut() {
             for a in &mut level.arrays {
                 a.invalidate_where(|v, s| {
-                    let first = v << s.shift();
+                    let first = v.start(s);
                     first < end && first.saturating_add(s.bytes()) > start
                 });
             }

@@ -5,7 +5,8 @@
 //! - [`Tlb`] is the array seam; [`SmallFullyAssoc`] (keys in recency order, up to
 //!   128 entries), [`FullyAssoc`] (O(1) LRU for any size) and [`SetAssoc`] (LRU
 //!   per set) implement it, chosen by the closed enum [`TlbArray`].
-//!   Entries are keyed by (page number, page size), so sizes coexist.
+//!   Entries are keyed by (page number, page size), so sizes coexist; page
+//!   numbers are [`pagelab_core::Vpn`]s and addresses [`pagelab_core::VirtAddr`]s.
 //! - [`TlbHierarchy`] is a split L1 (instruction and data) with an optional L2,
 //!   unified or per side; each level is one or more arrays, each for some page
 //!   sizes. [`TlbHierarchy::access`] returns an [`Outcome`] and keeps counters
@@ -16,15 +17,15 @@
 //! - [`mod@reference`] is the slow, obviously-correct oracle the tests compare against.
 //!
 //! ```
-//! use pagelab_core::PageSize;
+//! use pagelab_core::{PageSize, Vpn};
 //! use pagelab_tlb::{preset, Outcome, Side, TlbHierarchy};
 //!
 //! let cfg = preset("weisberg").unwrap();
 //! let mut tlb = TlbHierarchy::new(&cfg).unwrap();
 //! let size: PageSize = "16K".parse().unwrap();
-//! assert_eq!(tlb.access(Side::Data, 7, size), Outcome::Miss);
-//! assert_eq!(tlb.access(Side::Data, 7, size), Outcome::L1Hit);
-//! assert_eq!(tlb.access(Side::Instr, 7, size), Outcome::Miss); // split L1
+//! assert_eq!(tlb.access(Side::Data, Vpn(7), size), Outcome::Miss);
+//! assert_eq!(tlb.access(Side::Data, Vpn(7), size), Outcome::L1Hit);
+//! assert_eq!(tlb.access(Side::Instr, Vpn(7), size), Outcome::Miss); // split L1
 //! let stats = tlb.stats();
 //! assert_eq!((stats.data.accesses, stats.data.misses), (2, 1));
 //! println!("{}", cfg.describe());

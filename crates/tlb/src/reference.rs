@@ -10,24 +10,24 @@
 //!
 //! ```
 //! use pagelab_tlb::reference::RefTlb;
-//! use pagelab_core::PageSize;
+//! use pagelab_core::{PageSize, Vpn};
 //! let mut t = RefTlb::new(2, None);
 //! let k = PageSize::K4;
-//! assert!(!t.access(1, k));
-//! assert!(!t.access(2, k));
-//! assert!(t.access(1, k));
-//! assert!(!t.access(3, k)); // evicts 2, the least recent
-//! assert!(!t.contains(2, k));
+//! assert!(!t.access(Vpn(1), k));
+//! assert!(!t.access(Vpn(2), k));
+//! assert!(t.access(Vpn(1), k));
+//! assert!(!t.access(Vpn(3), k)); // evicts 2, the least recent
+//! assert!(!t.contains(Vpn(2), k));
 //! ```
 
 use crate::config::{LevelConfig, OtherSizes, TlbConfig};
 use crate::{LevelStats, Outcome, Side, SideStats, TlbStats};
-use pagelab_core::PageSize;
+use pagelab_core::{PageSize, VirtAddr, Vpn};
 
 /// Reference LRU array: fully associative when `ways` is `None`.
 #[derive(Clone, Debug)]
 pub struct RefTlb {
-    sets: Vec<Vec<(u64, PageSize)>>,
+    sets: Vec<Vec<(Vpn, PageSize)>>,
     ways: usize,
 }
 
@@ -41,12 +41,12 @@ impl RefTlb {
         }
     }
 
-    fn set(&self, vpn: u64) -> usize {
-        (vpn % self.sets.len() as u64) as usize
+    fn set(&self, vpn: Vpn) -> usize {
+        (vpn.0 % self.sets.len() as u64) as usize
     }
 
     /// Looks up, on a hit moves to front, on a miss inserts at front. Returns whether it hit.
-    pub fn access(&mut self, vpn: u64, size: PageSize) -> bool {
+    pub fn access(&mut self, vpn: Vpn, size: PageSize) -> bool {
         let ways = self.ways;
         let i = self.set(vpn);
         let set = &mut self.sets[i];
@@ -65,12 +65,12 @@ impl RefTlb {
     }
 
     /// Whether the page is cached.
-    pub fn contains(&self, vpn: u64, size: PageSize) -> bool {
+    pub fn contains(&self, vpn: Vpn, size: PageSize) -> bool {
         self.sets[self.set(vpn)].contains(&(vpn, size))
     }
 
     /// Removes the page; returns whether it was cached.
-    pub fn invalidate(&mut self, vpn: u64, size: PageSize) -> bool {
+    pub fn invalidate(&mut self, vpn: Vpn, size: PageSize) -> bool {
         let i = self.set(vpn);
         let before = self.sets[i].len();
         self.sets[i].retain(|&e| e != (vpn, size));
@@ -83,12 +83,12 @@ impl RefTlb {
     }
 
     /// The set page `vpn` maps to, most recent first.
-    pub fn set_order(&self, vpn: u64) -> Vec<(u64, PageSize)> {
+    pub fn set_order(&self, vpn: Vpn) -> Vec<(Vpn, PageSize)> {
         self.sets[self.set(vpn)].clone()
     }
 
     /// Every cached page, sorted by size then page number.
-    pub fn resident(&self) -> Vec<(u64, PageSize)> {
+    pub fn resident(&self) -> Vec<(Vpn, PageSize)> {
         let mut v: Vec<_> = self.sets.iter().flatten().copied().collect();
         v.sort_by_key(|&(vpn, s)| (s, vpn));
         v
@@ -150,9 +150,9 @@ impl RefLevel {
         }
     }
 
-    fn access(&mut self, addr: u64, size: PageSize) -> bool {
+    fn access(&mut self, addr: VirtAddr, size: PageSize) -> bool {
         let (i, stored) = self.pick(size);
-        let hit = self.arrays[i].access(addr >> stored.shift(), stored);
+        let hit = self.arrays[i].access(addr.vpn(stored), stored);
         self.stats.accesses += 1;
         if hit {
             self.stats.hits += 1;
@@ -190,7 +190,7 @@ impl RefHierarchy {
     }
 
     /// Translates byte address `addr` mapped by a page of `size`.
-    pub fn access_addr(&mut self, side: Side, addr: u64, size: PageSize) -> Outcome {
+    pub fn access_addr(&mut self, side: Side, addr: VirtAddr, size: PageSize) -> Outcome {
         let s = side as usize;
         self.sides[s].accesses += 1;
         if self.l1[s].access(addr, size) {
@@ -212,8 +212,8 @@ impl RefHierarchy {
     }
 
     /// Translates page `vpn` of `size` (fragments: the one holding its first byte).
-    pub fn access(&mut self, side: Side, vpn: u64, size: PageSize) -> Outcome {
-        self.access_addr(side, vpn << size.shift(), size)
+    pub fn access(&mut self, side: Side, vpn: Vpn, size: PageSize) -> Outcome {
+        self.access_addr(side, vpn.start(size), size)
     }
 
     /// Every counter, in the same shape as [`crate::TlbHierarchy::stats`].

@@ -6,7 +6,7 @@
 //! 2..24 ways of real TLBs this is one short pass that compares and shifts at once.
 
 use crate::array::{key, move_to_front, unkey, Key, Tlb, EMPTY};
-use pagelab_core::PageSize;
+use pagelab_core::{PageSize, Vpn};
 
 /// A set-associative TLB array: `entries / ways` sets of `ways` entries.
 #[derive(Clone, Debug)]
@@ -82,7 +82,7 @@ impl SetAssoc {
     }
 
     /// Cached pages of the set page `vpn` maps to, most recent first.
-    pub fn set_order(&self, vpn: u64) -> Vec<(u64, PageSize)> {
+    pub fn set_order(&self, vpn: Vpn) -> Vec<(Vpn, PageSize)> {
         let base = self.set_of(key(vpn, PageSize::K4));
         self.keys[base..base + self.ways]
             .iter()
@@ -94,7 +94,7 @@ impl SetAssoc {
 
 impl Tlb for SetAssoc {
     #[inline]
-    fn lookup(&mut self, vpn: u64, size: PageSize) -> bool {
+    fn lookup(&mut self, vpn: Vpn, size: PageSize) -> bool {
         let k = key(vpn, size);
         let set = self.set_mut(k);
         match set.iter().position(|&e| e == k) {
@@ -106,7 +106,7 @@ impl Tlb for SetAssoc {
         }
     }
 
-    fn insert(&mut self, vpn: u64, size: PageSize) -> Option<(u64, PageSize)> {
+    fn insert(&mut self, vpn: Vpn, size: PageSize) -> Option<(Vpn, PageSize)> {
         if self.lookup(vpn, size) {
             return None;
         }
@@ -124,17 +124,17 @@ impl Tlb for SetAssoc {
     }
 
     #[inline]
-    fn access(&mut self, vpn: u64, size: PageSize) -> bool {
+    fn access(&mut self, vpn: Vpn, size: PageSize) -> bool {
         self.access_key(key(vpn, size))
     }
 
-    fn contains(&self, vpn: u64, size: PageSize) -> bool {
+    fn contains(&self, vpn: Vpn, size: PageSize) -> bool {
         let k = key(vpn, size);
         let base = self.set_of(k);
         self.keys[base..base + self.ways].contains(&k)
     }
 
-    fn invalidate(&mut self, vpn: u64, size: PageSize) -> bool {
+    fn invalidate(&mut self, vpn: Vpn, size: PageSize) -> bool {
         let k = key(vpn, size);
         let set = self.set_mut(k);
         match set.iter().position(|&e| e == k) {
@@ -149,7 +149,7 @@ impl Tlb for SetAssoc {
         }
     }
 
-    fn invalidate_where(&mut self, mut remove: impl FnMut(u64, PageSize) -> bool) -> usize {
+    fn invalidate_where(&mut self, mut remove: impl FnMut(Vpn, PageSize) -> bool) -> usize {
         let mut removed = 0;
         for set in self.keys.chunks_mut(self.ways) {
             // Compact the survivors in order, so recency order is kept.
@@ -183,7 +183,7 @@ impl Tlb for SetAssoc {
         self.keys.len()
     }
 
-    fn resident(&self) -> Vec<(u64, PageSize)> {
+    fn resident(&self) -> Vec<(Vpn, PageSize)> {
         let mut v: Vec<_> = self
             .keys
             .iter()

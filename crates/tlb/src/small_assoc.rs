@@ -10,7 +10,7 @@
 //! list cost more in dependent loads than a short walk through one cache line.
 
 use crate::array::{key, move_to_front, move_to_front_by_walk, unkey, Key, Tlb, EMPTY};
-use pagelab_core::PageSize;
+use pagelab_core::{PageSize, Vpn};
 
 /// Capacity of the fixed storage.
 const CAP: usize = 128;
@@ -98,14 +98,14 @@ impl SmallFullyAssoc {
     }
 
     /// Cached pages from most to least recent.
-    pub fn lru_order(&self) -> Vec<(u64, PageSize)> {
+    pub fn lru_order(&self) -> Vec<(Vpn, PageSize)> {
         self.valid().iter().map(|&k| unkey(k)).collect()
     }
 }
 
 impl Tlb for SmallFullyAssoc {
     #[inline]
-    fn lookup(&mut self, vpn: u64, size: PageSize) -> bool {
+    fn lookup(&mut self, vpn: Vpn, size: PageSize) -> bool {
         let k = key(vpn, size);
         match self.valid().iter().position(|&e| e == k) {
             Some(p) => {
@@ -116,7 +116,7 @@ impl Tlb for SmallFullyAssoc {
         }
     }
 
-    fn insert(&mut self, vpn: u64, size: PageSize) -> Option<(u64, PageSize)> {
+    fn insert(&mut self, vpn: Vpn, size: PageSize) -> Option<(Vpn, PageSize)> {
         match self.touch(key(vpn, size)) {
             Some(dropped) if dropped != EMPTY => Some(unkey(dropped)),
             _ => None,
@@ -124,15 +124,15 @@ impl Tlb for SmallFullyAssoc {
     }
 
     #[inline]
-    fn access(&mut self, vpn: u64, size: PageSize) -> bool {
+    fn access(&mut self, vpn: Vpn, size: PageSize) -> bool {
         self.access_key(key(vpn, size))
     }
 
-    fn contains(&self, vpn: u64, size: PageSize) -> bool {
+    fn contains(&self, vpn: Vpn, size: PageSize) -> bool {
         self.valid().contains(&key(vpn, size))
     }
 
-    fn invalidate(&mut self, vpn: u64, size: PageSize) -> bool {
+    fn invalidate(&mut self, vpn: Vpn, size: PageSize) -> bool {
         let k = key(vpn, size);
         match self.valid().iter().position(|&e| e == k) {
             Some(p) => {
@@ -145,7 +145,7 @@ impl Tlb for SmallFullyAssoc {
         }
     }
 
-    fn invalidate_where(&mut self, mut remove: impl FnMut(u64, PageSize) -> bool) -> usize {
+    fn invalidate_where(&mut self, mut remove: impl FnMut(Vpn, PageSize) -> bool) -> usize {
         // Compact the survivors in order, so recency order is kept.
         let before = self.len;
         let mut w = 0;
@@ -174,7 +174,7 @@ impl Tlb for SmallFullyAssoc {
         self.entries
     }
 
-    fn resident(&self) -> Vec<(u64, PageSize)> {
+    fn resident(&self) -> Vec<(Vpn, PageSize)> {
         let mut v: Vec<_> = self.valid().iter().map(|&k| unkey(k)).collect();
         v.sort_by_key(|&(vpn, s)| (s, vpn));
         v
@@ -192,14 +192,14 @@ mod tests {
         let k = PageSize::K4;
         let mut t = SmallFullyAssoc::new(3);
         for v in [1, 2, 3, 1, 4] {
-            t.access(v, k);
+            t.access(Vpn(v), k);
         }
-        assert_eq!(t.lru_order(), vec![(4, k), (1, k), (3, k)]);
-        assert!(t.invalidate(1, k));
-        assert_eq!(t.lru_order(), vec![(4, k), (3, k)]);
-        assert!(!t.access(5, k));
-        assert!(!t.access(6, k));
-        assert_eq!(t.lru_order(), vec![(6, k), (5, k), (4, k)]);
+        assert_eq!(t.lru_order(), vec![(Vpn(4), k), (Vpn(1), k), (Vpn(3), k)]);
+        assert!(t.invalidate(Vpn(1), k));
+        assert_eq!(t.lru_order(), vec![(Vpn(4), k), (Vpn(3), k)]);
+        assert!(!t.access(Vpn(5), k));
+        assert!(!t.access(Vpn(6), k));
+        assert_eq!(t.lru_order(), vec![(Vpn(6), k), (Vpn(5), k), (Vpn(4), k)]);
     }
 
     #[test]
@@ -208,13 +208,13 @@ mod tests {
         let mut t = SmallFullyAssoc::new(128);
         for round in 0..3 {
             for v in 0..129u64 {
-                assert!(!t.access(v * 7919, k), "round {round} page {v}");
+                assert!(!t.access(Vpn(v * 7919), k), "round {round} page {v}");
             }
         }
         let mut t = SmallFullyAssoc::new(128);
-        (0..128u64).for_each(|v| assert!(!t.access(v, k)));
-        assert!((0..128u64).all(|v| t.access(v, k)));
-        assert_eq!(t.lru_order()[0], (127, k));
+        (0..128u64).for_each(|v| assert!(!t.access(Vpn(v), k)));
+        assert!((0..128u64).all(|v| t.access(Vpn(v), k)));
+        assert_eq!(t.lru_order()[0], (Vpn(127), k));
     }
 
     #[derive(Clone, Debug)]
@@ -249,13 +249,13 @@ mod tests {
     }
 
     /// The reference array's `insert`: a touch when present, else an insert reporting the victim.
-    fn ref_insert(r: &mut RefTlb, v: u64, s: PageSize) -> Option<(u64, PageSize)> {
-        if r.contains(v, s) {
-            r.access(v, s);
+    fn ref_insert(r: &mut RefTlb, v: u64, s: PageSize) -> Option<(Vpn, PageSize)> {
+        if r.contains(Vpn(v), s) {
+            r.access(Vpn(v), s);
             return None;
         }
         let before = r.resident();
-        r.access(v, s);
+        r.access(Vpn(v), s);
         let after = r.resident();
         before.into_iter().find(|e| !after.contains(e))
     }
@@ -266,33 +266,42 @@ mod tests {
         for (i, op) in pages.iter().enumerate() {
             match *op {
                 Op::Access(v, s) => {
-                    prop_assert_eq!(t.access(v, size(s)), r.access(v, size(s)), "step {}", i)
+                    prop_assert_eq!(
+                        t.access(Vpn(v), size(s)),
+                        r.access(Vpn(v), size(s)),
+                        "step {}",
+                        i
+                    )
                 }
                 Op::Insert(v, s) => prop_assert_eq!(
-                    t.insert(v, size(s)),
+                    t.insert(Vpn(v), size(s)),
                     ref_insert(&mut r, v, size(s)),
                     "step {}",
                     i
                 ),
                 Op::Lookup(v, s) => {
-                    let hit = r.contains(v, size(s));
+                    let hit = r.contains(Vpn(v), size(s));
                     if hit {
-                        r.access(v, size(s));
+                        r.access(Vpn(v), size(s));
                     }
-                    prop_assert_eq!(t.lookup(v, size(s)), hit, "step {}", i);
+                    prop_assert_eq!(t.lookup(Vpn(v), size(s)), hit, "step {}", i);
                 }
                 Op::Invalidate(v, s) => prop_assert_eq!(
-                    t.invalidate(v, size(s)),
-                    r.invalidate(v, size(s)),
+                    t.invalidate(Vpn(v), size(s)),
+                    r.invalidate(Vpn(v), size(s)),
                     "step {}",
                     i
                 ),
                 Op::InvalidateOdd => {
-                    let odd: Vec<_> = r.resident().into_iter().filter(|e| e.0 % 2 == 1).collect();
+                    let odd: Vec<_> = r
+                        .resident()
+                        .into_iter()
+                        .filter(|e| e.0 .0 % 2 == 1)
+                        .collect();
                     odd.iter().for_each(|&(v, s)| {
                         r.invalidate(v, s);
                     });
-                    prop_assert_eq!(t.invalidate_where(|v, _| v % 2 == 1), odd.len());
+                    prop_assert_eq!(t.invalidate_where(|v, _| v.0 % 2 == 1), odd.len());
                 }
                 Op::Flush => {
                     t.flush();
@@ -301,9 +310,9 @@ mod tests {
             }
             prop_assert_eq!(t.len(), r.resident().len());
             prop_assert!(t.keys[t.len..].iter().all(|&k| k == EMPTY));
-            prop_assert_eq!(t.lru_order(), r.set_order(0), "step {}", i);
+            prop_assert_eq!(t.lru_order(), r.set_order(Vpn(0)), "step {}", i);
         }
-        prop_assert_eq!(t.lru_order(), r.set_order(0));
+        prop_assert_eq!(t.lru_order(), r.set_order(Vpn(0)));
         prop_assert_eq!(t.resident(), r.resident());
         Ok(())
     }

@@ -1,6 +1,6 @@
 //! Fast arrays and hierarchies against the reference model on random streams.
 
-use pagelab_core::PageSize;
+use pagelab_core::{PageSize, VirtAddr, Vpn};
 use pagelab_tlb::reference::{RefHierarchy, RefTlb};
 use pagelab_tlb::{presets, FullyAssoc, Side, SmallFullyAssoc, Tlb, TlbArray, TlbHierarchy};
 use proptest::prelude::*;
@@ -43,15 +43,15 @@ fn check_array(
     for (i, op) in ops.iter().enumerate() {
         match *op {
             Op::Access(v, s) => prop_assert_eq!(
-                fast.access(v, size(s)),
-                slow.access(v, size(s)),
+                fast.access(Vpn(v), size(s)),
+                slow.access(Vpn(v), size(s)),
                 "step {}",
                 i
             ),
             Op::Invalidate(v, s) => {
                 prop_assert_eq!(
-                    fast.invalidate(v, size(s)),
-                    slow.invalidate(v, size(s)),
+                    fast.invalidate(Vpn(v), size(s)),
+                    slow.invalidate(Vpn(v), size(s)),
                     "step {}",
                     i
                 )
@@ -107,7 +107,7 @@ proptest! {
                 // A few regions spread over the address space, so big pages collide and small ones don't.
                 let addr = (region << 30).wrapping_mul(0x9E37) % (1 << 47) + offset;
                 let size = PageSize::from_shift(shift).unwrap();
-                prop_assert_eq!(fast.access_addr(side, addr, size), slow.access_addr(side, addr, size), "{} step {}", name, i);
+                prop_assert_eq!(fast.access_addr(side, VirtAddr(addr), size), slow.access_addr(side, VirtAddr(addr), size), "{} step {}", name, i);
             }
             prop_assert_eq!(fast.stats(), slow.stats(), "{}", name);
         }

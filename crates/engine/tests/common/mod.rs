@@ -4,7 +4,7 @@
 
 #![allow(dead_code)]
 
-use pagelab_core::{AccessKind, Event, PageSize};
+use pagelab_core::{AccessKind, Event, PageSize, VirtAddr};
 use std::collections::HashSet;
 
 /// The eight figures of one run: iTLB accesses, iTLB misses, dTLB accesses,
@@ -167,7 +167,7 @@ pub fn reference_hierarchy_levels(
                     let addr = r.addr.max(page << shift);
                     acc[side] += 1;
                     let s = if side == 0 { Side::Instr } else { Side::Data };
-                    if h.access_addr(s, addr, size) == Outcome::Miss {
+                    if h.access_addr(s, VirtAddr(addr), size) == Outcome::Miss {
                         miss[side] += 1;
                     }
                     pages[side].insert(page);
