@@ -168,7 +168,7 @@ mod tests {
         assert!(!VirtAddr(0x3001).is_aligned(s));
         assert_eq!(Vpn(3).start(s), VirtAddr(0x3000));
         assert_eq!(VirtAddr(0x2001).align_up(s), VirtAddr(0x3000));
-        assert_eq!(VirtAddr(u64::MAX).align_up(s), VirtAddr(u64::MAX & !0xfff));
+        assert_eq!(VirtAddr(u64::MAX).align_up(s), VirtAddr(!0xfff));
         assert_eq!(VirtAddr(0x2fff).page_offset(s), 0xfff);
         assert_eq!(VirtAddr(0x1000) + 0x20, VirtAddr(0x1020));
         assert_eq!(VirtAddr(0x1020) - VirtAddr(0x1000), 0x20);
