@@ -31,6 +31,9 @@ def from_arrays(addresses: Any, kinds: Any, sizes: Any, name: str, model: ModelW
 def capture(argv: list[str], out: str, backend: str, skip: int, limit: int | None) -> tuple[int, int]:
     """Captures ``argv`` into a native trace at ``out``: (events written, exit status)."""
 
+def write_html(path: str, documents: list[tuple[str, str]]) -> None:
+    """The HTML report of (heading, JSON result) pairs, side by side, at ``path``."""
+
 def default_workloads() -> list[str]:
     """The workloads ``pagelab study`` runs when given none."""
 

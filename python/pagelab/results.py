@@ -7,6 +7,7 @@ line's tables, CSV and plots are.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -36,6 +37,12 @@ class Result:
         if len(self.results) == 1:
             return json.dumps(self.results[0], indent=indent)
         return json.dumps({"schema": STUDY_SCHEMA, "results": self.results}, indent=indent)
+
+    def to_html(self, path: str | os.PathLike[str], name: str = "pagelab") -> None:
+        """Writes the HTML report ``pagelab report`` writes: the recommendation, plots, tables."""
+        from . import _native
+
+        _native.write_html(os.fspath(path), [(name, self.to_json(indent=None))])
 
     def to_pandas(self) -> Any:
         """A DataFrame, one row per run: source, refs, TLB and every run field as columns.

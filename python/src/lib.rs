@@ -15,6 +15,7 @@
 
 mod arrays;
 mod chunks;
+mod html;
 mod run;
 
 use pyo3::prelude::*;
@@ -39,6 +40,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run::capture, m)?)?;
     m.add_function(wrap_pyfunction!(run::default_workloads, m)?)?;
     m.add_function(wrap_pyfunction!(arrays::from_arrays, m)?)?;
+    m.add_function(wrap_pyfunction!(html::write_html, m)?)?;
     m.add_class::<chunks::TraceChunks>()?;
     Ok(())
 }

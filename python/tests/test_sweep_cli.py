@@ -60,6 +60,8 @@ def test_sweep_command(cli, tmp_path, dask_cluster, on_dask):
         comparable(expected).drop(columns=["tlb_levels"]),
         check_dtype=False,
     )
+    html = (out / "report.html").read_text()
+    assert html.lstrip().lower().startswith("<!doctype html") and "skylake policies" in html
     doc = json.loads((out / "result.json").read_text())
     assert doc["schema"] == "pagelab.sweep/1" and len(doc["results"]) == 12
     assert {(d["source"], d["config"]) for d in doc["results"]} == {
