@@ -22,6 +22,22 @@ if [ ${#need[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
+# Debian's chromium, for the HTML report's tests in a real browser
+# (crates/cli/tests/browser.rs); where it cannot be installed they skip, saying why.
+if ! command -v chromium >/dev/null 2>&1; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "pagelab setup: chromium missing and not root; the HTML report's browser tests will be skipped" >&2
+    else
+        apt-get update -qq
+        if apt-cache show chromium >/dev/null 2>&1; then
+            echo "pagelab setup: installing chromium" >&2
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+        else
+            echo "pagelab setup: no chromium package in this distribution; the HTML report's browser tests will be skipped" >&2
+        fi
+    fi
+fi
+
 if ! command -v cargo >/dev/null 2>&1; then
     echo "pagelab setup: cargo not found; install Rust (stable) first" >&2
     exit 1

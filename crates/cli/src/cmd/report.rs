@@ -83,12 +83,10 @@ pub fn print_answer(result: &AnyResult, rule: &Rule) -> Result<()> {
     if recs.is_empty() {
         return Ok(());
     }
-    let what = if result.command() == "validate" {
-        "Verdict"
-    } else {
-        "Recommendation"
+    let mut text = match rule.describe_for(result.command()) {
+        Some(how) => format!("\nRecommendation ({how}):\n"),
+        None => "\nVerdict:\n".to_string(),
     };
-    let mut text = format!("\n{what} ({}):\n", rule.describe());
     for r in recs {
         text.push_str(&format!("  {}\n", r.sentence));
     }

@@ -106,14 +106,16 @@ pub fn render(results: &[Named], rule: &Rule) -> Result<String> {
 /// The answer: the rule, then one sentence per workload of each result.
 fn answer(results: &[Named], rule: &Rule) -> String {
     let mut out = String::from("<section id=answer>\n<h2>The answer</h2>\n");
-    let _ = writeln!(
-        out,
-        "<p class=rule>Rule: {} (<code>--max-memory-growth</code>, <code>--min-miss-drop</code>; docs/recommend.md).</p>",
-        esc(&rule.describe())
-    );
     for n in results {
         if results.len() > 1 {
             let _ = writeln!(out, "<h3>{}</h3>", esc(&n.name));
+        }
+        if let Some(how) = rule.describe_for(n.result.command()) {
+            let _ = writeln!(
+                out,
+                "<p class=rule>Rule: {} (<code>--max-memory-growth</code>, <code>--min-miss-drop</code>; docs/recommend.md).</p>",
+                esc(&how)
+            );
         }
         out.push_str("<ul>\n");
         for r in n.result.recommendations(rule) {

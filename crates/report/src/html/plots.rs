@@ -1,7 +1,7 @@
 //! The report's interactive plots, described as data for `report.js` to draw.
 
 use crate::colors::{label_colour, other_colour, size_colour};
-use crate::lab::{LabConfig, LabResult};
+use crate::lab::{LabConfig, LabResult, Summary};
 use crate::recommend::lab::{is_baseline, stride_params};
 use crate::schema::{RunStats, SimResult};
 use pagelab_core::{parse_bytes, PageSize};
@@ -373,8 +373,11 @@ pub(crate) fn lab_plots(prefix: &str, lab: &LabResult) -> Vec<Plot> {
         };
         for subject in &subjects {
             let c = find(subject, l);
-            s.values
-                .push(c.and_then(|c| c.summary.get("faults")).map(|f| f.median));
+            // From the runs: validate keeps no summaries.
+            s.values.push(c.and_then(|c| {
+                let faults: Vec<f64> = c.runs.iter().map(|m| m.faults as f64).collect();
+                Summary::of(&faults).map(|f| f.median)
+            }));
             s.notes.push(c.and_then(note));
         }
         faults.series.push(s);

@@ -63,6 +63,18 @@ impl Rule {
         )
     }
 
+    /// The rule as it applies to a lab result (`run`, `bench`; `validate` has none).
+    pub fn describe_for(&self, command: &str) -> Option<String> {
+        match command {
+            "validate" => None,
+            "run" | "bench" => Some(format!(
+                "the fastest configuration whose peak memory is at most +{} over 4K; a gain is reliable only beyond the spread of the runs",
+                percent_text(self.max_memory_growth)
+            )),
+            _ => Some(self.describe()),
+        }
+    }
+
     /// Whether `memory` is within the budget over `base`.
     pub fn within_budget(&self, base: f64, memory: f64) -> bool {
         // A hair of slack so that exactly +25% is inside on every platform.
