@@ -60,6 +60,7 @@ pub(crate) fn simulate(mut src: Source, cfg: &StudyConfig, model: &ModelWords) -
                 memory: model.memory.as_deref(),
                 strict: model.strict,
                 cow: &model.cow,
+                machine: None,
             },
         )?;
         pagelab_engine::run_policies(&mut *src, &pcfg, &mut ())?

@@ -306,6 +306,7 @@ fn policy(path: &str, spec: &str) -> u64 {
         phys: pagelab_mm::phys::PhysConfig::new(pagelab_core::Bytes(4 << 30)),
         strict: false,
         cow: Default::default(),
+        platform: None,
     };
     let mut src = pagelab_trace::open(path, None).unwrap();
     let r = pagelab_engine::run_policies(&mut *src, &cfg, &mut ()).unwrap();

@@ -3,9 +3,6 @@
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
-/// Default page sizes of a study.
-pub const DEFAULT_PAGE_SIZES: &str = "4K,8K,16K,32K,64K,128K,256K,2M";
-
 #[derive(Parser, Debug)]
 #[command(
     name = "pagelab",
@@ -45,6 +42,10 @@ pub enum Command {
         after_help = "Example:\n  pagelab presets\n  pagelab sim --workload gups --tlb skylake"
     )]
     Presets,
+    /// List the machine presets (page tables, page sizes, memory, NUMA, struct page),
+    /// or show one machine, with --memory and --page-cluster, and what its kernel's
+    /// memory takes.
+    Machines(MachinesArgs),
     /// List the built-in workloads with their parameters and defaults.
     #[command(
         after_help = "Example:\n  pagelab workloads\n  pagelab sim --workload stride:heap=32M,every=16"
@@ -85,12 +86,32 @@ pub enum Command {
 /// Options shared by every command that simulates.
 #[derive(Args, Debug, Clone)]
 pub struct ModelArgs {
-    /// Page sizes to simulate, each a power of two from 4K to 1G.
-    #[arg(long, value_name = "SIZES", default_value = DEFAULT_PAGE_SIZES)]
-    pub page_sizes: String,
-    /// TLB: a preset name (see `pagelab presets`) or a TOML file.
-    #[arg(long, value_name = "PRESET|FILE", default_value = "weisberg")]
-    pub tlb: String,
+    /// The modelled machine: a preset (see `pagelab machines`) or a machine file
+    /// (TOML: page-table geometry, page sizes, memory and zones, NUMA, struct page,
+    /// TLB). --tlb, --phys and --memory replace its parts.
+    #[arg(long, value_name = "NAME|FILE.toml")]
+    pub machine: Option<String>,
+    /// Page sizes to simulate, each a power of two from 4K to 1G [default: the
+    /// machine's page sizes with --machine, else 4K,8K,16K,32K,64K,128K,256K,2M].
+    #[arg(long, value_name = "SIZES")]
+    pub page_sizes: Option<String>,
+    /// TLB: a preset name (see `pagelab presets`) or a TOML file [default: the
+    /// machine's TLB, else weisberg].
+    #[arg(long, value_name = "PRESET|FILE")]
+    pub tlb: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct MachinesArgs {
+    /// Show only this machine: a preset name or a machine file.
+    #[arg(value_name = "NAME|FILE.toml")]
+    pub machine: Option<String>,
+    /// Physical memory, replacing the machine's (spread evenly over its NUMA nodes).
+    #[arg(long, value_name = "SIZE", requires = "machine")]
+    pub memory: Option<String>,
+    /// Pages governed by one struct page (page clustering), replacing the machine's.
+    #[arg(long, value_name = "N", requires = "machine")]
+    pub page_cluster: Option<u32>,
 }
 
 #[derive(Args, Debug)]

@@ -43,6 +43,7 @@ fn main() {
         args::Command::Convert(a) => cmd::convert::run(a).map(|()| 0),
         args::Command::Capture(a) => cmd::capture::run(a),
         args::Command::Presets => cmd::list::presets().map(|()| 0),
+        args::Command::Machines(a) => cmd::machines::run(a).map(|()| 0),
         args::Command::Workloads => cmd::list::workloads().map(|()| 0),
         args::Command::Run(a) => cmd::run::run(a),
         args::Command::Bench(a) => cmd::bench::run(a),

@@ -4,6 +4,7 @@
 
 use anyhow::{Context, Result};
 use pagelab_engine::{PolicyConfig, StudyConfig};
+use pagelab_machine::Machine;
 
 /// The study configuration: `page_sizes` as `4K,64K,2M`, `tlb` a preset name or a TOML file.
 pub fn study_config(page_sizes: &str, tlb: &str) -> Result<StudyConfig> {
@@ -12,6 +13,46 @@ pub fn study_config(page_sizes: &str, tlb: &str) -> Result<StudyConfig> {
     let tlb = pagelab_tlb::resolve(tlb).with_context(|| format!("--tlb {tlb}"))?;
     Ok(StudyConfig { page_sizes, tlb })
 }
+
+/// The study configuration and the machine when `machine` names one (a
+/// preset or a machine file): its page sizes and TLB are the defaults of
+/// `page_sizes` and `tlb`, and sizes asked for must be ones it can map.
+/// Without a machine, the defaults are today's.
+pub fn machine_study_config(
+    machine: Option<&str>,
+    page_sizes: Option<&str>,
+    tlb: Option<&str>,
+) -> Result<(StudyConfig, Option<Machine>)> {
+    let machine = machine
+        .map(|name| pagelab_machine::resolve(name).with_context(|| format!("--machine {name}")))
+        .transpose()?;
+    let sizes = match (page_sizes, &machine) {
+        (Some(text), _) => {
+            let sizes = pagelab_core::parse_page_sizes(text)
+                .with_context(|| format!("--page-sizes {text}"))?;
+            if let Some(m) = &machine {
+                m.check_sizes(&sizes)
+                    .map_err(|e| anyhow::anyhow!("--page-sizes {text}: {e}"))?;
+            }
+            sizes
+        }
+        (None, Some(m)) => m.page_sizes.clone(),
+        (None, None) => pagelab_core::parse_page_sizes(DEFAULT_PAGE_SIZES)?,
+    };
+    let tlb = match (tlb, machine.as_ref().and_then(|m| m.tlb.clone())) {
+        (Some(t), _) => pagelab_tlb::resolve(t).with_context(|| format!("--tlb {t}"))?,
+        (None, Some(t)) => t,
+        (None, None) => pagelab_tlb::preset(pagelab_tlb::DEFAULT_PRESET)?,
+    };
+    let cfg = StudyConfig {
+        page_sizes: sizes,
+        tlb,
+    };
+    Ok((cfg, machine))
+}
+
+/// Default page sizes of a study without a machine.
+pub const DEFAULT_PAGE_SIZES: &str = "4K,8K,16K,32K,64K,128K,256K,2M";
 
 /// What the memory-management model runs take besides the TLB.
 #[derive(Clone, Debug, Default)]
@@ -26,6 +67,9 @@ pub struct PolicyArgs<'a> {
     pub strict: bool,
     /// `--cow whole|base`.
     pub cow: &'a str,
+    /// `--machine`: its memory (which `phys` and `memory` replace), geometry,
+    /// kernel and nodes.
+    pub machine: Option<&'a Machine>,
 }
 
 /// The configuration of the policy runs over the TLB of `study`.
@@ -35,7 +79,10 @@ pub fn policy_config(study: &StudyConfig, a: &PolicyArgs<'_>) -> Result<PolicyCo
         .iter()
         .map(|p| p.parse().with_context(|| format!("--policy {p}")))
         .collect::<Result<Vec<_>>>()?;
-    let phys = phys_config(a.phys, a.memory)?;
+    let (phys, platform) = match a.machine {
+        Some(m) => machine_phys(m.clone(), a.phys, a.memory)?,
+        None => (phys_config(a.phys, a.memory)?, None),
+    };
     let cow = a
         .cow
         .parse()
@@ -46,7 +93,39 @@ pub fn policy_config(study: &StudyConfig, a: &PolicyArgs<'_>) -> Result<PolicyCo
         phys,
         strict: a.strict,
         cow,
+        platform,
     })
+}
+
+/// The machine's physical memory, replaced by `--phys` and resized by
+/// `--memory` (checked against the rest of the machine), and what else a run
+/// takes from the machine.
+fn machine_phys(
+    mut m: Machine,
+    file: Option<&std::path::Path>,
+    memory: Option<&str>,
+) -> Result<(
+    pagelab_mm::phys::PhysConfig,
+    Option<pagelab_mm::platform::Platform>,
+)> {
+    if file.is_some() || memory.is_some() {
+        let mut phys = match file {
+            Some(_) => phys_config(file, None)?,
+            None => m.phys.clone(),
+        };
+        if let Some(text) = memory {
+            phys.memory = pagelab_core::Bytes(
+                pagelab_core::parse_bytes(text).with_context(|| format!("--memory {text}"))?,
+            );
+        }
+        let origin = match (file, memory) {
+            (Some(p), _) => format!("--phys {}", p.display()),
+            (None, _) => format!("--memory {}", memory.unwrap_or_default()),
+        };
+        m.set_phys(phys, &origin)
+            .with_context(|| format!("--machine {}", m.name))?;
+    }
+    Ok((m.phys.clone(), Some(m.platform())))
 }
 
 /// The modelled machine's physical memory: `--phys FILE.toml`, else 4G, with

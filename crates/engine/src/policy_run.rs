@@ -26,6 +26,9 @@ pub struct PolicyConfig {
     pub strict: bool,
     /// How a write to a shared private superpage is copied.
     pub cow: pagelab_mm::fault::CowMode,
+    /// The modelled machine's page-table geometry, kernel and nodes (`None`:
+    /// today's default machine, the geometry following each policy's base page).
+    pub platform: Option<pagelab_mm::platform::Platform>,
 }
 
 /// One policy's run.
@@ -54,8 +57,8 @@ impl PolicyRun {
     fn new(spec: &PolicySpec, cfg: &PolicyConfig) -> Result<PolicyRun, EngineError> {
         Ok(PolicyRun {
             mm: {
-                let mut mm =
-                    Mm::new(spec, &cfg.phys).map_err(|e| EngineError::Model(e.to_string()))?;
+                let mut mm = Mm::on(spec, &cfg.phys, cfg.platform.as_ref())
+                    .map_err(|e| EngineError::Model(e.to_string()))?;
                 mm.set_cow(cfg.cow);
                 mm
             },

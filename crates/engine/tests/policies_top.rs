@@ -30,6 +30,7 @@ fn run(events: Vec<Event>, policy: &str) -> Result<(), String> {
         phys: PhysConfig::new(Bytes(64 << 20)),
         strict: false,
         cow: Default::default(),
+        platform: None,
     };
     run_policies(&mut Events(events.into_iter()), &cfg, &mut ())
         .map(|_| ())

@@ -11,14 +11,18 @@
 //! - [`reclaim`]: LRU lists, watermarks, swap-out and page-cache drop.
 //! - [`policy`]: superpage policies (seam: `Policy`), one file each.
 //! - [`system`]: the model stepped event by event under one policy.
+//! - [`platform`] and [`kmem`]: the modelled machine's geometry, kernel and
+//!   NUMA nodes (read from a machine file by `pagelab-machine`).
 
 pub mod cache;
 pub mod counters;
 pub mod fault;
 pub mod filemap;
+pub mod kmem;
 pub mod machine;
 pub mod pagetable;
 pub mod phys;
+pub mod platform;
 pub mod policy;
 pub mod reclaim;
 pub mod system;

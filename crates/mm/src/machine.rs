@@ -65,6 +65,9 @@ pub struct MachineConfig {
     pub phys: PhysConfig,
     /// The base page size; the page-table geometry follows it.
     pub base: PageSize,
+    /// The page-table geometry of the modelled machine; `None`: the one
+    /// Linux uses for `base` ([`Geometry::for_base`]). Its base must be `base`.
+    pub geometry: Option<Geometry>,
 }
 
 /// Physical memory plus every process's address space and page table.
@@ -94,10 +97,21 @@ impl Machine {
     /// A machine with no process yet.
     pub fn new(cfg: &MachineConfig) -> Result<Machine, MmError> {
         let phys = PhysMem::new(&cfg.phys)?;
+        let geometry = match cfg.geometry {
+            Some(g) if g.base() != cfg.base => {
+                return Err(MmError::Policy(format!(
+                "the machine's page table maps {} base pages, but the policy runs on {} base pages",
+                g.base(),
+                cfg.base
+            )))
+            }
+            Some(g) => g,
+            None => Geometry::for_base(cfg.base),
+        };
         Ok(Machine {
             res: Residency::new(phys.total_frames(), phys.reclaim_enabled()),
             phys,
-            geometry: Geometry::for_base(cfg.base),
+            geometry,
             procs: FxHashMap::default(),
             shared: FxHashMap::default(),
             cache: PageCache::new(cfg.base),

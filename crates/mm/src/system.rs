@@ -40,11 +40,26 @@ pub struct Mm {
 }
 
 impl Mm {
-    /// A model of `phys` under `spec`.
+    /// A model of `phys` under `spec`, on today's default machine.
     pub fn new(spec: &PolicySpec, phys: &PhysConfig) -> Result<Mm, MmError> {
+        Mm::on(spec, phys, None)
+    }
+
+    /// A model of `phys` under `spec` on `platform` (its page-table geometry,
+    /// kernel and nodes), or on today's default machine when `None`.
+    pub fn on(
+        spec: &PolicySpec,
+        phys: &PhysConfig,
+        platform: Option<&crate::platform::Platform>,
+    ) -> Result<Mm, MmError> {
         let machine = Machine::new(&MachineConfig {
             phys: phys.clone(),
             base: spec.base(),
+            geometry: platform.map(|p| p.geometry),
+        })
+        .map_err(|e| match e {
+            MmError::Policy(m) => MmError::Policy(format!("policy `{spec}`: {m}")),
+            e => e,
         })?;
         Ok(Mm {
             machine,

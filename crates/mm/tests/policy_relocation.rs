@@ -305,6 +305,7 @@ fn collapsed_ranges_are_handed_over_for_the_tlb_once() {
     let mut m = Machine::new(&MachineConfig {
         phys: PhysConfig::new(Bytes(64 * M)),
         base: PageSize::K4,
+        geometry: None,
     })
     .unwrap();
     let ev = MapEvent {

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod capture;
 pub mod convert;
 pub mod list;
+pub mod machines;
 pub mod report;
 pub mod run;
 pub mod sim;
@@ -14,10 +15,16 @@ pub mod validate;
 use crate::args::ModelArgs;
 use anyhow::Result;
 use pagelab_engine::StudyConfig;
+use pagelab_machine::Machine;
 
-/// The study configuration named by the command line.
-pub fn study_config(m: &ModelArgs) -> Result<StudyConfig> {
-    pagelab::model::study_config(&m.page_sizes, &m.tlb)
+/// The study configuration named by the command line, and the machine when
+/// `--machine` names one (see [`pagelab::model::machine_study_config`]).
+pub fn study_config(m: &ModelArgs) -> Result<(StudyConfig, Option<Machine>)> {
+    pagelab::model::machine_study_config(
+        m.machine.as_deref(),
+        m.page_sizes.as_deref(),
+        m.tlb.as_deref(),
+    )
 }
 
 /// Parses a trace format name given on the command line.

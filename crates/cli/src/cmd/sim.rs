@@ -6,7 +6,7 @@ use anyhow::Result;
 use pagelab_trace::TraceSource;
 
 pub fn run(a: SimArgs) -> Result<()> {
-    let cfg = super::study_config(&a.model)?;
+    let (cfg, machine) = super::study_config(&a.model)?;
     let rule = a.rule.rule()?;
     let mut src = super::capture::sim_source(&a)?;
     let label = src.info().name;
@@ -21,6 +21,7 @@ pub fn run(a: SimArgs) -> Result<()> {
                 memory: a.memory.as_deref(),
                 strict: a.strict,
                 cow: &a.cow,
+                machine: machine.as_ref(),
             },
         )?;
         pagelab_engine::run_policies(&mut *src, &pcfg, &mut StderrProgress::new(&label))?

@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use pagelab_report::{AnyResult, StudyResult};
 
 pub fn run(a: StudyArgs) -> Result<()> {
-    let cfg = super::study_config(&a.model)?;
+    let (cfg, _machine) = super::study_config(&a.model)?;
     let rule = a.rule.rule()?;
     let specs: Vec<String> = if a.workloads.is_empty() {
         pagelab::builtin::default_set()

@@ -24,7 +24,9 @@ pub struct GeometrySpec {
     pub bits_per_level: Vec<u8>,
     /// Levels whose entries may be leaves (level 1 must be among them).
     pub leaf_levels: Vec<u8>,
-    /// Per level, log2 of the longest contiguous run of leaf entries (0: no runs).
+    /// Per level, log2 of the longest contiguous run of leaf entries (0: no
+    /// runs; levels not listed have none).
+    #[serde(default)]
     pub max_run_shift: Vec<u8>,
     /// Bytes per entry (8 on x86-64, arm64 and POWER).
     pub entry_bytes: u8,

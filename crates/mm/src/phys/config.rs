@@ -16,10 +16,15 @@ const MAX_MEMORY: u64 = 64 << 40;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ZoneKind {
+    /// Frames below the `dma` limit (16M on ia32), as Linux's ZONE_DMA; absent by default.
+    Dma,
     /// Frames below the `dma32` limit (4G by default), as Linux's ZONE_DMA32.
     Dma32,
-    /// Frames above `dma32` and below the large zone.
+    /// Frames above `dma32` and below high memory (or the large zone).
     Normal,
+    /// Frames from `highmem` up: the memory a 32-bit kernel does not map
+    /// permanently (ZONE_HIGHMEM); absent unless `highmem` is set.
+    Highmem,
     /// A zone reserved at boot for large pages (000 paper, 4.4), at the top of memory.
     Large,
 }
@@ -28,8 +33,10 @@ impl ZoneKind {
     /// The name used in configs and stats: `dma32`, `normal`, `large`.
     pub fn name(self) -> &'static str {
         match self {
+            ZoneKind::Dma => "dma",
             ZoneKind::Dma32 => "dma32",
             ZoneKind::Normal => "normal",
+            ZoneKind::Highmem => "highmem",
             ZoneKind::Large => "large",
         }
     }
@@ -37,8 +44,10 @@ impl ZoneKind {
 
 /// Physical memory as configured (TOML or JSON; sizes written `64M`, `2G` or as bytes).
 ///
-/// Layout, from physical address 0: `dma32` up to the `dma32` limit, then
-/// `normal`, then the `large` zone (if any) as the top `large.size` bytes.
+/// Layout, from physical address 0: `dma` up to the `dma` limit (none by
+/// default), `dma32` up to the `dma32` limit, then `normal`, then `highmem`
+/// from the `highmem` boundary (a 32-bit kernel's low memory ends there; none
+/// by default), then the `large` zone (if any) as the top `large.size` bytes.
 /// Empty zones are left out.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -52,6 +61,21 @@ pub struct PhysConfig {
     /// Where `dma32` ends and `normal` begins (default 4G; `0` for no dma32 zone).
     #[serde(default = "default_dma32", deserialize_with = "de_bytes")]
     pub dma32: Bytes,
+    /// Where `dma` ends (default 0: no dma zone; 16M on ia32).
+    #[serde(
+        default,
+        deserialize_with = "de_bytes",
+        skip_serializing_if = "is_zero"
+    )]
+    pub dma: Bytes,
+    /// Where high memory begins: the end of a 32-bit kernel's low memory (896M
+    /// on ia32 with the 3G/1G split). Absent: all memory is low memory.
+    #[serde(
+        default,
+        deserialize_with = "de_opt_bytes",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub highmem: Option<Bytes>,
     /// An optional zone reserved at boot for large pages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub large: Option<LargeZoneConfig>,
@@ -122,6 +146,14 @@ fn default_dma32() -> Bytes {
 fn yes() -> bool {
     true
 }
+fn is_zero(b: &Bytes) -> bool {
+    b.0 == 0
+}
+
+/// As [`de_bytes`], for an optional field.
+fn de_opt_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Bytes>, D::Error> {
+    de_bytes(d).map(Some)
+}
 
 /// Accepts a byte count as a number or as text (`64M`, `2G`).
 pub(crate) fn de_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
@@ -148,6 +180,8 @@ impl PhysConfig {
             memory,
             max_order: default_max_order(),
             dma32: default_dma32(),
+            dma: Bytes(0),
+            highmem: None,
             large: None,
             fallback: None,
             report_page: None,
@@ -155,6 +189,17 @@ impl PhysConfig {
             watermarks: None,
             reclaim_superpages: SuperpageReclaim::Whole,
         }
+    }
+
+    /// The zones this configuration lays out, in physical order, with their
+    /// bytes (empty zones left out).
+    pub fn zone_sizes(&self) -> Result<Vec<(ZoneKind, u64)>, ConfigError> {
+        Ok(self
+            .layout()?
+            .zones
+            .iter()
+            .map(|z| (z.0, z.2 * FRAME_BYTES))
+            .collect())
     }
 
     /// Checks every field; the error names the first bad one.
@@ -192,11 +237,16 @@ impl PhysConfig {
             Some(l) => (l.size.0, Some(self.check_large(l)?)),
         };
         let large_start = mem - large_bytes;
-        let dma_end = self.dma32.0.min(large_start);
+        let high = self.check_low_zones(large_start)?;
+        let dma_end = self.dma.0.min(large_start);
+        let dma32_end = self.dma32.0.min(high).max(dma_end);
+        let normal_end = high.max(dma32_end);
         let mut zones = Vec::new();
         for (kind, lo, hi) in [
-            (ZoneKind::Dma32, 0, dma_end),
-            (ZoneKind::Normal, dma_end, large_start),
+            (ZoneKind::Dma, 0, dma_end),
+            (ZoneKind::Dma32, dma_end, dma32_end),
+            (ZoneKind::Normal, dma32_end, normal_end),
+            (ZoneKind::Highmem, normal_end, large_start),
             (ZoneKind::Large, large_start, mem),
         ] {
             if hi > lo {
@@ -219,6 +269,36 @@ impl PhysConfig {
             report_order,
             watermarks,
         })
+    }
+
+    /// Checks `dma` and `highmem`; returns where high memory begins (the
+    /// start of the large zone when there is no high memory).
+    fn check_low_zones(&self, large_start: u64) -> Result<u64, ConfigError> {
+        if !self.dma.0.is_multiple_of(FRAME_BYTES) || self.dma.0 > self.memory.0 {
+            return Err(err(
+                "dma",
+                format!(
+                    "{} is not allowed: write a multiple of 4K no larger than memory ({})",
+                    self.dma, self.memory
+                ),
+            ));
+        }
+        let Some(high) = self.highmem else {
+            return Ok(large_start);
+        };
+        if high.0 == 0 || !high.0.is_multiple_of(FRAME_BYTES) || high.0 < self.dma.0 {
+            return Err(err(
+                "highmem",
+                format!("{high} is not allowed: high memory begins at a non-zero multiple of 4K at or above dma ({})", self.dma),
+            ));
+        }
+        if high.0 > large_start {
+            return Err(err(
+                "highmem",
+                format!("{high} is above the memory below the large zone ({}): low memory cannot be larger than memory", Bytes(large_start)),
+            ));
+        }
+        Ok(high.0)
     }
 
     fn check_large(&self, l: &LargeZoneConfig) -> Result<u8, ConfigError> {
@@ -247,10 +327,16 @@ impl PhysConfig {
     fn check_fallback(&self, zones: &[(ZoneKind, u64, u64)]) -> Result<Vec<ZoneKind>, ConfigError> {
         let present = |k: ZoneKind| zones.iter().any(|z| z.0 == k);
         let Some(list) = &self.fallback else {
-            return Ok([ZoneKind::Large, ZoneKind::Normal, ZoneKind::Dma32]
-                .into_iter()
-                .filter(|&k| present(k))
-                .collect());
+            return Ok([
+                ZoneKind::Large,
+                ZoneKind::Highmem,
+                ZoneKind::Normal,
+                ZoneKind::Dma32,
+                ZoneKind::Dma,
+            ]
+            .into_iter()
+            .filter(|&k| present(k))
+            .collect());
         };
         if list.is_empty() {
             return Err(err(

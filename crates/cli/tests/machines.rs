@@ -1,0 +1,203 @@
+//! `--machine` end to end: a preset's page sizes and TLB become the defaults,
+//! the x86-64 preset gives the same results as no machine, sizes and base
+//! pages the machine cannot map are refused, and `pagelab machines` prints
+//! the paper's mem_map figures.
+
+use std::process::{Command, Output};
+
+fn pagelab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_pagelab"))
+}
+
+fn run(args: &[&str]) -> Output {
+    let out = pagelab().args(args).output().expect("pagelab runs");
+    assert!(
+        out.status.success(),
+        "pagelab {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn fail(args: &[&str]) -> String {
+    let out = pagelab().args(args).output().expect("pagelab runs");
+    assert_eq!(out.status.code(), Some(1), "pagelab {args:?} should fail");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+/// The JSON a command writes, without its timing.
+fn result(args: &[&str], name: &str) -> serde_json::Value {
+    let path = std::env::temp_dir().join(format!(
+        "pagelab-machines-{}-{name}.json",
+        std::process::id()
+    ));
+    let p = path.to_str().unwrap();
+    let mut all = args.to_vec();
+    all.extend(["--json", p]);
+    run(&all);
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&path);
+    // Timing and the command line differ by construction.
+    v.as_object_mut().unwrap().remove("elapsed_seconds");
+    v.as_object_mut().unwrap().remove("provenance");
+    v
+}
+
+const W: &str = "gups:updates=20000,table=4M";
+
+#[test]
+fn the_x86_64_preset_is_todays_default_machine() {
+    for policy in [
+        &[][..],
+        &["--policy", "base:4K", "--policy", "linux-thp"][..],
+    ] {
+        let mut plain = vec!["sim", "--workload", W, "--page-sizes", "4K,2M,1G"];
+        plain.extend(policy);
+        let mut with = plain.clone();
+        with.extend(["--machine", "x86-64"]);
+        assert_eq!(result(&plain, "plain"), result(&with, "x86"), "{policy:?}");
+    }
+}
+
+#[test]
+fn a_machine_gives_its_page_sizes_and_tlb() {
+    let v = result(&["sim", "--machine", "ia32-pae", "--workload", W], "pae");
+    let sizes: Vec<u64> = v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["page_size"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, [4096, 2 << 20]);
+    assert_eq!(v["tlb"]["name"], "pentium3");
+    // --tlb replaces the machine's TLB.
+    let v = result(
+        &[
+            "sim",
+            "--machine",
+            "ia32-pae",
+            "--tlb",
+            "skylake",
+            "--workload",
+            W,
+        ],
+        "pae-sky",
+    );
+    assert_eq!(v["tlb"]["name"], "skylake");
+}
+
+#[test]
+fn what_a_machine_cannot_map_is_refused() {
+    let e = fail(&[
+        "sim",
+        "--machine",
+        "ia32",
+        "--page-sizes",
+        "4K,2M",
+        "--workload",
+        W,
+    ]);
+    assert!(
+        e.contains(
+            "--page-sizes 4K,2M: machine ia32 cannot map 2M pages: its page table maps 4K, 4M"
+        ),
+        "{e}"
+    );
+    let e = fail(&[
+        "sim",
+        "--machine",
+        "arm64-64k",
+        "--policy",
+        "base:4K",
+        "--workload",
+        W,
+    ]);
+    assert!(e.contains("64K base pages") && e.contains("base:4K"), "{e}");
+    // The built-in workloads are 64-bit processes: a 32-bit machine's model refuses them.
+    let e = fail(&[
+        "sim",
+        "--machine",
+        "ia32-pae",
+        "--policy",
+        "base:4K",
+        "--workload",
+        W,
+    ]);
+    assert!(
+        e.contains("outside the 32-bit virtual address space"),
+        "{e}"
+    );
+    let e = fail(&[
+        "sim",
+        "--machine",
+        "ia32-pae",
+        "--policy",
+        "base:4K",
+        "--memory",
+        "10G",
+        "--workload",
+        W,
+    ]);
+    assert!(!e.contains("NUMA"), "10G spreads over 4 nodes: {e}");
+    let e = fail(&[
+        "sim",
+        "--machine",
+        "ia32-pae",
+        "--policy",
+        "base:4K",
+        "--memory",
+        "512M",
+        "--workload",
+        W,
+    ]);
+    assert!(e.contains("--memory 512M: field `phys.highmem`"), "{e}");
+    let e = fail(&["sim", "--machine", "vax", "--workload", W]);
+    assert!(
+        e.contains("unknown machine `vax`") && e.contains("arm64-16k"),
+        "{e}"
+    );
+}
+
+#[test]
+fn machines_lists_the_presets_and_the_papers_mem_map() {
+    let out = String::from_utf8(run(&["machines"]).stdout).unwrap();
+    for name in [
+        "ia32-pae",
+        "ia32",
+        "x86-64",
+        "x86-64-la57",
+        "arm64-4k",
+        "arm64-16k",
+        "arm64-64k",
+    ] {
+        assert!(
+            out.contains(&format!("\n{name} - ")) || out.starts_with(&format!("{name} - ")),
+            "{name}"
+        );
+    }
+    let one = |args: &[&str]| String::from_utf8(run(args).stdout).unwrap();
+    assert!(
+        one(&["machines", "ia32-pae"]).contains("mem_map 176M = 19.6% of the 896M of low memory")
+    );
+    assert!(one(&["machines", "ia32-pae", "--memory", "64G"]).contains("mem_map 704M = 78.6%"));
+    let c = one(&[
+        "machines",
+        "ia32-pae",
+        "--memory",
+        "64G",
+        "--page-cluster",
+        "8",
+    ]);
+    assert!(
+        c.contains("44 bytes per 8 pages, mem_map 88M = 9.8%"),
+        "{c}"
+    );
+    let e = fail(&["machines", "ia32-pae", "--page-cluster", "3"]);
+    assert!(
+        e.contains("--page-cluster 3: 3 is not allowed: pages per cluster is a power of two"),
+        "{e}"
+    );
+}

@@ -1,0 +1,74 @@
+//! A machine for people: `pagelab machines`.
+
+use crate::{list, Machine};
+use pagelab_core::Bytes;
+pub use pagelab_mm::kmem::KernelMemory;
+
+impl Machine {
+    /// The kernel's fixed memory on this machine: `mem_map`, and the low
+    /// memory it takes on a 32-bit kernel.
+    pub fn kernel_memory(&self) -> KernelMemory {
+        KernelMemory::fixed(&self.kernel, &self.phys, self.geometry.base())
+    }
+
+    /// A few lines for people: title, page table, page sizes, memory and
+    /// zones, NUMA, struct page and mem_map, TLB, source.
+    pub fn describe(&self) -> String {
+        let g = &self.geometry;
+        let mut out = self.name.clone();
+        if !self.description.is_empty() {
+            out.push_str(" - ");
+            out.push_str(&self.description);
+        }
+        let entries: Vec<String> = (1..=g.levels())
+            .rev()
+            .map(|l| g.entries(l).to_string())
+            .collect();
+        out.push_str(&format!(
+            "\n  page table   {} levels of {} entries (root first), {}-byte entries, {}-bit addresses",
+            g.levels(),
+            entries.join(", "),
+            g.entry_bytes(),
+            g.va_bits()
+        ));
+        out.push_str(&format!("\n  page sizes   {}", list(&self.page_sizes)));
+        let zones: Vec<String> = match self.phys.zone_sizes() {
+            Ok(z) => z
+                .iter()
+                .map(|(k, b)| format!("{} {}", k.name(), Bytes(*b)))
+                .collect(),
+            Err(e) => vec![e.to_string()],
+        };
+        out.push_str(&format!(
+            "\n  memory       {} ({})",
+            self.phys.memory,
+            zones.join(", ")
+        ));
+        let n = &self.numa;
+        if n.nodes.len() > 1 {
+            let nodes: Vec<String> = n
+                .nodes
+                .iter()
+                .map(|d| format!("{} + {} CPUs", d.memory, d.cpus.len()))
+                .collect();
+            out.push_str(&format!(
+                "\n  numa         {} nodes: {}",
+                n.nodes.len(),
+                nodes.join(", ")
+            ));
+        } else {
+            out.push_str(&format!("\n  cpus         {}, one node", n.cpus));
+        }
+        out.push_str(&format!(
+            "\n  kernel       {}",
+            self.kernel_memory().summary()
+        ));
+        if let Some(t) = &self.tlb {
+            out.push_str(&format!("\n  tlb          {}", t.name));
+        }
+        if !self.source.is_empty() {
+            out.push_str(&format!("\n  source       {}", self.source));
+        }
+        out
+    }
+}

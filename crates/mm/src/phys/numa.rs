@@ -1,0 +1,116 @@
+//! NUMA nodes as a machine file gives them: each node's memory (consecutive
+//! physical ranges, node 0 first) and the CPUs on it.
+
+use super::config::de_bytes;
+use super::ConfigError;
+use pagelab_core::Bytes;
+use serde::{Deserialize, Serialize};
+
+/// The largest CPU count a machine may have.
+pub const MAX_CPUS: u32 = 4096;
+
+/// CPUs and NUMA nodes (`[numa]` of a machine file).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NumaConfig {
+    /// CPUs in the machine, numbered from 0.
+    pub cpus: u32,
+    /// The nodes, in physical order: node 0 holds the lowest memory.
+    pub nodes: Vec<NodeConfig>,
+}
+
+/// One NUMA node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    /// Memory on the node; a multiple of 4K.
+    #[serde(deserialize_with = "de_bytes")]
+    pub memory: Bytes,
+    /// The CPUs on the node (numbers below `cpus`).
+    pub cpus: Vec<u32>,
+}
+
+impl NumaConfig {
+    /// One node holding all of `memory` and `cpus` CPUs: a machine without NUMA.
+    pub fn uniform(memory: Bytes, cpus: u32) -> NumaConfig {
+        NumaConfig {
+            cpus,
+            nodes: vec![NodeConfig {
+                memory,
+                cpus: (0..cpus).collect(),
+            }],
+        }
+    }
+
+    /// Checks the nodes against the machine's `memory`: every node has
+    /// memory, they add up to `memory`, and every CPU below `cpus` is on
+    /// exactly one node.
+    pub fn validate(&self, memory: Bytes) -> Result<(), ConfigError> {
+        let bad = |field, message| Err(ConfigError { field, message });
+        if !(1..=MAX_CPUS).contains(&self.cpus) {
+            return bad(
+                "numa.cpus",
+                format!("{} is not allowed: 1 to {MAX_CPUS} CPUs", self.cpus),
+            );
+        }
+        if self.nodes.is_empty() || self.nodes.len() > 64 {
+            return bad("numa.nodes", "give 1 to 64 nodes".into());
+        }
+        let mut owner = vec![None; self.cpus as usize];
+        let mut total = 0u64;
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.memory.0 == 0 || !n.memory.0.is_multiple_of(4096) {
+                return bad(
+                    "numa.nodes.memory",
+                    format!(
+                        "node {i}: {} is not allowed: a non-zero multiple of 4K",
+                        n.memory
+                    ),
+                );
+            }
+            total = total.saturating_add(n.memory.0);
+            for &c in &n.cpus {
+                let Some(slot) = owner.get_mut(c as usize) else {
+                    return bad(
+                        "numa.nodes.cpus",
+                        format!(
+                            "node {i} names CPU {c}, but the machine has {} CPUs (0..={})",
+                            self.cpus,
+                            self.cpus - 1
+                        ),
+                    );
+                };
+                if let Some(other) = slot.replace(i) {
+                    return bad(
+                        "numa.nodes.cpus",
+                        format!("CPU {c} is on node {other} and on node {i}: a CPU is on one node"),
+                    );
+                }
+            }
+        }
+        if total != memory.0 {
+            return bad(
+                "numa.nodes.memory",
+                format!("the nodes hold {} in all, but the machine's memory is {memory}: they must add up to it", Bytes(total)),
+            );
+        }
+        if let Some(c) = owner.iter().position(|o| o.is_none()) {
+            return bad(
+                "numa.nodes.cpus",
+                format!(
+                    "CPU {c} is on no node: list each of the {} CPUs on one node",
+                    self.cpus
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// The node of `cpu` (node 0 for a CPU not listed).
+    pub fn node_of_cpu(&self, cpu: u32) -> usize {
+        self.nodes
+            .iter()
+            .position(|n| n.cpus.contains(&cpu))
+            .unwrap_or(0)
+    }
+}
