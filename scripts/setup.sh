@@ -51,4 +51,6 @@ cargo build --release --locked -p pagelab
 .venv/bin/pip install -q --disable-pip-version-check \
     'maturin>=1.5,<2' 'numpy>=1.24' 'pandas>=2' 'pyarrow>=14' 'dask[distributed]>=2024.1' \
     'fsspec>=2023.1' 'pytest>=8' nbformat nbclient ipykernel
-.venv/bin/pip install -q --disable-pip-version-check --no-build-isolation --no-deps ./python
+# Without build isolation pip runs the maturin it finds on PATH: the venv's.
+PATH="$PWD/.venv/bin:$PATH" .venv/bin/pip install -q --disable-pip-version-check \
+    --no-build-isolation --no-deps ./python
