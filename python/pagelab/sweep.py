@@ -43,7 +43,8 @@ def sweep(
     (``page_sizes``, ``tlb``, ``policies``, ``phys``, ``memory``, ``strict``,
     ``cow``) with an optional ``"name"``, or a mapping from names to such dicts.
     ``executor``: any :class:`concurrent.futures.Executor`; by default a
-    process pool with one worker per core.
+    process pool with one worker per core, started through a fork server (a
+    script calls ``sweep`` under ``if __name__ == "__main__":`` for it).
 
     The DataFrame has a ``source`` and a ``config`` column (the names), then
     the columns of :meth:`pagelab.Result.to_pandas`, among them ``page_size``
