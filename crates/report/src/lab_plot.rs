@@ -26,17 +26,6 @@ const WIDTH: u32 = 1000;
 const PANEL_HEIGHT: u32 = 380;
 const HEADER_HEIGHT: u32 = 46;
 const FONT: &str = "sans-serif";
-/// One colour per configuration, in the order they first appear.
-const COLORS: [RGBColor; 8] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(255, 127, 14),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(23, 190, 207),
-];
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 
@@ -204,9 +193,12 @@ fn speedup_groups(result: &LabResult) -> Vec<Group> {
         .collect()
 }
 
+/// A configuration's colour: its page size's, as in every plot ([`crate::colors`]); a
+/// configuration of several sizes takes one of its own, by its order of appearance.
 fn color(labels: &[String], label: &str) -> RGBColor {
     let i = labels.iter().position(|l| l == label).unwrap_or(0);
-    COLORS[i % COLORS.len()]
+    let (r, g, b) = crate::colors::rgb(crate::colors::label_colour(label, i));
+    RGBColor(r, g, b)
 }
 
 /// A bar's value in few characters: `1.97`, `215`, `2,835`.
