@@ -295,16 +295,26 @@ fn lackey_text() -> Vec<u8> {
         .into_bytes()
 }
 
+/// The error names the input, the compression, the offsets and the Lackey line
+/// the decompressed text was cut in (the line after the last whole one).
 fn assert_said_corrupt(input: &std::path::Path, kind: &str) {
     let err = fails(pagelab().arg("sim").arg("--trace").arg(input));
     assert!(
         err.contains(&input.display().to_string())
             && err.contains(&format!(
                 "{kind}-compressed input corrupt or truncated within its first"
-            ))
-            && err.contains("bytes of decompressed data"),
+            )),
         "{err}"
     );
+    let produced: usize = err
+        .split_once(" bytes of decompressed data")
+        .and_then(|(head, _)| head.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no decompressed offset in: {err}"));
+    let text = lackey_text();
+    assert!(produced < text.len(), "{err}");
+    let line = text[..produced].iter().filter(|&&b| b == b'\n').count() + 1;
+    assert!(err.contains(&format!("in Lackey line {line}")), "{err}");
 }
 
 #[test]

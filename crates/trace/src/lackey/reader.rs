@@ -250,10 +250,20 @@ impl<R: Read> LackeyReader<R> {
                 }
                 Ok(n) => self.end += n,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => return Err(TraceError::io(&self.name, e)),
+                Err(e) => return Err(self.read_error(e)),
             }
         }
         Ok(())
+    }
+
+    /// A failed read (a corrupt compressed input, most often), naming the line it cut
+    /// short: the decompressor's offsets alone do not say where in the text that is.
+    #[cold]
+    fn read_error(&self, e: std::io::Error) -> TraceError {
+        let held = &self.data()[self.start..self.end];
+        let line = self.line + 1 + memchr::memchr_iter(b'\n', held).count() as u64;
+        let err = std::io::Error::new(e.kind(), format!("{e}, in Lackey line {line}"));
+        TraceError::io(&self.name, err)
     }
 
     /// The buffer holds one line without a newline: skip it if it is Valgrind's, else refuse it.
