@@ -69,10 +69,11 @@ pub enum StdoutTo {
     File(std::path::PathBuf),
 }
 
-/// Whether SIGINT, SIGTERM, SIGHUP or SIGQUIT arrived while a capture ran (they are held by
-/// [`pagelab_sys::signals`], shared with the lab, and passed on to the captured program).
-pub fn interrupted() -> bool {
-    pagelab_sys::signals::received().is_some()
+/// Which of SIGINT, SIGTERM, SIGHUP or SIGQUIT (the first, its number) arrived while a capture
+/// ran, if one did (they are held by [`pagelab_sys::signals`], shared with the lab, and passed
+/// on to the captured program).
+pub fn interrupted() -> Option<i32> {
+    pagelab_sys::signals::received()
 }
 
 /// The plugin's stream: the pipe, then what the arena holds once the pipe ends.

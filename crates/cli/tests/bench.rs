@@ -405,3 +405,35 @@ fn sigint_stops_the_bench_and_every_knob_comes_back() {
     );
     assert_eq!(knobs(), before, "a knob stayed changed after SIGINT");
 }
+
+#[test]
+fn a_full_standard_output_is_an_error_not_a_panic() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("skipped: no /dev/full on this machine");
+        return;
+    };
+    for args in [
+        &[
+            "bench",
+            "--quick",
+            "--repeat",
+            "1",
+            "--pages",
+            "4K",
+            "stride:heap=256K",
+        ][..],
+        &["bench-child", "stride:heap=256K"],
+    ] {
+        let out = pagelab()
+            .args(args)
+            .stdout(full.try_clone().unwrap())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("cannot write to standard output") && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
+    }
+}

@@ -392,3 +392,87 @@ fn sim_with_policies_reports_the_model_figures() {
         "{e}"
     );
 }
+
+/// Runs `cmd` with its standard error on a new pseudo-terminal and returns
+/// what was drawn there.
+fn on_a_terminal(cmd: &mut Command) -> String {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    let (mut master, mut slave) = (0, 0);
+    let size = libc::winsize {
+        ws_row: 24,
+        ws_col: 100,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: the out-pointers are valid; no name buffer, no termios asked for.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: openpty returned two open descriptors that nothing else owns.
+    let (mut master, slave) = unsafe {
+        (
+            std::fs::File::from_raw_fd(master),
+            std::fs::File::from_raw_fd(slave),
+        )
+    };
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stdin(Stdio::null())
+        .stderr(slave)
+        .spawn()
+        .unwrap();
+    // `cmd` holds the last copy of the slave: without it, reads of the master
+    // end (with EIO) once the child has ended.
+    drop(std::mem::replace(cmd, Command::new("true")));
+    let reader = std::thread::spawn(move || {
+        let mut drawn = Vec::new();
+        let _ = master.read_to_end(&mut drawn);
+        drawn
+    });
+    let status = child.wait().unwrap();
+    let drawn = reader.join().unwrap();
+    let drawn = String::from_utf8_lossy(&drawn).into_owned();
+    assert!(status.success(), "{drawn}");
+    drawn
+}
+
+/// The one progress display draws on a terminal (the engine's count in `sim`,
+/// the source's count in `convert`) and never anywhere else.
+#[test]
+fn progress_is_drawn_on_a_terminal_and_nowhere_else() {
+    let dir = tmp("progress");
+    let trace = data("gzip-9.lackey.zst");
+    let sim = || {
+        let mut c = pagelab();
+        c.arg("sim").arg("--trace").arg(&trace);
+        c
+    };
+    let convert = || {
+        let mut c = pagelab();
+        c.arg("convert").arg(&trace).arg(dir.join("t.trace"));
+        c
+    };
+    for (name, mut cmd) in [("sim", sim()), ("convert", convert())] {
+        let drawn = on_a_terminal(&mut cmd);
+        assert!(
+            drawn.contains("gzip-9.lackey.zst: ") && drawn.contains(" M refs/s"),
+            "{name}: {drawn:?}"
+        );
+    }
+    for (name, mut cmd) in [("sim", sim()), ("convert", convert())] {
+        let out = run(&mut cmd);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !err.contains("refs/s") && !err.contains('\x1b') && !err.contains('\r'),
+            "{name}: {err:?}"
+        );
+    }
+}

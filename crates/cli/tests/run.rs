@@ -407,3 +407,33 @@ fn without_root_it_says_to_use_sudo() {
         "{stderr}"
     );
 }
+
+/// `/dev/full` as standard output, or why the test is skipped.
+fn dev_full() -> Option<std::fs::File> {
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full");
+    if full.is_err() {
+        eprintln!("SKIPPED: no /dev/full on this machine");
+    }
+    full.ok()
+}
+
+#[test]
+fn a_full_standard_output_is_an_error_and_the_knobs_come_back() {
+    let Some(_serial) = knobs_available() else {
+        return;
+    };
+    let Some(full) = dev_full() else { return };
+    let before = settled_knobs();
+    let out = pagelab()
+        .args(["run", "--pages", "64K", "--thp", "always", "--", "true"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot write to standard output") && !err.contains("panicked"),
+        "{err}"
+    );
+    assert_eq!(settled_knobs(), before);
+}

@@ -186,3 +186,39 @@ fn a_signal_exits_128_plus_it_with_the_knobs_back() {
         assert_eq!(knobs(), before, "signal {sig} left a knob changed");
     }
 }
+
+#[test]
+fn a_full_standard_output_is_an_error_and_the_knobs_come_back() {
+    if let Some(why) = cannot_run() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("skipped: no /dev/full on this machine");
+        return;
+    };
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let before = knobs();
+    for args in [
+        &["validate", "--pages", "4K", "stride:heap=4M,iters=1"][..],
+        &[
+            "validate-child",
+            "--advise",
+            "none",
+            "stride:heap=4M,iters=1",
+        ],
+    ] {
+        let out = pagelab()
+            .args(args)
+            .stdout(full.try_clone().unwrap())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("cannot write to standard output") && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(knobs(), before, "validate left a knob changed");
+}

@@ -2,6 +2,8 @@
 //! configuration, each run in a fresh child (`pagelab bench-child`): the flags parsed into a
 //! `pagelab_lab::bench::BenchRequest`, the lab's result printed; and the hidden child.
 
+use crate::out::{out, outln};
+use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use pagelab_core::PageSize;
@@ -10,7 +12,6 @@ use pagelab_lab::measure::Host;
 use pagelab_lab::native::{self, Advice, KernelSpec, Scale};
 use pagelab_lab::session::KnobSession;
 use pagelab_lab::sysfs::{Sysfs, ThpMode};
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 /// The page-size configurations `bench` runs when `--pages` is not given.
@@ -62,8 +63,7 @@ pub struct BenchChildArgs {
 
 pub fn child(a: BenchChildArgs) -> Result<()> {
     let advice: Advice = a.advice.parse().context("--advice")?;
-    println!("{}", native::run_child(&a.spec, advice)?);
-    Ok(())
+    outln!("{}", native::run_child(&a.spec, advice)?)
 }
 
 /// The configurations of the `--pages` flags, each the sizes made available
@@ -160,38 +160,34 @@ pub fn run(a: BenchArgs) -> Result<i32> {
         specs: specs.clone(),
         child: vec![exe.into(), "bench-child".into()],
     };
-    let tty = std::io::stderr().is_terminal();
     let rule = a.rule.rule()?;
+    let progress = Progress::new("bench");
     let mut result = lab_bench::run(&sysfs, &req, session, &mut Host::new(&sysfs), &mut |msg| {
-        if tty {
-            eprint!("\r\x1b[2Kbench {msg}");
-        }
+        progress.step(msg)
     })?;
-    if tty {
-        eprint!("\r\x1b[2K");
-    }
+    progress.finish();
     if let Some(sig) = result.interrupted_by {
         eprintln!("pagelab: interrupted by signal {sig}; every knob is restored");
         return Ok(128 + sig);
     }
     result.provenance = Some(super::report::provenance(Vec::new()));
     let kernels: Vec<_> = specs.iter().map(KernelSpec::bench_kernel).collect();
-    print!(
+    out!(
         "{}",
         pagelab_report::lab_table::bench_tables(&result, &kernels)
-    );
+    )?;
     if let Some(path) = &a.json {
         pagelab_report::write_json(path, &result)?;
-        println!("wrote {}", path.display());
+        outln!("wrote {}", path.display())?;
     }
     if let Some(path) = &a.svg {
         pagelab_report::lab_plot::plot_bench_svg(&result, path)?;
-        println!("wrote {}", path.display());
+        outln!("wrote {}", path.display())?;
     }
     let result = pagelab_report::AnyResult::Lab(result);
     if let Some(path) = &a.html {
         super::report::write_one(path, result.clone(), &rule)?;
-        println!("wrote {}", path.display());
+        outln!("wrote {}", path.display())?;
     }
     super::report::print_answer(&result, &rule)?;
     Ok(0)

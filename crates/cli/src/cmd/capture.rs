@@ -1,6 +1,7 @@
 //! `pagelab capture`, and the sources of `study`/`sim -- PROGRAM` and of `--skip`/`--limit`.
 
 use crate::args::{CaptureArgs, ProgramArgs, SimArgs, StudyArgs, WindowArgs};
+use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
 use pagelab_capture::{Backend, Capture, CaptureCommand, StdoutTo, Window};
 use pagelab_core::{Event, SourceInfo};
@@ -21,9 +22,11 @@ pub fn run(a: CaptureArgs) -> Result<i32> {
     let out = pagelab_core::Output::create(&a.output)
         .with_context(|| format!("creating {}", a.output))?;
     let start = Instant::now();
+    let progress = Progress::new(&src.info().name);
     let mut window = Window::new(&mut src, a.window.skip, a.window.limit);
-    let (events, refs, writer) =
-        write_native(&mut window, out).with_context(|| format!("capturing to {}", a.output))?;
+    let (events, refs, writer) = write_native(&mut window, out, &progress)
+        .with_context(|| format!("capturing to {}", a.output))?;
+    progress.finish();
     let cut = window.cut_short();
     writer
         .finish()
@@ -43,7 +46,9 @@ pub fn run(a: CaptureArgs) -> Result<i32> {
 fn write_native<W: Write>(
     src: &mut (dyn TraceSource + Send),
     out: W,
+    progress: &Progress,
 ) -> Result<(u64, u64, NativeWriter<W>)> {
+    let start = Instant::now();
     let mut writer = NativeWriter::new(out)?;
     let (full_tx, full_rx) = mpsc::sync_channel::<Vec<Event>>(4);
     let (empty_tx, empty_rx) = mpsc::sync_channel::<Vec<Event>>(5);
@@ -68,6 +73,7 @@ fn write_native<W: Write>(
                 refs += matches!(e, Event::Ref(_)) as u64;
             }
             events += batch.len() as u64;
+            progress.refs(refs, start.elapsed());
             let _ = empty_tx.send(batch);
         }
         Ok(reader
@@ -179,9 +185,10 @@ impl Reported {
             return 0;
         };
         let code = pagelab_capture::exit_code(status);
-        if pagelab_capture::interrupted() {
+        if let Some(sig) = pagelab_capture::interrupted() {
             eprintln!("pagelab: `{name}` interrupted ({status}); the trace holds what ran");
-            return 130;
+            // As a shell reports a program that the signal ended.
+            return 128 + sig;
         }
         if code != 0 && !cut {
             eprintln!("pagelab: `{name}` ended with {status}; the trace holds what ran");

@@ -1,6 +1,7 @@
 //! `pagelab convert`: between Lackey text and the native format.
 
 use crate::args::ConvertArgs;
+use crate::progress::Progress;
 use anyhow::Result;
 use pagelab_trace::Format;
 
@@ -19,7 +20,9 @@ pub fn run(a: ConvertArgs) -> Result<()> {
     let to = super::parse_format("--to", a.to.as_deref())?
         .unwrap_or_else(|| format_for_output(&a.output));
     let mut src = pagelab_trace::open(&a.input, from)?;
-    let stats = pagelab_trace::convert(&mut *src, &a.output, to)?;
+    let progress = Progress::new(&a.input);
+    let stats = pagelab_trace::convert(&mut progress.watch(&mut *src), &a.output, to)?;
+    progress.finish();
     eprintln!("pagelab: wrote {} events to {}", stats.events, a.output);
     if stats.dropped > 0 {
         eprintln!(

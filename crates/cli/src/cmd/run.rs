@@ -5,6 +5,8 @@
 //! the THP sizes and hugetlb pools and run the program `--repeat` times; restore the knobs;
 //! summarize, print the table, write the JSON; exit with the program's status.
 
+use crate::out::out;
+use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use pagelab_core::{parse_page_sizes, PageSize};
@@ -13,8 +15,6 @@ use pagelab_lab::run::{self as lab_run, RunRequest};
 use pagelab_lab::sysfs::{Sysfs, ThpMode};
 use pagelab_report::{lab_table, AnyResult};
 use std::ffi::OsString;
-use std::io::IsTerminal;
-use std::io::Write;
 use std::path::PathBuf;
 
 /// `pagelab run` options.
@@ -89,23 +89,19 @@ pub fn run(a: RunArgs) -> Result<i32> {
     lab_run::check_machine(&sysfs, &configs)?;
     let mut argv = req.program.clone();
     argv[0] = lab_run::find_program(&req.program[0])?.into_os_string();
-    let tty = std::io::stderr().is_terminal();
     let rule = a.rule.rule()?;
+    let progress = Progress::new("run");
     let mut result = lab_run::run(
         &sysfs,
         &req,
         &configs,
         &argv,
         &mut Host::new(&sysfs),
-        &mut |msg| {
-            if tty {
-                eprintln!("pagelab: {msg}");
-            }
-        },
+        &mut |msg| progress.line(msg),
     )?;
+    progress.finish();
     result.provenance = Some(super::report::provenance(Vec::new()));
-    print!("{}", lab_table::run_table(&result));
-    std::io::stdout().flush()?;
+    out!("{}", lab_table::run_table(&result))?;
     super::report::print_answer(&AnyResult::Lab(result.clone()), &rule)?;
     if let Some(path) = &a.html {
         super::report::write_one(path, AnyResult::Lab(result.clone()), &rule)?;

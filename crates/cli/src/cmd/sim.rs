@@ -1,7 +1,7 @@
 //! `pagelab sim`: every page size in one pass over one trace or workload.
 
 use crate::args::SimArgs;
-use crate::progress::StderrProgress;
+use crate::progress::Progress;
 use anyhow::Result;
 use pagelab_trace::TraceSource;
 
@@ -11,7 +11,7 @@ pub fn run(a: SimArgs) -> Result<()> {
     let mut src = super::capture::sim_source(&a)?;
     let label = src.info().name;
     let mut result = if a.policy.is_empty() {
-        pagelab_engine::run_study(&mut *src, &cfg, &mut StderrProgress::new(&label))?
+        pagelab_engine::run_study(&mut *src, &cfg, &mut Progress::new(&label))?
     } else {
         let pcfg = pagelab::model::policy_config(
             &cfg,
@@ -24,7 +24,7 @@ pub fn run(a: SimArgs) -> Result<()> {
                 machine: machine.as_ref(),
             },
         )?;
-        pagelab_engine::run_policies(&mut *src, &pcfg, &mut StderrProgress::new(&label))?
+        pagelab_engine::run_policies(&mut *src, &pcfg, &mut Progress::new(&label))?
     };
     let inputs = match (&a.trace, a.program.program.is_empty()) {
         (Some(t), true) => super::report::input_checksum(t)?.into_iter().collect(),

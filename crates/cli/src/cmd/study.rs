@@ -1,7 +1,7 @@
 //! `pagelab study`: the page-size study over a set of workloads.
 
 use crate::args::StudyArgs;
-use crate::progress::StderrProgress;
+use crate::progress::Progress;
 use anyhow::{Context, Result};
 use pagelab_report::{AnyResult, StudyResult};
 
@@ -17,7 +17,7 @@ pub fn run(a: StudyArgs) -> Result<()> {
     let (specs, mut sources) = super::capture::study_sources(&a, &specs)?;
     let mut results = Vec::new();
     for (spec, src) in specs.iter().zip(sources.iter_mut()) {
-        let result = pagelab_engine::run_study(&mut **src, &cfg, &mut StderrProgress::new(spec))?;
+        let result = pagelab_engine::run_study(&mut **src, &cfg, &mut Progress::new(spec))?;
         crate::out::outln!("{}", pagelab_report::table(&result))?;
         results.push(result);
     }

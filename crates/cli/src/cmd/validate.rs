@@ -1,11 +1,12 @@
 //! `pagelab validate`: the kernel as the referee of the model (see
 //! `pagelab_lab::validate`), and its hidden child, which replays one workload.
 
+use crate::out::{out, outln};
+use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use pagelab_lab::sysfs::{Sysfs, ThpMode};
 use pagelab_lab::validate::{self, replay, ValidateOptions};
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -72,27 +73,21 @@ pub fn run(a: ValidateArgs) -> Result<i32> {
         mode,
         child: vec![exe.into(), "validate-child".into()],
     };
-    let tty = std::io::stderr().is_terminal();
-    let mut result = validate::run(&sysfs, &opts, |msg| {
-        if tty {
-            eprint!("\r\x1b[2K{msg}");
-        }
-    })?;
-    if tty {
-        eprint!("\r\x1b[2K");
-    }
+    let progress = Progress::new("validate");
+    let mut result = validate::run(&sysfs, &opts, |msg| progress.step(msg))?;
+    progress.finish();
     result.provenance = Some(super::report::provenance(Vec::new()));
-    print!("{}", pagelab_report::lab_table::validate_table(&result));
+    out!("{}", pagelab_report::lab_table::validate_table(&result))?;
     if let Some(path) = &a.json {
         pagelab_report::write_json(path, &result)?;
-        println!("wrote {}", path.display());
+        outln!("wrote {}", path.display())?;
     }
     // Validation has no budget to weigh: the default rule only words the verdicts.
     let rule = pagelab_report::recommend::Rule::default();
     let any = pagelab_report::AnyResult::Lab(result.clone());
     if let Some(path) = &a.html {
         super::report::write_one(path, any.clone(), &rule)?;
-        println!("wrote {}", path.display());
+        outln!("wrote {}", path.display())?;
     }
     let differ = result
         .configs
@@ -107,8 +102,8 @@ pub fn run(a: ValidateArgs) -> Result<i32> {
         );
     }
     match result.configs.len() {
-        1 => println!("the model and the kernel agree on the one case"),
-        n => println!("the model and the kernel agree on all {n} cases"),
+        1 => outln!("the model and the kernel agree on the one case")?,
+        n => outln!("the model and the kernel agree on all {n} cases")?,
     }
     super::report::print_answer(&any, &rule)?;
     Ok(0)
@@ -121,6 +116,5 @@ pub fn child(a: ValidateChildArgs) -> Result<()> {
         other => bail!("--advise {other}: use huge or none"),
     };
     let report = replay::replay(&a.workload, advise, &Sysfs::host())?;
-    println!("{}", serde_json::to_string(&report)?);
-    Ok(())
+    outln!("{}", serde_json::to_string(&report)?)
 }
