@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds pagelab's cargo-fuzz targets once and runs each for SECONDS (default 60),
-# two at a time (or FUZZ_JOBS), then prints per target the executions and
-# corpus size. Exits non-zero if a target crashed; its input is kept in
+# Builds pagelab's cargo-fuzz targets once and runs each for SECONDS (default 60)
+# of wall time, two at a time (or FUZZ_JOBS), then prints per target the CPU
+# seconds it had, the executions and the corpus size. Exits non-zero if a target crashed; its input is kept in
 # fuzz/artifacts/<target>/ (replay: cargo +nightly fuzz run -a <target> <file>).
 #
 #   scripts/fuzz.sh [--if-available] [SECONDS] [TARGET...]
@@ -47,15 +47,24 @@ flags=(-a --target-dir "${CARGO_TARGET_DIR:-$root/target}/fuzz")
 cargo +nightly fuzz build "${flags[@]}"
 
 jobs=${FUZZ_JOBS:-2}
-logs=$(mktemp -d)
-trap 'rm -rf "$logs"' EXIT
+# FUZZ_LOGS=DIR keeps each target's libFuzzer log there (DIR/<target>.log).
+if [ -n "${FUZZ_LOGS:-}" ]; then
+    logs=$FUZZ_LOGS
+    mkdir -p "$logs"
+else
+    logs=$(mktemp -d)
+    trap 'rm -rf "$logs"' EXIT
+fi
 run() {
-    local t=$1
+    local t=$1 status=0
     mkdir -p "corpus/$t" "seeds/$t"
     # -timeout: one input taking over 10 s is a hang; -rss_limit_mb: 2G.
     nice -n "${FUZZ_NICE:-0}" cargo +nightly fuzz run "${flags[@]}" "$t" "corpus/$t" "seeds/$t" -- \
         -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-        >"$logs/$t.log" 2>&1
+        >"$logs/$t.log" 2>&1 || status=$?
+    # The second line of `times`: this subshell's waited-for children, user and system.
+    times | sed -n 2p >"$logs/$t.cpu"
+    return $status
 }
 
 failed=()
@@ -73,13 +82,21 @@ for t in "${targets[@]}"; do
     fi
 done
 
-printf '%-14s %8s %12s %8s %10s\n' target seconds executions corpus crashed
+# "1m2.500s 0m0.300s" -> 62.8
+cpu_seconds() {
+    awk '{ n = split($0, f, /[ ]+/); t = 0
+           for (i = 1; i <= n; i++) { split(f[i], p, "m"); sub(/s$/, "", p[2]); t += p[1] * 60 + p[2] }
+           printf "%.0f", t }' "$1"
+}
+
+printf '%-14s %8s %8s %12s %8s %10s\n' target seconds cpu-s executions corpus crashed
 for t in "${targets[@]}"; do
     execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$logs/$t.log" | grep -o '[0-9]*$' || true)
     files=$(find "corpus/$t" -type f | wc -l)
     crashed=no
     if [[ " ${failed[*]} " == *" $t "* ]]; then crashed=yes; fi
-    printf '%-14s %8s %12s %8s %10s\n' "$t" "$seconds" "${execs:-?}" "$files" "$crashed"
+    cpu=$(cpu_seconds "$logs/$t.cpu" 2>/dev/null || echo '?')
+    printf '%-14s %8s %8s %12s %8s %10s\n' "$t" "$seconds" "${cpu:-?}" "${execs:-?}" "$files" "$crashed"
 done
 if [ ${#failed[@]} -gt 0 ]; then
     for t in "${failed[@]}"; do
