@@ -2,6 +2,8 @@
 //! found: each failed (a panic, a raw escape sequence, a partial file) before
 //! its fix.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
@@ -84,26 +86,11 @@ fn a_file_name_with_escapes_reaches_the_terminal_escaped() {
 
 #[test]
 fn a_full_standard_output_is_an_error_not_a_panic() {
-    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
-        eprintln!("skipped: no /dev/full on this machine");
-        return;
-    };
-    for args in [
-        &["workloads"][..],
+    common::full_stdout_is_a_clean_error(&[
+        &["workloads"],
         &["presets"],
         &["sim", "--workload", "gups:table=8M,updates=20000"],
-    ] {
-        let out = pagelab()
-            .args(args)
-            .stdout(full.try_clone().unwrap())
-            .output()
-            .unwrap();
-        let err = clean_failure(out);
-        assert!(
-            err.contains("cannot write to standard output"),
-            "{args:?}: {err}"
-        );
-    }
+    ]);
 }
 
 #[test]

@@ -2,6 +2,8 @@
 //! faults the first touch takes under 4K and under 2M THP (root and THP needed: skipped,
 //! saying why, elsewhere), the JSON and SVG outputs, the knobs restored, and errors.
 
+mod common;
+
 use pagelab_report::{LabConfig, LabResult};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -408,11 +410,7 @@ fn sigint_stops_the_bench_and_every_knob_comes_back() {
 
 #[test]
 fn a_full_standard_output_is_an_error_not_a_panic() {
-    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
-        eprintln!("skipped: no /dev/full on this machine");
-        return;
-    };
-    for args in [
+    common::full_stdout_is_a_clean_error(&[
         &[
             "bench",
             "--quick",
@@ -421,19 +419,7 @@ fn a_full_standard_output_is_an_error_not_a_panic() {
             "--pages",
             "4K",
             "stride:heap=256K",
-        ][..],
+        ],
         &["bench-child", "stride:heap=256K"],
-    ] {
-        let out = pagelab()
-            .args(args)
-            .stdout(full.try_clone().unwrap())
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
-        assert!(
-            err.contains("cannot write to standard output") && !err.contains("panicked"),
-            "{args:?}: {err}"
-        );
-    }
+    ]);
 }

@@ -4,6 +4,8 @@
 //! elsewhere. They run one at a time and compare knobs while holding pagelab's own lock, so
 //! another pagelab (another test binary) cannot change them under the comparison.
 
+mod common;
+
 use pagelab_lab::session::KnobSession;
 use pagelab_lab::sysfs::Sysfs;
 use serde_json::Value;
@@ -408,32 +410,14 @@ fn without_root_it_says_to_use_sudo() {
     );
 }
 
-/// `/dev/full` as standard output, or why the test is skipped.
-fn dev_full() -> Option<std::fs::File> {
-    let full = std::fs::OpenOptions::new().write(true).open("/dev/full");
-    if full.is_err() {
-        eprintln!("SKIPPED: no /dev/full on this machine");
-    }
-    full.ok()
-}
-
 #[test]
 fn a_full_standard_output_is_an_error_and_the_knobs_come_back() {
     let Some(_serial) = knobs_available() else {
         return;
     };
-    let Some(full) = dev_full() else { return };
     let before = settled_knobs();
-    let out = pagelab()
-        .args(["run", "--pages", "64K", "--thp", "always", "--", "true"])
-        .stdout(full)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("cannot write to standard output") && !err.contains("panicked"),
-        "{err}"
-    );
+    common::full_stdout_is_a_clean_error(&[&[
+        "run", "--pages", "64K", "--thp", "always", "--", "true",
+    ]]);
     assert_eq!(settled_knobs(), before);
 }
