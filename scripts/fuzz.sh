@@ -58,12 +58,13 @@ fi
 run() {
     local t=$1 status=0
     mkdir -p "corpus/$t" "seeds/$t"
-    # -timeout: one input taking over 10 s is a hang; -rss_limit_mb: 2G.
-    nice -n "${FUZZ_NICE:-0}" cargo +nightly fuzz run "${flags[@]}" "$t" "corpus/$t" "seeds/$t" -- \
-        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-        >"$logs/$t.log" 2>&1 || status=$?
-    # The second line of `times`: this subshell's waited-for children, user and system.
-    times | sed -n 2p >"$logs/$t.cpu"
+    # -timeout: one input taking over FUZZ_TIMEOUT (10) s is a hang (raise it on
+    # a loaded machine, where a niced target gets little of a core); -rss_limit_mb: 2G.
+    # `time` writes the target's user and system CPU seconds to $t.cpu.
+    local TIMEFORMAT="%U %S"
+    { time nice -n "${FUZZ_NICE:-0}" cargo +nightly fuzz run "${flags[@]}" "$t" "corpus/$t" "seeds/$t" -- \
+        -max_total_time="$seconds" -timeout="${FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 -print_final_stats=1 \
+        >"$logs/$t.log" 2>&1; } 2>"$logs/$t.cpu" || status=$?
     return $status
 }
 
@@ -82,20 +83,13 @@ for t in "${targets[@]}"; do
     fi
 done
 
-# "1m2.500s 0m0.300s" -> 62.8
-cpu_seconds() {
-    awk '{ n = split($0, f, /[ ]+/); t = 0
-           for (i = 1; i <= n; i++) { split(f[i], p, "m"); sub(/s$/, "", p[2]); t += p[1] * 60 + p[2] }
-           printf "%.0f", t }' "$1"
-}
-
 printf '%-14s %8s %8s %12s %8s %10s\n' target seconds cpu-s executions corpus crashed
 for t in "${targets[@]}"; do
     execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$logs/$t.log" | grep -o '[0-9]*$' || true)
     files=$(find "corpus/$t" -type f | wc -l)
     crashed=no
     if [[ " ${failed[*]} " == *" $t "* ]]; then crashed=yes; fi
-    cpu=$(cpu_seconds "$logs/$t.cpu" 2>/dev/null || echo '?')
+    cpu=$(awk '{ printf "%.0f", $1 + $2 }' "$logs/$t.cpu" 2>/dev/null || true)
     printf '%-14s %8s %8s %12s %8s %10s\n' "$t" "$seconds" "${cpu:-?}" "${execs:-?}" "$files" "$crashed"
 done
 if [ ${#failed[@]} -gt 0 ]; then
