@@ -103,6 +103,17 @@ impl Vpn {
 }
 
 impl Pfn {
+    /// log2 of the bytes of one frame: 12, a 4K frame.
+    pub const SHIFT: u32 = crate::size::MIN_PAGE_SHIFT as u32;
+    /// The bytes of one frame: 4K.
+    pub const BYTES: u64 = 1 << Pfn::SHIFT;
+
+    /// The number of whole 4K frames in `bytes`.
+    #[inline]
+    pub fn count_in(bytes: u64) -> u64 {
+        bytes >> Pfn::SHIFT
+    }
+
     /// The frame in units of base pages of `base` that holds this 4K frame.
     #[inline]
     pub fn to_base(self, base: PageSize) -> BasePfn {
@@ -148,6 +159,18 @@ macro_rules! unit_arithmetic {
 }
 
 unit_arithmetic!(VirtAddr: "bytes", Vpn: "pages", Pfn: "4K frames", BasePfn: "base-page frames");
+
+macro_rules! lower_hex {
+    ($($t:ident),*) => {$(
+        impl std::fmt::LowerHex for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                std::fmt::LowerHex::fmt(&self.0, f)
+            }
+        }
+    )*};
+}
+
+lower_hex!(VirtAddr, Vpn, Pfn, BasePfn);
 
 impl std::fmt::Display for VirtAddr {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -3,7 +3,7 @@
 //!
 //! Run with `cargo run --release -p pagelab-mm --example bench_pagetable`.
 
-use pagelab_core::{PageSize, Pfn, VirtAddr};
+use pagelab_core::{BasePfn, PageSize, VirtAddr};
 use pagelab_mm::pagetable::{Geometry, PageTable, PteFlags, RadixPageTable};
 use std::hint::black_box;
 use std::time::Instant;
@@ -32,7 +32,7 @@ fn fill(pt: &mut RadixPageTable, bytes: u64, size: PageSize) -> f64 {
     let start = Instant::now();
     for i in 0..n {
         let va = VirtAddr(base + i * size.bytes());
-        if pt.map(va, Pfn(i * frames), size, PteFlags::RW).is_err() {
+        if pt.map(va, BasePfn(i * frames), size, PteFlags::RW).is_err() {
             eprintln!("map failed at {va}");
         }
     }

@@ -132,16 +132,16 @@ impl PageCache {
             self.sizes.push(folio.size);
             self.sizes.sort_unstable_by(|a, b| b.cmp(a));
         }
-        self.frames += folio.size.bytes() >> 12;
+        self.frames += folio.size.frames();
         if let Some(old) = self.folios.insert((file, start), folio) {
-            self.frames -= old.size.bytes() >> 12;
+            self.frames -= old.size.frames();
         }
     }
 
     /// Takes the folio at page `start` of `file` out of the cache.
     pub fn remove(&mut self, file: u64, start: u64) -> Option<Folio> {
         let f = self.folios.remove(&(file, start))?;
-        self.frames -= f.size.bytes() >> 12;
+        self.frames -= f.size.frames();
         Some(f)
     }
 

@@ -12,12 +12,12 @@ pub struct PerSize([u64; 19]);
 impl PerSize {
     /// Adds `n` to `size`'s count.
     pub fn add(&mut self, size: PageSize, n: u64) {
-        self.0[(size.shift() - 12) as usize] += n;
+        self.0[size.index()] += n;
     }
 
     /// The count for `size`.
     pub fn get(&self, size: PageSize) -> u64 {
-        self.0[(size.shift() - 12) as usize]
+        self.0[size.index()]
     }
 
     /// Every size with a non-zero count, smallest first.
@@ -26,7 +26,7 @@ impl PerSize {
             .iter()
             .enumerate()
             .filter(|(_, &n)| n > 0)
-            .map(|(i, &n)| (PageSize::from_shift(12 + i as u8).expect("4K..1G"), n))
+            .map(|(i, &n)| (PageSize::from_index(i).expect("4K..1G"), n))
     }
 
     /// The sum over sizes.

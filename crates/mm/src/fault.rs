@@ -36,7 +36,7 @@ impl std::str::FromStr for CowMode {
 }
 
 fn head_pfn(m: &Machine, t: &Translation) -> Pfn {
-    Pfn(t.pfn.0 << (m.base().shift() - 12))
+    t.pfn.to_pfn(m.base())
 }
 
 /// Resolves a write to the present read-only page `t` of a private writable
@@ -49,7 +49,7 @@ pub fn cow_fault(
     t: &Translation,
     addr: u64,
     mode: CowMode,
-) -> Result<Vec<crate::pagetable::Mapping>, MmError> {
+) -> Result<Vec<crate::pagetable::PhysMapping>, MmError> {
     let flags = PteFlags::from_prot(vma.prot);
     let head = head_pfn(m, t);
     if m.exclusive(head, t.size) {
@@ -81,8 +81,8 @@ pub fn cow_fault(
         }
         return Err(MmError::OutOfMemory { addr, size });
     };
-    let mut old = m.proc_mut(pid).pt.unmap(t.start, size)?;
-    old.pfn = head;
+    let old = m.proc_mut(pid).pt.unmap(t.start, size)?.to_phys(base);
+    debug_assert_eq!(old.pfn, head);
     m.stats.rss_bytes -= size.bytes();
     let freed = m.unshare(old)?;
     m.map(pid, t.start.0, pfn, size, flags, false)?;
@@ -99,7 +99,7 @@ pub fn fork(m: &mut Machine, parent: u32, child: u32) -> Result<(), MmError> {
     let aspace = p.aspace.clone();
     let mappings = p.pt.mappings_in(VirtAddr(0), va_end);
     let mut pt = RadixPageTable::new(*m.geometry());
-    let shift = m.base().shift() - 12;
+    let base = m.base();
     for mp in mappings {
         let private = aspace
             .find(mp.start.0)
@@ -112,7 +112,7 @@ pub fn fork(m: &mut Machine, parent: u32, child: u32) -> Result<(), MmError> {
                 .protect(mp.start, mp.size.bytes(), flags)?;
         }
         pt.map(mp.start, mp.pfn, mp.size, flags)?;
-        m.share(Pfn(mp.pfn.0 << shift), mp.size);
+        m.share(mp.pfn.to_pfn(base), mp.size);
         m.stats.rss_bytes += mp.size.bytes();
     }
     m.stats.peak_rss_bytes = m.stats.peak_rss_bytes.max(m.stats.rss_bytes);
@@ -134,26 +134,26 @@ pub fn check_frames(m: &Machine, held: u64) -> Result<(), String> {
     use crate::phys::FrameAllocator;
     use std::collections::HashMap;
     let mut refs: HashMap<u64, u32> = HashMap::new();
-    let shift = m.base().shift() - 12;
+    let base = m.base();
     let mut mapped_bytes = 0;
     for pid in m.pids() {
         let p = m.proc(pid).expect("listed");
         for mp in p.pt.mappings_in(VirtAddr(0), m.va_end()) {
             mapped_bytes += mp.size.bytes();
-            let head = mp.pfn.0 << shift;
-            for f in head..head + (mp.size.bytes() >> 12) {
+            let head = mp.pfn.to_pfn(base).0;
+            for f in head..head + mp.size.frames() {
                 *refs.entry(f).or_insert(0) += 1;
             }
         }
     }
     for (_, folio) in m.cache().iter() {
-        for f in folio.pfn.0..folio.pfn.0 + (folio.size.bytes() >> 12) {
+        for f in folio.pfn.0..folio.pfn.0 + folio.size.frames() {
             *refs.entry(f).or_insert(0) += 1;
         }
     }
     // The machine's own reference to its zero pages.
     for (z, size) in m.zero_pages() {
-        for f in z.0..z.0 + (size.bytes() >> 12) {
+        for f in z.0..z.0 + size.frames() {
             *refs.entry(f).or_insert(0) += 1;
         }
     }

@@ -111,7 +111,7 @@ pub fn file_fault(
             return Ok(pieces.then_some((vs, vs + fsize.bytes())));
         }
     }
-    m.map_file(pid, va, Pfn(fpfn.0 + i * (bb >> 12)), base, flags)?;
+    m.map_file(pid, va, fpfn + i * Pfn::count_in(bb), base, flags)?;
     m.count_fault(base);
     Ok(None)
 }
@@ -128,12 +128,12 @@ fn own_pieces(
     fpfn: Pfn,
     flags: PteFlags,
 ) -> Option<bool> {
-    let shift = m.base().shift() - 12;
+    let base = m.base();
     let maps = m.proc(pid)?.pt.mappings_in(VirtAddr(vs), size.bytes());
     let ok = maps.iter().all(|mp| {
         mp.start.0 >= vs
             && mp.flags == flags
-            && mp.pfn.0 << shift == fpfn.0 + ((mp.start.0 - vs) >> 12)
+            && mp.pfn.to_pfn(base) == fpfn + Pfn::count_in(mp.start.0 - vs)
     });
     ok.then_some(!maps.is_empty())
 }

@@ -7,7 +7,7 @@
 
 use crate::cache::PageCache;
 pub use crate::counters::{MmStats, PerSize};
-use crate::pagetable::{Geometry, Mapping, PageTable, PtError, PteFlags, RadixPageTable};
+use crate::pagetable::{Geometry, PageTable, PhysMapping, PtError, PteFlags, RadixPageTable};
 use crate::phys::{FrameAllocator, PhysConfig, PhysError, PhysMem, ZonePref};
 use crate::reclaim::Residency;
 use crate::vma::AddressSpace;
@@ -202,7 +202,7 @@ impl Machine {
         if self.allocated_order(pfn) == Some(order) {
             return Ok(self.phys.free(pfn, order)?);
         }
-        for f in pfn.0..pfn.0 + (size.bytes() >> 12) {
+        for f in pfn.0..pfn.0 + size.frames() {
             self.phys.free(Pfn(f), Order(0))?;
         }
         Ok(())
@@ -227,7 +227,7 @@ impl Machine {
     /// Splits the page of `pid` starting at `va` one step down (a demotion),
     /// frames included.
     pub fn split_page(&mut self, pid: u32, va: u64) -> Result<(), MmError> {
-        let base_shift = self.base().shift();
+        let base = self.base();
         let p = self.proc_mut(pid);
         let t =
             p.pt.walk(VirtAddr(va))
@@ -235,7 +235,7 @@ impl Machine {
         p.pt.split(VirtAddr(va))?;
         let piece = p.pt.walk(VirtAddr(va)).map_or(t.size, |p| p.size);
         self.stats.demotions += 1;
-        self.note_split(Pfn(t.pfn.0 << (base_shift - 12)), t.size, piece)
+        self.note_split(t.pfn.to_pfn(base), t.size, piece)
     }
 
     /// After the page table split a `from` page on frames `pfn` (4K units)
@@ -292,7 +292,7 @@ impl Machine {
         flags: PteFlags,
         zeroed: bool,
     ) -> Result<(), MmError> {
-        let pt_pfn = Pfn(pfn.0 >> (self.base().shift() - 12));
+        let pt_pfn = pfn.to_base(self.base());
         self.proc_mut(pid)
             .pt
             .map(VirtAddr(va), pt_pfn, size, flags)?;
@@ -339,7 +339,7 @@ impl Machine {
     /// Whether the frame `pfn` (4K units) belongs to a zero page.
     pub fn is_zero(&self, pfn: Pfn) -> bool {
         self.zero_pages()
-            .any(|(z, size)| (z.0..z.0 + (size.bytes() >> 12)).contains(&pfn.0))
+            .any(|(z, size)| (z.0..z.0 + size.frames()).contains(&pfn.0))
     }
 
     /// The zero pages allocated so far (head frame in 4K units, size).
@@ -382,8 +382,12 @@ impl Machine {
     /// straddle an edge first (each split is a demotion); a base page that
     /// straddles an edge is unmapped whole. Returns the removed
     /// mappings, with frame numbers in 4K units; the caller frees their frames.
-    pub fn unmap_range(&mut self, pid: u32, start: u64, end: u64) -> Result<Vec<Mapping>, MmError> {
-        let base_shift = self.base().shift();
+    pub fn unmap_range(
+        &mut self,
+        pid: u32,
+        start: u64,
+        end: u64,
+    ) -> Result<Vec<PhysMapping>, MmError> {
         let mut removed = Vec::new();
         loop {
             let Some(p) = self.procs.get_mut(&pid) else {
@@ -403,9 +407,7 @@ impl Machine {
             }
             let mut gone = Vec::new();
             for m in maps {
-                let mut m = p.pt.unmap(m.start, m.size)?;
-                m.pfn = Pfn(m.pfn.0 << (base_shift - 12));
-                gone.push(m);
+                gone.push(p.pt.unmap(m.start, m.size)?.to_phys(base));
             }
             for m in gone {
                 self.stats.rss_bytes -= m.size.bytes();
@@ -420,7 +422,7 @@ impl Machine {
 impl Machine {
     /// Adds one reference to every frame of the `size` page at `pfn` (4K units).
     pub fn share(&mut self, pfn: Pfn, size: PageSize) {
-        for f in pfn.0..pfn.0 + (size.bytes() >> 12) {
+        for f in pfn.0..pfn.0 + size.frames() {
             *self.shared.entry(f).or_insert(1) += 1;
         }
     }
@@ -429,9 +431,9 @@ impl Machine {
     /// returns what lost its last reference, for the policy to free: the whole
     /// page, nothing, or (when the page was partly copied on write elsewhere)
     /// the 4K pieces no one else holds, their block split first.
-    pub fn unshare(&mut self, m: Mapping) -> Result<Vec<Mapping>, MmError> {
+    pub fn unshare(&mut self, m: PhysMapping) -> Result<Vec<PhysMapping>, MmError> {
         let mut orphans = Vec::new();
-        for f in m.pfn.0..m.pfn.0 + (m.size.bytes() >> 12) {
+        for f in m.pfn.0..m.pfn.0 + m.size.frames() {
             match self.shared.get_mut(&f) {
                 Some(c) => {
                     *c -= 1;
@@ -442,8 +444,8 @@ impl Machine {
                 None => orphans.push(f),
             }
         }
-        if orphans.len() as u64 == m.size.bytes() >> 12 {
-            self.res.forget(&mut self.phys, m.pfn, m.size.bytes() >> 12);
+        if orphans.len() as u64 == m.size.frames() {
+            self.res.forget(&mut self.phys, m.pfn, m.size.frames());
             return Ok(vec![m]);
         }
         for &f in &orphans {
@@ -454,9 +456,9 @@ impl Machine {
         }
         Ok(orphans
             .into_iter()
-            .map(|f| Mapping {
-                start: VirtAddr(m.start.0 + ((f - m.pfn.0) << 12)),
-                size: PageSize::K4,
+            .map(|f| PhysMapping {
+                start: m.start + (f - m.pfn.0) * PageSize::MIN.bytes(),
+                size: PageSize::MIN,
                 pfn: Pfn(f),
                 flags: m.flags,
             })
@@ -466,7 +468,7 @@ impl Machine {
     /// Whether no frame of the `size` page at `pfn` is referenced elsewhere.
     pub fn exclusive(&self, pfn: Pfn, size: PageSize) -> bool {
         self.shared.is_empty()
-            || (pfn.0..pfn.0 + (size.bytes() >> 12)).all(|f| !self.shared.contains_key(&f))
+            || (pfn.0..pfn.0 + size.frames()).all(|f| !self.shared.contains_key(&f))
     }
 
     /// References to the frame `pfn` (4K units): 1 unless shared.
@@ -497,5 +499,5 @@ impl Machine {
 
 /// The buddy order of a block of frames holding one `size` page.
 pub fn frames_order(size: PageSize) -> Order {
-    Order((size.shift() - 12) as u8)
+    size.frame_order()
 }

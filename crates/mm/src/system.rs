@@ -70,7 +70,7 @@ impl Mm {
             cow: CowMode::Whole,
             invalidations: Vec::new(),
             swap: Swap::default(),
-            frame_shift: spec.base().shift() - 12,
+            frame_shift: spec.base().frame_shift(),
         })
     }
 
@@ -393,7 +393,7 @@ impl Mm {
                         )?;
                         // Passive demotion: a page only partly re-protected was split.
                         self.machine.stats.demotions += report.splits.len() as u64;
-                        let shift = self.machine.base().shift() - 12;
+                        let base = self.machine.base();
                         for split in &report.splits {
                             let t = self.machine.proc_mut(pid).pt.walk(split.start).ok_or_else(
                                 || {
@@ -403,11 +403,8 @@ impl Mm {
                                     ))
                                 },
                             )?;
-                            self.machine.note_split(
-                                pagelab_core::Pfn(t.pfn.0 << shift),
-                                split.from,
-                                split.to,
-                            )?;
+                            self.machine
+                                .note_split(t.pfn.to_pfn(base), split.from, split.to)?;
                         }
                         inv = widen(inv, s, e);
                     }

@@ -12,7 +12,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// The smallest unit of a mapping.
-pub const BASE: u64 = 4096;
+pub const BASE: u64 = pagelab_core::Pfn::BYTES;
 
 /// Linux's transparent-huge-page advice on a VMA (MADV_HUGEPAGE / MADV_NOHUGEPAGE).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]

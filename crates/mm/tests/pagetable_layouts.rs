@@ -1,7 +1,7 @@
 //! Hand-computed page-table layouts: memory for known mappings, refusals,
 //! splitting by protect, freeing by unmap.
 
-use pagelab_core::{PageSize, Pfn, VirtAddr};
+use pagelab_core::{BasePfn, PageSize, VirtAddr};
 use pagelab_mm::pagetable::{Geometry, PageTable, PtError, PteFlags, RadixPageTable, Split};
 
 const K4: u64 = 4096;
@@ -28,7 +28,7 @@ fn one_4k_page_needs_four_tables() {
     let mut pt = x86();
     pt.map(
         VirtAddr(0x7fff_1234_5000),
-        Pfn(7),
+        BasePfn(7),
         PageSize::K4,
         PteFlags::RW,
     )
@@ -37,7 +37,7 @@ fn one_4k_page_needs_four_tables() {
     let t = pt.walk(VirtAddr(0x7fff_1234_5fff)).unwrap();
     assert_eq!(
         (t.start, t.size, t.pfn, t.levels),
-        (VirtAddr(0x7fff_1234_5000), PageSize::K4, Pfn(7), 4)
+        (VirtAddr(0x7fff_1234_5000), PageSize::K4, BasePfn(7), 4)
     );
     assert!(pt.walk(VirtAddr(0x7fff_1234_6000)).is_none());
     // A miss in the same leaf table still reads four levels; elsewhere fewer.
@@ -53,7 +53,7 @@ fn a_2m_region_of_4k_pages_still_needs_four_tables() {
     for i in 0..512 {
         pt.map(
             VirtAddr(G1 + i * K4),
-            Pfn(1000 + i),
+            BasePfn(1000 + i),
             PageSize::K4,
             PteFlags::READ,
         )
@@ -62,7 +62,7 @@ fn a_2m_region_of_4k_pages_still_needs_four_tables() {
     assert_eq!(pt.memory_bytes(), 4 * K4);
     assert_eq!(pt.stats().leaves_per_size[&PageSize::K4], 512);
     // One more page in the next 2M region needs one more leaf table.
-    pt.map(VirtAddr(G1 + M2), Pfn(0), PageSize::K4, PteFlags::READ)
+    pt.map(VirtAddr(G1 + M2), BasePfn(0), PageSize::K4, PteFlags::READ)
         .unwrap();
     assert_eq!(pt.memory_bytes(), 5 * K4);
 }
@@ -70,12 +70,12 @@ fn a_2m_region_of_4k_pages_still_needs_four_tables() {
 #[test]
 fn a_2m_leaf_needs_three_tables_and_a_1g_leaf_two() {
     let mut pt = x86();
-    pt.map(VirtAddr(M2), Pfn(512), PageSize::M2, PteFlags::RW)
+    pt.map(VirtAddr(M2), BasePfn(512), PageSize::M2, PteFlags::RW)
         .unwrap();
     assert_eq!(pt.memory_bytes(), 3 * K4);
     assert_eq!(pt.walk(VirtAddr(M2 + 5)).unwrap().levels, 3);
     let mut pt = x86();
-    pt.map(VirtAddr(G1), Pfn(G1 / K4), PageSize::G1, PteFlags::RW)
+    pt.map(VirtAddr(G1), BasePfn(G1 / K4), PageSize::G1, PteFlags::RW)
         .unwrap();
     assert_eq!(pt.memory_bytes(), 2 * K4);
     let t = pt.walk(VirtAddr(G1 + 123_456)).unwrap();
@@ -85,13 +85,13 @@ fn a_2m_leaf_needs_three_tables_and_a_1g_leaf_two() {
 #[test]
 fn a_contiguous_run_walks_at_its_size() {
     let mut pt = x86();
-    pt.map(VirtAddr(0x10000), Pfn(64), sz("64K"), PteFlags::RW)
+    pt.map(VirtAddr(0x10000), BasePfn(64), sz("64K"), PteFlags::RW)
         .unwrap();
     for off in [0u64, 0x1000, 0xffff] {
         let t = pt.walk(VirtAddr(0x10000 + off)).unwrap();
         assert_eq!(
             (t.start, t.size, t.pfn, t.levels),
-            (VirtAddr(0x10000), sz("64K"), Pfn(64), 4)
+            (VirtAddr(0x10000), sz("64K"), BasePfn(64), 4)
         );
     }
     assert_eq!(pt.memory_bytes(), 4 * K4);
@@ -101,29 +101,29 @@ fn a_contiguous_run_walks_at_its_size() {
 #[test]
 fn overlaps_are_refused_in_every_direction() {
     let mut pt = x86();
-    pt.map(VirtAddr(M2), Pfn(512), PageSize::M2, PteFlags::RW)
+    pt.map(VirtAddr(M2), BasePfn(512), PageSize::M2, PteFlags::RW)
         .unwrap();
     let before = pt.memory_bytes();
     // smaller page inside a bigger one
     assert!(matches!(
-        pt.map(VirtAddr(M2 + K4), Pfn(0), PageSize::K4, PteFlags::RW),
+        pt.map(VirtAddr(M2 + K4), BasePfn(0), PageSize::K4, PteFlags::RW),
         Err(PtError::Overlap { .. })
     ));
     // bigger page over a smaller one
     assert!(matches!(
-        pt.map(VirtAddr(0), Pfn(0), PageSize::G1, PteFlags::RW),
+        pt.map(VirtAddr(0), BasePfn(0), PageSize::G1, PteFlags::RW),
         Err(PtError::Overlap { .. })
     ));
     // the same page twice
     assert!(matches!(
-        pt.map(VirtAddr(M2), Pfn(0), PageSize::M2, PteFlags::RW),
+        pt.map(VirtAddr(M2), BasePfn(0), PageSize::M2, PteFlags::RW),
         Err(PtError::Overlap { .. })
     ));
     // a run over one base page
-    pt.map(VirtAddr(0x5000), Pfn(5), PageSize::K4, PteFlags::RW)
+    pt.map(VirtAddr(0x5000), BasePfn(5), PageSize::K4, PteFlags::RW)
         .unwrap();
     assert!(matches!(
-        pt.map(VirtAddr(0), Pfn(0), sz("32K"), PteFlags::RW),
+        pt.map(VirtAddr(0), BasePfn(0), sz("32K"), PteFlags::RW),
         Err(PtError::Overlap { .. })
     ));
     // a failed map allocates nothing
@@ -133,13 +133,13 @@ fn overlaps_are_refused_in_every_direction() {
 #[test]
 fn bad_arguments_are_refused() {
     let mut pt = x86();
-    let e = pt.map(VirtAddr(K4), Pfn(0), PageSize::M2, PteFlags::RW);
+    let e = pt.map(VirtAddr(K4), BasePfn(0), PageSize::M2, PteFlags::RW);
     assert!(matches!(e, Err(PtError::Misaligned { .. })));
-    let e = pt.map(VirtAddr(0), Pfn(0), sz("4M"), PteFlags::RW);
+    let e = pt.map(VirtAddr(0), BasePfn(0), sz("4M"), PteFlags::RW);
     assert!(matches!(e, Err(PtError::UnsupportedSize { .. })));
-    let e = pt.map(VirtAddr(0), Pfn(3), sz("16K"), PteFlags::RW);
+    let e = pt.map(VirtAddr(0), BasePfn(3), sz("16K"), PteFlags::RW);
     assert!(matches!(e, Err(PtError::BadPfn { .. })));
-    let e = pt.map(VirtAddr(1 << 48), Pfn(0), PageSize::K4, PteFlags::RW);
+    let e = pt.map(VirtAddr(1 << 48), BasePfn(0), PageSize::K4, PteFlags::RW);
     assert!(matches!(e, Err(PtError::OutOfRange { .. })));
     assert!(pt.walk(VirtAddr(u64::MAX)).is_none());
     assert!(matches!(
@@ -156,7 +156,7 @@ fn bad_arguments_are_refused() {
 #[test]
 fn partial_protect_splits_a_2m_leaf_into_512_ptes() {
     let mut pt = x86();
-    pt.map(VirtAddr(M2), Pfn(512), PageSize::M2, PteFlags::RW)
+    pt.map(VirtAddr(M2), BasePfn(512), PageSize::M2, PteFlags::RW)
         .unwrap();
     let report = pt
         .protect(VirtAddr(M2 + 8 * K4), 2 * K4, PteFlags::READ)
@@ -173,7 +173,7 @@ fn partial_protect_splits_a_2m_leaf_into_512_ptes() {
     let t = pt.walk(VirtAddr(M2 + 9 * K4)).unwrap();
     assert_eq!(
         (t.size, t.pfn, t.flags, t.levels),
-        (PageSize::K4, Pfn(521), PteFlags::READ, 4)
+        (PageSize::K4, BasePfn(521), PteFlags::READ, 4)
     );
     assert_eq!(pt.walk(VirtAddr(M2 + 10 * K4)).unwrap().flags, PteFlags::RW);
     assert_eq!(pt.stats().leaves_per_size[&PageSize::K4], 512);
@@ -183,7 +183,7 @@ fn partial_protect_splits_a_2m_leaf_into_512_ptes() {
 #[test]
 fn partial_protect_of_1g_splits_twice_and_whole_protect_splits_nothing() {
     let mut pt = x86();
-    pt.map(VirtAddr(G1), Pfn(G1 / K4), PageSize::G1, PteFlags::RW)
+    pt.map(VirtAddr(G1), BasePfn(G1 / K4), PageSize::G1, PteFlags::RW)
         .unwrap();
     let r = pt.protect(VirtAddr(G1), K4, PteFlags::READ).unwrap();
     let froms: Vec<_> = r.splits.iter().map(|s| (s.from, s.to)).collect();
@@ -199,9 +199,9 @@ fn partial_protect_of_1g_splits_twice_and_whole_protect_splits_nothing() {
 #[test]
 fn unmap_frees_empty_tables_and_checks_the_page() {
     let mut pt = x86();
-    pt.map(VirtAddr(0x40_0000), Pfn(1), PageSize::K4, PteFlags::RW)
+    pt.map(VirtAddr(0x40_0000), BasePfn(1), PageSize::K4, PteFlags::RW)
         .unwrap();
-    pt.map(VirtAddr(0x40_1000), Pfn(2), PageSize::K4, PteFlags::RW)
+    pt.map(VirtAddr(0x40_1000), BasePfn(2), PageSize::K4, PteFlags::RW)
         .unwrap();
     assert!(matches!(
         pt.unmap(VirtAddr(0x40_2000), PageSize::K4),
@@ -214,7 +214,7 @@ fn unmap_frees_empty_tables_and_checks_the_page() {
     pt.unmap(VirtAddr(0x40_0000), PageSize::K4).unwrap();
     assert_eq!(pt.memory_bytes(), 4 * K4);
     let m = pt.unmap(VirtAddr(0x40_1000), PageSize::K4).unwrap();
-    assert_eq!(m.pfn, Pfn(2));
+    assert_eq!(m.pfn, BasePfn(2));
     assert_eq!(pt.memory_bytes(), K4);
     let s = pt.stats();
     assert_eq!(
@@ -222,7 +222,7 @@ fn unmap_frees_empty_tables_and_checks_the_page() {
         (4, 3, 4 * K4)
     );
     // A freed table is reused.
-    pt.map(VirtAddr(G1), Pfn(0), PageSize::K4, PteFlags::RW)
+    pt.map(VirtAddr(G1), BasePfn(0), PageSize::K4, PteFlags::RW)
         .unwrap();
     assert_eq!(pt.memory_bytes(), 4 * K4);
 }
@@ -230,10 +230,11 @@ fn unmap_frees_empty_tables_and_checks_the_page() {
 #[test]
 fn split_demotes_one_step() {
     let mut pt = x86();
-    pt.map(VirtAddr(0), Pfn(0), sz("1M"), PteFlags::RW).unwrap();
+    pt.map(VirtAddr(0), BasePfn(0), sz("1M"), PteFlags::RW)
+        .unwrap();
     let s = pt.split(VirtAddr(0x1234)).unwrap();
     assert_eq!((s.from, s.to, s.pieces), (sz("1M"), PageSize::K4, 256));
-    assert_eq!(pt.walk(VirtAddr(0x5000)).unwrap().pfn, Pfn(5));
+    assert_eq!(pt.walk(VirtAddr(0x5000)).unwrap().pfn, BasePfn(5));
     assert!(matches!(
         pt.split(VirtAddr(0x5000)),
         Err(PtError::CannotSplit { .. })
@@ -248,18 +249,20 @@ fn split_demotes_one_step() {
 fn other_geometries() {
     let mut a = RadixPageTable::new(Geometry::arm64_64k());
     // root (64 entries = 512 bytes) + level-2 table (64K) + level-1 table (64K)
-    a.map(VirtAddr(0), Pfn(0), sz("64K"), PteFlags::RW).unwrap();
+    a.map(VirtAddr(0), BasePfn(0), sz("64K"), PteFlags::RW)
+        .unwrap();
     assert_eq!(a.memory_bytes(), 512 + 2 * 65536);
-    a.map(VirtAddr(512 << 20), Pfn(8192), sz("512M"), PteFlags::RW)
+    a.map(VirtAddr(512 << 20), BasePfn(8192), sz("512M"), PteFlags::RW)
         .unwrap();
     assert_eq!(a.walk(VirtAddr(600 << 20)).unwrap().levels, 2);
     assert_eq!(a.memory_bytes(), 512 + 2 * 65536);
     let mut p = RadixPageTable::new(Geometry::power_64k());
-    p.map(VirtAddr(0), Pfn(0), sz("64K"), PteFlags::RW).unwrap();
+    p.map(VirtAddr(0), BasePfn(0), sz("64K"), PteFlags::RW)
+        .unwrap();
     // root 8192 entries (64K), two 4K tables (512 entries) and a 256-byte leaf table
     assert_eq!(p.memory_bytes(), 65536 + 2 * 4096 + 256);
     let mut s = RadixPageTable::new(Geometry::arm64_16k());
-    s.map(VirtAddr(32 << 20), Pfn(2048), sz("32M"), PteFlags::RW)
+    s.map(VirtAddr(32 << 20), BasePfn(2048), sz("32M"), PteFlags::RW)
         .unwrap();
     assert_eq!(s.walk(VirtAddr(33 << 20)).unwrap().size, sz("32M"));
     assert_eq!(s.memory_bytes(), 16 + 2 * 16384);

@@ -4,7 +4,7 @@
 //! the mappings' edges and the table memory must agree; the reference counts
 //! tables from address prefixes, independently of any tree.
 
-use pagelab_core::{PageSize, Pfn, VirtAddr};
+use pagelab_core::{BasePfn, PageSize, VirtAddr};
 use pagelab_mm::pagetable::{
     Geometry, GeometrySpec, PageTable, PteFlags, RadixPageTable, ReferencePageTable,
 };
@@ -231,7 +231,7 @@ fn run(geo: Geometry, ops: &[Op]) -> Result<(), TestCaseError> {
                 let size = space.size(*size);
                 let va = VirtAddr(space.va(at, size.bytes()));
                 let frames = geo.frames(size);
-                let pfn = Pfn(*pfn as u64 * frames + u64::from(*pfn % 32 == 31));
+                let pfn = BasePfn(*pfn as u64 * frames + u64::from(*pfn % 32 == 31));
                 let flags = PteFlags(*flags);
                 let r = radix.map(va, pfn, size, flags);
                 prop_assert_eq!(&r, &reference.map(va, pfn, size, flags), "{:?}", op);
@@ -324,8 +324,8 @@ fn every_named_geometry_maps_each_of_its_sizes_in_one_place() {
         let big = geo.sizes().last().unwrap().bytes();
         for (i, size) in geo.sizes().into_iter().enumerate() {
             let va = VirtAddr((i as u64 + 1) * 2 * big);
-            radix.map(va, Pfn(0), size, PteFlags::RW).unwrap();
-            reference.map(va, Pfn(0), size, PteFlags::RW).unwrap();
+            radix.map(va, BasePfn(0), size, PteFlags::RW).unwrap();
+            reference.map(va, BasePfn(0), size, PteFlags::RW).unwrap();
             assert_eq!(radix.walk(va), reference.walk(va));
         }
         assert_eq!(radix.memory_bytes(), reference.memory_bytes(), "{geo:?}");

@@ -2,7 +2,7 @@
 //! contiguous runs.
 
 use super::PtError;
-use pagelab_core::{PageSize, Pfn, VirtAddr};
+use pagelab_core::{BasePfn, PageSize, VirtAddr};
 use serde::{Deserialize, Serialize};
 
 /// The most levels a geometry may have (x86-64 with LA57 has five).
@@ -322,7 +322,12 @@ impl Geometry {
     }
 
     /// Checks the arguments of a map or unmap in the order the contract gives.
-    pub fn check_page(&self, va: VirtAddr, pfn: Pfn, size: PageSize) -> Result<Placement, PtError> {
+    pub fn check_page(
+        &self,
+        va: VirtAddr,
+        pfn: BasePfn,
+        size: PageSize,
+    ) -> Result<Placement, PtError> {
         let placement = self.placement(size).ok_or(PtError::UnsupportedSize {
             size,
             base: self.base,
@@ -407,19 +412,19 @@ mod tests {
         assert_eq!(x.split_of(sz("64K")), Some((sz("4K"), 16)));
         assert_eq!(x.split_of(sz("4K")), None);
         assert!(matches!(
-            x.check_page(VirtAddr(0x1000), Pfn(0), sz("8K")),
+            x.check_page(VirtAddr(0x1000), BasePfn(0), sz("8K")),
             Err(PtError::Misaligned { .. })
         ));
         assert!(matches!(
-            x.check_page(VirtAddr(0), Pfn(1), sz("8K")),
+            x.check_page(VirtAddr(0), BasePfn(1), sz("8K")),
             Err(PtError::BadPfn { .. })
         ));
         assert!(matches!(
-            x.check_page(VirtAddr(1 << 48), Pfn(0), sz("4K")),
+            x.check_page(VirtAddr(1 << 48), BasePfn(0), sz("4K")),
             Err(PtError::OutOfRange { .. })
         ));
         assert!(matches!(
-            x.check_page(VirtAddr(0), Pfn(0), sz("4M")),
+            x.check_page(VirtAddr(0), BasePfn(0), sz("4M")),
             Err(PtError::UnsupportedSize { .. })
         ));
         assert!(x.check_range(VirtAddr(0x1000), 0x1001).is_err());

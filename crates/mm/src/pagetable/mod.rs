@@ -10,18 +10,20 @@
 //! bit).
 //!
 //! ```
-//! use pagelab_core::{PageSize, Pfn, VirtAddr};
+//! use pagelab_core::{BasePfn, PageSize, Pfn, VirtAddr};
 //! use pagelab_mm::pagetable::{Geometry, PageTable, PteFlags, RadixPageTable};
 //!
 //! let mut pt = RadixPageTable::new(Geometry::x86_64());
-//! pt.map(VirtAddr(0x20_0000), Pfn(512), PageSize::M2, PteFlags::RW).unwrap();
+//! pt.map(VirtAddr(0x20_0000), BasePfn(512), PageSize::M2, PteFlags::RW).unwrap();
 //! let t = pt.walk(VirtAddr(0x20_1234)).unwrap();
-//! assert_eq!((t.size, t.pfn, t.levels), (PageSize::M2, Pfn(512), 3));
+//! assert_eq!((t.size, t.pfn, t.levels), (PageSize::M2, BasePfn(512), 3));
 //! // the root, one upper directory and one middle directory: 3 pages of 4K
 //! assert_eq!(pt.memory_bytes(), 3 * 4096);
 //! ```
 //!
-//! Frame numbers ([`Pfn`]) count frames of the geometry's base page size, and a
+//! Frame numbers ([`BasePfn`]) count frames of the geometry's base page size,
+//! as a page-table entry holds them (the physical allocator's 4K
+//! [`pagelab_core::Pfn`] converts with [`pagelab_core::Pfn::to_base`]), and a
 //! page of `size` must start at a frame that is a multiple of `size / base`
 //! (natural physical alignment, as hardware requires of huge leaves).
 
@@ -33,7 +35,7 @@ pub use geometry::{Geometry, GeometryError, GeometrySpec, Placement, MAX_LEVELS}
 pub use radix::{RadixPageTable, MAX_PFN};
 pub use reference::ReferencePageTable;
 
-use pagelab_core::{PageSize, Pfn, VirtAddr};
+use pagelab_core::{BasePfn, PageSize, Pfn, VirtAddr};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -67,16 +69,52 @@ impl PteFlags {
 }
 
 /// One mapped page: where it starts, its size, its first frame and its flags.
+///
+/// A page table's mapping holds its frame as the entry does, a [`BasePfn`];
+/// once taken out of the table (by the machine's unmap, for the policy to
+/// free), the same page is a [`PhysMapping`], whose frame is the physical
+/// allocator's 4K [`Pfn`]. [`Mapping::to_phys`] and [`Mapping::to_base`]
+/// convert.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-pub struct Mapping {
+pub struct Mapping<F = BasePfn> {
     /// First virtual byte of the page (aligned to `size`).
     pub start: VirtAddr,
     /// Page size.
     pub size: PageSize,
-    /// First frame of the page, in base-page frames.
-    pub pfn: Pfn,
+    /// First frame of the page: a [`BasePfn`] in a page table, a 4K [`Pfn`]
+    /// in a [`PhysMapping`].
+    pub pfn: F,
     /// Flags.
     pub flags: PteFlags,
+}
+
+/// A mapping whose frame is in the physical allocator's 4K units.
+pub type PhysMapping = Mapping<Pfn>;
+
+impl Mapping<BasePfn> {
+    /// The same page with its frame in 4K units, given the table's base size.
+    #[inline]
+    pub fn to_phys(self, base: PageSize) -> PhysMapping {
+        Mapping {
+            start: self.start,
+            size: self.size,
+            pfn: self.pfn.to_pfn(base),
+            flags: self.flags,
+        }
+    }
+}
+
+impl Mapping<Pfn> {
+    /// The same page with its frame in base-page units of `base`.
+    #[inline]
+    pub fn to_base(self, base: PageSize) -> Mapping {
+        Mapping {
+            start: self.start,
+            size: self.size,
+            pfn: self.pfn.to_base(base),
+            flags: self.flags,
+        }
+    }
 }
 
 /// The result of a successful walk: the leaf found and what finding it cost.
@@ -87,7 +125,7 @@ pub struct Translation {
     /// Page size (of the whole contiguous run, for a run).
     pub size: PageSize,
     /// First frame of the page, in base-page frames.
-    pub pfn: Pfn,
+    pub pfn: BasePfn,
     /// Flags.
     pub flags: PteFlags,
     /// Table levels touched, the root included: the walk cost in memory
@@ -96,6 +134,13 @@ pub struct Translation {
 }
 
 impl Translation {
+    /// The 4K frame that holds byte `va` of this page (which must hold it),
+    /// given the table's base page size.
+    #[inline]
+    pub fn frame_of(&self, va: VirtAddr, base: PageSize) -> Pfn {
+        self.pfn.to_pfn(base) + Pfn::count_in(va - self.start)
+    }
+
     /// The mapping this translation found.
     pub fn mapping(&self) -> Mapping {
         Mapping {
@@ -182,7 +227,7 @@ pub enum PtError {
     #[error("frame {pfn:?} cannot hold a {size} page: it must be a multiple of size/base and below 2^48")]
     BadPfn {
         /// The frame given.
-        pfn: Pfn,
+        pfn: BasePfn,
         /// The page size.
         size: PageSize,
     },
@@ -261,7 +306,7 @@ pub trait PageTable {
     fn map(
         &mut self,
         va: VirtAddr,
-        pfn: Pfn,
+        pfn: BasePfn,
         size: PageSize,
         flags: PteFlags,
     ) -> Result<(), PtError>;
@@ -296,7 +341,7 @@ pub trait PageTable {
 }
 
 /// The mapping of `size` that holds `va`.
-pub(crate) fn mapping_of(va: VirtAddr, size: PageSize, pfn: Pfn, flags: PteFlags) -> Mapping {
+pub(crate) fn mapping_of(va: VirtAddr, size: PageSize, pfn: BasePfn, flags: PteFlags) -> Mapping {
     Mapping {
         start: va.align_down(size),
         size,

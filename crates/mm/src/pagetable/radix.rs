@@ -14,7 +14,7 @@ use super::{
     Translation,
 };
 use super::{PteFlags, MAX_LEVELS};
-use pagelab_core::{PageSize, Pfn, VirtAddr};
+use pagelab_core::{BasePfn, PageSize, VirtAddr};
 
 /// The largest frame number an entry can hold.
 pub const MAX_PFN: u64 = (1 << 48) - 1;
@@ -248,7 +248,7 @@ impl PageTable for RadixPageTable {
     fn map(
         &mut self,
         va: VirtAddr,
-        pfn: Pfn,
+        pfn: BasePfn,
         size: PageSize,
         flags: PteFlags,
     ) -> Result<(), PtError> {
@@ -266,12 +266,12 @@ impl PageTable for RadixPageTable {
     }
 
     fn unmap(&mut self, va: VirtAddr, size: PageSize) -> Result<Mapping, PtError> {
-        self.geo.check_page(va, Pfn(0), size)?;
+        self.geo.check_page(va, BasePfn(0), size)?;
         let (e, level, off) = self.find_leaf(va.0).ok_or(PtError::NotMapped { va })?;
         let found = mapping_of(
             va,
             self.leaf_size_of(e, level),
-            Pfn(payload(e)),
+            BasePfn(payload(e)),
             flags_of(e),
         );
         if found.start != va || found.size != size {
@@ -293,7 +293,7 @@ impl PageTable for RadixPageTable {
         Some(Translation {
             start: va.align_down(size),
             size,
-            pfn: Pfn(payload(e)),
+            pfn: BasePfn(payload(e)),
             flags: flags_of(e),
             levels: self.levels - level + 1,
         })

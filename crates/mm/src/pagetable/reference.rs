@@ -7,7 +7,7 @@ use super::{
     Geometry, Mapping, PageTable, PageTableStats, ProtectReport, PtError, PteFlags, Split,
     Translation,
 };
-use pagelab_core::{PageSize, Pfn, VirtAddr};
+use pagelab_core::{BasePfn, PageSize, VirtAddr};
 use rustc_hash::FxHashSet;
 use std::collections::BTreeMap;
 
@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 #[derive(Clone, Debug)]
 pub struct ReferencePageTable {
     geo: Geometry,
-    pages: BTreeMap<u64, (PageSize, Pfn, PteFlags)>,
+    pages: BTreeMap<u64, (PageSize, BasePfn, PteFlags)>,
     splits: u64,
 }
 
@@ -32,7 +32,7 @@ impl ReferencePageTable {
         }
     }
 
-    fn mapping(start: u64, v: &(PageSize, Pfn, PteFlags)) -> Mapping {
+    fn mapping(start: u64, v: &(PageSize, BasePfn, PteFlags)) -> Mapping {
         Mapping {
             start: VirtAddr(start),
             size: v.0,
@@ -73,7 +73,7 @@ impl ReferencePageTable {
             .map(|j| Mapping {
                 start: VirtAddr(m.start.0 + j * to.bytes()),
                 size: to,
-                pfn: Pfn(m.pfn.0 + j * frames),
+                pfn: BasePfn(m.pfn.0 + j * frames),
                 flags: m.flags,
             })
             .collect();
@@ -121,7 +121,7 @@ impl PageTable for ReferencePageTable {
     fn map(
         &mut self,
         va: VirtAddr,
-        pfn: Pfn,
+        pfn: BasePfn,
         size: PageSize,
         flags: PteFlags,
     ) -> Result<(), PtError> {
@@ -137,7 +137,7 @@ impl PageTable for ReferencePageTable {
     }
 
     fn unmap(&mut self, va: VirtAddr, size: PageSize) -> Result<Mapping, PtError> {
-        self.geo.check_page(va, Pfn(0), size)?;
+        self.geo.check_page(va, BasePfn(0), size)?;
         let found = self.containing(va.0).ok_or(PtError::NotMapped { va })?;
         if found.start != va || found.size != size {
             return Err(PtError::SizeMismatch { va, size, found });

@@ -7,7 +7,7 @@ use pagelab_core::{parse_bytes, Bytes, PageSize};
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// Bytes per frame: frames are 4K.
-pub(crate) const FRAME_BYTES: u64 = 4096;
+pub(crate) const FRAME_BYTES: u64 = pagelab_core::Pfn::BYTES;
 
 /// The largest `memory` a configuration may ask for (see [`PhysConfig::layout`]).
 const MAX_MEMORY: u64 = 64 << 40;
@@ -302,7 +302,7 @@ impl PhysConfig {
     }
 
     fn check_large(&self, l: &LargeZoneConfig) -> Result<u8, ConfigError> {
-        let order = l.page.shift() as u8 - 12;
+        let order = l.page.frame_order().0;
         if order > self.max_order {
             return Err(err(
                 "large.page",
@@ -366,7 +366,7 @@ impl PhysConfig {
     fn check_report(&self, large_order: Option<u8>) -> Result<u8, ConfigError> {
         match self.report_page {
             Some(p) => {
-                let order = p.shift() as u8 - 12;
+                let order = p.frame_order().0;
                 if order > self.max_order {
                     return Err(err(
                         "report_page",

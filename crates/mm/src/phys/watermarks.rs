@@ -10,7 +10,7 @@
 //! totals, shared out over the zones by size the same way.
 
 use super::config::{de_bytes, ConfigError};
-use pagelab_core::Bytes;
+use pagelab_core::{Bytes, Pfn};
 use serde::{Deserialize, Serialize};
 
 /// `watermarks` in a physical-memory config: totals over all zones.
@@ -62,8 +62,9 @@ pub(crate) fn per_zone(
     zone_frames: &[u64],
 ) -> Vec<Watermarks> {
     let total: u64 = zone_frames.iter().sum::<u64>().max(1);
-    let share =
-        |bytes: u64, frames: u64| ((bytes >> 12) as u128 * frames as u128 / total as u128) as u64;
+    let share = |bytes: u64, frames: u64| {
+        (Pfn::count_in(bytes) as u128 * frames as u128 / total as u128) as u64
+    };
     zone_frames
         .iter()
         .map(|&frames| match cfg {
@@ -88,7 +89,7 @@ pub(crate) fn per_zone(
 /// Checks configured watermarks against the memory size.
 pub(crate) fn validate(cfg: &WatermarkConfig, memory: u64) -> Result<(), ConfigError> {
     let field = |f: &'static str, message: String| ConfigError { field: f, message };
-    if !cfg.low.0.is_multiple_of(4096) || !cfg.high.0.is_multiple_of(4096) {
+    if !cfg.low.0.is_multiple_of(Pfn::BYTES) || !cfg.high.0.is_multiple_of(Pfn::BYTES) {
         return Err(field(
             "watermarks",
             format!(

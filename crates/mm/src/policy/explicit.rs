@@ -42,7 +42,7 @@
 use super::eager::map_largest;
 use super::Policy;
 use crate::machine::{frames_order, Machine, MmError, PerSize};
-use crate::pagetable::{Geometry, Mapping, PageTable, PteFlags};
+use crate::pagetable::{Geometry, PageTable, PhysMapping, PteFlags};
 use crate::phys::{BuddyAllocator, FrameAllocator, ZoneKind};
 use crate::vma::Vma;
 use pagelab_core::{Backing, Order, PageSize, Pfn, VirtAddr};
@@ -190,7 +190,7 @@ impl ExplicitPolicy {
             if allocated_frames(buddy, head, k) != mapped {
                 continue; // frames nobody maps (page cache, reservations) are pinned
             }
-            let victims: Vec<(u32, Mapping)> = owners
+            let victims: Vec<(u32, PhysMapping)> = owners
                 .range(head..head + (1 << k))
                 .filter_map(|(_, o)| o.1)
                 .collect();
@@ -205,7 +205,7 @@ impl ExplicitPolicy {
         &mut self,
         m: &mut Machine,
         size: PageSize,
-        mut victims: Vec<(u32, Mapping)>,
+        mut victims: Vec<(u32, PhysMapping)>,
     ) -> Result<Option<Pfn>, MmError> {
         for (pid, v) in &victims {
             for r in m.unmap_range(*pid, v.start.0, v.start.0 + v.size.bytes())? {
@@ -231,7 +231,7 @@ impl ExplicitPolicy {
 
     /// Maps a migrated page at new frames, split into base pages when no
     /// free block of its size is left.
-    fn place(&mut self, m: &mut Machine, pid: u32, v: &Mapping) -> Result<(), MmError> {
+    fn place(&mut self, m: &mut Machine, pid: u32, v: &PhysMapping) -> Result<(), MmError> {
         if let Some(pfn) = m.alloc_frames(v.size) {
             return m.map(pid, v.start.0, pfn, v.size, v.flags, false);
         }
@@ -251,18 +251,18 @@ impl ExplicitPolicy {
 
 /// A mapped page by its first 4K frame: its frames, and `Some((pid, mapping))`
 /// when compaction may move it, `None` when it pins its block.
-type Owners = BTreeMap<u64, (u64, Option<(u32, Mapping)>)>;
+type Owners = BTreeMap<u64, (u64, Option<(u32, PhysMapping)>)>;
 
 /// Every mapped page; movable into another block of order `k` when mapped
 /// once, by an anonymous VMA, and smaller than the block.
 fn movable_pages(m: &Machine, k: u8) -> Owners {
-    let shift = m.base().shift() - 12;
+    let base = m.base();
     let mut owners = Owners::new();
     for pid in m.pids() {
         let Some(p) = m.proc(pid) else { continue };
-        for mut page in p.pt.mappings_in(VirtAddr(0), u64::MAX >> 16) {
-            page.pfn = Pfn(page.pfn.0 << shift);
-            let frames = page.size.bytes() >> 12;
+        for page in p.pt.mappings_in(VirtAddr(0), u64::MAX >> 16) {
+            let page = page.to_phys(base);
+            let frames = page.size.frames();
             let anon = p
                 .aspace
                 .find(page.start.0)

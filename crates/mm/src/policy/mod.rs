@@ -18,7 +18,7 @@ pub use relocation::{RelocationCounters, RelocationPolicy, RelocationSettings, T
 pub use reservation::{ReservationPolicy, ReservationSettings};
 
 use crate::machine::{Machine, MmError};
-use crate::pagetable::Mapping;
+use crate::pagetable::PhysMapping;
 use crate::phys::ZoneId;
 use crate::vma::Vma;
 use pagelab_core::PageSize;
@@ -57,7 +57,12 @@ pub trait Policy {
         write: bool,
     ) -> Result<(), MmError>;
     /// Frees (or keeps) the frames of removed mappings.
-    fn release(&mut self, m: &mut Machine, pid: u32, removed: &[Mapping]) -> Result<(), MmError> {
+    fn release(
+        &mut self,
+        m: &mut Machine,
+        pid: u32,
+        removed: &[PhysMapping],
+    ) -> Result<(), MmError> {
         let _ = pid;
         for r in removed {
             m.free_frames(r.pfn, r.size)?;
@@ -269,7 +274,12 @@ impl Policy for PolicyImpl {
             PolicyImpl::Reservation(p) => p.fault(m, pid, vma, addr, write),
         }
     }
-    fn release(&mut self, m: &mut Machine, pid: u32, removed: &[Mapping]) -> Result<(), MmError> {
+    fn release(
+        &mut self,
+        m: &mut Machine,
+        pid: u32,
+        removed: &[PhysMapping],
+    ) -> Result<(), MmError> {
         match self {
             PolicyImpl::Base(p) => p.release(m, pid, removed),
             PolicyImpl::Eager(p) => p.release(m, pid, removed),

@@ -33,7 +33,7 @@ use super::Policy;
 use crate::machine::{Machine, MmError};
 use crate::pagetable::{Geometry, PageTable, PteFlags};
 use crate::vma::{ThpAdvice, Vma};
-use pagelab_core::{Backing, PageSize, VirtAddr};
+use pagelab_core::{Backing, PageSize, Pfn, VirtAddr};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -75,7 +75,7 @@ impl Default for RelocationSettings {
 impl RelocationSettings {
     /// Base (4K) pages in one extent.
     pub fn pages(&self) -> u64 {
-        self.size.bytes() >> 12
+        self.size.frames()
     }
 
     /// The fewest populated base pages that make an extent collapse (at least 1).
@@ -302,7 +302,7 @@ impl RelocationPolicy {
             self.counters.not_eligible += 1;
             return Ok(());
         }
-        let populated: u64 = maps.iter().map(|mp| mp.size.bytes() >> 12).sum();
+        let populated: u64 = maps.iter().map(|mp| mp.size.frames()).sum();
         if populated < self.settings.min_populated() {
             self.counters.below_threshold += 1;
             return Ok(());
@@ -316,8 +316,8 @@ impl RelocationPolicy {
             m.free_frames(r.pfn, r.size)?;
         }
         m.map(pid, lo, pfn, size, flags, false)?;
-        m.stats.copied_bytes += populated << 12;
-        m.stats.zeroed_bytes += (self.settings.pages() - populated) << 12;
+        m.stats.copied_bytes += populated << Pfn::SHIFT;
+        m.stats.zeroed_bytes += (self.settings.pages() - populated) << Pfn::SHIFT;
         m.stats.promotions += 1;
         self.counters.pages_collapsed += 1;
         self.remapped.push((pid, lo, lo + size.bytes()));

@@ -4,7 +4,7 @@ use super::{Owner, Swap};
 use crate::machine::Machine;
 use crate::pagetable::PageTable;
 use crate::phys::{FrameAllocator, ZoneId};
-use pagelab_core::{Pfn, VirtAddr};
+use pagelab_core::VirtAddr;
 
 /// Checks that the LRU lists and their owners agree with the machine: every
 /// listed page has an owner and every owner a listed page; an anonymous page
@@ -27,7 +27,7 @@ pub fn check(m: &Machine, swap: &Swap) -> Result<(), String> {
             res.len()
         ));
     }
-    let shift = m.base().shift() - 12;
+    let base = m.base();
     for (pfn, owner) in res.iter() {
         if lru.list_of(pfn).is_none() {
             return Err(format!(
@@ -40,7 +40,7 @@ pub fn check(m: &Machine, swap: &Swap) -> Result<(), String> {
                 let mapped = m.pids().into_iter().any(|pid| {
                     m.proc(pid)
                         .and_then(|p| p.pt.walk(VirtAddr(va)))
-                        .is_some_and(|t| (t.pfn.0 << shift) + ((va - t.start.0) >> 12) == pfn.0)
+                        .is_some_and(|t| t.frame_of(VirtAddr(va), base) == pfn)
                 });
                 if !mapped {
                     return Err(format!(
@@ -64,9 +64,9 @@ pub fn check(m: &Machine, swap: &Swap) -> Result<(), String> {
         for pid in m.pids() {
             let p = m.proc(pid).expect("listed");
             for mp in p.pt.mappings_in(VirtAddr(0), m.va_end()) {
-                let f = mp.pfn.0 << shift;
+                let f = mp.pfn.to_pfn(base);
                 // Zero pages belong to the machine, never to reclaim.
-                if lru.page_holding(Pfn(f), max).is_none() && !m.is_zero(Pfn(f)) {
+                if lru.page_holding(f, max).is_none() && !m.is_zero(f) {
                     return Err(format!(
                         "page at {} of pid {pid} (frame {f:#x}) is on no LRU list",
                         mp.start

@@ -25,7 +25,7 @@ pub(crate) struct Reclaimer<'a> {
 }
 
 fn frames(size: PageSize) -> u64 {
-    size.bytes() >> 12
+    size.frames()
 }
 
 impl Reclaimer<'_> {
@@ -106,7 +106,7 @@ impl Reclaimer<'_> {
                 page.pfn.0
             ))
         })?;
-        let size = PageSize::from_shift(12 + page.order.0).ok_or_else(|| {
+        let size = PageSize::of_order(page.order).ok_or_else(|| {
             MmError::Policy(format!("reclaim: LRU page of order {}", page.order.0))
         })?;
         let split = self.m.phys.superpage_reclaim() == SuperpageReclaim::Split;
@@ -129,14 +129,13 @@ impl Reclaimer<'_> {
     /// The processes mapping the anonymous page at `va` on frames `pfn`,
     /// with the start and size of their mapping holding `va`.
     fn anon_mappers(&self, pfn: Pfn, va: u64) -> Vec<(u32, u64, PageSize)> {
-        let shift = self.m.base().shift() - 12;
+        let base = self.m.base();
         self.m
             .pids()
             .into_iter()
             .filter_map(|pid| {
                 let t = self.m.proc(pid)?.pt.walk(VirtAddr(va))?;
-                let frame = (t.pfn.0 << shift) + ((va - t.start.0) >> 12);
-                (frame == pfn.0).then_some((pid, t.start.0, t.size))
+                (t.frame_of(VirtAddr(va), base) == pfn).then_some((pid, t.start.0, t.size))
             })
             .collect()
     }
@@ -200,8 +199,8 @@ impl Reclaimer<'_> {
 
     /// The mappings of folio `(file, start)` in every process, as `(pid, va, size)`.
     fn file_mappers(&self, file: u64, start: u64, folio: &Folio) -> Vec<(u32, u64, PageSize)> {
-        let base = self.m.base().bytes();
-        let shift = self.m.base().shift() - 12;
+        let base_size = self.m.base();
+        let base = base_size.bytes();
         let (fs, fe) = (start * base, start * base + folio.size.bytes());
         let (lo, hi) = (folio.pfn.0, folio.pfn.0 + frames(folio.size));
         let mut out = Vec::new();
@@ -217,7 +216,7 @@ impl Reclaimer<'_> {
                 }
                 let va = v.start + (a - offset);
                 for mp in p.pt.mappings_in(VirtAddr(va), b - a) {
-                    let f = mp.pfn.0 << shift;
+                    let f = mp.pfn.to_pfn(base_size).0;
                     if f >= lo && f < hi {
                         out.push((pid, mp.start.0, mp.size));
                     }

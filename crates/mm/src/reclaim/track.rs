@@ -4,7 +4,7 @@
 //! translates, as the hardware sets a PTE's accessed and dirty bits.
 
 use crate::phys::{FrameAllocator, LruList, Page, PhysMem};
-use pagelab_core::{Order, PageSize, Pfn};
+use pagelab_core::{PageSize, Pfn};
 use rustc_hash::FxHashMap;
 
 /// Whose data an LRU page holds; the reverse map is object-based, as in
@@ -129,7 +129,7 @@ impl Residency {
         let Some(zone) = phys.zone_of(pfn) else {
             return;
         };
-        let order = Order((size.shift() - 12) as u8);
+        let order = size.frame_order();
         if phys
             .lru_mut()
             .add(zone, Page { pfn, order }, LruList::Inactive)
@@ -179,7 +179,7 @@ impl Residency {
         piece: PageSize,
         owner: impl Fn(u64) -> Owner,
     ) {
-        let order = Order((piece.shift() - 12) as u8);
+        let order = piece.frame_order();
         let Some(page) = phys
             .lru()
             .page_holding(pfn, phys.max_order())

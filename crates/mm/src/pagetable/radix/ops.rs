@@ -3,7 +3,7 @@
 
 use super::{flags_of, leaf_entry, payload, run_shift_of, table_entry, RadixPageTable, LEAF};
 use crate::pagetable::{Mapping, ProtectReport, PteFlags, Split};
-use pagelab_core::{PageSize, Pfn, VirtAddr};
+use pagelab_core::{BasePfn, PageSize, VirtAddr};
 
 const FLAGS_MASK: u64 = 0xff << super::FLAGS_SHIFT;
 
@@ -173,7 +173,7 @@ impl RadixPageTable {
             let m = Mapping {
                 start: VirtAddr(node_va + ((rs as u64) << es)),
                 size: self.leaf_size_of(e, level),
-                pfn: Pfn(payload(e)),
+                pfn: BasePfn(payload(e)),
                 flags: flags_of(e),
             };
             if !f(m) {

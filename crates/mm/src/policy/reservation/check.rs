@@ -3,7 +3,7 @@
 use super::{frames, ReservationPolicy};
 use crate::machine::Machine;
 use crate::pagetable::PageTable;
-use pagelab_core::VirtAddr;
+use pagelab_core::{Pfn, VirtAddr};
 use rustc_hash::FxHashMap;
 
 impl ReservationPolicy {
@@ -17,7 +17,10 @@ impl ReservationPolicy {
             let pt = &m.proc(pid).expect("listed").pt;
             for mp in pt.mappings_in(VirtAddr(0), m.va_end()) {
                 for j in 0..frames(mp.size) {
-                    mapped.insert(mp.pfn.0 + j, (pid, mp.start.0 + (j << 12)));
+                    mapped.insert(
+                        mp.pfn.to_pfn(super::BASE).0 + j,
+                        (pid, mp.start.0 + (j << Pfn::SHIFT)),
+                    );
                 }
             }
         }
@@ -52,7 +55,7 @@ impl ReservationPolicy {
                             r.va
                         ))
                     }
-                    (_, Some(&(pid, va))) if pid == r.owner && va != r.va + (i << 12) => {
+                    (_, Some(&(pid, va))) if pid == r.owner && va != r.va + (i << Pfn::SHIFT) => {
                         return Err(format!(
                             "reservation at {:#x}: {va:#x} maps frame {f:#x} of another place",
                             r.va

@@ -57,7 +57,7 @@ pub use settings::ReservationSettings;
 
 use super::{FilePages, Policy};
 use crate::machine::{Machine, MmError, PerSize};
-use crate::pagetable::{Mapping, PageTable, PteFlags};
+use crate::pagetable::{PageTable, PhysMapping, PteFlags};
 use crate::phys::{FrameAllocator, ZoneId};
 use crate::vma::{ThpAdvice, Vma};
 use lists::Lists;
@@ -70,7 +70,7 @@ const BASE: PageSize = PageSize::K4;
 
 /// Base frames in a `size` page.
 fn frames(size: PageSize) -> u64 {
-    size.bytes() >> 12
+    size.frames()
 }
 
 /// One reservation: an aligned extent of one process and the block behind it.
@@ -203,7 +203,7 @@ impl ReservationPolicy {
 
     /// A block for a `size` page, preempting reservations that can yield one.
     fn alloc(&mut self, m: &mut Machine, size: PageSize) -> Result<Option<Pfn>, MmError> {
-        let level = (size.shift() - 12) as u8;
+        let level = size.frame_order().0;
         loop {
             if let Some(pfn) = m.alloc_frames(size) {
                 return Ok(Some(pfn));
@@ -224,7 +224,7 @@ impl ReservationPolicy {
             va: start,
             size,
             block,
-            pop: PopMap::new((size.shift() - 12) as u8),
+            pop: PopMap::new(size.frame_order().0),
             time: self.clock,
         };
         self.held += r.pop.frames();
@@ -246,8 +246,8 @@ impl ReservationPolicy {
     ) -> Result<(), MmError> {
         let flags = PteFlags::from_prot(vma.prot);
         let (rva, block) = (self.res[&id].va, self.res[&id].block);
-        let i = (va - rva) >> 12;
-        m.map(pid, va, Pfn(block.0 + i), BASE, flags, true)?;
+        let i = BASE.pages_in(va - rva);
+        m.map(pid, va, block + i, BASE, flags, true)?;
         m.count_fault(BASE);
         self.list_out(id);
         self.clock += 1;
@@ -274,12 +274,12 @@ impl ReservationPolicy {
             let r = &self.res[&id];
             (r.va, r.size, r.block)
         };
-        let i = (va - rva) >> 12;
+        let i = BASE.pages_in(va - rva);
         let mut top = None;
         for &s in self.sizes.iter().filter(|&&s| s <= size) {
-            let k = (s.shift() - 12) as u8;
+            let k = s.frame_order().0;
             let start = va & !(s.bytes() - 1);
-            let pfn = block.0 + ((start - rva) >> 12);
+            let pfn = block.0 + Pfn::count_in(start - rva);
             if !self.res[&id].pop.full(k, i)
                 || !vma.holds_aligned(va, s.bytes())
                 || !promotable(m, pid, start, s, pfn, flags)
@@ -329,7 +329,7 @@ impl ReservationPolicy {
     }
 
     /// Returns the frames of a released page to its reservation.
-    fn depopulate(&mut self, m: &mut Machine, id: u64, mp: &Mapping) -> Result<(), MmError> {
+    fn depopulate(&mut self, m: &mut Machine, id: u64, mp: &PhysMapping) -> Result<(), MmError> {
         let (block, size) = (self.res[&id].block, self.res[&id].size);
         if mp.pfn.0 + frames(mp.size) > block.0 + frames(size) {
             return Err(MmError::Policy(format!(
@@ -368,7 +368,7 @@ fn promotable(m: &Machine, pid: u32, start: u64, s: PageSize, pfn: u64, flags: P
         let off = mp.start.0.wrapping_sub(start);
         if mp.start.0 < start
             || off + mp.size.bytes() > s.bytes()
-            || mp.pfn.0 != pfn + (off >> 12)
+            || mp.pfn.to_pfn(BASE).0 != pfn + Pfn::count_in(off)
             || mp.flags != flags
         {
             return false;
@@ -390,7 +390,7 @@ impl Policy for ReservationPolicy {
         let va = addr & !(BASE.bytes() - 1);
         if let Some(id) = self.find_va(pid, va) {
             let r = &self.res[&id];
-            if !r.pop.is_set((va - r.va) >> 12) {
+            if !r.pop.is_set(BASE.pages_in(va - r.va)) {
                 return self.populate(m, pid, id, vma, va);
             }
             // Its frame is still mapped elsewhere (shared at fork, then unmapped here).
@@ -418,7 +418,12 @@ impl Policy for ReservationPolicy {
         self.base_page(m, pid, vma, addr)
     }
 
-    fn release(&mut self, m: &mut Machine, _pid: u32, removed: &[Mapping]) -> Result<(), MmError> {
+    fn release(
+        &mut self,
+        m: &mut Machine,
+        _pid: u32,
+        removed: &[PhysMapping],
+    ) -> Result<(), MmError> {
         for mp in removed {
             match self.find_pfn(mp.pfn.0) {
                 Some(id) => self.depopulate(m, id, mp)?,
@@ -478,7 +483,7 @@ impl Policy for ReservationPolicy {
             .lengths()
             .map(|(k, n)| {
                 (
-                    PageSize::from_shift(12 + k).map_or(k.to_string(), |s| s.to_string()),
+                    PageSize::of_order(Order(k)).map_or(k.to_string(), |s| s.to_string()),
                     n.into(),
                 )
             })
@@ -486,7 +491,7 @@ impl Policy for ReservationPolicy {
         serde_json::json!({
             "max": self.settings.max.to_string(),
             "reservations": self.res.len(),
-            "held_bytes": self.held * 4096,
+            "held_bytes": self.held * Pfn::BYTES,
             "reserved": json(&c.reserved),
             "promoted": json(&c.promoted),
             "fallbacks": json(&c.fallbacks),
