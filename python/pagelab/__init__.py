@@ -51,10 +51,10 @@ INSTR, LOAD, STORE, MODIFY = 0, 1, 2, 3
 DEFAULT_PAGE_SIZES = ("4K", "8K", "16K", "32K", "64K", "128K", "256K", "2M")
 
 
-def _sizes(page_sizes: Sequence[str | int] | str | None) -> str:
-    """Page sizes as the command line writes them: ``4K,64K,2M``."""
+def _sizes(page_sizes: Sequence[str | int] | str | None) -> str | None:
+    """Page sizes as the command line writes them: ``4K,64K,2M`` (None: the default)."""
     if page_sizes is None:
-        return ",".join(DEFAULT_PAGE_SIZES)
+        return None
     if isinstance(page_sizes, str):
         return page_sizes
     return ",".join(_size_word(s) for s in page_sizes)
@@ -71,19 +71,21 @@ def _size_word(size: str | int) -> str:
 
 def _model(
     page_sizes: Sequence[str | int] | str | None = None,
-    tlb: str | os.PathLike[str] = "weisberg",
+    tlb: str | os.PathLike[str] | None = None,
     policies: Sequence[str] | None = None,
     phys: str | os.PathLike[str] | None = None,
     memory: str | int | None = None,
     strict: bool = False,
     cow: str = "whole",
+    machine: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """The model's words, as ``_native`` takes them."""
     if isinstance(policies, str):
         policies = [policies]
     return {
+        "machine": None if machine is None else os.fspath(machine),
         "page_sizes": _sizes(page_sizes),
-        "tlb": os.fspath(tlb),
+        "tlb": None if tlb is None else os.fspath(tlb),
         "policies": list(policies or []),
         "phys": None if phys is None else os.fspath(phys),
         "memory": None if memory is None else _size_word(memory),
@@ -112,7 +114,8 @@ def study(
     trace: str | os.PathLike[str] | None = None,
     workload: str | Sequence[str] | None = None,
     page_sizes: Sequence[str | int] | str | None = None,
-    tlb: str | os.PathLike[str] = "weisberg",
+    tlb: str | os.PathLike[str] | None = None,
+    machine: str | os.PathLike[str] | None = None,
     *,
     format: str | None = None,
     skip: int = 0,
@@ -125,18 +128,21 @@ def study(
     bundled real trace, or a list of specs); with neither, the default set of
     ``pagelab study``. ``page_sizes`` are powers of two from 4K to 1G, written
     ``"4K"`` or as bytes; ``tlb`` a preset name (``pagelab presets``) or a TOML
-    file. ``skip``/``limit`` cut the input to a window of references.
+    file; ``machine`` a machine preset (``pagelab machines``) or file, whose
+    page sizes and TLB are then the defaults (else the study's eight sizes and
+    ``weisberg``). ``skip``/``limit`` cut the input to a window of references.
 
     Raises :class:`PagelabError` with the command line's message on bad input.
     """
-    return sim(trace, workload, page_sizes, tlb, format=format, skip=skip, limit=limit)
+    return sim(trace, workload, page_sizes, tlb, machine, format=format, skip=skip, limit=limit)
 
 
 def sim(
     trace: str | os.PathLike[str] | None = None,
     workload: str | Sequence[str] | None = None,
     page_sizes: Sequence[str | int] | str | None = None,
-    tlb: str | os.PathLike[str] = "weisberg",
+    tlb: str | os.PathLike[str] | None = None,
+    machine: str | os.PathLike[str] | None = None,
     *,
     policies: Sequence[str] | None = None,
     phys: str | os.PathLike[str] | None = None,
@@ -155,7 +161,7 @@ def sim(
     ``"base"``) as the options of the same names. Other arguments as
     :func:`study`.
     """
-    model = _model(page_sizes, tlb, policies, phys, memory, strict, cow)
+    model = _model(page_sizes, tlb, policies, phys, memory, strict, cow, machine)
     if trace is not None and workload is not None:
         raise PagelabError("give one input: a trace (trace=PATH) or a workload (workload=SPEC), not both")
     if trace is None and workload is None:
@@ -170,7 +176,7 @@ def from_arrays(
     kinds: Any,
     sizes: Any,
     page_sizes: Sequence[str | int] | str | None = None,
-    tlb: str | os.PathLike[str] = "weisberg",
+    tlb: str | os.PathLike[str] | None = None,
     *,
     policies: Sequence[str] | None = None,
     name: str = "arrays",

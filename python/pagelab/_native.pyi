@@ -14,8 +14,9 @@ class SourceWords(TypedDict):
     limit: int | None
 
 class ModelWords(TypedDict):
-    page_sizes: str
-    tlb: str
+    machine: str | None
+    page_sizes: str | None
+    tlb: str | None
     policies: list[str]
     phys: str | None
     memory: str | None

@@ -6,12 +6,13 @@ pagelab sweep``) reads::
     sources = ["stride", "gups:table=64M", "traces/cc1.lackey.zst", "s3://bucket/x.trace"]
     page_sizes = ["4K", "64K", "2M"]          # the study's page sizes (default: the study's eight)
     tlbs = ["weisberg", "skylake"]            # presets or TOML files (default: weisberg)
+    machines = ["x86-64", "arm64-64k"]        # and/or machines (pagelab machines), each a configuration
     policies = ["base:4K", "linux-thp:enabled=always"]   # optional: also run these, per TLB
     memory = "4G"                             # optional, for the policies
     out = "pagelab-sweep"                     # optional; -o overrides
 
-and runs every source under every configuration (one study per TLB, plus
-one policy run per TLB when ``policies`` is given) on a local process pool,
+and runs every source under every configuration (one study per TLB or
+machine, plus one policy run per TLB or machine when ``policies`` is given) on a local process pool,
 or on the Dask cluster whose scheduler ``--dask`` names.
 """
 
@@ -32,6 +33,7 @@ KEYS = {
     "sources": list,
     "page_sizes": list,
     "tlbs": list,
+    "machines": list,
     "policies": list,
     "memory": str,
     "out": str,
@@ -77,13 +79,14 @@ def read_sweep(path: str) -> tuple[list[Any], list[dict[str, Any]], str | None]:
     if "page_sizes" in spec:
         base["page_sizes"] = spec["page_sizes"]
     configs = []
-    for tlb in spec.get("tlbs", ["weisberg"]):
-        configs.append({"name": tlb, "tlb": tlb, **base})
+    models = [("tlb", t) for t in spec.get("tlbs", [])] + [("machine", m) for m in spec.get("machines", [])]
+    for key, value in models or [("tlb", "weisberg")]:
+        configs.append({"name": value, key: value, **base})
         if spec.get("policies"):
             policy = {"policies": spec["policies"]}
             if "memory" in spec:
                 policy["memory"] = spec["memory"]
-            configs.append({"name": f"{tlb} policies", "tlb": tlb, **policy})
+            configs.append({"name": f"{value} policies", key: value, **policy})
     if "memory" in spec and not spec.get("policies"):
         raise SweepFileError(f"{path}: `memory` is for the policy runs: give `policies` too")
     return spec["sources"], configs, spec.get("out")

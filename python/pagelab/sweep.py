@@ -40,7 +40,7 @@ def sweep(
     or dicts ``{"workload": ...}`` / ``{"trace": ..., "format": ...}`` with
     an optional ``"name"``.
     ``configs``: dicts of :func:`pagelab.sim` keyword arguments
-    (``page_sizes``, ``tlb``, ``policies``, ``phys``, ``memory``, ``strict``,
+    (``machine``, ``page_sizes``, ``tlb``, ``policies``, ``phys``, ``memory``, ``strict``,
     ``cow``) with an optional ``"name"``, or a mapping from names to such dicts.
     ``executor``: any :class:`concurrent.futures.Executor`; by default a
     process pool with one worker per core, started through a fork server (a
@@ -181,7 +181,7 @@ def _source_entry(s: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, An
     return {"workload": text, "name": text}
 
 
-CONFIG_KEYS = {"name", "page_sizes", "tlb", "policies", "phys", "memory", "strict", "cow"}
+CONFIG_KEYS = {"name", "machine", "page_sizes", "tlb", "policies", "phys", "memory", "strict", "cow"}
 
 
 def _config_entries(

@@ -30,8 +30,8 @@ pub fn from_arrays(
 ) -> PyResult<String> {
     let src = ArraySource::new(addresses, kinds, sizes, name).map_err(|e| crate::error(&e))?;
     py.detach(|| {
-        let cfg = crate::run::study_config(&model)?;
-        crate::run::simulate(Box::new(src) as Source, &cfg, &model)
+        let (cfg, machine) = crate::run::study_config(&model)?;
+        crate::run::simulate(Box::new(src) as Source, &cfg, machine.as_ref(), &model)
     })
     .map_err(|e| crate::error(&e))
 }

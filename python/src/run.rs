@@ -4,6 +4,7 @@
 use anyhow::{bail, Context, Result};
 use pagelab_capture::{Backend, Capture, CaptureCommand, StdoutTo, Window};
 use pagelab_engine::StudyConfig;
+use pagelab_machine::Machine;
 use pagelab_report::SimResult;
 use pagelab_trace::TraceSource;
 use pyo3::prelude::*;
@@ -26,8 +27,9 @@ pub struct SourceWords {
 #[derive(FromPyObject)]
 #[pyo3(from_item_all)]
 pub struct ModelWords {
-    page_sizes: String,
-    tlb: String,
+    machine: Option<String>,
+    page_sizes: Option<String>,
+    tlb: Option<String>,
     policies: Vec<String>,
     phys: Option<String>,
     memory: Option<String>,
@@ -40,15 +42,20 @@ pub struct ModelWords {
 #[pyfunction]
 pub fn run(py: Python<'_>, source: SourceWords, model: ModelWords) -> PyResult<String> {
     py.detach(|| {
-        let cfg = pagelab::model::study_config(&model.page_sizes, &model.tlb)?;
+        let (cfg, machine) = study_config(&model)?;
         let src = open(&source)?;
-        simulate(src, &cfg, &model)
+        simulate(src, &cfg, machine.as_ref(), &model)
     })
     .map_err(|e| crate::error(&e))
 }
 
 /// The study of `src` under `model` (the policy runs when it names policies), as JSON.
-pub(crate) fn simulate(mut src: Source, cfg: &StudyConfig, model: &ModelWords) -> Result<String> {
+pub(crate) fn simulate(
+    mut src: Source,
+    cfg: &StudyConfig,
+    machine: Option<&Machine>,
+    model: &ModelWords,
+) -> Result<String> {
     let result: SimResult = if model.policies.is_empty() {
         pagelab_engine::run_study(&mut *src, cfg, &mut ())?
     } else {
@@ -60,7 +67,7 @@ pub(crate) fn simulate(mut src: Source, cfg: &StudyConfig, model: &ModelWords) -
                 memory: model.memory.as_deref(),
                 strict: model.strict,
                 cow: &model.cow,
-                machine: None,
+                machine,
             },
         )?;
         pagelab_engine::run_policies(&mut *src, &pcfg, &mut ())?
@@ -68,9 +75,14 @@ pub(crate) fn simulate(mut src: Source, cfg: &StudyConfig, model: &ModelWords) -
     Ok(serde_json::to_string(&result)?)
 }
 
-/// Builds the engine's configuration, for `from_arrays`.
-pub(crate) fn study_config(model: &ModelWords) -> Result<StudyConfig> {
-    pagelab::model::study_config(&model.page_sizes, &model.tlb)
+/// The engine's configuration and the machine, as `--machine`, `--page-sizes`
+/// and `--tlb` give them (the machine's page sizes and TLB by default).
+pub(crate) fn study_config(model: &ModelWords) -> Result<(StudyConfig, Option<Machine>)> {
+    pagelab::model::machine_study_config(
+        model.machine.as_deref(),
+        model.page_sizes.as_deref(),
+        model.tlb.as_deref(),
+    )
 }
 
 /// Opens a trace file or a workload (the bundled real trace among them), windowed.
