@@ -93,3 +93,13 @@ def test_html_report(tmp_path):
     assert html.lstrip().lower().startswith("<!doctype html") and "gzip" in html
     with pytest.raises(pagelab.PagelabError, match="nonexistent"):
         r.to_html("/nonexistent/dir/r.html")
+
+
+@pytest.mark.parametrize("machine", ["arm64-64k", "x86-64"])
+def test_machine(cli, tmp_path, machine):
+    ours = pagelab.study(workload="gzip", machine=machine).results[0]
+    assert timeless(ours) == timeless(cli_sim(cli, tmp_path, "--workload", "gzip", "--machine", machine))
+    policies = ["base:4K"] if machine == "x86-64" else ["base:64K"]
+    ours = pagelab.sim(workload="stride:iters=5", machine=machine, policies=policies).results[0]
+    args = ["--workload", "stride:iters=5", "--machine", machine, "--policy", policies[0]]
+    assert timeless(ours) == timeless(cli_sim(cli, tmp_path, *args))
