@@ -78,6 +78,10 @@ pub enum Command {
         after_help = "Example:\n  pagelab sweep sweep.toml -o sweep-out --dask tcp://scheduler:8786"
     )]
     Sweep(crate::cmd::sweep::SweepArgs),
+    /// Many processes sharing memory (shm-fanout, forkexec or a trace with fork and
+    /// exit): page-table memory under private, shared or hugetlb-pmd-share page
+    /// tables, and every reverse-map method's cost side by side.
+    Sharing(crate::cmd::sharing::SharingArgs),
     /// Replays one workload at its own addresses and prints a JSON report (used by `validate`).
     #[command(hide = true)]
     ValidateChild(crate::cmd::validate::ValidateChildArgs),

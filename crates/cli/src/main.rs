@@ -51,6 +51,7 @@ fn main() {
         args::Command::Validate(a) => cmd::validate::run(a),
         args::Command::Sweep(a) => cmd::sweep::run(a),
         args::Command::Report(a) => cmd::report::run(a).map(|()| 0),
+        args::Command::Sharing(a) => cmd::sharing::run(a).map(|()| 0),
         args::Command::ValidateChild(a) => cmd::validate::child(a).map(|()| 0),
     };
     report_peak_rss();

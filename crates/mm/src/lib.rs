@@ -13,6 +13,7 @@
 //! - [`system`]: the model stepped event by event under one policy.
 //! - [`platform`] and [`kmem`]: the modelled machine's geometry, kernel and
 //!   NUMA nodes (read from a machine file by `pagelab-machine`).
+//! - [`sharing`]: many processes sharing memory: page tables and reverse maps.
 
 pub mod cache;
 pub mod counters;
@@ -25,5 +26,6 @@ pub mod phys;
 pub mod platform;
 pub mod policy;
 pub mod reclaim;
+pub mod sharing;
 pub mod system;
 pub mod vma;

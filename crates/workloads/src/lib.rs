@@ -17,6 +17,13 @@
 //! | `stream` | McCalpin's STREAM: copy, scale, add, triad over three arrays |
 //! | `gups`   | HPCC RandomAccess: random 8-byte read-modify-writes over a table |
 //! | `chase`  | a pointer chase around one random cycle through all nodes |
+//! | `shm-fanout` | many processes attach one shared segment and touch its pages (the 004 paper) |
+//! | `forkexec` | an SDET-like churn of processes that fork, exec, map libraries and exit |
+//!
+//! The last two are workloads of many processes: their events include
+//! `Switch`, `Fork`, `Map`, `Advise` and `Exit`, and they are meant for
+//! `pagelab sharing`; their references are data and instruction touches of
+//! pages, with no loop instructions around them.
 //!
 //! ## Parameters and defaults
 //!
@@ -72,8 +79,10 @@
 mod chase;
 mod code;
 mod error;
+mod forkexec;
 mod gups;
 mod perm;
+mod shm;
 mod spec;
 mod stream;
 mod stride;
@@ -87,7 +96,14 @@ use pagelab_trace::TraceSource;
 use spec::Params;
 
 /// Every workload's documentation, in catalog order.
-const DOCS: [&WorkloadDoc; 4] = [&stride::DOC, &stream::DOC, &gups::DOC, &chase::DOC];
+const DOCS: [&WorkloadDoc; 6] = [
+    &stride::DOC,
+    &stream::DOC,
+    &gups::DOC,
+    &chase::DOC,
+    &shm::DOC,
+    &forkexec::DOC,
+];
 
 /// The effective configuration of one spec.
 enum Config {
@@ -95,6 +111,8 @@ enum Config {
     Stream(stream::Config),
     Gups(gups::Config),
     Chase(chase::Config),
+    ShmFanout(shm::Config),
+    ForkExec(forkexec::Config),
 }
 
 fn parse(spec: &str) -> Result<Config, WorkloadError> {
@@ -111,6 +129,8 @@ fn parse(spec: &str) -> Result<Config, WorkloadError> {
         "stride" => Config::Stride(stride::Config::parse(&params)?),
         "stream" => Config::Stream(stream::Config::parse(&params)?),
         "gups" => Config::Gups(gups::Config::parse(&params)?),
+        "shm-fanout" => Config::ShmFanout(shm::Config::parse(&params)?),
+        "forkexec" => Config::ForkExec(forkexec::Config::parse(&params)?),
         _ => Config::Chase(chase::Config::parse(&params)?),
     })
 }
@@ -131,6 +151,8 @@ pub fn open(spec: &str) -> Result<Box<dyn TraceSource + Send>, WorkloadError> {
         Config::Stream(c) => Box::new(Driver::new(stream::Stream::new(c))),
         Config::Gups(c) => Box::new(Driver::new(gups::Gups::new(c))),
         Config::Chase(c) => Box::new(Driver::new(chase::Chase::new(c))),
+        Config::ShmFanout(c) => Box::new(Driver::new(shm::ShmFanout::new(c))),
+        Config::ForkExec(c) => Box::new(Driver::new(forkexec::ForkExec::new(c))),
     })
 }
 
@@ -146,6 +168,8 @@ pub fn total_refs(spec: &str) -> Result<u64, WorkloadError> {
         Config::Stream(c) => c.total_refs(),
         Config::Gups(c) => c.total_refs(),
         Config::Chase(c) => c.total_refs(),
+        Config::ShmFanout(c) => c.total_refs(),
+        Config::ForkExec(c) => c.total_refs(),
     })
 }
 

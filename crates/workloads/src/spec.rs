@@ -98,6 +98,11 @@ impl Params {
         i.map_or("", |i| self.values[i].as_str())
     }
 
+    /// The value of `key` as written (or its default).
+    pub(crate) fn raw_value(&self, key: &str) -> &str {
+        self.raw(key)
+    }
+
     /// An error for `key` saying what is allowed.
     pub(crate) fn bad(&self, key: &str, allowed: impl Into<String>) -> WorkloadError {
         WorkloadError::BadValue {

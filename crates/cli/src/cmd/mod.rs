@@ -7,6 +7,7 @@ pub mod list;
 pub mod machines;
 pub mod report;
 pub mod run;
+pub mod sharing;
 pub mod sim;
 pub mod study;
 pub mod sweep;

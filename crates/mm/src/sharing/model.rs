@@ -1,0 +1,555 @@
+//! The sharing model: state, references and faults.
+
+use super::chains::{Chains, EMPTY};
+use super::ivset::IntervalSet;
+use super::process::{Process, NO_OBJECT};
+use super::rmap::{PageKind, RmapCosts};
+use super::tables::{Tables, Totals};
+use super::{Config, PageTables, SharingError};
+use pagelab_core::{Event, MemRef};
+use rustc_hash::FxHashMap;
+
+/// Chain-id storage is in chunks of this many pages.
+pub(crate) const CHUNK: u64 = 512;
+/// Mapper owners at or above this are shared tables, below are pids.
+pub(crate) const TABLE_OWNER: u32 = 1 << 31;
+
+/// A file, shared-memory segment or anonymous object: its pages' chains.
+#[derive(Debug)]
+pub(crate) struct Object {
+    pub kind: PageKind,
+    chunks: FxHashMap<u64, u32>,
+    data: Vec<[u32; CHUNK as usize]>,
+    last: (u64, u32),
+    /// Level of the hugetlb leaves its pages are, once advised.
+    pub hugetlb: Option<u8>,
+    /// Huge pages reserved from the pool (object pages below this × the huge size).
+    pub reserved: u64,
+    /// VMAs linked to it (anonymous objects: today's `anon_vma_chain`s).
+    pub links: u64,
+}
+
+impl Object {
+    pub fn new(kind: PageKind) -> Object {
+        Object {
+            kind,
+            chunks: FxHashMap::default(),
+            data: Vec::new(),
+            last: (u64::MAX, 0),
+            hugetlb: None,
+            reserved: 0,
+            links: 0,
+        }
+    }
+
+    /// The chain slot of page `idx`.
+    #[inline]
+    pub fn slot(&mut self, idx: u64) -> &mut u32 {
+        let c = idx / CHUNK;
+        let d = if self.last.0 == c {
+            self.last.1
+        } else {
+            let next = self.data.len() as u32;
+            let d = *self.chunks.entry(c).or_insert(next);
+            if d == next {
+                self.data.push([EMPTY; CHUNK as usize]);
+            }
+            self.last = (c, d);
+            d
+        };
+        &mut self.data[d as usize][(idx % CHUNK) as usize]
+    }
+
+    /// The chain slots of pages `[idx, end)`, which must lie in one chunk.
+    #[inline]
+    pub fn slots(&mut self, idx: u64, end: u64) -> &mut [u32] {
+        self.slot(idx);
+        let d = self.last.1 as usize;
+        let lo = (idx % CHUNK) as usize;
+        &mut self.data[d][lo..lo + (end - idx) as usize]
+    }
+
+    /// Calls `f(page index, chain)` for every page with a non-empty chain, in page order.
+    pub fn each_mapped(&self, mut f: impl FnMut(u64, u32)) {
+        let mut chunks: Vec<(u64, u32)> = self.chunks.iter().map(|(&c, &d)| (c, d)).collect();
+        chunks.sort_unstable();
+        for (c, d) in chunks {
+            for (i, &ch) in self.data[d as usize].iter().enumerate() {
+                if ch != EMPTY {
+                    f(c * CHUNK + i as u64, ch);
+                }
+            }
+        }
+    }
+}
+
+/// A page table shared between processes.
+#[derive(Debug)]
+pub(crate) struct SharedTable {
+    pub level: u8,
+    pub key: (u32, u64, u8),
+    pub users: u32,
+    /// Present leaves, by slot in the table.
+    pub pop: IntervalSet,
+    pub live: bool,
+}
+
+/// Additions to the reverse map not yet told to [`RmapCosts`]: a run of
+/// faults on pages with the same chain length is told once.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Pending {
+    pub kind: PageKind,
+    pub len: u32,
+    pub n: u64,
+}
+
+/// Counters of what happened.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Counts {
+    pub events: u64,
+    pub refs: u64,
+    pub faults: u64,
+    pub hits: u64,
+    pub cow_copies: u64,
+    pub unshares: u64,
+    pub refs_outside_vmas: u64,
+    pub events_on_nothing: u64,
+    pub processes_peak: u64,
+}
+
+/// Many processes sharing memory, stepped event by event.
+#[derive(Debug)]
+pub struct Sharing {
+    pub(crate) cfg: Config,
+    pub(crate) tb: Tables,
+    pub(crate) procs: FxHashMap<u32, Box<Process>>,
+    pub(crate) pid: u32,
+    pub(crate) objects: Vec<Object>,
+    pub(crate) files: FxHashMap<u64, u32>,
+    pub(crate) tables: Vec<SharedTable>,
+    pub(crate) free_tables: Vec<u32>,
+    pub(crate) keyed: FxHashMap<(u32, u64, u8), u32>,
+    pub(crate) chains: Chains,
+    mappers: FxHashMap<(u32, i64), u32>,
+    last_mapper: (u32, i64, u32),
+    pub(crate) rmap: RmapCosts,
+    pub(crate) pending: Pending,
+    /// Pages moved from chain `.0` to chain `.1`, `.2` of them, not yet counted.
+    pub(crate) rc: (u32, u32, u64),
+    pub(crate) pt: Totals,
+    pub(crate) n: Counts,
+    /// Free pages per hugetlb pool, in `cfg.hugetlb` order.
+    pub(crate) pool_free: Vec<u64>,
+    /// A process taken out of `procs` while its references run.
+    pub(crate) cur: Option<Box<Process>>,
+}
+
+impl Sharing {
+    /// A model with no process yet.
+    ///
+    /// # Errors
+    /// A configuration that contradicts itself (see [`Config::check`]).
+    pub fn new(cfg: Config) -> Result<Sharing, SharingError> {
+        cfg.check()?;
+        Ok(Sharing {
+            tb: Tables { g: cfg.geometry },
+            procs: FxHashMap::default(),
+            pid: 0,
+            objects: Vec::new(),
+            files: FxHashMap::default(),
+            tables: Vec::new(),
+            free_tables: Vec::new(),
+            keyed: FxHashMap::default(),
+            chains: Chains::new(),
+            mappers: FxHashMap::default(),
+            last_mapper: (u32::MAX, 0, 0),
+            rmap: RmapCosts::new(cfg.rmap),
+            pending: Pending {
+                kind: PageKind::File,
+                len: 0,
+                n: 0,
+            },
+            rc: (EMPTY, EMPTY, 0),
+            pt: Totals::default(),
+            n: Counts::default(),
+            pool_free: cfg.hugetlb.iter().map(|p| p.count).collect(),
+            cur: None,
+            cfg,
+        })
+    }
+
+    /// The process whose references run now, if it is out of the table.
+    pub(crate) fn cur_ref(&self) -> Option<&Process> {
+        self.cur.as_deref()
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Carries out one event.
+    ///
+    /// # Errors
+    /// An event the model cannot represent: a range past user space, an
+    /// unaligned mapping, a hugetlb request the pool cannot serve.
+    pub fn event(&mut self, ev: &Event) -> Result<(), SharingError> {
+        self.n.events += 1;
+        match ev {
+            Event::Ref(r) => {
+                self.reference(r);
+                Ok(())
+            }
+            Event::Switch(t) => {
+                self.switch(t.pid);
+                Ok(())
+            }
+            other => {
+                self.park();
+                self.flush();
+                self.op(other)
+            }
+        }
+    }
+
+    /// Makes `pid` current, creating it if it is new.
+    pub(crate) fn switch(&mut self, pid: u32) {
+        if self.cur.is_some() && pid == self.pid {
+            return;
+        }
+        self.park();
+        self.pid = pid;
+        let p = match self.procs.remove(&pid) {
+            Some(p) => p,
+            None => self.born(),
+        };
+        self.cur = Some(p);
+    }
+
+    /// A new, empty process with its root table.
+    pub(crate) fn born(&mut self) -> Box<Process> {
+        let mut p = Box::new(Process::new());
+        self.tb.process_born(
+            &mut p,
+            &mut self.pt,
+            self.cfg.prealloc_below_root,
+            self.cfg.user_top,
+        );
+        self.n.processes_peak = self.n.processes_peak.max(self.procs.len() as u64 + 1);
+        p
+    }
+
+    /// Puts the current process back in the table.
+    pub(crate) fn park(&mut self) {
+        if let Some(p) = self.cur.take() {
+            self.procs.insert(self.pid, p);
+        }
+    }
+
+    /// Tells [`RmapCosts`] about the additions held back.
+    pub(crate) fn flush(&mut self) {
+        self.settle_rc();
+        if self.pending.n > 0 {
+            let p = self.pending;
+            self.rmap.add(p.kind, p.len as u64, p.n);
+            self.pending.n = 0;
+        }
+    }
+
+    /// The mapper id of the PTEs of `owner` at displacement `disp`.
+    #[inline]
+    pub(crate) fn mapper(&mut self, owner: u32, disp: i64) -> u32 {
+        if self.last_mapper.0 == owner && self.last_mapper.1 == disp {
+            return self.last_mapper.2;
+        }
+        let next = self.mappers.len() as u32 + 1;
+        let m = *self.mappers.entry((owner, disp)).or_insert(next);
+        self.last_mapper = (owner, disp, m);
+        m
+    }
+
+    /// A PTE of `mapper` now maps page `idx` of `obj`.
+    #[inline]
+    pub(crate) fn add_mapping(&mut self, obj: u32, idx: u64, mapper: u32) {
+        let o = &mut self.objects[obj as usize];
+        let kind = o.kind;
+        let slot = o.slot(idx);
+        let old = *slot;
+        let new = self.chains.cons(mapper, old);
+        *slot = new;
+        // Reference counts move in runs: many pages go from `old` to `new`.
+        if self.rc.0 == old && self.rc.1 == new {
+            self.rc.2 += 1;
+        } else {
+            self.settle_rc();
+            self.rc = (old, new, 1);
+        }
+        let len = self.chains.len(old);
+        if self.pending.n > 0 && (self.pending.len != len || self.pending.kind != kind) {
+            self.flush();
+        }
+        self.pending.kind = kind;
+        self.pending.len = len;
+        self.pending.n += 1;
+    }
+
+    /// Applies the reference-count moves held back by [`Sharing::add_mapping`].
+    pub(crate) fn settle_rc(&mut self) {
+        let (old, new, n) = self.rc;
+        if n > 0 {
+            self.chains.retain_n(new, n as u32);
+            self.chains.release_n(old, n as u32);
+        }
+        self.rc = (EMPTY, EMPTY, 0);
+    }
+
+    /// `mapper`'s PTE no longer maps page `idx` of `obj`; false if it did not.
+    pub(crate) fn remove_mapping(&mut self, obj: u32, idx: u64, mapper: u32) -> bool {
+        self.flush();
+        let o = &mut self.objects[obj as usize];
+        let kind = o.kind;
+        let slot = o.slot(idx);
+        let old = *slot;
+        let Some((new, pos)) = self.chains.remove(mapper, old) else {
+            return false;
+        };
+        *slot = new;
+        self.chains.retain(new);
+        self.chains.release(old);
+        self.rmap
+            .remove(kind, self.chains.len(old) as u64, pos as u64, 1);
+        true
+    }
+
+    /// One reference by the current process.
+    #[inline]
+    fn reference(&mut self, r: &MemRef) {
+        self.n.refs += 1;
+        let Some(mut p) = self.cur.take() else {
+            // References before any Switch belong to process 0.
+            self.switch(self.pid);
+            return self.reference_again(r);
+        };
+        let sh = self.cfg.geometry.base().shift();
+        // A reference that crosses a page boundary touches every page it covers.
+        for vpn in (r.addr >> sh)..=(r.last_byte() >> sh) {
+            match p.find(vpn) {
+                Some(vi) => self.touch(&mut p, vi, vpn, r.kind.is_write()),
+                None => self.n.refs_outside_vmas += 1,
+            }
+        }
+        self.cur = Some(p);
+    }
+
+    fn reference_again(&mut self, r: &MemRef) {
+        self.n.refs -= 1;
+        self.reference(r)
+    }
+
+    /// Whether page `vpn` of VMA `vi` goes through a shared table, and at
+    /// which level.
+    #[inline]
+    pub(crate) fn shared_level(&self, p: &Process, vi: usize) -> Option<u8> {
+        let v = &p.vmas[vi];
+        if !v.shared {
+            return None;
+        }
+        match self.cfg.page_tables {
+            PageTables::Shared if v.leaf == 1 => Some(1),
+            PageTables::HugetlbPmdShare if v.hugetlb && v.leaf == 2 => Some(2),
+            _ => None,
+        }
+    }
+
+    /// A reference to `vpn`, inside VMA `vi` of process `p`.
+    #[inline]
+    pub(crate) fn touch(&mut self, p: &mut Process, vi: usize, vpn: u64, write: bool) {
+        if let Some(level) = self.shared_level(p, vi) {
+            if self.touch_shared(p, vi, vpn, level) {
+                return;
+            }
+        }
+        let leaf = self.leaf_for(p, vi, vpn);
+        if leaf > 1 {
+            return self.touch_huge(p, vi, vpn, leaf);
+        }
+        if p.pop[0].contains(vpn) {
+            self.n.hits += 1;
+            if write && !p.vmas[vi].shared {
+                self.cow(p, vi, vpn);
+            }
+            return;
+        }
+        self.n.faults += 1;
+        let v = &p.vmas[vi];
+        let (obj, idx) = if v.obj == NO_OBJECT || (write && !v.shared) {
+            (self.own_anon(p, vi, vpn), vpn)
+        } else {
+            (v.obj, v.index(vpn))
+        };
+        let m = self.mapper(self.pid, vpn as i64 - idx as i64);
+        self.add_mapping(obj, idx, m);
+        self.tb.base_leaf_added(p, &mut self.pt, vpn);
+    }
+
+    /// The level of the leaf that maps `vpn` in VMA `vi`.
+    #[inline]
+    fn leaf_for(&self, p: &Process, vi: usize, vpn: u64) -> u8 {
+        let v = &p.vmas[vi];
+        if v.leaf == 1 || !v.thp {
+            return v.leaf;
+        }
+        // THP: a huge leaf where the whole aligned page lies in the VMA and
+        // its object pages are aligned alike.
+        let n = 1u64 << (self.cfg.geometry.entry_shift(v.leaf) - self.cfg.geometry.base().shift());
+        let s = vpn & !(n - 1);
+        if s >= v.start && s + n <= v.end && v.index(s).is_multiple_of(n) {
+            v.leaf
+        } else {
+            1
+        }
+    }
+
+    pub(crate) fn touch_huge(&mut self, p: &mut Process, vi: usize, vpn: u64, leaf: u8) {
+        let g = self.cfg.geometry;
+        let sh = g.entry_shift(leaf) - g.base().shift();
+        let li = vpn >> sh;
+        if p.pop[leaf as usize - 1].contains(li) {
+            self.n.hits += 1;
+            return;
+        }
+        self.n.faults += 1;
+        let v = &p.vmas[vi];
+        let (obj, idx) = (v.obj, v.index(li << sh));
+        let m = self.mapper(self.pid, (li << sh) as i64 - idx as i64);
+        self.add_mapping(obj, idx, m);
+        p.pop[leaf as usize - 1].insert(li);
+        self.tb.entry_added(p, &mut self.pt, leaf, li);
+    }
+
+    /// Through a shared table at `level`; false if this page cannot share
+    /// (it goes through the process's own tables).
+    #[inline]
+    pub(crate) fn touch_shared(&mut self, p: &mut Process, vi: usize, vpn: u64, level: u8) -> bool {
+        let g = self.cfg.geometry;
+        let span_sh = g.table_shift(level) - g.base().shift();
+        let leaf_sh = g.entry_shift(level) - g.base().shift();
+        let span = vpn >> span_sh;
+        let t = match p.attached.get(span) {
+            Some(t) => t,
+            None => {
+                let v = &p.vmas[vi];
+                let (s, e) = (span << span_sh, (span + 1) << span_sh);
+                let own = &p.pop[level as usize - 1];
+                if s < v.start || e > v.end || own.any_in(s >> leaf_sh, e >> leaf_sh) {
+                    return false;
+                }
+                let key = (v.obj, v.index(s), v.prot);
+                let t = self.table_for(key, level);
+                self.tables[t as usize].users += 1;
+                p.attached.insert(span, t);
+                self.tb.entry_added(p, &mut self.pt, level + 1, span);
+                t
+            }
+        };
+        let slot = (vpn >> leaf_sh) & (g.entries(level) - 1);
+        let tab = &mut self.tables[t as usize];
+        if tab.pop.contains(slot) {
+            self.n.hits += 1;
+            return true;
+        }
+        self.n.faults += 1;
+        tab.pop.insert(slot);
+        let (obj, first) = (tab.key.0, tab.key.1);
+        let idx = first + (slot << leaf_sh);
+        let m = self.mapper(TABLE_OWNER | t, -(first as i64));
+        self.add_mapping(obj, idx, m);
+        true
+    }
+
+    /// The shared table for `key`, made if there is none.
+    fn table_for(&mut self, key: (u32, u64, u8), level: u8) -> u32 {
+        if let Some(&t) = self.keyed.get(&key) {
+            return t;
+        }
+        let tab = SharedTable {
+            level,
+            key,
+            users: 0,
+            pop: IntervalSet::new(),
+            live: true,
+        };
+        let t = match self.free_tables.pop() {
+            Some(t) => {
+                self.tables[t as usize] = tab;
+                t
+            }
+            None => {
+                self.tables.push(tab);
+                (self.tables.len() - 1) as u32
+            }
+        };
+        self.keyed.insert(key, t);
+        self.tb.shared(&mut self.pt, level, true);
+        t
+    }
+
+    /// The VMA's own anonymous object (made, and linked, on first use), with
+    /// `vpn` recorded as mapping one of its pages.
+    fn own_anon(&mut self, p: &mut Process, vi: usize, vpn: u64) -> u32 {
+        let o = match p.vmas[vi].anon {
+            Some(o) => o,
+            None => {
+                let o = self.new_object(PageKind::Anon);
+                let v = &mut p.vmas[vi];
+                if !v.anon_charged {
+                    v.anon_charged = true;
+                    v.links.push(o);
+                    self.objects[o as usize].links += 1;
+                    self.rmap.linux_structs(1, 1);
+                }
+                v.anon = Some(o);
+                v.layers.push((o, IntervalSet::new()));
+                o
+            }
+        };
+        let v = &mut p.vmas[vi];
+        for (lo, set) in &mut v.layers {
+            if *lo == o {
+                set.insert(vpn);
+            } else {
+                set.remove_range(vpn, vpn + 1);
+            }
+        }
+        o
+    }
+
+    pub(crate) fn new_object(&mut self, kind: PageKind) -> u32 {
+        self.objects.push(Object::new(kind));
+        (self.objects.len() - 1) as u32
+    }
+
+    /// A write to a present page of a private VMA: copy it unless this PTE is
+    /// the only one mapping an anonymous page.
+    fn cow(&mut self, p: &mut Process, vi: usize, vpn: u64) {
+        let m = self.mapper(self.pid, 0);
+        let from = match p.vmas[vi].anon_of(vpn) {
+            Some(o) => {
+                let len = self.chains.len(*self.objects[o as usize].slot(vpn));
+                if len <= 1 {
+                    return;
+                }
+                (o, vpn, m)
+            }
+            None => {
+                let v = &p.vmas[vi];
+                let idx = v.index(vpn);
+                (v.obj, idx, self.mapper(self.pid, vpn as i64 - idx as i64))
+            }
+        };
+        self.n.cow_copies += 1;
+        self.remove_mapping(from.0, from.1, from.2);
+        let o = self.own_anon(p, vi, vpn);
+        self.add_mapping(o, vpn, m);
+    }
+}

@@ -1,0 +1,317 @@
+//! A reference for the sharing model that materialises everything: every
+//! PTE of every process, every page's chain as a list, every table counted
+//! from the PTEs after every event. Slow and simple, for tests (private
+//! page tables, base pages).
+
+use super::rmap::{Method, RmapSizes};
+use super::Config;
+use pagelab_core::{Backing, Event, Sharing as Share};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+#[derive(Clone, Debug)]
+struct RVma {
+    start: u64,
+    end: u64,
+    shared: bool,
+    /// File object, or None for anonymous memory.
+    obj: Option<u64>,
+    pgoff: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+struct RProc {
+    vmas: Vec<RVma>,
+    ptes: BTreeMap<u64, u64>,
+}
+
+/// What the reference counts, to compare with the model.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RefCounts {
+    /// Faults, hits and copy-on-write copies.
+    pub faults: u64,
+    /// References that found their PTE.
+    pub hits: u64,
+    /// Copies made by writes.
+    pub cow_copies: u64,
+    /// Page-table bytes now and at the peak.
+    pub pt_bytes: u64,
+    /// The most page-table bytes after any event.
+    pub pt_bytes_peak: u64,
+    /// Tables by level now.
+    pub tables: Vec<u64>,
+    /// For each chain method: (bytes, objects, bytes_peak, objects_peak,
+    /// adds, removes, entries walked to remove).
+    pub chains: BTreeMap<Method, [u64; 7]>,
+}
+
+/// The reference model.
+#[derive(Debug)]
+pub struct Reference {
+    cfg: Config,
+    procs: BTreeMap<u32, RProc>,
+    pid: u32,
+    files: HashMap<u64, u64>,
+    file_pages: HashMap<(u64, u64), u64>,
+    /// Page id -> mappers (pid, vpn), newest first; anonymous or not.
+    pages: HashMap<u64, (bool, Vec<(u32, u64)>)>,
+    next: u64,
+    /// The counts so far.
+    pub counts: RefCounts,
+}
+
+impl Reference {
+    /// An empty reference for `cfg` (private page tables are assumed).
+    pub fn new(cfg: Config) -> Reference {
+        let mut counts = RefCounts::default();
+        for m in [
+            Method::PteChains,
+            Method::PteChainsDirect,
+            Method::PteChainsGrouped,
+        ] {
+            counts.chains.insert(m, [0; 7]);
+        }
+        Reference {
+            cfg,
+            procs: BTreeMap::new(),
+            pid: 0,
+            files: HashMap::new(),
+            file_pages: HashMap::new(),
+            pages: HashMap::new(),
+            next: 1,
+            counts,
+        }
+    }
+
+    fn id(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+
+    fn proc(&mut self) -> &mut RProc {
+        self.procs.entry(self.pid).or_default()
+    }
+
+    fn add(&mut self, page: u64, pid: u32, vpn: u64) {
+        let len = self.pages.get(&page).map_or(0, |p| p.1.len() as u64);
+        for (m, c) in self.counts.chains.iter_mut() {
+            c[4] += 1;
+            let _ = (m, len);
+        }
+        self.pages.entry(page).or_default().1.insert(0, (pid, vpn));
+    }
+
+    fn remove(&mut self, page: u64, pid: u32, vpn: u64) {
+        let entry = self.pages.get_mut(&page).expect("mapped page");
+        let pos = entry
+            .1
+            .iter()
+            .position(|&x| x == (pid, vpn))
+            .expect("mapper") as u64
+            + 1;
+        let len = entry.1.len() as u64;
+        entry.1.remove(pos as usize - 1);
+        for (m, c) in self.counts.chains.iter_mut() {
+            c[5] += 1;
+            let direct = len == 1 && *m != Method::PteChains;
+            c[6] += if direct { 0 } else { pos };
+        }
+        if entry.1.is_empty() {
+            self.pages.remove(&page);
+        }
+    }
+
+    /// Carries out one event (events the model refuses are not given).
+    pub fn event(&mut self, ev: &Event) {
+        let sh = self.cfg.geometry.base().shift();
+        match ev {
+            Event::Switch(t) => self.pid = t.pid,
+            Event::Ref(r) => {
+                for vpn in (r.addr >> sh)..=(r.last_byte() >> sh) {
+                    self.touch(vpn, r.kind.is_write());
+                }
+            }
+            Event::Map(m) => {
+                let (a, b) = (m.start >> sh, (m.start + m.len).div_ceil(1 << sh));
+                if a == b {
+                    return;
+                }
+                self.unmap(a, b);
+                let shared = m.sharing == Share::Shared;
+                let (obj, pgoff) = match m.backing {
+                    Backing::File { file_id, offset } => {
+                        let n = self.files.len() as u64;
+                        (Some(*self.files.entry(file_id).or_insert(n)), offset >> sh)
+                    }
+                    Backing::Anon if shared => (Some(1_000_000 + self.id()), 0),
+                    Backing::Anon => (None, 0),
+                };
+                let p = self.proc();
+                p.vmas.push(RVma {
+                    start: a,
+                    end: b,
+                    shared,
+                    obj,
+                    pgoff,
+                });
+                p.vmas.sort_by_key(|v| v.start);
+            }
+            Event::Unmap { start, len } => {
+                self.unmap(start >> sh, (start + len).div_ceil(1 << sh));
+            }
+            Event::Fork { child } => {
+                if *child == self.pid || self.procs.contains_key(child) {
+                    return;
+                }
+                let parent = self.proc().clone();
+                let mut c = RProc {
+                    vmas: parent.vmas.clone(),
+                    ptes: BTreeMap::new(),
+                };
+                for (&vpn, &page) in &parent.ptes {
+                    self.add(page, *child, vpn);
+                    c.ptes.insert(vpn, page);
+                }
+                self.procs.insert(*child, c);
+            }
+            Event::Exit { .. } => {
+                self.unmap(0, self.cfg.user_top >> sh);
+                self.procs.remove(&self.pid);
+                self.settle();
+                // The process is gone; a later reference would start it anew.
+                return;
+            }
+            _ => {}
+        }
+        self.proc();
+        self.settle();
+    }
+
+    fn unmap(&mut self, a: u64, b: u64) {
+        let pid = self.pid;
+        let p = self.proc();
+        let gone: Vec<(u64, u64)> = p.ptes.range(a..b).map(|(&v, &pg)| (v, pg)).collect();
+        let mut vmas = Vec::new();
+        for v in std::mem::take(&mut p.vmas) {
+            if v.end <= a || v.start >= b {
+                vmas.push(v);
+                continue;
+            }
+            if v.start < a {
+                vmas.push(RVma {
+                    end: a,
+                    ..v.clone()
+                });
+            }
+            if v.end > b {
+                vmas.push(RVma {
+                    start: b,
+                    pgoff: v.pgoff + (b - v.start),
+                    ..v
+                });
+            }
+        }
+        p.vmas = vmas;
+        for (vpn, _) in &gone {
+            p.ptes.remove(vpn);
+        }
+        for (vpn, page) in gone {
+            self.remove(page, pid, vpn);
+        }
+    }
+
+    fn touch(&mut self, vpn: u64, write: bool) {
+        let pid = self.pid;
+        let p = self.proc();
+        let Some(v) = p
+            .vmas
+            .iter()
+            .find(|v| v.start <= vpn && vpn < v.end)
+            .cloned()
+        else {
+            return;
+        };
+        if let Some(&page) = p.ptes.get(&vpn) {
+            self.counts.hits += 1;
+            if write && !v.shared {
+                let (anon, ref m) = self.pages[&page];
+                if !anon || m.len() > 1 {
+                    self.counts.cow_copies += 1;
+                    self.remove(page, pid, vpn);
+                    let new = self.id();
+                    self.pages.insert(new, (true, Vec::new()));
+                    self.add(new, pid, vpn);
+                    self.proc().ptes.insert(vpn, new);
+                }
+            }
+            return;
+        }
+        self.counts.faults += 1;
+        let page = match v.obj {
+            Some(o) if v.shared || !write => {
+                let idx = v.pgoff + (vpn - v.start);
+                let n = self.next + 1;
+                let id = *self.file_pages.entry((o, idx)).or_insert(n);
+                if id == n {
+                    self.next = n;
+                }
+                self.pages.entry(id).or_insert((false, Vec::new()));
+                id
+            }
+            _ => {
+                let id = self.id();
+                self.pages.insert(id, (true, Vec::new()));
+                id
+            }
+        };
+        self.add(page, pid, vpn);
+        self.proc().ptes.insert(vpn, page);
+    }
+
+    /// Recounts tables and chain bytes from scratch and updates the peaks.
+    fn settle(&mut self) {
+        let g = self.cfg.geometry;
+        let levels = g.levels() as usize;
+        let mut tables = vec![0u64; levels];
+        for p in self.procs.values() {
+            let mut at: BTreeSet<u64> = p.ptes.keys().map(|v| v >> g.bits(1)).collect();
+            tables[0] += at.len() as u64;
+            for l in 2..levels as u8 {
+                let mut up: BTreeSet<u64> = at.iter().map(|i| i >> g.bits(l)).collect();
+                if self.cfg.prealloc_below_root && l as usize == levels - 1 {
+                    up.extend(0..self.cfg.user_top.div_ceil(1 << g.table_shift(l)));
+                }
+                tables[l as usize - 1] += up.len() as u64;
+                at = up;
+            }
+            tables[levels - 1] += 1;
+        }
+        let bytes: u64 = (1..=levels)
+            .map(|l| tables[l - 1] * g.table_bytes(l as u8))
+            .sum();
+        self.counts.pt_bytes = bytes;
+        self.counts.pt_bytes_peak = self.counts.pt_bytes_peak.max(bytes);
+        self.counts.tables = tables;
+        let sizes: RmapSizes = self.cfg.rmap;
+        for (m, c) in self.counts.chains.iter_mut() {
+            let (mut objs, mut bytes) = (0, 0);
+            for (_, mappers) in self.pages.values() {
+                let len = mappers.len() as u64;
+                let (o, b) = match m {
+                    Method::PteChains => (len, len * 2 * sizes.pointer_bytes),
+                    Method::PteChainsDirect if len >= 2 => (len, len * 2 * sizes.pointer_bytes),
+                    Method::PteChainsGrouped if len >= 2 => {
+                        let n = len.div_ceil(sizes.per_line());
+                        (n, n * sizes.line_bytes)
+                    }
+                    _ => (0, 0),
+                };
+                objs += o;
+                bytes += b;
+            }
+            c[0] = bytes;
+            c[1] = objs;
+            c[2] = c[2].max(bytes);
+            c[3] = c[3].max(objs);
+        }
+    }
+}
