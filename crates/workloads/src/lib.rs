@@ -49,6 +49,18 @@
 //!   instructions and one 8-byte load at the node's base. The cycle is
 //!   [`Permutation`] applied to 0, 1, 2, ...: never stored.
 //!
+//! - `shm-fanout`: `procs=16` processes, forked by process 1, each attach a
+//!   `segment=64M` shared segment at `addr=256M` and touch its first
+//!   `touch=1` fraction `passes=1` times, one 8-byte reference per 4K page
+//!   (stores with `write=true`, else `write=false` loads); `backing=shm`
+//!   (4K pages), `thp` or `hugetlb` with `hpage=2M` pages; `exit=false`
+//!   keeps them attached to the end.
+//! - `forkexec`: a shell keeps `procs=16` children running until `jobs=64`
+//!   have run; each maps `text=2M` of program text and `data=128K` of data,
+//!   `libs=4` libraries of `lib=1M` text and `libdata=16K` data, a heap of
+//!   `anon=1M`, touches `touch=0.5` of the text and all the rest in
+//!   `slices=4` turns, and exits.
+//!
 //! [`catalog`] lists every workload with every parameter, its default and its
 //! meaning; [`default_set`] is what `pagelab study` runs with no arguments.
 //!
