@@ -5,7 +5,6 @@ use crate::out::outln;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use pagelab_core::{Bytes, Event, PageSize};
-use pagelab_mm::pagetable::{Geometry, GeometrySpec};
 use pagelab_mm::sharing::{Config, HugetlbPool, PageTables, Sharing, SharingStats};
 use pagelab_trace::TraceSource;
 use std::path::PathBuf;
@@ -26,8 +25,8 @@ pub struct SharingArgs {
     /// Trace format, overriding detection: lackey or native.
     #[arg(long, value_name = "FORMAT")]
     pub format: Option<String>,
-    /// The modelled machine: ia32-pae (the paper's: 3 levels, 8-byte PTEs, 16G),
-    /// ia32 (2 levels, 4-byte PTEs, 4G), x86-64 (4 levels) or x86-64-la57 (5 levels).
+    /// The modelled machine: a preset (`pagelab machines`; ia32-pae is the
+    /// paper's) or a machine file; its page-table geometry and memory are used.
     #[arg(long, value_name = "NAME", default_value = "ia32-pae")]
     pub machine: String,
     /// Physical memory, overriding the machine's (like 64G).
@@ -48,39 +47,12 @@ pub struct SharingArgs {
     pub json: Option<PathBuf>,
 }
 
-/// The machines `--machine` knows.
-pub const MACHINES: [&str; 4] = ["ia32-pae", "ia32", "x86-64", "x86-64-la57"];
-
 /// The sharing model's configuration for `--machine` and `--page-tables`.
 pub fn config(a: &SharingArgs) -> Result<Config> {
     let mode = PageTables::parse(&a.page_tables).map_err(|e| anyhow::anyhow!("--{e}"))?;
-    let mut cfg = match a.machine.as_str() {
-        "ia32-pae" => Config::ia32_pae(mode),
-        "ia32" => {
-            let spec = GeometrySpec {
-                base: PageSize::K4,
-                bits_per_level: vec![10, 10],
-                leaf_levels: vec![1, 2],
-                max_run_shift: vec![],
-                entry_bytes: 4,
-            };
-            let mut c = Config::ia32_pae(mode);
-            c.geometry = Geometry::from_spec(&spec)?;
-            c.prealloc_below_root = false;
-            c.memory_bytes = 4 << 30;
-            c
-        }
-        "x86-64" => Config::x86_64(mode, 64 << 30),
-        "x86-64-la57" => {
-            let mut c = Config::x86_64(mode, 64 << 30);
-            c.geometry = Geometry::x86_64_la57();
-            c
-        }
-        other => bail!(
-            "--machine {other}: not a machine; use one of {}",
-            MACHINES.join(", ")
-        ),
-    };
+    let m =
+        pagelab_machine::resolve(&a.machine).with_context(|| format!("--machine {}", a.machine))?;
+    let mut cfg = Config::for_machine(m.geometry, m.phys.memory.0, mode);
     if let Some(m) = &a.memory {
         cfg.memory_bytes = pagelab_core::parse_bytes(m).with_context(|| format!("--memory {m}"))?;
     }
@@ -132,7 +104,7 @@ pub fn run(a: SharingArgs) -> Result<()> {
             pagelab_trace::open(path, format)?
         }
         (None, Some(spec)) => {
-            crate::builtin::open(spec).with_context(|| format!("--workload {spec}"))?
+            pagelab::builtin::open(spec).with_context(|| format!("--workload {spec}"))?
         }
         (None, None) => bail!("give a workload with --workload SPEC or a trace with --trace FILE"),
     };

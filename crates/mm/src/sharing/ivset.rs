@@ -68,11 +68,13 @@ impl IntervalSet {
     pub fn insert(&mut self, v: u64) -> bool {
         // Fast path: `v` extends the run at the cursor.
         let h = self.hint;
-        if h < self.runs.len() && self.runs[h].1 == v
-            && (h + 1 == self.runs.len() || self.runs[h + 1].0 > v + 1) {
-                self.runs[h].1 = v + 1;
-                return true;
-            }
+        if h < self.runs.len()
+            && self.runs[h].1 == v
+            && (h + 1 == self.runs.len() || self.runs[h + 1].0 > v + 1)
+        {
+            self.runs[h].1 = v + 1;
+            return true;
+        }
         self.insert_range(v, v + 1) == 1
     }
 

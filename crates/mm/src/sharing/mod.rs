@@ -155,6 +155,25 @@ impl Config {
         }
     }
 
+    /// A machine of this geometry and memory: a 32-bit one (32-bit virtual
+    /// addresses) with the 3G/1G split, preallocating the tables below a
+    /// 4-entry root as i386 PAE does; a 64-bit one with the lower half of
+    /// its virtual addresses for user space.
+    pub fn for_machine(geometry: Geometry, memory_bytes: u64, page_tables: PageTables) -> Config {
+        let va = geometry.va_bits();
+        Config {
+            user_top: if va <= 32 { 3 << 30 } else { 1 << (va - 1) },
+            prealloc_below_root: va <= 32
+                && geometry.levels() > 1
+                && geometry.bits(geometry.levels()) == 2,
+            geometry,
+            memory_bytes,
+            page_tables,
+            hugetlb: Vec::new(),
+            rmap: rmap::RmapSizes::default(),
+        }
+    }
+
     /// Checks the configuration against itself.
     pub fn check(&self) -> Result<(), SharingError> {
         let g = &self.geometry;
