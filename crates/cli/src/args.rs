@@ -45,6 +45,9 @@ pub enum Command {
     /// List the machine presets (page tables, page sizes, memory, NUMA, struct page),
     /// or show one machine, with --memory and --page-cluster, and what its kernel's
     /// memory takes.
+    #[command(
+        after_help = "Example:\n  pagelab machines\n  pagelab machines arm64-64k --memory 64G"
+    )]
     Machines(MachinesArgs),
     /// List the built-in workloads with their parameters and defaults.
     #[command(
