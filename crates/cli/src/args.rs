@@ -84,6 +84,9 @@ pub enum Command {
     /// Many processes sharing memory (shm-fanout, forkexec or a trace with fork and
     /// exit): page-table memory under private, shared or hugetlb-pmd-share page
     /// tables, and every reverse-map method's cost side by side.
+    #[command(
+        after_help = "Examples:\n  pagelab sharing --machine ia32-pae --workload shm-fanout:procs=5000,segment=2G\n  pagelab sharing --machine ia32-pae --workload forkexec:procs=64,jobs=1000"
+    )]
     Sharing(crate::cmd::sharing::SharingArgs),
     /// Replays one workload at its own addresses and prints a JSON report (used by `validate`).
     #[command(hide = true)]
