@@ -106,7 +106,10 @@ def children(pid: int) -> list[int]:
 
 def test_process_pool_survives_a_killed_worker():
     """The default pool: a worker killed mid-sweep, the pool rebuilt, every result once."""
-    sources = [f"gups:updates=1500000,seed={s}" for s in range(1, 5)]
+    # Each task takes about 0.5 s on an idle machine, so that a worker is
+    # still busy when it is killed (with 1.5 M updates the whole sweep ended
+    # before the kill on an idle machine, and the test failed).
+    sources = [f"gups:updates=8000000,seed={s}" for s in range(1, 5)]
     configs = [{"page_sizes": ["4K", "2M"]}]
     expected = pagelab.sweep(sources, configs, executor=SerialExecutor())
     killed = []
@@ -117,8 +120,11 @@ def test_process_pool_survives_a_killed_worker():
         while time.monotonic() < deadline:
             workers = [g for c in children(os.getpid()) for g in children(c)]
             if workers:
-                time.sleep(0.5)
-                os.kill(workers[0], signal.SIGKILL)
+                time.sleep(0.1)
+                try:
+                    os.kill(workers[0], signal.SIGKILL)
+                except ProcessLookupError:
+                    continue  # it ended on its own: take the next one
                 killed.append(workers[0])
                 return
             time.sleep(0.02)

@@ -38,22 +38,25 @@ pub fn run(a: SweepArgs) -> Result<i32> {
     Ok(status.code().unwrap_or(1))
 }
 
-/// The Python that has the `pagelab` package: `$PAGELAB_PYTHON`, the active
-/// virtualenv's, the `.venv` of the checkout this binary was built in (where
+/// The Python that has the `pagelab` package: `$PAGELAB_PYTHON` (then no
+/// other), else the active virtualenv's, the `.venv` of the checkout this binary was built in (where
 /// `scripts/setup.sh` installs it), `./.venv`, else `python3` on the PATH.
 fn python() -> Result<PathBuf> {
     let mut candidates: Vec<PathBuf> = Vec::new();
+    // A Python named explicitly is the only one tried: falling back to another
+    // would hide the user's mistake.
     if let Some(p) = std::env::var_os("PAGELAB_PYTHON") {
         candidates.push(p.into());
+    } else {
+        if let Some(v) = std::env::var_os("VIRTUAL_ENV") {
+            candidates.push(PathBuf::from(v).join("bin/python"));
+        }
+        if let Ok(exe) = std::env::current_exe() {
+            candidates.extend(exe.ancestors().skip(1).map(|d| d.join(".venv/bin/python")));
+        }
+        candidates.push(PathBuf::from(".venv/bin/python"));
+        candidates.push(PathBuf::from("python3"));
     }
-    if let Some(v) = std::env::var_os("VIRTUAL_ENV") {
-        candidates.push(PathBuf::from(v).join("bin/python"));
-    }
-    if let Ok(exe) = std::env::current_exe() {
-        candidates.extend(exe.ancestors().skip(1).map(|d| d.join(".venv/bin/python")));
-    }
-    candidates.push(PathBuf::from(".venv/bin/python"));
-    candidates.push(PathBuf::from("python3"));
     for python in &candidates {
         let has_pagelab = Command::new(python)
             .args(["-P", "-c", "import pagelab._native"])
