@@ -33,6 +33,7 @@
  *   first zero word at a record boundary (block ids start at 1).
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -43,6 +44,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "pagelab_qemu_api.h"
@@ -66,7 +68,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = PAGELAB_PLUGIN_API;
 #define EXT(sub, n, val) \
     (T_EXT | ((uint64_t)(sub) << 56) | ((uint64_t)(n) << 40) | ((uint64_t)(val) & EXT_VALUE_MASK))
 
-enum { X_THREAD = 1, X_TBDEF = 2, X_MEMX = 3, X_SYSCALL = 4, X_CHILD = 5, X_FORK = 6 };
+enum { X_THREAD = 1, X_TBDEF = 2, X_MEMX = 3, X_SYSCALL = 4, X_CHILD = 5, X_FORK = 6, X_EXEC = 7 };
 enum { TB_PER_INSN = 1, TB_ADDRS = 2 };
 
 /* x86-64 system call numbers. */
@@ -117,6 +119,8 @@ static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER; /* registry and def
 static struct tstate registry = {.next = &registry, .prev = &registry};
 static struct buf defs;            /* block definitions not yet written */
 static __thread struct tstate *tls __attribute__((tls_model("initial-exec")));
+static int mem_fd = -1;
+static int exec_pending;           /* this image was started by follow_exec: say so first */
 
 static void complain(const char *what, int err)
 {
@@ -237,6 +241,10 @@ static struct tstate *thread_init(void)
     t->tid = (uint32_t)syscall(SYS_gettid);
     t->sc_num = -1;
     buf_get(&t->b, SLOT_THREAD, t->pid, t->tid);
+    if (exec_pending) {
+        exec_pending = 0;
+        *t->b.pos++ = EXT(X_EXEC, 0, 0);
+    }
     pthread_mutex_lock(&reg_lock);
     t->next = registry.next;
     t->prev = &registry;
@@ -381,6 +389,268 @@ static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     pthread_mutex_unlock(&reg_lock);
 }
 
+/* ---- following exec ---- */
+
+/* QEMU user mode runs a program the guest execs natively, untraced. To trace
+ * it, the plugin execs QEMU itself on it, with this plugin, the same output
+ * descriptors and exec=1 (the arena is shared, not reset), before QEMU's own
+ * execve: the new image's first record is EXEC. A `#!` script is resolved
+ * as binfmt_script does (its interpreter runs with the script's path as an
+ * argument), since QEMU user mode runs ELF files only. What the plugin
+ * cannot follow (an exec that will fail, a file that is no x86-64 ELF, an
+ * execveat on a descriptor) is left to QEMU: it fails as it should, or runs
+ * untraced. Guest pointers are read as host ones: QEMU 7.2 runs a 64-bit
+ * guest on a 64-bit host with guest_base 0; process_vm_readv turns a bad
+ * pointer into an error, never a crash. */
+#define AT_FDCWD_NUM (-100)
+#define AT_SYMLINK_NOFOLLOW_FLAG 0x100
+#define MAX_SCRIPT_DEPTH 4
+#define BINPRM_BUF 256
+
+static char plugin_file[4096];     /* this library, for the QEMU an exec starts */
+
+static void complain_exec(const char *qemu, int err)
+{
+    char msg[4200];
+    int n = snprintf(msg, sizeof msg,
+                     "pagelab plugin: cannot start %s on an exec'd program (%s): it runs untraced\n",
+                     qemu, strerror(err));
+    if (n > 0 && write(2, msg, (size_t)n) < 0) {
+        /* the guest may have closed fd 2 */
+    }
+}
+
+static size_t guest_read(uint64_t addr, void *dst, size_t n)
+{
+    struct iovec local = {dst, n}, remote = {(void *)(uintptr_t)addr, n};
+    ssize_t r = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    return r < 0 ? 0 : (size_t)r;
+}
+
+/* A guest string, malloc'd; NULL when unreadable or longer than 128 KiB. */
+static char *guest_str(uint64_t addr)
+{
+    size_t cap = 256, len = 0;
+    char *s = malloc(cap);
+    while (s != NULL && cap <= (128 << 10)) {
+        /* Never across a page boundary: the next page may be unmapped. */
+        size_t chunk = 4096 - (size_t)((addr + len) & 4095);
+        if (len + chunk > cap) {
+            chunk = cap - len;
+        }
+        size_t got = guest_read(addr + len, s + len, chunk);
+        if (got == 0) {
+            break;
+        }
+        char *nul = memchr(s + len, 0, got);
+        if (nul != NULL) {
+            return s;
+        }
+        len += got;
+        if (len == cap) {
+            char *bigger = realloc(s, cap * 2);
+            if (bigger == NULL) {
+                break;
+            }
+            s = bigger;
+            cap *= 2;
+        }
+    }
+    free(s);
+    return NULL;
+}
+
+/* A guest argv or envp: its strings, NULL-terminated, with room for `extra`
+ * entries in front; *n their number. A NULL vector is empty, as for Linux. */
+static char **guest_vec(uint64_t addr, size_t extra, size_t *n)
+{
+    size_t cap = 64;
+    char **v = calloc(cap + extra + 1, sizeof *v);
+    *n = 0;
+    for (; v != NULL && addr != 0; addr += 8) {
+        uint64_t p;
+        if (guest_read(addr, &p, 8) != 8) {
+            goto fail;
+        }
+        if (p == 0) {
+            return v;
+        }
+        if (*n == cap) {
+            char **bigger = realloc(v, (2 * cap + extra + 1) * sizeof *v);
+            if (bigger == NULL || cap > (1 << 20)) {
+                free(bigger != NULL ? bigger : v);
+                return NULL;
+            }
+            v = bigger;
+            cap *= 2;
+        }
+        v[extra + *n] = guest_str(p);
+        if (v[extra + *n] == NULL) {
+            goto fail;
+        }
+        (*n)++;
+        v[extra + *n] = NULL;
+    }
+    return v;
+fail:
+    for (size_t i = 0; i < *n; i++) {
+        free(v[extra + i]);
+    }
+    free(v);
+    return NULL;
+}
+
+/* What `file` is to execve: 1 an x86-64 ELF, 2 a `#!` script (its line in
+ * `line`), 0 anything else (the exec fails, or runs natively untraced). */
+static int exec_kind(const char *file, char line[BINPRM_BUF + 1])
+{
+    struct stat st;
+    if (access(file, X_OK) != 0 || stat(file, &st) != 0 || !S_ISREG(st.st_mode)) {
+        return 0;
+    }
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    ssize_t n = read(fd, line, BINPRM_BUF);
+    close(fd);
+    if (n < 0) {
+        return 0;
+    }
+    line[n] = 0;
+    const unsigned char *h = (const unsigned char *)line;
+    if (n >= 20 && memcmp(h, "\177ELF", 4) == 0) {
+        /* ELFCLASS64, little-endian, e_machine EM_X86_64 (62) */
+        return h[4] == 2 && h[5] == 1 && h[18] == 62 && h[19] == 0 ? 1 : 0;
+    }
+    return n >= 2 && line[0] == '#' && line[1] == '!' ? 2 : 0;
+}
+
+/* Splits a `#!` line as binfmt_script does: the interpreter, then one
+ * optional argument (the rest of the line, blanks around it dropped). */
+static int parse_shebang(char *line, char **interp, char **arg)
+{
+    char *end = strchr(line, '\n');
+    if (end == NULL) {
+        end = line + strlen(line);
+    }
+    *end = 0;
+    while (end > line + 2 && (end[-1] == ' ' || end[-1] == '\t')) {
+        *--end = 0;
+    }
+    char *p = line + 2;
+    while (*p == ' ' || *p == '\t') {
+        p++;
+    }
+    if (*p == 0) {
+        return 0;
+    }
+    *interp = p;
+    while (*p && *p != ' ' && *p != '\t') {
+        p++;
+    }
+    *arg = NULL;
+    if (*p) {
+        *p++ = 0;
+        while (*p == ' ' || *p == '\t') {
+            p++;
+        }
+        if (*p) {
+            *arg = p;
+        }
+    }
+    return 1;
+}
+
+static void free_vec(char **v, size_t from)
+{
+    if (v != NULL) {
+        for (size_t i = from; v[i] != NULL; i++) {
+            free(v[i]);
+        }
+        free(v);
+    }
+}
+
+/* Reruns this exec as QEMU with this plugin on the same program; returns
+ * only when it cannot (then QEMU goes on with the guest's own execve). */
+static void follow_exec(uint64_t path_p, uint64_t argv_p, uint64_t envp_p)
+{
+    /* Six slots in front: qemu -plugin SPEC -0 ARGV0 FILE; a script adds up
+     * to two per level in front of the guest's argv[1..]. */
+    enum { FRONT = 6 + 2 * MAX_SCRIPT_DEPTH };
+    char *path = guest_str(path_p);
+    size_t argc = 0, envc = 0;
+    char **argv = path != NULL ? guest_vec(argv_p, FRONT, &argc) : NULL;
+    char **envp = argv != NULL ? guest_vec(envp_p, 0, &envc) : NULL;
+    char line[MAX_SCRIPT_DEPTH + 1][BINPRM_BUF + 1];
+    char spec[4200];
+    char *orig0 = NULL;
+    if (envp == NULL || plugin_file[0] == 0 || mem_fd < 0) {
+        goto out;
+    }
+    if (argc == 0) {
+        /* An empty argv: the program gets its path as argv[0]. */
+        argv[FRONT] = strdup(path);
+        argv[FRONT + 1] = NULL;
+        argc = 1;
+    }
+    orig0 = argv[FRONT]; /* freed at the end, wherever it moved */
+    /* argv[first..] is the program's argv. */
+    size_t first = FRONT;
+    char *file = path;
+    char *argv0 = argv[first];
+    int depth = 0;
+    for (;;) {
+        int kind = argv0 == NULL ? 0 : exec_kind(file, line[depth]);
+        if (kind == 0) {
+            goto out;
+        }
+        if (kind == 1) {
+            break;
+        }
+        char *interp, *arg;
+        if (depth == MAX_SCRIPT_DEPTH || !parse_shebang(line[depth], &interp, &arg)) {
+            goto out;
+        }
+        /* argv becomes: interp [arg] file argv[1..] */
+        argv[first] = file;
+        if (arg != NULL) {
+            argv[--first] = arg;
+        }
+        argv[--first] = interp;
+        argv0 = interp;
+        file = interp;
+        depth++;
+    }
+    snprintf(spec, sizeof spec, "%s,fd=%d,mem=%d,exec=1", plugin_file, out_fd, mem_fd);
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        goto out;
+    }
+    exe[n] = 0;
+    /* argv[first] is argv0's slot: QEMU takes argv[0] from -0, the rest after FILE. */
+    char **q = argv + first - 5;
+    q[0] = exe, q[1] = "-plugin", q[2] = spec, q[3] = "-0", q[4] = argv0, q[5] = file;
+    /* The new QEMU inherits the output and the arena; a failed execve
+     * leaves this one as it was. */
+    fcntl(out_fd, F_SETFD, 0);
+    fcntl(mem_fd, F_SETFD, 0);
+    execve(exe, q, envp);
+    int err = errno;
+    fcntl(out_fd, F_SETFD, FD_CLOEXEC);
+    fcntl(mem_fd, F_SETFD, FD_CLOEXEC);
+    complain_exec(exe, err);
+out:
+    if (argv != NULL) {
+        argv[FRONT] = orig0;
+    }
+    free(path);
+    free_vec(argv, FRONT);
+    free_vec(envp, 0);
+}
+
 /* ---- system calls ---- */
 
 static int is_fork_like(int64_t num)
@@ -412,6 +682,11 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint
         buf_put(&defs);
         pthread_mutex_unlock(&reg_lock);
         thread_free(t);
+        if (num == NR_EXECVE) {
+            follow_exec(a1, a2, a3);
+        } else if ((int)a1 == AT_FDCWD_NUM && (a5 & ~(uint64_t)AT_SYMLINK_NOFOLLOW_FLAG) == 0) {
+            follow_exec(a2, a3, a4);
+        }
         return;
     case NR_EXIT: case NR_EXIT_GROUP: {
         pthread_mutex_lock(&reg_lock);
@@ -573,14 +848,17 @@ static void on_exit_all(qemu_plugin_id_t id, void *ud)
 QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info,
                                            int argc, char **argv)
 {
-    int mem_fd = -1;
+    int exec = 0;
     for (int i = 0; i < argc; i++) {
         if (strncmp(argv[i], "fd=", 3) == 0) {
             out_fd = atoi(argv[i] + 3);
         } else if (strncmp(argv[i], "mem=", 4) == 0) {
             mem_fd = atoi(argv[i] + 4);
+        } else if (strcmp(argv[i], "exec=1") == 0) {
+            exec = 1;
         } else {
-            fprintf(stderr, "pagelab plugin: unknown argument `%s` (expected fd=N or mem=M)\n",
+            fprintf(stderr,
+                    "pagelab plugin: unknown argument `%s` (expected fd=N, mem=M or exec=1)\n",
                     argv[i]);
             return -1;
         }
@@ -617,6 +895,25 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     arena = m;
     nslots = bytes / SLOT_BYTES;
     hdr = m;
+    Dl_info self;
+    if (dladdr((void *)qemu_plugin_install, &self) != 0 && self.dli_fname != NULL &&
+        strlen(self.dli_fname) < sizeof plugin_file) {
+        strcpy(plugin_file, self.dli_fname);
+    }
+    pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
+    qemu_plugin_register_vcpu_tb_trans_cb(id, on_tb_trans);
+    qemu_plugin_register_vcpu_syscall_cb(id, on_syscall);
+    qemu_plugin_register_vcpu_syscall_ret_cb(id, on_syscall_ret);
+    qemu_plugin_register_atexit_cb(id, on_exit_all, NULL);
+    if (exec) {
+        /* An exec of a traced process: the arena and its lock are in use. */
+        if (mem_fd < 0 || hdr->magic != ARENA_MAGIC) {
+            fprintf(stderr, "pagelab plugin: exec=1 needs the capture's arena as mem=M\n");
+            return -1;
+        }
+        exec_pending = 1;
+        return 0;
+    }
     hdr->magic = ARENA_MAGIC;
     hdr->next_tb = 1; /* 0 would read as the end of a slot's records */
     pthread_mutexattr_t attr;
@@ -624,11 +921,5 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
     pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
     pthread_mutex_init(&hdr->lock, &attr);
-    pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
-
-    qemu_plugin_register_vcpu_tb_trans_cb(id, on_tb_trans);
-    qemu_plugin_register_vcpu_syscall_cb(id, on_syscall);
-    qemu_plugin_register_vcpu_syscall_ret_cb(id, on_syscall_ret);
-    qemu_plugin_register_atexit_cb(id, on_exit_all, NULL);
     return 0;
 }

@@ -65,7 +65,7 @@ pub fn mem_ref(u: &mut Unstructured<'_>) -> Result<MemRef> {
 
 /// One event of any variant.
 pub fn event(u: &mut Unstructured<'_>) -> Result<Event> {
-    Ok(match u.int_in_range(0..=19u8)? {
+    Ok(match u.int_in_range(0..=20u8)? {
         0..=9 => Event::Ref(mem_ref(u)?),
         10 => Event::Switch(ThreadId {
             pid: u.int_in_range(0..=3)?,
@@ -119,6 +119,7 @@ pub fn event(u: &mut Unstructured<'_>) -> Result<Event> {
         18 => Event::Exit {
             status: u.arbitrary()?,
         },
+        19 => Event::Exec,
         // Up to 1 MiB: a reference is stepped page by page, and the bound
         // on what a trace may claim is the readers' business, not the models'.
         _ => Event::Ref(MemRef {

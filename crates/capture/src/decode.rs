@@ -481,6 +481,13 @@ impl<R: Read> PluginReader<R> {
                     });
                 }
             }
+            format::X_EXEC => {
+                // The rest of the block that called execve ran in the old image.
+                self.finish_block(out);
+                self.switch_to_cur(out);
+                self.spaces.exec(self.cur.id.pid);
+                out.push(Event::Exec);
+            }
             format::X_CHILD => {
                 need(1)?;
                 let v = self.word(at, 1);

@@ -31,6 +31,8 @@ pub const X_SYSCALL: u8 = 4;
 pub const X_CHILD: u8 = 5;
 /// Subtype: the current process forked a child (value: child pid).
 pub const X_FORK: u8 = 6;
+/// Subtype: the first record of a program the current process exec'd (value 0, no words).
+pub const X_EXEC: u8 = 7;
 
 /// Block-definition flag: the block reports each instruction (`11` records) instead of itself.
 pub const TB_PER_INSN: u64 = 1;

@@ -46,7 +46,9 @@ mod decode;
 pub mod format;
 mod spawn;
 pub mod syscalls;
+mod script;
 mod tools;
+mod valgrind;
 mod window;
 
 pub use decode::PluginReader;

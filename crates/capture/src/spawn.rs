@@ -1,6 +1,7 @@
 //! Running a program under a backend with its trace coming back through a pipe.
 
 use crate::tools::{self, CaptureError};
+use crate::valgrind::{Lives, Segment, Stream};
 use crate::PluginReader;
 use pagelab_core::{Event, SourceInfo, ThreadId};
 use pagelab_trace::{LackeyReader, PageBatch, PageFilter, TraceError, TraceSource};
@@ -100,7 +101,13 @@ impl std::io::Read for PluginInput {
 
 enum Reader {
     Qemu(Box<PluginReader<PluginInput>>),
-    Lackey(Box<LackeyReader<File>>),
+    Lackey(Box<LackeyReader<Segment>>, Valgrind),
+}
+
+/// The Valgrind stream's segments and the processes its markers name.
+struct Valgrind {
+    stream: Stream,
+    lives: Lives,
 }
 
 /// A running capture: a [`TraceSource`] of the program's events, read from a
@@ -165,20 +172,25 @@ impl Capture {
             }
             Backend::Valgrind => {
                 let mut c = Command::new(tools::find_valgrind()?);
-                c.args(["--tool=lackey", "--trace-mem=yes"])
+                c.args(["--tool=lackey", "--trace-mem=yes", "--trace-children=yes"])
                     .arg(format!("--log-fd={fd}"));
                 c
             }
         };
         let script = is_script(&program);
-        if script && cmd.backend == Backend::Valgrind {
-            eprintln!(
-                "pagelab: warning: {} is a `#!` script: the Valgrind backend traces its interpreter, \
-                 not the programs the script runs (give the program itself)",
-                pagelab_core::escape(&program.display().to_string())
-            );
+        match cmd.backend {
+            // QEMU user mode runs ELF files only: a script's interpreter runs
+            // with the script as its argument, as the kernel's binfmt_script
+            // does (the plugin does the same for the programs the guest execs).
+            Backend::Qemu => {
+                let (argv0, file, args) = crate::script::resolve_script(&program, &cmd.args)?;
+                command.arg("-0").arg(argv0).arg(file).args(args);
+            }
+            // Valgrind runs scripts' interpreters itself, and follows execs.
+            Backend::Valgrind => {
+                command.arg(&program).args(&cmd.args);
+            }
         }
-        command.arg(&program).args(&cmd.args);
         match &cmd.stdout {
             StdoutTo::Inherit => {}
             StdoutTo::Stderr => {
@@ -232,10 +244,19 @@ impl Capture {
                 },
                 format!("qemu capture of {label}"),
             ))),
-            Backend::Valgrind => Reader::Lackey(Box::new(LackeyReader::new(
-                input,
-                format!("lackey capture of {label}"),
-            ))),
+            Backend::Valgrind => {
+                let stream = Stream::new(input);
+                Reader::Lackey(
+                    Box::new(LackeyReader::new(
+                        stream.segment(),
+                        format!("lackey capture of {label}"),
+                    )),
+                    Valgrind {
+                        stream,
+                        lives: Lives::default(),
+                    },
+                )
+            }
         };
         Ok(Capture {
             child,
@@ -291,7 +312,7 @@ impl Capture {
         let pid = self.child.id();
         let recorded = match &self.reader {
             Reader::Qemu(r) => r.exited(pid),
-            Reader::Lackey(_) => false,
+            Reader::Lackey(_, v) => v.lives.exited(pid),
         };
         Ok((!recorded).then(|| Event::Exit {
             status: exit_code(status),
@@ -307,11 +328,12 @@ impl Capture {
         let status = self
             .status
             .map_or("an unknown status".to_string(), |s| s.to_string());
-        let why = if self.script && self.backend == Backend::Qemu {
-            " the program is a `#!` script, which QEMU user mode cannot run: capture its \
-             interpreter with the script as its argument (like `-- sh ./script.sh`), or the program \
-             the script starts"
-                .to_string()
+        let why = if self.script {
+            format!(
+                " the program is a `#!` script; the {} backend ended ({status}) before its \
+                 interpreter ran; its own message is above",
+                self.backend
+            )
         } else {
             format!(
                 " the {} backend ended ({status}) before the program ran; its own message is above",
@@ -322,6 +344,25 @@ impl Capture {
             "capture of `{}` recorded no reference:{why}",
             pagelab_core::escape(&self.label)
         ))
+    }
+}
+
+impl Capture {
+    /// Under Valgrind, at the end of a segment: the events of the marker it
+    /// ended at and a reader for the next one; false at the end of the stream.
+    fn next_segment(&mut self, out: &mut Vec<Event>) -> bool {
+        let Reader::Lackey(r, v) = &mut self.reader else {
+            return false;
+        };
+        let (Some(m), offset) = v.stream.take_marker() else {
+            return false;
+        };
+        v.lives.marker(m, out);
+        **r = LackeyReader::new(
+            v.stream.segment(),
+            format!("lackey capture of {} (from byte {offset})", self.label),
+        );
+        true
     }
 }
 
@@ -370,7 +411,7 @@ impl TraceSource for Capture {
         }
         if !self.started && max > 0 {
             self.started = true;
-            if let Reader::Lackey(_) = self.reader {
+            if let Reader::Lackey(..) = self.reader {
                 // Lackey names no process: the whole trace is the program's.
                 let pid = self.child.id();
                 out.push(Event::Switch(ThreadId { pid, tid: pid }));
@@ -380,12 +421,12 @@ impl TraceSource for Capture {
         let before = out.len();
         let more = match &mut self.reader {
             Reader::Qemu(r) => r.fill(out, max)?,
-            Reader::Lackey(r) => r.fill(out, max)?,
+            Reader::Lackey(r, _) => r.fill(out, max)?,
         };
         if !self.recorded {
             self.recorded = out[before..].iter().any(|e| matches!(e, Event::Ref(_)));
         }
-        if more {
+        if more || self.next_segment(out) {
             return Ok(true);
         }
         self.ended = true;
@@ -407,11 +448,11 @@ impl TraceSource for Capture {
         out: &mut PageBatch,
         max: usize,
     ) -> Result<bool, TraceError> {
-        let lackey_start = !self.started && matches!(self.reader, Reader::Lackey(_));
+        let lackey_start = !self.started && matches!(self.reader, Reader::Lackey(..));
         if !self.ended && !lackey_start {
             let more = match &mut self.reader {
                 Reader::Qemu(r) => r.fill_pages(filter, out, max)?,
-                Reader::Lackey(r) => r.fill_pages(filter, out, max)?,
+                Reader::Lackey(r, _) => r.fill_pages(filter, out, max)?,
             };
             self.recorded |= out.refs[0] + out.refs[1] > 0;
             if more {

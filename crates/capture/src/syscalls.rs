@@ -140,6 +140,12 @@ impl AddressSpaces {
         }
     }
 
+    /// Forgets what the decoder knew of `pid`'s address space: it exec'd.
+    pub(crate) fn exec(&mut self, pid: u32) {
+        self.brk.remove(&pid);
+        self.forget(pid, 0, u64::MAX);
+    }
+
     /// mremap as an unmap of what went away and a map of what came, with the
     /// protection and backing of the mapping that began at the old address
     /// (read-write private anonymous when the decoder never saw it).

@@ -58,7 +58,7 @@ pub fn which(name: &OsStr) -> Option<PathBuf> {
         .find(|c| is_executable(c))
 }
 
-fn is_executable(p: &Path) -> bool {
+pub(crate) fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p)
         .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)

@@ -193,6 +193,10 @@ pub enum Event {
         /// Exit status.
         status: i32,
     },
+    /// The current process replaced its program (execve): its address space,
+    /// program break included, is gone, and the records that follow run in a
+    /// new, empty one under the same process id.
+    Exec,
 }
 
 #[cfg(test)]

@@ -422,7 +422,9 @@ impl Mm {
                 Ok(_) => Ok(Invalidate::Nothing),
                 Err(_) => self.on_nothing(),
             },
-            Event::Exit { .. } => {
+            // An exec ends the old program's address space as an exit does;
+            // the process is made anew by its next record.
+            Event::Exit { .. } | Event::Exec => {
                 let ranges: Vec<(u64, u64)> = match self.machine.proc(pid) {
                     Some(p) => p.aspace.iter().map(|v| (v.start, v.end)).collect(),
                     None => Vec::new(),

@@ -41,7 +41,7 @@ impl Sharing {
                 self.fork(*child);
                 Ok(())
             }
-            Event::Exit { .. } => {
+            Event::Exit { .. } | Event::Exec => {
                 if !self.procs.contains_key(&self.pid) {
                     self.n.events_on_nothing += 1;
                     return Ok(());

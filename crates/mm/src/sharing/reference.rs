@@ -173,7 +173,7 @@ impl Reference {
                 }
                 self.procs.insert(*child, c);
             }
-            Event::Exit { .. } => {
+            Event::Exit { .. } | Event::Exec => {
                 self.unmap(0, self.cfg.user_top >> sh);
                 self.procs.remove(&self.pid);
                 self.settle();

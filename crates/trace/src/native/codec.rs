@@ -14,6 +14,7 @@ pub(crate) const TAG_ADVISE: u8 = 0xf4;
 pub(crate) const TAG_BRK: u8 = 0xf5;
 pub(crate) const TAG_FORK: u8 = 0xf6;
 pub(crate) const TAG_EXIT: u8 = 0xf7;
+pub(crate) const TAG_EXEC: u8 = 0xf8;
 
 /// Longest encoding of any record (a file-backed map: tag, 4 varints, 2 bytes).
 pub(crate) const MAX_RECORD_LEN: usize = 1 + 4 * 10 + 2;
@@ -129,6 +130,7 @@ pub(crate) fn encode(out: &mut Vec<u8>, prev: &mut Prev, e: &Event) {
             out.push(TAG_EXIT);
             put_varint(out, zigzag(*status as i64));
         }
+        Event::Exec => out.push(TAG_EXEC),
     }
 }
 
@@ -389,6 +391,7 @@ impl Cursor<'_> {
                         .map_err(|_| "exit status does not fit in 32 bits")?,
                 }
             }
+            TAG_EXEC => Event::Exec,
             _ => return Err("reserved record tag (written by a newer pagelab?)"),
         })
     }

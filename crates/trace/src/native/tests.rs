@@ -81,6 +81,7 @@ fn zoo() -> Vec<Event> {
         Event::Fork { child: u32::MAX },
         Event::Exit { status: i32::MIN },
         Event::Exit { status: i32::MAX },
+        Event::Exec,
     ]
 }
 
@@ -309,7 +310,7 @@ fn block_level_errors_name_the_block() {
 #[test]
 fn record_level_errors() {
     let cases: &[(&[u8], &str)] = &[
-        (&[0xf8, 0, 0], "reserved record tag"),
+        (&[0xf9, 0, 0], "reserved record tag"),
         (&[0xff], "reserved record tag"),
         (&[0x00], "past the end"),
         (&[0x00, 0x80], "past the end"),
@@ -436,6 +437,7 @@ fn arb_event() -> impl Strategy<Value = Event> {
         1 => any::<u64>().prop_map(|end| Event::Brk { end }),
         1 => any::<u32>().prop_map(|child| Event::Fork { child }),
         1 => any::<i32>().prop_map(|status| Event::Exit { status }),
+        1 => Just(Event::Exec),
     ]
 }
 
