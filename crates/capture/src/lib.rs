@@ -44,9 +44,9 @@
 pub mod arena;
 mod decode;
 pub mod format;
+mod script;
 mod spawn;
 pub mod syscalls;
-mod script;
 mod tools;
 mod valgrind;
 mod window;

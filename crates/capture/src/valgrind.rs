@@ -127,7 +127,8 @@ impl Shared {
     /// one byte of it is here) with `==` begins.
     fn next_valgrind_line(&self, from: usize) -> Option<usize> {
         let data = &self.buf[from..self.hi];
-        let may_be = |rest: &[u8]| !rest.is_empty() && b"==".starts_with(&rest[..rest.len().min(2)]);
+        let may_be =
+            |rest: &[u8]| !rest.is_empty() && b"==".starts_with(&rest[..rest.len().min(2)]);
         if from == self.lo && self.line_start && may_be(data) {
             return Some(from);
         }
@@ -268,10 +269,7 @@ mod tests {
 
     #[test]
     fn markers_are_the_lines_that_start_or_end_a_program() {
-        assert_eq!(
-            marker(b"==12== Command: sh -c x"),
-            Some(Marker::Start(12))
-        );
+        assert_eq!(marker(b"==12== Command: sh -c x"), Some(Marker::Start(12)));
         assert_eq!(
             marker(b"==7== Exit code:       3"),
             Some(Marker::Exit(7, 3))

@@ -357,7 +357,10 @@ fn a_capture_that_recorded_no_reference_is_an_error() {
                 .unwrap();
             let err = String::from_utf8_lossy(&o.stderr);
             assert_eq!(o.status.code(), Some(1), "{err}");
-            assert!(err.contains("`#!` script") || err.contains("recorded no reference"), "{err}");
+            assert!(
+                err.contains("`#!` script") || err.contains("recorded no reference"),
+                "{err}"
+            );
         }
     }
 }
