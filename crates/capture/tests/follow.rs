@@ -67,7 +67,7 @@ fn script(name: &str, text: &str) -> std::path::PathBuf {
 }
 
 /// Life of the process that ran `pid`'s program, or a failure naming the trace's processes.
-fn life<'a>(lives: &'a BTreeMap<u32, Life>, pid: u32) -> &'a Life {
+fn life(lives: &BTreeMap<u32, Life>, pid: u32) -> &Life {
     lives
         .get(&pid)
         .unwrap_or_else(|| panic!("no process {pid} in {lives:?}"))
