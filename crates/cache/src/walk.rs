@@ -22,6 +22,9 @@ pub struct TableLayout {
     pub bits: [u32; MAX_LEVELS],
     /// Bytes per entry (4 on ia32, 8 on x86-64).
     pub entry_bytes: u32,
+    /// log2 of the page size: the leaf level's entry, or more for a page
+    /// that is a contiguous run of leaf entries (a 64K page of 4K entries).
+    pub page_shift: u32,
 }
 
 impl TableLayout {
@@ -34,6 +37,7 @@ impl TableLayout {
             entry_shift: [0; MAX_LEVELS],
             bits: [0; MAX_LEVELS],
             entry_bytes,
+            page_shift: 0,
         };
         let mut shift = base_shift;
         for (i, &b) in bits.iter().enumerate() {
@@ -41,6 +45,7 @@ impl TableLayout {
             l.bits[i] = b;
             shift += b;
         }
+        l.page_shift = l.entry_shift[leaf as usize - 1];
         l
     }
 
@@ -243,7 +248,7 @@ impl PageTable {
     /// translate are ignored, as a 32-bit machine would never see them).
     #[inline]
     pub fn page_of(&mut self, va: u64) -> u64 {
-        let shift = self.layout.entry_shift[self.layout.leaf as usize - 1];
+        let shift = self.layout.page_shift;
         self.frames.page((va & self.va_mask) >> shift, shift)
     }
 
@@ -319,13 +324,13 @@ impl Host {
     /// (what a TLB entry holds).
     #[inline]
     pub fn translate(&mut self, gpa: u64) -> u64 {
-        let shift = self.table.layout.entry_shift[self.table.layout.leaf as usize - 1];
+        let shift = self.table.layout.page_shift;
         self.table.page_of(gpa) | (gpa & ((1 << shift) - 1))
     }
 
     /// `gpa` translated by the hardware: the nested TLB, else a host walk.
     fn walk_gpa(&mut self, gpa: u64, caches: &mut Caches, cost: &mut WalkCost) -> u64 {
-        let shift = self.table.layout.entry_shift[self.table.layout.leaf as usize - 1];
+        let shift = self.table.layout.page_shift;
         if !self.ntlb.access(gpa >> shift) {
             cost.add(self.table.walk(gpa, caches));
         }

@@ -34,6 +34,7 @@ fn a_cold_walk_reads_one_line_per_level_from_memory() {
     let mut big = PageTable::new(
         TableLayout {
             leaf: 2,
+            page_shift: 21,
             ..x86_64()
         },
         &[],
@@ -73,6 +74,7 @@ fn a_cold_nested_walk_makes_24_references() {
         PageTable::new(
             TableLayout {
                 leaf: 2,
+                page_shift: 21,
                 ..x86_64()
             },
             &[],

@@ -98,7 +98,8 @@ pub enum Command {
 pub struct ModelArgs {
     /// The modelled machine: a preset (see `pagelab machines`) or a machine file
     /// (TOML: page-table geometry, page sizes, memory and zones, NUMA, struct page,
-    /// TLB). --tlb, --phys and --memory replace its parts.
+    /// TLB, and caches and latencies, which time the runs: docs/cost.md). --tlb,
+    /// --phys and --memory replace its parts.
     #[arg(long, value_name = "NAME|FILE.toml")]
     pub machine: Option<String>,
     /// Page sizes to simulate, each a power of two from 4K to 1G [default: the
@@ -109,6 +110,11 @@ pub struct ModelArgs {
     /// machine's TLB, else weisberg].
     #[arg(long, value_name = "PRESET|FILE")]
     pub tlb: Option<String>,
+    /// Virtualisation: nested:host=4K|2M|1G models a guest whose page walks
+    /// are two-dimensional under a host of that page size (needs a --machine
+    /// with caches and a [nested] section, such as zen4; see docs/cost.md).
+    #[arg(long, value_name = "nested:host=SIZE", requires = "machine")]
+    pub virt: Option<String>,
 }
 
 #[derive(Args, Debug)]

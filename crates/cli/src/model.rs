@@ -3,7 +3,7 @@
 //! same messages).
 
 use anyhow::{Context, Result};
-use pagelab_engine::{PolicyConfig, StudyConfig};
+use pagelab_engine::{CostConfig, CostMachine, PolicyConfig, StudyConfig};
 use pagelab_machine::Machine;
 
 /// The study configuration: `page_sizes` as `4K,64K,2M`, `tlb` a preset name or a TOML file.
@@ -49,6 +49,44 @@ pub fn machine_study_config(
         tlb,
     };
     Ok((cfg, machine))
+}
+
+/// What times the runs: the machine's `[caches]` and `[costs]` with the
+/// study's TLB, and nested paging when `virt` is `nested:host=SIZE`. None
+/// when the machine gives no caches (then `virt` is an error).
+pub fn cost_config(
+    machine: Option<&Machine>,
+    study: &StudyConfig,
+    virt: Option<&str>,
+) -> Result<Option<CostConfig>> {
+    let timed = match machine {
+        Some(m) => CostMachine::new(m, &study.tlb)
+            .map_err(|e| anyhow::anyhow!("--machine {}: {e}", m.name))?,
+        None => None,
+    };
+    let Some(machine) = timed else {
+        if let Some(v) = virt {
+            anyhow::bail!(
+                "--virt {v}: nested paging needs a machine with caches and latencies; give --machine with a [caches] section, such as zen4 (see `pagelab machines`)"
+            );
+        }
+        return Ok(None);
+    };
+    let nested_host = match virt {
+        None => None,
+        Some(v) => {
+            let size = v.strip_prefix("nested:host=").ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--virt {v}: write nested:host=4K, nested:host=2M or nested:host=1G"
+                )
+            })?;
+            Some(size.parse().with_context(|| format!("--virt {v}"))?)
+        }
+    };
+    Ok(Some(CostConfig {
+        machine,
+        nested_host,
+    }))
 }
 
 /// Default page sizes of a study without a machine.

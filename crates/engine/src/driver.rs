@@ -63,48 +63,112 @@ pub fn run_study(
     // thread, beside the study, when the reader only hands out events.
     let parses = src.parses_to_pages();
     let (mut read_filter, mut filter) = (study.page_filter(), study.page_filter());
-    let (full_tx, full_rx) = mpsc::sync_channel::<PageBatch>(IN_FLIGHT);
-    let (empty_tx, empty_rx) = mpsc::sync_channel::<PageBatch>(IN_FLIGHT + 1);
-    for _ in 0..=IN_FLIGHT {
-        let _ = empty_tx.send(PageBatch::default());
+    let mut next_report = 1u64 << 20;
+    let outcome = read_ahead(
+        src,
+        |src, batch: &mut PageBatch| {
+            batch.clear();
+            if parses {
+                src.fill_pages(&mut read_filter, batch, BATCH)
+            } else {
+                src.fill(&mut batch.events, BATCH)
+            }
+        },
+        |batch| {
+            filter.take_events(batch);
+            study.feed_pages(batch);
+            report(progress, study.refs(), &mut next_report, start);
+        },
+    );
+    progress.done();
+    outcome?;
+    let mut result = study.finish(info);
+    result.elapsed_seconds = Some(start.elapsed().as_secs_f64());
+    Ok(result)
+}
+
+/// A study with time: every page size's TLB counts as [`run_study`] gives
+/// them, and each run's `cost` from its caches and walks ([`crate::CostStudy`]).
+/// The cost model needs every reference, so the trace is read as events
+/// (on its own thread) and both models are stepped over each batch.
+pub fn run_cost_study(
+    src: &mut (dyn TraceSource + Send),
+    cfg: &StudyConfig,
+    cost: &crate::CostConfig,
+    progress: &mut dyn Progress,
+) -> Result<SimResult, EngineError> {
+    let start = Instant::now();
+    let mut study = Study::new(cfg)?;
+    let mut timed = crate::CostStudy::new(&cfg.page_sizes, cost).map_err(EngineError::Model)?;
+    let info = src.info();
+    let mut next_report = 1u64 << 20;
+    let outcome = read_ahead(
+        src,
+        |src, batch: &mut Vec<pagelab_core::Event>| {
+            batch.clear();
+            src.fill(batch, BATCH)
+        },
+        |batch| {
+            study.feed(batch);
+            timed.feed(batch);
+            report(progress, study.refs(), &mut next_report, start);
+        },
+    );
+    progress.done();
+    outcome?;
+    let mut result = study.finish(info);
+    for (run, c) in result.runs.iter_mut().zip(timed.finish()) {
+        run.cost = Some(c);
     }
-    let read_outcome = std::thread::scope(|scope| {
+    let m = &cost.machine;
+    result.machine = Some(match cost.nested_host {
+        Some(h) => format!("{} (nested:host={h})", m.name),
+        None => m.name.clone(),
+    });
+    result.elapsed_seconds = Some(start.elapsed().as_secs_f64());
+    Ok(result)
+}
+
+/// Calls `progress` about every million references.
+fn report(progress: &mut dyn Progress, refs: u64, next: &mut u64, start: Instant) {
+    if refs >= *next {
+        progress.update(refs, start.elapsed());
+        *next = refs + (1 << 20);
+    }
+}
+
+/// Reads `src` on its own thread, a few batches ahead, with `fill` (which
+/// says whether there may be more), and hands each batch in order to `step`
+/// on this thread. Ends when the source is exhausted or fails; a panic of
+/// the reader is resumed here.
+fn read_ahead<B: Default + Send>(
+    src: &mut (dyn TraceSource + Send),
+    mut fill: impl FnMut(&mut (dyn TraceSource + Send), &mut B) -> Result<bool, TraceError> + Send,
+    mut step: impl FnMut(&mut B),
+) -> Result<(), TraceError> {
+    let (full_tx, full_rx) = mpsc::sync_channel::<B>(IN_FLIGHT);
+    let (empty_tx, empty_rx) = mpsc::sync_channel::<B>(IN_FLIGHT + 1);
+    for _ in 0..=IN_FLIGHT {
+        let _ = empty_tx.send(B::default());
+    }
+    let outcome = std::thread::scope(|scope| {
         let reader = scope.spawn(move || -> Result<(), TraceError> {
-            // Ends when the source is exhausted or fails, or when the study hung up.
+            // Ends when the source is exhausted or fails, or when the stepping side hung up.
             while let Ok(mut batch) = empty_rx.recv() {
-                batch.clear();
-                let more = if parses {
-                    src.fill_pages(&mut read_filter, &mut batch, BATCH)?
-                } else {
-                    src.fill(&mut batch.events, BATCH)?
-                };
-                if !more {
-                    return Ok(());
-                }
-                if full_tx.send(batch).is_err() {
+                if !fill(src, &mut batch)? || full_tx.send(batch).is_err() {
                     return Ok(());
                 }
             }
             Ok(())
         });
-        let mut next_report = 1u64 << 20;
         for mut batch in full_rx.iter() {
-            filter.take_events(&mut batch);
-            study.feed_pages(&batch);
-            if study.refs() >= next_report {
-                progress.update(study.refs(), start.elapsed());
-                next_report = study.refs() + (1 << 20);
-            }
+            step(&mut batch);
             let _ = empty_tx.send(batch);
         }
         reader.join()
     });
-    progress.done();
-    match read_outcome {
-        Ok(r) => r?,
+    match outcome {
+        Ok(r) => r,
         Err(panic) => std::panic::resume_unwind(panic),
     }
-    let mut result = study.finish(info);
-    result.elapsed_seconds = Some(start.elapsed().as_secs_f64());
-    Ok(result)
 }

@@ -15,11 +15,15 @@
 //! assert_eq!(study.finish(Default::default()).runs[0].faults, 3);
 //! ```
 
+mod cost;
 mod driver;
+mod machine_cost;
 mod pieces;
 mod policy_run;
 mod study;
 
-pub use driver::{run_study, EngineError, Progress, BATCH};
+pub use cost::{CostConfig, CostStudy};
+pub use driver::{run_cost_study, run_study, EngineError, Progress, BATCH};
+pub use machine_cost::CostMachine;
 pub use policy_run::{run_policies, PolicyConfig};
 pub use study::{Study, StudyConfig};

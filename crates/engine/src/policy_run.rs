@@ -257,6 +257,7 @@ impl PolicyRun {
                 reclaim_preemptions: s.reclaim_preemptions,
                 policy_counters: self.mm.policy_counters(),
             }),
+            cost: None,
         }
     }
 }
@@ -317,5 +318,6 @@ pub fn run_policies(
         runs: runs.iter().map(PolicyRun::stats).collect(),
         elapsed_seconds: Some(start.elapsed().as_secs_f64()),
         provenance: None,
+        machine: None,
     })
 }

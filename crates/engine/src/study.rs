@@ -168,6 +168,7 @@ impl SizeRun {
             faults: self.all_pages.len() as u64,
             tlb_levels: level_stats(&self.tlb, filtered, self.replays),
             mm: None,
+            cost: None,
         }
     }
 }
@@ -431,6 +432,7 @@ impl Study {
                 .collect(),
             elapsed_seconds: None,
             provenance: None,
+            machine: None,
         }
     }
 

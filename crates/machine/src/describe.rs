@@ -66,6 +66,42 @@ impl Machine {
         if let Some(t) = &self.tlb {
             out.push_str(&format!("\n  tlb          {}", t.name));
         }
+        if let Some(c) = &self.cost {
+            let levels: Vec<String> = c
+                .levels()
+                .iter()
+                .map(|(name, l)| {
+                    format!(
+                        "{name} {} {}-way {}B lines {} cycles",
+                        Bytes(l.size),
+                        l.ways,
+                        l.line,
+                        l.latency
+                    )
+                })
+                .collect();
+            out.push_str(&format!(
+                "\n  caches       {}; memory {} cycles",
+                levels.join(", "),
+                c.caches.memory_latency
+            ));
+            let w = &c.walk_caches.entries;
+            out.push_str(&format!(
+                "\n  walk caches  {}; tlb hit {:?} cycles; base CPI {}{}",
+                if w.is_empty() {
+                    "none".to_string()
+                } else {
+                    format!("{w:?} entries (level 2 up)")
+                },
+                c.costs.tlb_hit,
+                c.costs.base_cpi,
+                if c.nested.is_some() {
+                    "; nested paging"
+                } else {
+                    ""
+                }
+            ));
+        }
         if !self.source.is_empty() {
             out.push_str(&format!("\n  source       {}", self.source));
         }

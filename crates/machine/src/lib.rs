@@ -24,6 +24,7 @@ mod presets;
 pub use describe::KernelMemory;
 pub use presets::{preset, preset_names, preset_text, presets};
 
+use pagelab_cache::{CachesSpec, CostSpec, CostsSpec, NestedSpec, WalkCachesSpec};
 use pagelab_core::{Bytes, PageSize};
 use pagelab_mm::kmem::KernelConfig;
 use pagelab_mm::pagetable::{Geometry, GeometryError, GeometrySpec};
@@ -63,6 +64,18 @@ pub struct MachineFile {
     /// `configs/tlb/` (default: the default TLB; `--tlb` replaces it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tlb: Option<toml::Value>,
+    /// Data caches and memory latency (with `costs`, the machine's time: docs/cost.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caches: Option<CachesSpec>,
+    /// Page-walk caches (needs `caches`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walk_caches: Option<WalkCachesSpec>,
+    /// Cycles of an instruction and of a TLB hit at each level (with `caches`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub costs: Option<CostsSpec>,
+    /// The nested TLB and host walk caches of a guest (`--virt nested:host=SIZE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nested: Option<NestedSpec>,
 }
 
 /// The MMU's part of a machine file.
@@ -95,6 +108,9 @@ pub struct Machine {
     pub numa: NumaConfig,
     /// The machine's TLB, if the file gives one.
     pub tlb: Option<TlbConfig>,
+    /// Caches, walk caches and latencies, if the file gives them: what
+    /// translation costs in time on this machine.
+    pub cost: Option<CostSpec>,
 }
 
 /// Why a machine could not be loaded. Every message names the file (or
@@ -185,6 +201,7 @@ impl Machine {
             phys: f.phys,
             kernel: f.kernel,
             tlb: None,
+            cost: None,
         };
         m.check().map_err(|(field, message)| bad(&field, message))?;
         m.tlb = match f.tlb {
@@ -204,6 +221,18 @@ impl Machine {
                 return Err(bad("tlb", "write a TLB preset name (see `pagelab presets`) or a [tlb] table as in configs/tlb/".into()))
             }
         };
+        m.cost = cost_spec(f.caches, f.walk_caches, f.costs, f.nested)
+            .map_err(|(field, message)| bad(&field, message))?;
+        if let Some(c) = &m.cost {
+            let tlb = match &m.tlb {
+                Some(t) => t.clone(),
+                None => pagelab_tlb::preset(pagelab_tlb::DEFAULT_PRESET)
+                    .map_err(|e| bad("tlb", e.to_string()))?,
+            };
+            let smallest = m.page_sizes[0].bytes();
+            c.check(smallest, tlb_levels(&tlb), m.geometry.levels() as usize)
+                .map_err(|e| bad(&e.field, e.why))?;
+        }
         Ok(m)
     }
 
@@ -297,6 +326,37 @@ impl Machine {
                 list(&self.mappable_sizes())
             )),
         }
+    }
+}
+
+/// The levels of a TLB (1, or 2 with any second level), which the time's
+/// `costs.tlb_hit` gives one value each.
+pub fn tlb_levels(t: &TlbConfig) -> usize {
+    1 + usize::from(t.l2.is_some() || t.l2i.is_some() || t.l2d.is_some())
+}
+
+/// The time sections of a file, which come together: `caches` and `costs`
+/// both or neither, `walk_caches` and `nested` only with them.
+fn cost_spec(
+    caches: Option<CachesSpec>,
+    walk_caches: Option<WalkCachesSpec>,
+    costs: Option<CostsSpec>,
+    nested: Option<NestedSpec>,
+) -> Result<Option<CostSpec>, (String, String)> {
+    match (caches, costs) {
+        (Some(caches), Some(costs)) => Ok(Some(CostSpec {
+            caches,
+            walk_caches: walk_caches.unwrap_or_default(),
+            costs,
+            nested,
+        })),
+        (Some(_), None) => Err(("costs".into(), "missing: a machine with [caches] needs [costs] (base_cpi, and tlb_hit with one value per TLB level)".into())),
+        (None, Some(_)) => Err(("caches".into(), "missing: a machine with [costs] needs [caches] (l1d, optional l2 and l3, memory_latency)".into())),
+        (None, None) => match (walk_caches, nested) {
+            (None, None) => Ok(None),
+            (Some(_), _) => Err(("walk_caches".into(), "given without [caches] and [costs]: walk caches only count with the data caches they read through".into())),
+            (None, Some(_)) => Err(("nested".into(), "given without [caches] and [costs]: nested paging only counts with the data caches its walks read through".into())),
+        },
     }
 }
 

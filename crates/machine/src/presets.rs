@@ -28,6 +28,39 @@ const PRESETS: &[(&str, &str)] = &[
         "arm64-64k",
         include_str!("../../../configs/machines/arm64-64k.toml"),
     ),
+    (
+        "pentium4",
+        include_str!("../../../configs/machines/pentium4.toml"),
+    ),
+    (
+        "pkunity",
+        include_str!("../../../configs/machines/pkunity.toml"),
+    ),
+    (
+        "power5plus",
+        include_str!("../../../configs/machines/power5plus.toml"),
+    ),
+    (
+        "power6",
+        include_str!("../../../configs/machines/power6.toml"),
+    ),
+    ("zen4", include_str!("../../../configs/machines/zen4.toml")),
+    (
+        "skylake",
+        include_str!("../../../configs/machines/skylake.toml"),
+    ),
+    (
+        "neoverse-n1-4k",
+        include_str!("../../../configs/machines/neoverse-n1-4k.toml"),
+    ),
+    (
+        "neoverse-n1-16k",
+        include_str!("../../../configs/machines/neoverse-n1-16k.toml"),
+    ),
+    (
+        "neoverse-n1-64k",
+        include_str!("../../../configs/machines/neoverse-n1-64k.toml"),
+    ),
 ];
 
 /// Names of every machine preset.

@@ -20,7 +20,14 @@ pub(crate) const HEADERS: [&str; 11] = [
 
 /// The first line of a table: source and TLB.
 pub(crate) fn heading(r: &SimResult) -> String {
-    format!("{} · TLB: {}", r.source_label(), r.tlb_name())
+    match &r.machine {
+        Some(m) => format!(
+            "{} · TLB: {} · machine: {m}",
+            r.source_label(),
+            r.tlb_name()
+        ),
+        None => format!("{} · TLB: {}", r.source_label(), r.tlb_name()),
+    }
 }
 
 /// The second line of a table: reference counts.
@@ -34,18 +41,50 @@ pub(crate) fn refs_line(r: &SimResult) -> String {
 
 /// One row of cells per run.
 pub(crate) fn rows(r: &SimResult) -> Vec<Vec<String>> {
-    if r.runs.iter().any(|run| run.mm.is_some()) {
+    let mut rows: Vec<Vec<String>> = if r.runs.iter().any(|run| run.mm.is_some()) {
         let reclaim = any_reclaim(r);
         r.runs.iter().map(|run| policy_row(run, reclaim)).collect()
     } else {
         r.runs.iter().map(|run| row(run).to_vec()).collect()
+    };
+    if r.runs.iter().any(|run| run.cost.is_some()) {
+        for (cells, run) in rows.iter_mut().zip(&r.runs) {
+            cells.extend(cost_cells(run));
+        }
     }
+    rows
+}
+
+/// The time columns, when the runs were timed (`--cost`).
+pub(crate) const COST_HEADERS: [&str; 6] = [
+    "cycles/ref",
+    "cycles/data ref",
+    "speed-up",
+    "walk refs",
+    "L1D miss data",
+    "L1D miss PT",
+];
+
+fn cost_cells(run: &RunStats) -> Vec<String> {
+    let Some(c) = &run.cost else {
+        return vec!["-".to_string(); COST_HEADERS.len()];
+    };
+    let l1 = c.caches.first();
+    vec![
+        format!("{:.2}", c.cycles_per_ref),
+        format!("{:.2}", c.cycles_per_data_ref),
+        c.speedup_over_4k
+            .map_or("-".to_string(), |s| format!("{s:.2}×")),
+        thousands(c.walk_refs),
+        thousands(l1.map_or(0, |l| l.data_misses)),
+        thousands(l1.map_or(0, |l| l.table_misses)),
+    ]
 }
 
 /// The column headers for `r`: one row per page size, or one row per policy
 /// (with the reclaim columns when some run reclaimed memory or read from disk).
 pub(crate) fn headers(r: &SimResult) -> Vec<&'static str> {
-    if r.runs.iter().any(|run| run.mm.is_some()) {
+    let mut h = if r.runs.iter().any(|run| run.mm.is_some()) {
         let mut h = POLICY_HEADERS.to_vec();
         if any_reclaim(r) {
             h.extend(RECLAIM_HEADERS);
@@ -53,7 +92,11 @@ pub(crate) fn headers(r: &SimResult) -> Vec<&'static str> {
         h
     } else {
         HEADERS.to_vec()
+    };
+    if r.runs.iter().any(|run| run.cost.is_some()) {
+        h.extend(COST_HEADERS);
     }
+    h
 }
 
 /// Whether some run of `r` reclaimed memory or took a major fault.

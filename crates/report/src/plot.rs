@@ -42,11 +42,11 @@ const FONT: &str = "sans-serif";
 
 /// A font of `px` pixels as rendered: plotters' SVG backend writes text at 1/1.24 of the
 /// size it is given, so ask for more.
-fn font(px: f64) -> FontDesc<'static> {
+pub(crate) fn font(px: f64) -> FontDesc<'static> {
     (FONT, px * 1.24).into_font()
 }
 
-type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+pub(crate) type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 
 /// Renders `results` as SVG and writes it to `path`; errors name the path.
 pub fn plot_svg(results: &(impl Results + ?Sized), path: impl AsRef<Path>) -> Result<()> {
@@ -69,10 +69,18 @@ pub fn svg_string(results: &(impl Results + ?Sized)) -> Result<String> {
         root.fill(&WHITE)?;
         let (header, body) = root.split_vertically(HEADER_HEIGHT);
         draw_header(&header, results)?;
-        let panels = body.split_evenly((results.len(), 2));
-        for (r, pair) in results.iter().zip(panels.chunks(2)) {
-            draw_panel(&pair[0], r, Side::Instructions)?;
-            draw_panel(&pair[1], r, Side::Data)?;
+        // A third panel per row, the time, when some run was timed (`--cost`).
+        let timed = results
+            .iter()
+            .any(|r| r.runs.iter().any(|run| run.cost.is_some()));
+        let cols = if timed { 3 } else { 2 };
+        let panels = body.split_evenly((results.len(), cols));
+        for (r, row) in results.iter().zip(panels.chunks(cols)) {
+            draw_panel(&row[0], r, Side::Instructions)?;
+            draw_panel(&row[1], r, Side::Data)?;
+            if timed {
+                crate::plot_time::draw_time_panel(&row[2], r)?;
+            }
         }
         root.present()?;
     }
@@ -228,7 +236,7 @@ fn draw_panel(area: &Area<'_>, r: &SimResult, side: Side) -> Result<()> {
 /// plotters' own f64 axis picks "nice" ticks between slots, and its key-point override cannot
 /// be formatted, hence this small axis.
 #[derive(Clone, Copy)]
-struct Slots(usize);
+pub(crate) struct Slots(pub(crate) usize);
 
 impl Ranged for Slots {
     type FormatOption = DefaultFormatting;
@@ -252,7 +260,7 @@ impl Ranged for Slots {
 }
 
 /// The name a panel title shows: a workload's name, or a trace file's name without folders.
-fn display_name(r: &SimResult) -> String {
+pub(crate) fn display_name(r: &SimResult) -> String {
     let name = &r.source.name;
     if r.source.kind == "workload" {
         return name.clone();
@@ -265,7 +273,7 @@ fn display_name(r: &SimResult) -> String {
 }
 
 /// The page size label at slot `v`, or nothing between slots.
-fn label_at(labels: &[String], v: f64) -> String {
+pub(crate) fn label_at(labels: &[String], v: f64) -> String {
     let i = v.round();
     if (v - i).abs() > 1e-6 || i < 0.0 {
         return String::new();

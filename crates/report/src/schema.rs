@@ -31,6 +31,10 @@ pub struct SimResult {
     /// What made the result (absent inside a study, whose own provenance covers it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provenance: Option<crate::Provenance>,
+    /// The machine whose caches and latencies timed the runs
+    /// (`--cost MACHINE`, and `nested:host=SIZE` under `--virt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
 }
 
 impl Default for SimResult {
@@ -44,6 +48,7 @@ impl Default for SimResult {
             runs: Vec::new(),
             elapsed_seconds: None,
             provenance: None,
+            machine: None,
         }
     }
 }
@@ -114,6 +119,10 @@ pub struct RunStats {
     /// (`pagelab sim --policy`); absent from a fixed-page-size study.
     #[serde(default, flatten, skip_serializing_if = "Option::is_none")]
     pub mm: Option<PolicyStats>,
+    /// The estimated time, when the machine gives caches and latencies
+    /// (`pagelab sim --cost MACHINE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::CostStats>,
 }
 
 /// What a run of the memory-management model adds to a run's figures.
@@ -213,6 +222,7 @@ impl RunStats {
             faults: 0,
             tlb_levels: Vec::new(),
             mm: None,
+            cost: None,
         }
     }
 

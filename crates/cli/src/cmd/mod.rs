@@ -15,7 +15,7 @@ pub mod validate;
 
 use crate::args::ModelArgs;
 use anyhow::Result;
-use pagelab_engine::StudyConfig;
+use pagelab_engine::{CostConfig, StudyConfig};
 use pagelab_machine::Machine;
 
 /// The study configuration named by the command line, and the machine when
@@ -26,6 +26,16 @@ pub fn study_config(m: &ModelArgs) -> Result<(StudyConfig, Option<Machine>)> {
         m.page_sizes.as_deref(),
         m.tlb.as_deref(),
     )
+}
+
+/// What times the runs when the machine gives caches and latencies
+/// (see [`pagelab::model::cost_config`]).
+pub fn cost_config(
+    m: &ModelArgs,
+    cfg: &StudyConfig,
+    machine: Option<&Machine>,
+) -> Result<Option<CostConfig>> {
+    pagelab::model::cost_config(machine, cfg, m.virt.as_deref())
 }
 
 /// Parses a trace format name given on the command line.

@@ -10,9 +10,15 @@ pub fn run(a: SimArgs) -> Result<()> {
     let rule = a.rule.rule()?;
     let mut src = super::capture::sim_source(&a)?;
     let label = src.info().name;
-    let mut result = if a.policy.is_empty() {
+    let cost = super::cost_config(&a.model, &cfg, machine.as_ref())?;
+    let mut result = if let (Some(cost), true) = (&cost, a.policy.is_empty()) {
+        pagelab_engine::run_cost_study(&mut *src, &cfg, cost, &mut Progress::new(&label))?
+    } else if a.policy.is_empty() {
         pagelab_engine::run_study(&mut *src, &cfg, &mut Progress::new(&label))?
     } else {
+        if cost.is_some() {
+            eprintln!("note: time is estimated for the fixed-size study; the --policy runs are not timed (docs/cost.md)");
+        }
         let pcfg = pagelab::model::policy_config(
             &cfg,
             &pagelab::model::PolicyArgs {

@@ -6,7 +6,8 @@ use anyhow::{Context, Result};
 use pagelab_report::{AnyResult, StudyResult};
 
 pub fn run(a: StudyArgs) -> Result<()> {
-    let (cfg, _machine) = super::study_config(&a.model)?;
+    let (cfg, machine) = super::study_config(&a.model)?;
+    let cost = super::cost_config(&a.model, &cfg, machine.as_ref())?;
     let rule = a.rule.rule()?;
     let specs: Vec<String> = if a.workloads.is_empty() {
         pagelab::builtin::default_set()
@@ -17,7 +18,11 @@ pub fn run(a: StudyArgs) -> Result<()> {
     let (specs, mut sources) = super::capture::study_sources(&a, &specs)?;
     let mut results = Vec::new();
     for (spec, src) in specs.iter().zip(sources.iter_mut()) {
-        let result = pagelab_engine::run_study(&mut **src, &cfg, &mut Progress::new(spec))?;
+        let progress = &mut Progress::new(spec);
+        let result = match &cost {
+            Some(c) => pagelab_engine::run_cost_study(&mut **src, &cfg, c, progress)?,
+            None => pagelab_engine::run_study(&mut **src, &cfg, progress)?,
+        };
         crate::out::outln!("{}", pagelab_report::table(&result))?;
         results.push(result);
     }

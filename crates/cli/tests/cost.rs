@@ -1,0 +1,189 @@
+//! Time from `--machine` end to end: a machine with caches times every run
+//! (the `cost` JSON, the time columns), its TLB counts are those of the same
+//! study untimed, `--virt` needs such a machine, and a machine file whose
+//! caches cannot exist is refused naming the file and the field.
+
+use std::process::{Command, Output};
+
+fn pagelab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pagelab"))
+        .args(args)
+        .output()
+        .expect("pagelab runs")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = pagelab(args);
+    assert!(
+        out.status.success(),
+        "pagelab {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn fail(args: &[&str]) -> String {
+    let out = pagelab(args);
+    assert_eq!(out.status.code(), Some(1), "pagelab {args:?} should fail");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+fn json(args: &[&str], name: &str) -> serde_json::Value {
+    let path =
+        std::env::temp_dir().join(format!("pagelab-cost-{}-{name}.json", std::process::id()));
+    let p = path.to_str().unwrap();
+    let mut all = args.to_vec();
+    all.extend(["--json", p]);
+    ok(&all);
+    let v = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&path);
+    v
+}
+
+const W: &str = "stride:heap=6M,every=16,iters=5,init=false";
+
+#[test]
+fn a_machine_with_caches_times_every_run_and_keeps_the_tlb_counts() {
+    let timed = json(&["sim", "--machine", "pentium4", "--workload", W], "timed");
+    let plain = json(
+        &[
+            "sim",
+            "--tlb",
+            "pentium4",
+            "--page-sizes",
+            "4K,4M",
+            "--workload",
+            W,
+        ],
+        "plain",
+    );
+    assert_eq!(timed["machine"], "pentium4");
+    assert!(plain.get("machine").is_none());
+    let (t, p) = (
+        timed["runs"].as_array().unwrap(),
+        plain["runs"].as_array().unwrap(),
+    );
+    assert_eq!(t.len(), 2);
+    for (t, p) in t.iter().zip(p) {
+        let c = &t["cost"];
+        assert!(p.get("cost").is_none());
+        assert_eq!(t["dtlb_misses"], p["dtlb_misses"]);
+        // Every TLB miss is one walk: the time model's lookups are the study's.
+        assert_eq!(
+            c["walks"].as_u64().unwrap(),
+            t["dtlb_misses"].as_u64().unwrap() + t["itlb_misses"].as_u64().unwrap()
+        );
+        let parts = ["instr_cycles", "tlb_cycles", "walk_cycles", "data_cycles"];
+        let sum: u64 = parts.iter().map(|f| c[f].as_u64().unwrap()).sum();
+        assert_eq!(c["cycles"].as_u64().unwrap(), sum);
+    }
+    // At a 6M heap 4K pages thrash the 8K L1 with PTE lines, 4M pages do not.
+    assert!(
+        t[1]["cost"]["speedup_over_4k"].as_f64().unwrap() > 1.5,
+        "{timed}"
+    );
+    let table = ok(&["sim", "--machine", "pentium4", "--workload", W]);
+    assert!(
+        table.contains("cycles/ref") && table.contains("speed-up"),
+        "{table}"
+    );
+}
+
+#[test]
+fn virt_needs_a_machine_with_caches_and_a_size_it_knows() {
+    let e = fail(&[
+        "sim",
+        "--machine",
+        "x86-64",
+        "--virt",
+        "nested:host=2M",
+        "--workload",
+        W,
+    ]);
+    assert!(
+        e.contains("--virt nested:host=2M") && e.contains("zen4"),
+        "{e}"
+    );
+    let e = fail(&[
+        "sim",
+        "--machine",
+        "zen4",
+        "--virt",
+        "nested:host=3M",
+        "--workload",
+        W,
+    ]);
+    assert!(e.contains("--virt nested:host=3M"), "{e}");
+    let e = fail(&[
+        "sim",
+        "--machine",
+        "zen4",
+        "--virt",
+        "host=2M",
+        "--workload",
+        W,
+    ]);
+    assert!(e.contains("write nested:host=4K"), "{e}");
+    let e = fail(&[
+        "sim",
+        "--machine",
+        "pentium4",
+        "--virt",
+        "nested:host=4K",
+        "--workload",
+        W,
+    ]);
+    assert!(e.contains("no [nested] section"), "{e}");
+    let v = json(
+        &[
+            "sim",
+            "--machine",
+            "zen4",
+            "--virt",
+            "nested:host=2M",
+            "--page-sizes",
+            "4K",
+            "--workload",
+            W,
+        ],
+        "nested",
+    );
+    assert_eq!(v["machine"], "zen4 (nested:host=2M)");
+}
+
+#[test]
+fn a_tlb_that_does_not_match_the_costs_is_refused() {
+    let e = fail(&[
+        "sim",
+        "--machine",
+        "pentium4",
+        "--tlb",
+        "zen4",
+        "--workload",
+        W,
+    ]);
+    assert!(
+        e.contains("--machine pentium4") && e.contains("costs.tlb_hit"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_machine_file_with_a_cache_that_cannot_exist_names_file_and_field() {
+    let dir = std::env::temp_dir().join(format!("pagelab-cost-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("odd.toml");
+    let text = include_str!("../../../configs/machines/pentium4.toml").replace(
+        "ways = 8, line = 64, latency = 7",
+        "ways = 5, line = 64, latency = 7",
+    );
+    std::fs::write(&file, text).unwrap();
+    let e = fail(&["sim", "--machine", file.to_str().unwrap(), "--workload", W]);
+    assert!(
+        e.contains("odd.toml: field `caches.l2.ways`") && e.contains("must divide the lines"),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

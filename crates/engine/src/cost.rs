@@ -1,0 +1,308 @@
+//! Time: every page size's run through its TLB, its walk caches and its data
+//! caches, each reference at the physical address its page got, in one pass.
+//!
+//! The model is in order and additive: an instruction costs `base_cpi`, a
+//! translation the cycles of the TLB level that hit (a miss: the last
+//! level's, then the walk, each entry read through the caches one after the
+//! other), a data reference the latency of the cache level that held its
+//! line. No prefetching, no overlap of misses, no bandwidth limit.
+
+use crate::machine_cost::{host_layout, CostMachine};
+use pagelab_cache::{Caches, Host, Line, PageTable};
+use pagelab_core::{AccessKind, Event, PageSize, VirtAddr};
+use pagelab_report::{CacheLevelCost, CostStats};
+use pagelab_tlb::{OtherSizes, Outcome, Side, TlbError, TlbHierarchy};
+
+/// What a study of time simulates beyond the TLB.
+#[derive(Clone, Debug)]
+pub struct CostConfig {
+    /// The machine: page table, caches, latencies.
+    pub machine: CostMachine,
+    /// Nested paging with this host page size (4K, 2M or 1G), if any.
+    pub nested_host: Option<PageSize>,
+}
+
+const SIDES: [Side; 2] = [Side::Instr, Side::Data];
+/// The host's frames start far above the guest's, so the two never meet.
+const HOST_BASE: u64 = 1 << 44;
+
+/// One page size's run.
+struct Run {
+    size: PageSize,
+    /// The bits of an address that name its TLB entry (4K when an array
+    /// caches fragments of larger pages).
+    memo_shift: u32,
+    tlb: TlbHierarchy,
+    caches: Caches,
+    pt: PageTable,
+    host: Option<Host>,
+    /// Per side, the entry of the last lookup (it is the most recent in its
+    /// L1 array, so a repeat hits without changing anything) and its page's
+    /// (guest-)physical start.
+    last: [u64; 2],
+    last_base: [u64; 2],
+    tlb_cycles: u64,
+    data_cycles: u64,
+    walk_cycles: u64,
+    walk_refs: u64,
+    walks: [u64; 2],
+    walk_cache_hits: u64,
+}
+
+impl Run {
+    /// Translates `addr`; returns its page's (guest-)physical start and
+    /// whether a walk read page-table lines.
+    #[inline]
+    fn translate(&mut self, side: usize, addr: u64, hit: &[u32; 3]) -> (u64, bool) {
+        let key = addr >> self.memo_shift;
+        if key == self.last[side] {
+            self.tlb_cycles += hit[0] as u64;
+            return (self.last_base[side], false);
+        }
+        let walked = match self.tlb.access_addr(SIDES[side], VirtAddr(addr), self.size) {
+            Outcome::L1Hit => {
+                self.tlb_cycles += hit[0] as u64;
+                false
+            }
+            Outcome::L2Hit => {
+                self.tlb_cycles += hit[1] as u64;
+                false
+            }
+            Outcome::Miss => {
+                self.tlb_cycles += hit[2] as u64;
+                self.walk(side, addr);
+                true
+            }
+        };
+        let base = self.pt.page_of(addr);
+        self.last[side] = key;
+        self.last_base[side] = base;
+        (base, walked)
+    }
+
+    #[cold]
+    fn walk(&mut self, side: usize, addr: u64) {
+        let w = match &mut self.host {
+            Some(h) => h.nested_walk(&mut self.pt, addr, &mut self.caches),
+            None => self.pt.walk(addr, &mut self.caches),
+        };
+        self.walks[side] += 1;
+        self.walk_refs += w.refs as u64;
+        self.walk_cycles += w.cycles as u64;
+        self.walk_cache_hits += w.cache_hits as u64;
+    }
+
+    /// A data reference from `addr` to `last`, line by line.
+    #[inline]
+    fn data(&mut self, addr: u64, last: u64, line_shift: u32, hit: &[u32; 3]) {
+        let offset = self.size.bytes() - 1;
+        let mut a = addr;
+        loop {
+            let (base, _) = self.translate(1, a, hit);
+            let mut paddr = base | (a & offset);
+            if let Some(h) = &mut self.host {
+                paddr = h.translate(paddr);
+            }
+            self.data_cycles += self.caches.access(paddr, Line::Data) as u64;
+            let next = ((a >> line_shift) + 1) << line_shift;
+            if next == 0 || next > last {
+                break;
+            }
+            a = next;
+        }
+    }
+
+    /// An instruction fetch from `addr` to `last`: its translations only
+    /// (instruction caches are not modelled). Returns whether it walked.
+    #[inline]
+    fn instr(&mut self, addr: u64, last: u64, hit: &[u32; 3]) -> bool {
+        let (_, mut walked) = self.translate(0, addr, hit);
+        if last >> 12 != addr >> 12 {
+            walked |= self.translate(0, last, hit).1;
+        }
+        walked
+    }
+}
+
+/// The time of every page size's run, fed the same references as a [`crate::Study`].
+pub struct CostStudy {
+    runs: Vec<Run>,
+    /// The TLB-hit cycles of level 1, level 2, and of a miss (the last level's).
+    hit: [u32; 3],
+    base_cpi: f64,
+    line_shift: u32,
+    l1_latency: u32,
+    instrs: u64,
+    data_refs: u64,
+    /// References that repeat the last instruction page or the last data
+    /// line: hits in every run's L1 TLB (and L1 cache), counted once here.
+    instr_repeats: u64,
+    data_repeats: u64,
+    last_instr_page: u64,
+    last_line: u64,
+}
+
+impl CostStudy {
+    /// Runs of `sizes` on `cfg`'s machine.
+    pub fn new(sizes: &[PageSize], cfg: &CostConfig) -> Result<CostStudy, String> {
+        let m = &cfg.machine;
+        let fragments = m.tlb.levels().iter().any(|(_, l)| {
+            l.arrays
+                .iter()
+                .any(|a| a.other_sizes == OtherSizes::Fragment)
+        });
+        let host = cfg.nested_host.map(host_layout).transpose()?;
+        let nested = m.cost.nested.clone().unwrap_or_default();
+        if host.is_some() && m.cost.nested.is_none() {
+            return Err(format!(
+                "--virt nested: machine {} has no [nested] section (nested TLB and host walk caches)",
+                m.name
+            ));
+        }
+        let runs = sizes
+            .iter()
+            .map(|&size| {
+                Ok(Run {
+                    size,
+                    memo_shift: if fragments { 12 } else { size.shift() },
+                    tlb: TlbHierarchy::new(&m.tlb).map_err(|e: TlbError| e.to_string())?,
+                    caches: Caches::new(&m.cost),
+                    pt: PageTable::new(m.layout(size), &m.cost.walk_caches.entries, 0),
+                    host: host.map(|l| {
+                        Host::new(
+                            PageTable::new(l, &nested.walk_cache_entries, HOST_BASE),
+                            nested.ntlb_entries,
+                        )
+                    }),
+                    last: [u64::MAX; 2],
+                    last_base: [0; 2],
+                    tlb_cycles: 0,
+                    data_cycles: 0,
+                    walk_cycles: 0,
+                    walk_refs: 0,
+                    walks: [0; 2],
+                    walk_cache_hits: 0,
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let t = &m.cost.costs.tlb_hit;
+        let caches = Caches::new(&m.cost);
+        Ok(CostStudy {
+            runs,
+            hit: [t[0], *t.get(1).unwrap_or(&t[0]), *t.last().unwrap_or(&0)],
+            base_cpi: m.cost.costs.base_cpi,
+            line_shift: caches.l1_line_shift(),
+            l1_latency: caches.l1_latency(),
+            instrs: 0,
+            data_refs: 0,
+            instr_repeats: 0,
+            data_repeats: 0,
+            last_instr_page: u64::MAX,
+            last_line: u64::MAX,
+        })
+    }
+
+    /// Steps every run over a batch of events (references; others are ignored,
+    /// as the fixed-size study ignores them).
+    pub fn feed(&mut self, events: &[Event]) {
+        let hit = self.hit;
+        let ls = self.line_shift;
+        for e in events {
+            let Event::Ref(r) = e else { continue };
+            let last = r.addr.saturating_add(u64::from(r.size.max(1)) - 1);
+            if r.kind == AccessKind::Instr {
+                self.instrs += 1;
+                let page = r.addr >> 12;
+                if page == self.last_instr_page && last >> 12 == page {
+                    self.instr_repeats += 1;
+                    continue;
+                }
+                self.last_instr_page = if last >> 12 == page { page } else { u64::MAX };
+                let mut walked = false;
+                for run in &mut self.runs {
+                    walked |= run.instr(r.addr, last, &hit);
+                }
+                // A walk's lines may have pushed the last data line out.
+                if walked {
+                    self.last_line = u64::MAX;
+                }
+            } else {
+                self.data_refs += 1;
+                let line = r.addr >> ls;
+                if line == self.last_line && last >> ls == line {
+                    self.data_repeats += 1;
+                    continue;
+                }
+                // The line is read last, after any walk: the most recent of its set.
+                self.last_line = if last >> ls == line { line } else { u64::MAX };
+                for run in &mut self.runs {
+                    run.data(r.addr, last, ls, &hit);
+                }
+            }
+        }
+    }
+
+    /// Data TLB misses of each run, in the order of `sizes` (for checks
+    /// against the study's own count).
+    pub fn dtlb_misses(&self) -> Vec<u64> {
+        self.runs.iter().map(|r| r.walks[1]).collect()
+    }
+
+    /// Each run's time, in the order of `sizes`, with its speed-up over the
+    /// 4K run when there is one.
+    pub fn finish(&self) -> Vec<CostStats> {
+        let refs = self.instrs + self.data_refs;
+        let mut out: Vec<CostStats> = self
+            .runs
+            .iter()
+            .map(|run| {
+                let mut caches = run.caches.clone();
+                caches.add_l1_data_hits(self.data_repeats);
+                let instr_cycles = (self.instrs as f64 * self.base_cpi).round() as u64;
+                let tlb_cycles =
+                    run.tlb_cycles + (self.instr_repeats + self.data_repeats) * self.hit[0] as u64;
+                let data_cycles = run.data_cycles + self.data_repeats * self.l1_latency as u64;
+                let cycles = instr_cycles + tlb_cycles + data_cycles + run.walk_cycles;
+                CostStats {
+                    cycles,
+                    cycles_per_ref: ratio(cycles, refs),
+                    cycles_per_data_ref: ratio(cycles, self.data_refs),
+                    instr_cycles,
+                    tlb_cycles,
+                    data_cycles,
+                    walks: run.walks[0] + run.walks[1],
+                    walk_refs: run.walk_refs,
+                    walk_cycles: run.walk_cycles,
+                    walk_cache_hits: run.walk_cache_hits,
+                    caches: caches
+                        .counts()
+                        .iter()
+                        .map(|c| CacheLevelCost {
+                            level: c.level.to_string(),
+                            data_accesses: c.data_accesses,
+                            data_misses: c.data_misses,
+                            table_accesses: c.table_accesses,
+                            table_misses: c.table_misses,
+                        })
+                        .collect(),
+                    speedup_over_4k: None,
+                }
+            })
+            .collect();
+        if let Some(at) = self.runs.iter().position(|r| r.size == PageSize::K4) {
+            let base = out[at].cycles;
+            for c in &mut out {
+                c.speedup_over_4k = Some(ratio(base, c.cycles));
+            }
+        }
+        out
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}

@@ -1,0 +1,119 @@
+//! The time sections of a machine file (`[caches]`, `[walk_caches]`,
+//! `[costs]`, `[nested]`): the presets carry them with their sources, and a
+//! geometry that cannot exist or a missing latency is refused naming the
+//! file, the field and what is allowed.
+
+use pagelab_machine::{preset, preset_names, preset_text, Machine};
+
+/// The error of a preset's text with one piece replaced, parsed as `my.toml`.
+fn refused(name: &str, from: &str, to: &str) -> String {
+    let text = preset_text(name).unwrap();
+    assert!(text.contains(from), "{name} has no `{from}`");
+    let e = Machine::from_toml_str(&text.replacen(from, to, 1), "my.toml").unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.starts_with("my.toml: "), "{msg}");
+    msg
+}
+
+#[test]
+fn the_timed_presets_are_the_issues_machines() {
+    let timed: Vec<&str> = preset_names()
+        .into_iter()
+        .filter(|n| preset(n).unwrap().cost.is_some())
+        .collect();
+    for want in [
+        "pentium4",
+        "pkunity",
+        "power5plus",
+        "power6",
+        "zen4",
+        "skylake",
+        "neoverse-n1-4k",
+        "neoverse-n1-16k",
+        "neoverse-n1-64k",
+    ] {
+        assert!(timed.contains(&want), "{want} missing from {timed:?}");
+        assert!(preset_text(want).unwrap().contains("[caches]"));
+    }
+    // The geometry-only machines stay untimed: their runs' JSON is unchanged.
+    for plain in ["ia32", "ia32-pae", "x86-64", "arm64-4k"] {
+        assert!(preset(plain).unwrap().cost.is_none(), "{plain}");
+    }
+    // The 000 paper's machine: 4-byte PTEs, 16 to a 64-byte L1 line.
+    let p4 = preset("pentium4").unwrap();
+    let c = p4.cost.unwrap();
+    assert_eq!(p4.geometry.entry_bytes(), 4);
+    assert_eq!(
+        (c.caches.l1d.size, c.caches.l1d.ways, c.caches.l1d.line),
+        (8 << 10, 4, 64)
+    );
+    // This VM is a guest: its preset can model nested paging.
+    assert!(preset("zen4").unwrap().cost.unwrap().nested.is_some());
+}
+
+#[test]
+fn a_cache_that_cannot_exist_is_refused_with_its_field() {
+    let l1 = "l1d = { size = \"8K\", ways = 4, line = 64, latency = 2 }";
+    let msg = refused(
+        "pentium4",
+        l1,
+        "l1d = { size = \"8K\", ways = 3, line = 64, latency = 2 }",
+    );
+    assert!(
+        msg.contains("field `caches.l1d.ways`") && msg.contains("must divide the lines"),
+        "{msg}"
+    );
+    let msg = refused(
+        "pentium4",
+        l1,
+        "l1d = { size = \"8K\", ways = 1, line = 8192, latency = 2 }",
+    );
+    assert!(
+        msg.contains("field `caches.l1d.line`") && msg.contains("larger than the smallest page"),
+        "{msg}"
+    );
+    let msg = refused(
+        "pentium4",
+        l1,
+        "l1d = { size = \"8K\", ways = 4, line = 48, latency = 2 }",
+    );
+    assert!(
+        msg.contains("field `caches.l1d.line`") && msg.contains("power of two"),
+        "{msg}"
+    );
+    let msg = refused("pentium4", "latency = 7 }", "latency = 1 }");
+    assert!(
+        msg.contains("field `caches.l2.latency`") && msg.contains("grow with the level"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_missing_latency_or_section_is_refused_with_its_field() {
+    let msg = refused("pentium4", ", latency = 7 }", " }");
+    assert!(
+        msg.contains("missing field `latency`") && msg.contains("l2 ="),
+        "{msg}"
+    );
+    let msg = refused("pentium4", "memory_latency = 250\n", "");
+    assert!(msg.contains("missing field `memory_latency`"), "{msg}");
+    let msg = refused("pentium4", "[costs]\nbase_cpi = 1.0\ntlb_hit = [0]\n", "");
+    assert!(
+        msg.contains("field `costs`") && msg.contains("needs [costs]"),
+        "{msg}"
+    );
+    let msg = refused("pentium4", "tlb_hit = [0]", "tlb_hit = [0, 7]");
+    assert!(
+        msg.contains("field `costs.tlb_hit`") && msg.contains("one per TLB level (1)"),
+        "{msg}"
+    );
+    let msg = refused(
+        "x86-64",
+        "[kernel]",
+        "[walk_caches]\nentries = [4]\n\n[kernel]",
+    );
+    assert!(
+        msg.contains("field `walk_caches`") && msg.contains("without [caches]"),
+        "{msg}"
+    );
+}
