@@ -4,19 +4,9 @@
 
 mod common;
 
-use std::path::PathBuf;
+use common::{pagelab, tmp};
+
 use std::process::{Command, Output, Stdio};
-
-fn pagelab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_pagelab"))
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pagelab-bad-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// The standard error of a run that must fail cleanly: exit 1, no panic.
 fn clean_failure(out: Output) -> String {

@@ -4,21 +4,12 @@
 
 mod common;
 
+use common::{pagelab, tmp};
+
 use pagelab_report::{LabConfig, LabResult};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn pagelab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_pagelab"))
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pagelab-bench-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use std::process::Output;
 
 fn ok(out: &Output) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -9,26 +9,13 @@
 //!
 //! Skipped, saying why, where Chromium is missing (`bash scripts/setup.sh` installs it).
 
+mod common;
+
+use common::{data, pagelab, tmp};
+
 use pagelab_report::recommend::Rule;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn pagelab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_pagelab"))
-}
-
-fn data(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/data")
-        .join(name)
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pagelab-browser-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn run(cmd: &mut Command) {
     let out = cmd.output().expect("pagelab runs");

@@ -3,27 +3,20 @@
 //! the message when a backend is missing. Tests that need qemu or valgrind
 //! skip, saying why, when it is not installed (scripts/setup.sh installs both).
 
+mod common;
+
+use common::{pagelab, tmp};
+
 use pagelab_capture::Backend;
 use pagelab_core::Event;
 use pagelab_trace::TraceSource;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn pagelab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_pagelab"))
-}
 
 fn testprog() -> PathBuf {
     pagelab_capture::testprog_path()
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pagelab-cap-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 fn available(backend: Backend) -> bool {

@@ -8,18 +8,15 @@
 //! `PAGELAB_BLESS=1 cargo test -p pagelab --test golden` and says why in its
 //! commit; any other difference is a regression.
 
+mod common;
+
+use common::tmp;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pagelab-golden-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 /// Every policy the model has, in one pass.

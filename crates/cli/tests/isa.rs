@@ -3,23 +3,14 @@
 //! startup, and the portable tier really runs on a CPU without AVX (under
 //! QEMU's user-mode emulator, when it is installed).
 
+mod common;
+
+use common::{data, tmp};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use pagelab_core::isa::Isa;
-
-fn data(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/data")
-        .join(name)
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pagelab-isa-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn ok(out: Output, what: &str) -> Output {
     assert!(

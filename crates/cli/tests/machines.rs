@@ -3,11 +3,11 @@
 //! pages the machine cannot map are refused, and `pagelab machines` prints
 //! the paper's mem_map figures.
 
-use std::process::{Command, Output};
+mod common;
 
-fn pagelab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_pagelab"))
-}
+use common::pagelab;
+
+use std::process::Output;
 
 fn run(args: &[&str]) -> Output {
     let out = pagelab().args(args).output().expect("pagelab runs");

@@ -2,19 +2,11 @@
 //! than memory reclaims, swaps and refaults, and says so in the JSON result;
 //! a `--phys` file chooses the watermarks and how superpages are reclaimed.
 
+mod common;
+
+use common::{pagelab, tmp};
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn pagelab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_pagelab"))
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pagelab-reclaim-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn sim(args: &[&str], json: &Path) -> serde_json::Value {
     let out = pagelab()

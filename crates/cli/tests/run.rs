@@ -6,24 +6,17 @@
 
 mod common;
 
+use common::{pagelab, tmp};
+
 use pagelab_lab::session::KnobSession;
 use pagelab_lab::sysfs::Sysfs;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn pagelab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_pagelab"))
-}
-
-fn tmp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("pagelab-run-{}-{name}", std::process::id()))
-}
 
 /// The lock of this file's tests, when the machine lets them change knobs; otherwise prints
 /// why the test is skipped.
@@ -82,7 +75,8 @@ fn size_knob(kb: u64) -> String {
 }
 
 fn run_json(args: &[&str], name: &str) -> (Output, Value) {
-    let json = tmp(name);
+    let dir = tmp("run");
+    let json = dir.join(name);
     let out = pagelab()
         .arg("run")
         .arg("--json")

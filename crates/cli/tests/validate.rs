@@ -4,18 +4,16 @@
 
 mod common;
 
+use common::{pagelab, tmp};
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The tests that change the real knobs run one at a time, so one's before/after comparison
 /// never sees the other's changes.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn pagelab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_pagelab"))
-}
 
 const THP: &str = "/sys/kernel/mm/transparent_hugepage";
 
@@ -55,12 +53,6 @@ fn knobs() -> Vec<(PathBuf, String)> {
         .collect()
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pagelab-validate-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 #[test]
 fn model_and_kernel_agree_and_knobs_come_back() {
     if let Some(why) = cannot_run() {
@@ -69,7 +61,8 @@ fn model_and_kernel_agree_and_knobs_come_back() {
     }
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let before = knobs();
-    let json = tmp("agree").join("v.json");
+    let dir = tmp("agree");
+    let json = dir.join("v.json");
     let out = pagelab()
         .args([
             "validate", "--pages", "4K", "--pages", "64K", "--pages", "2M",

@@ -1,6 +1,61 @@
-//! Helpers shared by the CLI's test binaries.
+//! Helpers shared by the CLI's test binaries: the binary, the bundled test data, scratch
+//! directories that are removed when the test ends, and checks several binaries make.
+#![allow(dead_code)] // each test binary uses its own subset
 
+use std::ffi::OsStr;
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// The `pagelab` binary under test.
+pub fn pagelab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_pagelab"))
+}
+
+/// A file of the repository's `tests/data`.
+pub fn data(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data")
+        .join(name)
+}
+
+/// A fresh, empty scratch directory under the system's temporary directory, named
+/// `pagelab-<name>-<random>`. It is removed with its contents when dropped, also when the test
+/// fails and unwinds; set `PAGELAB_KEEP_TMP=1` to keep it for a look after a failure.
+pub struct Scratch(Option<tempfile::TempDir>, PathBuf);
+
+/// Makes a [`Scratch`] directory whose name starts with `pagelab-<name>-`.
+pub fn tmp(name: &str) -> Scratch {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("pagelab-{name}-"))
+        .tempdir()
+        .unwrap_or_else(|e| panic!("cannot make a scratch directory for {name}: {e}"));
+    let path = dir.path().to_path_buf();
+    if std::env::var_os("PAGELAB_KEEP_TMP").is_some() {
+        eprintln!("keeping {}", dir.keep().display());
+        return Scratch(None, path);
+    }
+    Scratch(Some(dir), path)
+}
+
+impl Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.1
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.1
+    }
+}
+
+impl AsRef<OsStr> for Scratch {
+    fn as_ref(&self) -> &OsStr {
+        self.1.as_os_str()
+    }
+}
 
 /// Runs `pagelab` with each of `commands` and standard output on `/dev/full`:
 /// each must fail with exit 1 and an error naming standard output, not a
