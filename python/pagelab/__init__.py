@@ -17,6 +17,7 @@ cluster through ``client.get_executor()``): see :func:`pagelab.sweep`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -94,6 +95,22 @@ def _model(
     }
 
 
+@contextlib.contextmanager
+def _ref_limit(max_ref_size: str | int | None) -> Iterator[None]:
+    """Within the block, traces may hold references up to ``max_ref_size`` (``--max-ref-size``).
+
+    The limit is the process's, as on the command line: threads that read traces at the same
+    time see it too. It is put back when the block ends."""
+    if max_ref_size is None:
+        yield
+        return
+    before = _native.set_max_ref_size(_size_word(max_ref_size))
+    try:
+        yield
+    finally:
+        _native.set_max_ref_size(str(before))
+
+
 def _source(
     trace: str | os.PathLike[str] | None,
     workload: str | None,
@@ -120,6 +137,7 @@ def study(
     format: str | None = None,
     skip: int = 0,
     limit: int | None = None,
+    max_ref_size: str | int | None = None,
 ) -> Result:
     """The page-size study of one trace or of workloads, as ``pagelab study``/``pagelab sim``.
 
@@ -131,10 +149,15 @@ def study(
     file; ``machine`` a machine preset (``pagelab machines``) or file, whose
     page sizes and TLB are then the defaults (else the study's eight sizes and
     ``weisberg``). ``skip``/``limit`` cut the input to a window of references.
+    ``max_ref_size`` (``"1M"`` or bytes) allows references larger than the
+    64K a trace may otherwise hold, as ``--max-ref-size``; it is set for the
+    process during the call.
 
     Raises :class:`PagelabError` with the command line's message on bad input.
     """
-    return sim(trace, workload, page_sizes, tlb, machine, format=format, skip=skip, limit=limit)
+    return sim(
+        trace, workload, page_sizes, tlb, machine, format=format, skip=skip, limit=limit, max_ref_size=max_ref_size
+    )
 
 
 def sim(
@@ -152,6 +175,7 @@ def sim(
     format: str | None = None,
     skip: int = 0,
     limit: int | None = None,
+    max_ref_size: str | int | None = None,
 ) -> Result:
     """``pagelab sim``: the study, or with ``policies`` the memory-management model.
 
@@ -166,9 +190,10 @@ def sim(
         raise PagelabError("give one input: a trace (trace=PATH) or a workload (workload=SPEC), not both")
     if trace is None and workload is None:
         workload = _native.default_workloads()
-    if isinstance(workload, (list, tuple)):
-        return Result.of_json([_native.run(_source(None, w, None, skip, limit), model) for w in workload])
-    return Result.of_json([_native.run(_source(trace, workload, format, skip, limit), model)])
+    with _ref_limit(max_ref_size):
+        if isinstance(workload, (list, tuple)):
+            return Result.of_json([_native.run(_source(None, w, None, skip, limit), model) for w in workload])
+        return Result.of_json([_native.run(_source(trace, workload, format, skip, limit), model)])
 
 
 def from_arrays(
@@ -245,22 +270,28 @@ class TraceChunk:
 
 
 def read_trace(
-    path: str | os.PathLike[str], *, chunk: int = 1 << 20, format: str | None = None
+    path: str | os.PathLike[str],
+    *,
+    chunk: int = 1 << 20,
+    format: str | None = None,
+    max_ref_size: str | int | None = None,
 ) -> Iterator[TraceChunk]:
     """Yields a trace file's references, ``chunk`` at a time, as numpy arrays.
 
     Any format ``pagelab sim --trace`` reads. Events other than references
     (a native trace's map/unmap/fork... events) are skipped. The arrays view
     the engine's buffers without a copy; ``from_arrays(*chunk)`` studies one.
+    ``max_ref_size`` as in :func:`study`, for as long as the reading goes on.
     """
     import numpy as np
 
-    for a, k, s in _native.TraceChunks(os.fspath(path), format, chunk):
-        yield TraceChunk(
-            np.frombuffer(a, dtype=np.uint64),
-            np.frombuffer(k, dtype=np.uint8),
-            np.frombuffer(s, dtype=np.uint32),
-        )
+    with _ref_limit(max_ref_size):
+        for a, k, s in _native.TraceChunks(os.fspath(path), format, chunk):
+            yield TraceChunk(
+                np.frombuffer(a, dtype=np.uint64),
+                np.frombuffer(k, dtype=np.uint8),
+                np.frombuffer(s, dtype=np.uint32),
+            )
 
 
 def capture(

@@ -38,7 +38,7 @@ def sweep(
     ``sources``: workload specs (``"gups:table=64M"``, ``"gzip"``), trace
     paths (anything with a ``/``), fsspec URLs (``"s3://bucket/t.trace"``),
     or dicts ``{"workload": ...}`` / ``{"trace": ..., "format": ...}`` with
-    an optional ``"name"``.
+    an optional ``"name"`` and ``"max_ref_size"`` (as :func:`pagelab.sim` takes it).
     ``configs``: dicts of :func:`pagelab.sim` keyword arguments
     (``machine``, ``page_sizes``, ``tlb``, ``policies``, ``phys``, ``memory``, ``strict``,
     ``cow``) with an optional ``"name"``, or a mapping from names to such dicts.
@@ -126,14 +126,15 @@ def _collect(
 
 def run_task(source: Mapping[str, Any], config: Mapping[str, Any]) -> str:
     """One run on a worker: the ``pagelab.sim/1`` JSON of ``source`` under ``config``."""
-    from . import _model, _native, _source
+    from . import _model, _native, _ref_limit, _source
 
     model = _model(**{k: v for k, v in config.items() if k != "name"})
     if "workload" in source:
         return str(_native.run(_source(None, source["workload"], None, 0, None), model))
     path, fetched = _local_path(str(source["trace"]))
     try:
-        doc = _native.run(_source(path, None, source.get("format"), 0, None), model)
+        with _ref_limit(source.get("max_ref_size")):
+            doc = _native.run(_source(path, None, source.get("format"), 0, None), model)
     finally:
         if fetched:
             os.unlink(path)
@@ -170,7 +171,7 @@ def _source_entry(s: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, An
         entry = dict(s)
         if ("trace" in entry) == ("workload" in entry):
             raise ValueError(f"source {entry!r}: give one of `trace` and `workload`")
-        unknown = set(entry) - {"trace", "workload", "format", "name"}
+        unknown = set(entry) - {"trace", "workload", "format", "name", "max_ref_size"}
         if unknown:
             raise ValueError(f"source {entry!r}: unknown keys {sorted(unknown)}")
         entry.setdefault("name", str(entry.get("trace", entry.get("workload"))))

@@ -28,10 +28,12 @@ pub fn from_arrays(
     name: String,
     model: ModelWords,
 ) -> PyResult<String> {
+    let call = model.call("pagelab.from_arrays", vec![format!("name={name}")]);
     let src = ArraySource::new(addresses, kinds, sizes, name).map_err(|e| crate::error(&e))?;
     py.detach(|| {
         let (cfg, machine) = crate::run::study_config(&model)?;
-        crate::run::simulate(Box::new(src) as Source, &cfg, machine.as_ref(), &model)
+        let src = Box::new(src) as Source;
+        crate::run::simulate(src, &cfg, machine.as_ref(), &model, call, Vec::new())
     })
     .map_err(|e| crate::error(&e))
 }

@@ -32,6 +32,16 @@ pub(crate) fn error(e: &anyhow::Error) -> PyErr {
     PagelabError::new_err(pagelab_core::escape(&format!("{e:#}")).to_string())
 }
 
+/// Sets the largest reference a trace may hold for this process, as `--max-ref-size` does
+/// (`size` as the command line writes it: `1M`, or bytes); returns the limit before, in bytes.
+#[pyfunction]
+fn set_max_ref_size(size: &str) -> PyResult<u32> {
+    let bytes = pagelab::model::max_ref_size(size).map_err(|e| error(&e))?;
+    let before = pagelab_trace::max_ref_size();
+    pagelab_trace::set_max_ref_size(bytes);
+    Ok(before)
+}
+
 /// The module `pagelab._native`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -41,6 +51,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run::default_workloads, m)?)?;
     m.add_function(wrap_pyfunction!(arrays::from_arrays, m)?)?;
     m.add_function(wrap_pyfunction!(html::write_html, m)?)?;
+    m.add_function(wrap_pyfunction!(set_max_ref_size, m)?)?;
     m.add_class::<chunks::TraceChunks>()?;
     Ok(())
 }

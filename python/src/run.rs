@@ -6,11 +6,10 @@ use pagelab_capture::{Backend, Capture, CaptureCommand, StdoutTo, Window};
 use pagelab_engine::StudyConfig;
 use pagelab_machine::Machine;
 use pagelab_report::SimResult;
-use pagelab_trace::TraceSource;
 use pyo3::prelude::*;
 
 /// A source the engine can be moved to another thread with.
-pub(crate) type Source = Box<dyn TraceSource + Send>;
+pub(crate) use pagelab::builtin::Source;
 
 /// One input, as the Python layer passes it (a dict with every key).
 #[derive(FromPyObject)]
@@ -37,6 +36,55 @@ pub struct ModelWords {
     cow: String,
 }
 
+impl SourceWords {
+    /// The input as `key=value` words, for the provenance.
+    fn words(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        push(&mut w, "trace", self.trace.as_deref());
+        push(&mut w, "workload", self.workload.as_deref());
+        push(&mut w, "format", self.format.as_deref());
+        if self.skip != 0 {
+            w.push(format!("skip={}", self.skip));
+        }
+        if let Some(limit) = self.limit {
+            w.push(format!("limit={limit}"));
+        }
+        w
+    }
+}
+
+impl ModelWords {
+    /// `function` and its arguments as the provenance's call: `words` (the input's), then the
+    /// model's words that were given (`machine=...`, `policies=a,b`, ...). A Python result
+    /// has no command line; this is what stands for it.
+    pub(crate) fn call(&self, function: &str, mut words: Vec<String>) -> Vec<String> {
+        let mut call = vec![format!("python: {function}")];
+        call.append(&mut words);
+        push(&mut call, "machine", self.machine.as_deref());
+        push(&mut call, "page_sizes", self.page_sizes.as_deref());
+        push(&mut call, "tlb", self.tlb.as_deref());
+        if !self.policies.is_empty() {
+            call.push(format!("policies={}", self.policies.join(",")));
+        }
+        push(&mut call, "phys", self.phys.as_deref());
+        push(&mut call, "memory", self.memory.as_deref());
+        if self.strict {
+            call.push("strict=True".to_string());
+        }
+        if !self.policies.is_empty() {
+            call.push(format!("cow={}", self.cow));
+        }
+        call
+    }
+}
+
+/// Appends `key=value` when a value was given.
+fn push(words: &mut Vec<String>, key: &str, value: Option<&str>) {
+    if let Some(v) = value {
+        words.push(format!("{key}={v}"));
+    }
+}
+
 /// Runs the study (no policies) or the policy model over one input and
 /// returns the `pagelab.sim/1` JSON, with the GIL released throughout.
 #[pyfunction]
@@ -44,19 +92,42 @@ pub fn run(py: Python<'_>, source: SourceWords, model: ModelWords) -> PyResult<S
     py.detach(|| {
         let (cfg, machine) = study_config(&model)?;
         let src = open(&source)?;
-        simulate(src, &cfg, machine.as_ref(), &model)
+        let inputs = match &source.trace {
+            Some(t) => pagelab::provenance::input_checksum(t)?
+                .into_iter()
+                .collect(),
+            None => source
+                .workload
+                .as_deref()
+                .map(pagelab::provenance::input_checksum)
+                .transpose()?
+                .flatten()
+                .into_iter()
+                .collect(),
+        };
+        simulate(
+            src,
+            &cfg,
+            machine.as_ref(),
+            &model,
+            model.call("pagelab.sim", source.words()),
+            inputs,
+        )
     })
     .map_err(|e| crate::error(&e))
 }
 
-/// The study of `src` under `model` (the policy runs when it names policies), as JSON.
+/// The study of `src` under `model` (the policy runs when it names policies), as JSON, with
+/// its provenance: `call` (the Python call, as [`ModelWords::call`] words it) and `inputs`.
 pub(crate) fn simulate(
     mut src: Source,
     cfg: &StudyConfig,
     machine: Option<&Machine>,
     model: &ModelWords,
+    call: Vec<String>,
+    inputs: Vec<pagelab_report::InputChecksum>,
 ) -> Result<String> {
-    let result: SimResult = if model.policies.is_empty() {
+    let mut result: SimResult = if model.policies.is_empty() {
         pagelab_engine::run_study(&mut *src, cfg, &mut ())?
     } else {
         let pcfg = pagelab::model::policy_config(
@@ -72,6 +143,11 @@ pub(crate) fn simulate(
         )?;
         pagelab_engine::run_policies(&mut *src, &pcfg, &mut ())?
     };
+    result.provenance = Some(pagelab::provenance::provenance(
+        call,
+        model.machine.as_deref(),
+        inputs,
+    )?);
     Ok(serde_json::to_string(&result)?)
 }
 
@@ -87,20 +163,12 @@ pub(crate) fn study_config(model: &ModelWords) -> Result<(StudyConfig, Option<Ma
 
 /// Opens a trace file or a workload (the bundled real trace among them), windowed.
 fn open(s: &SourceWords) -> Result<Source> {
-    let src: Source = match (&s.trace, &s.workload) {
-        (Some(path), None) => {
-            let format = s
-                .format
-                .as_deref()
-                .map(|v| v.parse().map_err(|e| anyhow::anyhow!("--format {v}: {e}")))
-                .transpose()?;
-            pagelab_trace::open(path, format)?
-        }
-        (None, Some(spec)) => {
-            pagelab::builtin::open(spec).with_context(|| format!("--workload {spec}"))?
-        }
-        _ => bail!("give one input: a trace (trace=PATH) or a workload (workload=SPEC)"),
-    };
+    let src = pagelab::builtin::open_input(
+        s.trace.as_deref(),
+        s.workload.as_deref(),
+        s.format.as_deref(),
+    )?
+    .context("give one input: a trace (trace=PATH) or a workload (workload=SPEC)")?;
     Ok(if s.skip == 0 && s.limit.is_none() {
         src
     } else {

@@ -103,3 +103,21 @@ def test_machine(cli, tmp_path, machine):
     ours = pagelab.sim(workload="stride:iters=5", machine=machine, policies=policies).results[0]
     args = ["--workload", "stride:iters=5", "--machine", machine, "--policy", policies[0]]
     assert timeless(ours) == timeless(cli_sim(cli, tmp_path, *args))
+
+
+def test_provenance_says_what_made_the_result(cli, tmp_path):
+    """A Python result records its call, the machine, the host and the trace's checksum; the
+    checksum equals the one the command line records for the same file."""
+    ours = pagelab.sim(trace=BUNDLED, machine="x86-64", page_sizes="4K,2M", limit=1000).results[0]
+    p = ours["provenance"]
+    assert p["command_line"][0] == "python: pagelab.sim"
+    assert f"trace={BUNDLED}" in p["command_line"] and "limit=1000" in p["command_line"]
+    assert p["machine"] == "x86-64"
+    assert p["host"]["kernel"] and p["pagelab_version"]
+    theirs = cli_sim(cli, tmp_path, "--trace", str(BUNDLED), "--machine", "x86-64", "--page-sizes", "4K,2M", "--limit", "1000")
+    assert theirs["provenance"]["machine"] == "x86-64"
+    assert p["inputs"] == theirs["provenance"]["inputs"]
+    assert p["inputs"][0]["bytes"] == BUNDLED.stat().st_size
+    made = pagelab.from_arrays([4096], [0], [8], name="one").results[0]["provenance"]
+    assert made["command_line"][:2] == ["python: pagelab.from_arrays", "name=one"]
+    assert "machine" not in made and "inputs" not in made

@@ -81,3 +81,19 @@ def test_one_input():
 def test_capture_without_program():
     with pytest.raises(pagelab.PagelabError, match="give the program to capture"):
         pagelab.capture([], out="x.trace")
+
+
+def test_max_ref_size_allows_a_large_reference_for_the_call_only(tmp_path):
+    """A 1M reference is refused by default, read with max_ref_size, and refused again after."""
+    t = tmp_path / "big.lackey"
+    t.write_text(" L 10000000,1048576\n S 20000000,8\n")
+    with pytest.raises(pagelab.PagelabError, match="--max-ref-size"):
+        pagelab.sim(trace=t, page_sizes="4K")
+    r = pagelab.sim(trace=t, page_sizes="4K", max_ref_size="1M").results[0]
+    assert r["refs"]["data"] == 2
+    chunks = list(pagelab.read_trace(t, max_ref_size=1 << 20))
+    assert list(chunks[0].sizes) == [1048576, 8]
+    with pytest.raises(pagelab.PagelabError, match="--max-ref-size"):
+        pagelab.sim(trace=t, page_sizes="4K")
+    with pytest.raises(pagelab.PagelabError, match="--max-ref-size 5G"):
+        pagelab.sim(trace=t, page_sizes="4K", max_ref_size="5G")

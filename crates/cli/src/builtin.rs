@@ -1,7 +1,7 @@
 //! Workloads the binary carries: the synthetic generators of `pagelab-workloads`
 //! plus one real program's trace, so that `pagelab study` shows real code too.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use pagelab_trace::{LackeyReader, TraceSource};
 
 /// The name of the bundled real trace.
@@ -28,8 +28,34 @@ pub fn default_set() -> Vec<String> {
     v
 }
 
+/// A source the engine can be moved to another thread with.
+pub type Source = Box<dyn TraceSource + Send>;
+
+/// Opens the input a user named: a trace file (`-` for standard input) in `format` (`lackey`
+/// or `native`; recognised from the bytes when `None`), or a workload spec as [`open`] takes
+/// it. `None` when neither is named; naming both is an error. `pagelab sim`/`sharing` and the
+/// Python package's `study`/`sim` open their inputs here, so that they read the same input the
+/// same way and fail with the same words.
+pub fn open_input(
+    trace: Option<&str>,
+    workload: Option<&str>,
+    format: Option<&str>,
+) -> Result<Option<Source>> {
+    Ok(Some(match (trace, workload) {
+        (Some(_), Some(_)) => bail!("give one input: a trace or a workload, not both"),
+        (Some(path), None) => {
+            let format = format
+                .map(|v| v.parse().map_err(|e| anyhow::anyhow!("--format {v}: {e}")))
+                .transpose()?;
+            pagelab_trace::open(path, format)?
+        }
+        (None, Some(spec)) => open(spec).with_context(|| format!("--workload {spec}"))?,
+        (None, None) => return Ok(None),
+    }))
+}
+
 /// Opens a workload spec: the bundled real trace by name, or a synthetic workload.
-pub fn open(spec: &str) -> Result<Box<dyn TraceSource + Send>> {
+pub fn open(spec: &str) -> Result<Source> {
     if spec.trim() == REAL {
         let decoder = zstd::stream::read::Decoder::new(REAL_TRACE)
             .context("opening the bundled gzip trace")?;

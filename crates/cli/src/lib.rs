@@ -4,6 +4,7 @@
 //! errors for the same words.
 //!
 //! - [`builtin`]: the built-in workloads, the bundled real trace among them;
+//! - [`provenance`]: what made a result, recorded in it;
 //! - [`model`]: page sizes and a TLB into a study's configuration, policies
 //!   and physical memory into the memory-management model's.
 //!
@@ -18,3 +19,4 @@
 
 pub mod builtin;
 pub mod model;
+pub mod provenance;

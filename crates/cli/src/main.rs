@@ -70,12 +70,9 @@ fn main() {
 
 /// `--max-ref-size`: a size up to 4G - 1 (the largest a reference can hold).
 fn set_max_ref_size(arg: Option<&str>) -> anyhow::Result<()> {
-    let Some(text) = arg else { return Ok(()) };
-    let bytes = pagelab_core::parse_bytes(text)
-        .map_err(|e| anyhow::anyhow!("--max-ref-size {text}: {e}"))?;
-    let bytes = u32::try_from(bytes)
-        .map_err(|_| anyhow::anyhow!("--max-ref-size {text}: a reference size is below 4G"))?;
-    pagelab_trace::set_max_ref_size(bytes);
+    if let Some(text) = arg {
+        pagelab_trace::set_max_ref_size(pagelab::model::max_ref_size(text)?);
+    }
     Ok(())
 }
 

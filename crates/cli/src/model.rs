@@ -194,3 +194,12 @@ fn phys_config(
     phys.validate().with_context(|| origin)?;
     Ok(phys)
 }
+
+/// The largest reference a trace may hold, as `--max-ref-size` (or `max_ref_size=` in Python)
+/// writes it: a size up to 4G - 1 (the largest a reference can hold).
+pub fn max_ref_size(text: &str) -> Result<u32> {
+    let bytes = pagelab_core::parse_bytes(text)
+        .map_err(|e| anyhow::anyhow!("--max-ref-size {text}: {e}"))?;
+    u32::try_from(bytes)
+        .map_err(|_| anyhow::anyhow!("--max-ref-size {text}: a reference size is below 4G"))
+}

@@ -14,6 +14,10 @@ pub struct Provenance {
     pub pagelab_version: String,
     /// The command line, one argument per element.
     pub command_line: Vec<String>,
+    /// The machine modelled, as given (`--machine`, or `machine=` in Python): a preset's name
+    /// or a machine file's path; absent for the default machine and for lab results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
     /// The machine the command ran on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<HostInfo>,

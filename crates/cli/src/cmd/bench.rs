@@ -170,7 +170,7 @@ pub fn run(a: BenchArgs) -> Result<i32> {
         eprintln!("pagelab: interrupted by signal {sig}; every knob is restored");
         return Ok(128 + sig);
     }
-    result.provenance = Some(super::report::provenance(Vec::new()));
+    result.provenance = Some(super::report::provenance(None, Vec::new())?);
     let kernels: Vec<_> = specs.iter().map(KernelSpec::bench_kernel).collect();
     out!(
         "{}",

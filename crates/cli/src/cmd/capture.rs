@@ -127,13 +127,13 @@ pub fn sim_source(a: &SimArgs) -> Result<Source> {
         }
         return Ok(src);
     }
-    let src: Source = match (&a.trace, &a.workload) {
-        (Some(path), _) => {
-            let format = super::parse_format("--format", a.format.as_deref())?;
-            pagelab_trace::open(path, format)?
-        }
-        (None, Some(spec)) => pagelab::builtin::open(spec).with_context(|| format!("--workload {spec}"))?,
-        (None, None) => bail!("give a trace with --trace FILE (or - for standard input), a workload with --workload NAME, or a program after `--`"),
+    let Some(src) = pagelab::builtin::open_input(
+        a.trace.as_deref(),
+        a.workload.as_deref(),
+        a.format.as_deref(),
+    )?
+    else {
+        bail!("give a trace with --trace FILE (or - for standard input), a workload with --workload NAME, or a program after `--`")
     };
     Ok(windowed(src, &a.window))
 }

@@ -1,7 +1,7 @@
 //! `pagelab report`: the HTML report of saved results; and what every command shares to
 //! end with the answer: the recommendation lines, the provenance, the `--html` file.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use pagelab_report::html::{write_html, Named};
 use pagelab_report::recommend::{parse_percent, Rule};
@@ -99,30 +99,13 @@ pub fn write_one(path: &Path, result: AnyResult, rule: &Rule) -> Result<()> {
     write_html(path, &[Named { name, result }], rule)
 }
 
-/// What made this result: pagelab's version, the command line, this machine, `inputs`.
-pub fn provenance(inputs: Vec<InputChecksum>) -> Provenance {
-    let host = pagelab_lab::sysfs::Sysfs::host().host_info();
-    Provenance {
-        pagelab_version: env!("CARGO_PKG_VERSION").to_string(),
-        command_line: std::env::args_os()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect(),
-        host: Some(host),
-        inputs,
-    }
+/// What made this result: pagelab's version, this command line, the machine modelled (a
+/// preset name or machine file, as given), this host, `inputs`.
+pub fn provenance(machine: Option<&str>, inputs: Vec<InputChecksum>) -> Result<Provenance> {
+    let call = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    pagelab::provenance::provenance(call, machine, inputs)
 }
 
-/// The checksum of a trace the user named: a regular file's bytes, the bundled trace's
-/// embedded bytes; nothing for standard input, a workload or a program captured on the fly.
-pub fn input_checksum(name: &str) -> Result<Option<InputChecksum>> {
-    if name == pagelab::builtin::REAL {
-        return Ok(Some(pagelab::builtin::real_trace_checksum()));
-    }
-    let path = Path::new(name);
-    if name == "-" || !path.is_file() {
-        return Ok(None);
-    }
-    pagelab_report::checksum_file(name, path)
-        .map(Some)
-        .with_context(|| format!("checksumming the trace `{name}` for the result's provenance"))
-}
+pub use pagelab::provenance::input_checksum;

@@ -100,7 +100,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         &mut |msg| progress.line(msg),
     )?;
     progress.finish();
-    result.provenance = Some(super::report::provenance(Vec::new()));
+    result.provenance = Some(super::report::provenance(None, Vec::new())?);
     out!("{}", lab_table::run_table(&result))?;
     super::report::print_answer(&AnyResult::Lab(result.clone()), &rule)?;
     if let Some(path) = &a.html {

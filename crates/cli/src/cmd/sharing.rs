@@ -98,15 +98,13 @@ pub fn drive(src: &mut dyn TraceSource, model: &mut Sharing, check: bool) -> Res
 
 pub fn run(a: SharingArgs) -> Result<()> {
     let cfg = config(&a)?;
-    let mut src: Box<dyn TraceSource + Send> = match (&a.trace, &a.workload) {
-        (Some(path), _) => {
-            let format = super::parse_format("--format", a.format.as_deref())?;
-            pagelab_trace::open(path, format)?
-        }
-        (None, Some(spec)) => {
-            pagelab::builtin::open(spec).with_context(|| format!("--workload {spec}"))?
-        }
-        (None, None) => bail!("give a workload with --workload SPEC or a trace with --trace FILE"),
+    let Some(mut src) = pagelab::builtin::open_input(
+        a.trace.as_deref(),
+        a.workload.as_deref(),
+        a.format.as_deref(),
+    )?
+    else {
+        bail!("give a workload with --workload SPEC or a trace with --trace FILE")
     };
     let started = std::time::Instant::now();
     let mut model = Sharing::new(cfg.clone()).map_err(|e| anyhow::anyhow!("--{e}"))?;

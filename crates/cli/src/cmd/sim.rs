@@ -36,7 +36,10 @@ pub fn run(a: SimArgs) -> Result<()> {
         (Some(t), true) => super::report::input_checksum(t)?.into_iter().collect(),
         _ => Vec::new(),
     };
-    result.provenance = Some(super::report::provenance(inputs));
+    result.provenance = Some(super::report::provenance(
+        a.model.machine.as_deref(),
+        inputs,
+    )?);
     crate::out::out!("{}", pagelab_report::table(&result))?;
     if let Some(p) = &a.json {
         pagelab_report::write_json(p, &result)?;

@@ -34,7 +34,10 @@ pub fn run(a: StudyArgs) -> Result<()> {
             inputs.extend(super::report::input_checksum(spec)?);
         }
     }
-    study.provenance = Some(super::report::provenance(inputs));
+    study.provenance = Some(super::report::provenance(
+        a.model.machine.as_deref(),
+        inputs,
+    )?);
     let json = a.out.join("result.json");
     pagelab_report::write_json(&json, &study)?;
     let csv = a.out.join("result.csv");

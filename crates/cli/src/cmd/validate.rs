@@ -76,7 +76,7 @@ pub fn run(a: ValidateArgs) -> Result<i32> {
     let progress = Progress::new("validate");
     let mut result = validate::run(&sysfs, &opts, |msg| progress.step(msg))?;
     progress.finish();
-    result.provenance = Some(super::report::provenance(Vec::new()));
+    result.provenance = Some(super::report::provenance(None, Vec::new())?);
     out!("{}", pagelab_report::lab_table::validate_table(&result))?;
     if let Some(path) = &a.json {
         pagelab_report::write_json(path, &result)?;

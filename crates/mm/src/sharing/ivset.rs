@@ -67,15 +67,7 @@ impl IntervalSet {
     #[inline]
     pub fn insert(&mut self, v: u64) -> bool {
         // Fast path: `v` extends the run at the cursor.
-        let h = self.hint;
-        if h < self.runs.len()
-            && self.runs[h].1 == v
-            && (h + 1 == self.runs.len() || self.runs[h + 1].0 > v + 1)
-        {
-            self.runs[h].1 = v + 1;
-            return true;
-        }
-        self.insert_range(v, v + 1) == 1
+        self.extend_cursor(v) || self.insert_range(v, v + 1) == 1
     }
 
     /// Adds `v` if it extends the run at the cursor (so `v - 1` is in the
