@@ -69,6 +69,13 @@ impl VirtAddr {
         VirtAddr(self.0.saturating_add(size.bytes() - 1) & !(size.bytes() - 1))
     }
 
+    /// The address rounded up to a multiple of `size`, or `None` when no
+    /// page of `size` starts at or after it.
+    #[inline]
+    pub fn checked_align_up(self, size: PageSize) -> Option<VirtAddr> {
+        self.0.checked_next_multiple_of(size.bytes()).map(VirtAddr)
+    }
+
     /// Whether the address is a multiple of `size`.
     #[inline]
     pub fn is_aligned(self, size: PageSize) -> bool {
@@ -91,6 +98,12 @@ impl VirtAddr {
     #[inline]
     pub fn saturating_add(self, bytes: u64) -> VirtAddr {
         VirtAddr(self.0.saturating_add(bytes))
+    }
+
+    /// The address `bytes` before, stopping at zero.
+    #[inline]
+    pub fn saturating_sub(self, bytes: u64) -> VirtAddr {
+        VirtAddr(self.0.saturating_sub(bytes))
     }
 }
 
@@ -196,6 +209,9 @@ mod tests {
         assert_eq!(VirtAddr(0x1000) + 0x20, VirtAddr(0x1020));
         assert_eq!(VirtAddr(0x1020) - VirtAddr(0x1000), 0x20);
         assert_eq!(VirtAddr(u64::MAX).checked_add(1), None);
+        assert_eq!(VirtAddr(0x2001).checked_align_up(s), Some(VirtAddr(0x3000)));
+        assert_eq!(VirtAddr(u64::MAX).checked_align_up(s), None);
+        assert_eq!(VirtAddr(5).saturating_sub(6), VirtAddr(0));
     }
 
     #[test]

@@ -101,7 +101,7 @@ impl PolicyRun {
                     let before = self.anomalies();
                     match self.mm.event(other).map_err(at(i))? {
                         Invalidate::Nothing => {}
-                        Invalidate::Range(s, e) => self.tlb.invalidate_range(VirtAddr(s), e - s),
+                        Invalidate::Range(s, e) => self.tlb.invalidate_range(s, e - s),
                         Invalidate::All => self.tlb.flush(),
                     }
                     if strict && self.anomalies() > before {
@@ -145,7 +145,7 @@ impl PolicyRun {
     /// Forgets translations a policy changed on its own (promotion, collapse).
     fn invalidate_remapped(&mut self) {
         for (s, e) in self.mm.take_invalidations() {
-            self.tlb.invalidate_range(VirtAddr(s), e - s);
+            self.tlb.invalidate_range(s, e - s);
             self.last = [u64::MAX; 2];
         }
     }
@@ -170,7 +170,7 @@ impl PolicyRun {
         self.last[side] = if small == last >> 12 { small } else { u64::MAX };
         let mut addr = r.addr;
         loop {
-            let t = self.mm.translate(addr, side == 0, write)?;
+            let t = self.mm.translate(VirtAddr(addr), side == 0, write)?;
             self.invalidate_remapped();
             if self.mm.reclaim_runs() != self.reclaims {
                 self.reclaims = self.mm.reclaim_runs();

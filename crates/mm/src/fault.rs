@@ -47,7 +47,7 @@ pub fn cow_fault(
     pid: u32,
     vma: &Vma,
     t: &Translation,
-    addr: u64,
+    addr: VirtAddr,
     mode: CowMode,
 ) -> Result<Vec<crate::pagetable::PhysMapping>, MmError> {
     let flags = PteFlags::from_prot(vma.prot);
@@ -59,11 +59,11 @@ pub fn cow_fault(
     }
     let base = m.base();
     if mode == CowMode::Base && t.size > base {
-        m.split_page(pid, t.start.0)?;
+        m.split_page(pid, t.start)?;
         let piece = m
             .proc_mut(pid)
             .pt
-            .walk(VirtAddr(addr))
+            .walk(addr)
             .ok_or(MmError::Policy("split lost a page".into()))?;
         return cow_fault(m, pid, vma, &piece, addr, mode);
     }
@@ -71,11 +71,11 @@ pub fn cow_fault(
     let Some(pfn) = m.alloc_frames(size) else {
         if size > base {
             // No block for a whole copy: split and copy the base page.
-            m.split_page(pid, t.start.0)?;
+            m.split_page(pid, t.start)?;
             let piece = m
                 .proc_mut(pid)
                 .pt
-                .walk(VirtAddr(addr))
+                .walk(addr)
                 .ok_or(MmError::Policy("split lost a page".into()))?;
             return cow_fault(m, pid, vma, &piece, addr, mode);
         }
@@ -85,7 +85,7 @@ pub fn cow_fault(
     debug_assert_eq!(old.pfn, head);
     m.stats.rss_bytes -= size.bytes();
     let freed = m.unshare(old)?;
-    m.map(pid, t.start.0, pfn, size, flags, false)?;
+    m.map(pid, t.start, pfn, size, flags, false)?;
     m.stats.copied_bytes += size.bytes();
     m.count_fault(size);
     Ok(freed)
@@ -97,12 +97,12 @@ pub fn fork(m: &mut Machine, parent: u32, child: u32) -> Result<(), MmError> {
     let va_end = m.va_end();
     let p = m.proc_mut(parent);
     let aspace = p.aspace.clone();
-    let mappings = p.pt.mappings_in(VirtAddr(0), va_end);
+    let mappings = p.pt.mappings_in(VirtAddr(0), va_end - VirtAddr(0));
     let mut pt = RadixPageTable::new(*m.geometry());
     let base = m.base();
     for mp in mappings {
         let private = aspace
-            .find(mp.start.0)
+            .find(mp.start)
             .is_some_and(|v| v.sharing == Sharing::Private);
         let mut flags = mp.flags;
         if private && flags.contains(PteFlags::WRITE) {
@@ -138,7 +138,7 @@ pub fn check_frames(m: &Machine, held: u64) -> Result<(), String> {
     let mut mapped_bytes = 0;
     for pid in m.pids() {
         let p = m.proc(pid).expect("listed");
-        for mp in p.pt.mappings_in(VirtAddr(0), m.va_end()) {
+        for mp in p.pt.mappings_in(VirtAddr(0), m.va_end() - VirtAddr(0)) {
             mapped_bytes += mp.size.bytes();
             let head = mp.pfn.to_pfn(base).0;
             for f in head..head + mp.size.frames() {

@@ -32,9 +32,8 @@ use pagelab_core::{Backing, PageSize, Pfn, Prot, Sharing, VirtAddr};
 /// Whether a `size` page of the file at `file_off` can be mapped whole at
 /// `va` in `vma`: the aligned range lies inside the VMA and the virtual
 /// address and file offset are congruent modulo the size.
-pub fn mappable_whole(vma: &Vma, va: u64, file_off: u64, size: PageSize) -> bool {
-    let mask = size.bytes() - 1;
-    vma.holds_aligned(va, size.bytes()) && va & mask == file_off & mask
+pub fn mappable_whole(vma: &Vma, va: VirtAddr, file_off: u64, size: PageSize) -> bool {
+    vma.holds_aligned(va, size) && va.page_offset(size) == file_off & (size.bytes() - 1)
 }
 
 /// Maps the page of a file mapping holding `addr`, reading it into the page
@@ -44,19 +43,19 @@ pub fn file_fault(
     m: &mut Machine,
     pid: u32,
     vma: &Vma,
-    addr: u64,
+    addr: VirtAddr,
     write: bool,
     fp: &FilePages,
-) -> Result<Option<(u64, u64)>, MmError> {
+) -> Result<Option<(VirtAddr, VirtAddr)>, MmError> {
     let Backing::File { file_id, offset } = vma.backing else {
         return Err(MmError::Policy("file_fault on an anonymous VMA".into()));
     };
     let base = m.base();
     let bb = base.bytes();
-    let va = addr & !(bb - 1);
+    let va = addr.align_down(base);
     // File offset of the page's first byte (a page may start before the VMA with large base pages).
     let file_off =
-        (offset + (va.max(vma.start) - vma.start)).saturating_sub(vma.start.saturating_sub(va));
+        (offset + (va.max(vma.start) - vma.start)).saturating_sub(vma.start - vma.start.min(va));
     let index = file_off / bb;
     let (start, fpfn, fsize, read_in) = match m.cache().find(file_id, index) {
         Some((s, f)) => (s, f.pfn, f.size, false),
@@ -94,7 +93,7 @@ pub fn file_fault(
         flags
     };
     if fsize > base && complete && mappable_whole(vma, va, file_off, fsize) {
-        let vs = va & !(fsize.bytes() - 1);
+        let vs = va.align_down(fsize);
         if let Some(pieces) = own_pieces(m, pid, vs, fsize, fpfn, flags) {
             if pieces {
                 let freed = m.unmap_range(pid, vs, vs + fsize.bytes())?;
@@ -123,17 +122,17 @@ pub fn file_fault(
 fn own_pieces(
     m: &Machine,
     pid: u32,
-    vs: u64,
+    vs: VirtAddr,
     size: PageSize,
     fpfn: Pfn,
     flags: PteFlags,
 ) -> Option<bool> {
     let base = m.base();
-    let maps = m.proc(pid)?.pt.mappings_in(VirtAddr(vs), size.bytes());
+    let maps = m.proc(pid)?.pt.mappings_in(vs, size.bytes());
     let ok = maps.iter().all(|mp| {
-        mp.start.0 >= vs
+        mp.start >= vs
             && mp.flags == flags
-            && mp.pfn.to_pfn(base) == fpfn + Pfn::count_in(mp.start.0 - vs)
+            && mp.pfn.to_pfn(base) == fpfn + Pfn::count_in(mp.start - vs)
     });
     ok.then_some(!maps.is_empty())
 }
@@ -147,10 +146,10 @@ fn read_folio(
     vma: &Vma,
     file: u64,
     index: u64,
-    va: u64,
+    va: VirtAddr,
     file_off: u64,
     fp: &FilePages,
-    addr: u64,
+    addr: VirtAddr,
 ) -> Result<(u64, Pfn, PageSize), MmError> {
     let base = m.base();
     for &s in fp.sizes.iter().filter(|&&s| s > base) {

@@ -31,7 +31,7 @@ pub enum MmError {
     #[error("out of memory: no {size} page could be allocated for a fault at {addr:#x}")]
     OutOfMemory {
         /// The faulting address.
-        addr: u64,
+        addr: VirtAddr,
         /// The smallest size tried.
         size: PageSize,
     },
@@ -43,7 +43,7 @@ pub enum MmError {
     #[error("address {addr:#x} is outside the {va_bits}-bit virtual address space")]
     OutsideAddressSpace {
         /// The referenced address.
-        addr: u64,
+        addr: VirtAddr,
         /// The width of the virtual address space.
         va_bits: u32,
     },
@@ -128,8 +128,8 @@ impl Machine {
 
     /// The end of the virtual address space (one past its last byte): every
     /// walk over all of a process's mappings covers `[0, va_end)`.
-    pub fn va_end(&self) -> u64 {
-        1u64 << self.geometry().va_bits()
+    pub fn va_end(&self) -> VirtAddr {
+        VirtAddr(1u64 << self.geometry().va_bits())
     }
 
     /// The base page size.
@@ -226,14 +226,12 @@ impl Machine {
 
     /// Splits the page of `pid` starting at `va` one step down (a demotion),
     /// frames included.
-    pub fn split_page(&mut self, pid: u32, va: u64) -> Result<(), MmError> {
+    pub fn split_page(&mut self, pid: u32, va: VirtAddr) -> Result<(), MmError> {
         let base = self.base();
         let p = self.proc_mut(pid);
-        let t =
-            p.pt.walk(VirtAddr(va))
-                .ok_or(PtError::NotMapped { va: VirtAddr(va) })?;
-        p.pt.split(VirtAddr(va))?;
-        let piece = p.pt.walk(VirtAddr(va)).map_or(t.size, |p| p.size);
+        let t = p.pt.walk(va).ok_or(PtError::NotMapped { va })?;
+        p.pt.split(va)?;
+        let piece = p.pt.walk(va).map_or(t.size, |p| p.size);
         self.stats.demotions += 1;
         self.note_split(t.pfn.to_pfn(base), t.size, piece)
     }
@@ -252,7 +250,7 @@ impl Machine {
     pub fn map(
         &mut self,
         pid: u32,
-        va: u64,
+        va: VirtAddr,
         pfn: Pfn,
         size: PageSize,
         flags: PteFlags,
@@ -273,7 +271,7 @@ impl Machine {
     pub fn map_file(
         &mut self,
         pid: u32,
-        va: u64,
+        va: VirtAddr,
         pfn: Pfn,
         size: PageSize,
         flags: PteFlags,
@@ -286,16 +284,14 @@ impl Machine {
     fn map_pte(
         &mut self,
         pid: u32,
-        va: u64,
+        va: VirtAddr,
         pfn: Pfn,
         size: PageSize,
         flags: PteFlags,
         zeroed: bool,
     ) -> Result<(), MmError> {
         let pt_pfn = pfn.to_base(self.base());
-        self.proc_mut(pid)
-            .pt
-            .map(VirtAddr(va), pt_pfn, size, flags)?;
+        self.proc_mut(pid).pt.map(va, pt_pfn, size, flags)?;
         self.stats.rss_bytes += size.bytes();
         self.stats.peak_rss_bytes = self.stats.peak_rss_bytes.max(self.stats.rss_bytes);
         if zeroed {
@@ -312,10 +308,13 @@ impl Machine {
         if let Some(p) = self.zero[slot] {
             return Ok(p);
         }
-        let pfn = self
-            .phys
-            .alloc(frames_order(size), ZonePref::Any)
-            .ok_or(MmError::OutOfMemory { addr: 0, size })?;
+        let pfn =
+            self.phys
+                .alloc(frames_order(size), ZonePref::Any)
+                .ok_or(MmError::OutOfMemory {
+                    addr: VirtAddr(0),
+                    size,
+                })?;
         self.zero[slot] = Some(pfn);
         Ok(pfn)
     }
@@ -325,7 +324,7 @@ impl Machine {
     pub fn map_zero(
         &mut self,
         pid: u32,
-        va: u64,
+        va: VirtAddr,
         size: PageSize,
         flags: PteFlags,
     ) -> Result<(), MmError> {
@@ -360,14 +359,14 @@ impl Machine {
     pub fn fault_in(
         &mut self,
         pid: u32,
-        addr: u64,
+        addr: VirtAddr,
         size: PageSize,
         flags: PteFlags,
     ) -> Result<(), MmError> {
         let pfn = self
             .alloc_frames(size)
             .ok_or(MmError::OutOfMemory { addr, size })?;
-        self.map(pid, addr & !(size.bytes() - 1), pfn, size, flags, true)?;
+        self.map(pid, addr.align_down(size), pfn, size, flags, true)?;
         self.count_fault(size);
         Ok(())
     }
@@ -385,23 +384,23 @@ impl Machine {
     pub fn unmap_range(
         &mut self,
         pid: u32,
-        start: u64,
-        end: u64,
+        start: VirtAddr,
+        end: VirtAddr,
     ) -> Result<Vec<PhysMapping>, MmError> {
         let mut removed = Vec::new();
         loop {
             let Some(p) = self.procs.get_mut(&pid) else {
                 return Ok(removed);
             };
-            let maps = p.pt.mappings_in(VirtAddr(start), end - start);
+            let maps = p.pt.mappings_in(start, end - start);
             // A base page only partly in the range (a 4K-granular range with
             // larger base pages) cannot be split: it goes whole.
             let base = self.geometry.base();
             let straddling = maps
                 .iter()
-                .find(|m| m.size > base && (m.start.0 < start || m.start.0 + m.size.bytes() > end));
+                .find(|m| m.size > base && (m.start < start || m.start + m.size.bytes() > end));
             if let Some(m) = straddling {
-                let va = m.start.0;
+                let va = m.start;
                 self.split_page(pid, va)?;
                 continue;
             }

@@ -9,10 +9,10 @@ use crate::phys::{FrameAllocator, PhysConfig};
 use crate::policy::{Policy, PolicyImpl, PolicySpec};
 use crate::reclaim::{Reclaimer, Swap};
 use crate::vma::Vma;
-use pagelab_core::{Advice, Backing, Event, PageSize, Pfn, VirtAddr};
+use pagelab_core::{Advice, Backing, Event, PageSize, VirtAddr};
 
 /// Inferred VMAs cover naturally aligned blocks of this size.
-pub const INFER_GRANULE: u64 = 2 << 20;
+pub const INFER_GRANULE: PageSize = PageSize::M2;
 
 /// What the TLB model must forget after an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,7 +20,7 @@ pub enum Invalidate {
     /// Nothing changed that a TLB may hold.
     Nothing,
     /// Translations in `[start, end)` changed.
-    Range(u64, u64),
+    Range(VirtAddr, VirtAddr),
     /// Everything (another process runs now: no ASIDs are modelled).
     All,
 }
@@ -33,10 +33,10 @@ pub struct Mm {
     pid: u32,
     seen_map_events: bool,
     cow: CowMode,
-    invalidations: Vec<(u64, u64)>,
+    invalidations: Vec<(VirtAddr, VirtAddr)>,
     swap: Swap,
-    /// Base-page frame numbers to 4K frame numbers.
-    frame_shift: u32,
+    /// The base page size, whose frames the page table holds.
+    base: PageSize,
 }
 
 impl Mm {
@@ -70,7 +70,7 @@ impl Mm {
             cow: CowMode::Whole,
             invalidations: Vec::new(),
             swap: Swap::default(),
-            frame_shift: spec.base().frame_shift(),
+            base: spec.base(),
         })
     }
 
@@ -130,7 +130,7 @@ impl Mm {
     /// Ranges of the current process whose translations a policy changed
     /// behind the trace's back (a promotion, a collapse) since the last call:
     /// the caller invalidates them in its TLB, as the kernel flushes them.
-    pub fn take_invalidations(&mut self) -> Vec<(u64, u64)> {
+    pub fn take_invalidations(&mut self) -> Vec<(VirtAddr, VirtAddr)> {
         std::mem::take(&mut self.invalidations)
     }
 
@@ -153,13 +153,13 @@ impl Mm {
     /// write) for reclaim.
     pub fn translate(
         &mut self,
-        addr: u64,
+        addr: VirtAddr,
         instr: bool,
         write: bool,
     ) -> Result<Translation, MmError> {
         let pid = self.pid;
-        if let Some(t) = self.machine.proc_mut(pid).pt.walk(VirtAddr(addr)) {
-            self.machine.res.touch(t.pfn.0 << self.frame_shift, write);
+        if let Some(t) = self.machine.proc_mut(pid).pt.walk(addr) {
+            self.machine.res.touch(t.pfn.to_pfn(self.base), write);
             if !write || t.flags.contains(PteFlags::WRITE) {
                 return Ok(t);
             }
@@ -177,7 +177,7 @@ impl Mm {
 
     /// The slow path of [`Mm::translate`]: a fault (with direct reclaim and
     /// a retry when memory runs out), swap-in accounting, then kswapd.
-    fn fault(&mut self, addr: u64, instr: bool, write: bool) -> Result<Translation, MmError> {
+    fn fault(&mut self, addr: VirtAddr, instr: bool, write: bool) -> Result<Translation, MmError> {
         let pid = self.pid;
         // Checked before any policy sees the address: an inferred VMA cannot
         // reach past the last byte, and policies would call the failure to
@@ -196,11 +196,11 @@ impl Mm {
         for attempt in 0..3 {
             self.fault_reclaiming(addr, instr, write)?;
             let t = self.walk_after_fault(addr)?;
-            self.machine.res.touch(t.pfn.0 << self.frame_shift, write);
+            self.machine.res.touch(t.pfn.to_pfn(self.base), write);
             // The new page reads back whatever of its range was swapped out
             // (a policy may map more than the page faulted on).
-            let end = t.start.0.saturating_add(t.size.bytes());
-            let bytes = self.swap.remove(pid, t.start.0, end);
+            let end = t.start.saturating_add(t.size.bytes());
+            let bytes = self.swap.remove(pid, t.start, end);
             if bytes > 0 {
                 let s = &mut self.machine.stats;
                 s.major_faults += 1;
@@ -210,7 +210,7 @@ impl Mm {
             if attempt < 2 {
                 self.kswapd()?;
             }
-            if let Some(t) = self.machine.proc_mut(pid).pt.walk(VirtAddr(addr)) {
+            if let Some(t) = self.machine.proc_mut(pid).pt.walk(addr) {
                 if !write || t.flags.contains(PteFlags::WRITE) || !self.is_cow_at(addr, &t) {
                     return Ok(t);
                 }
@@ -221,7 +221,7 @@ impl Mm {
         )))
     }
 
-    fn is_cow_at(&mut self, addr: u64, t: &Translation) -> bool {
+    fn is_cow_at(&mut self, addr: VirtAddr, t: &Translation) -> bool {
         let pid = self.pid;
         self.machine
             .proc_mut(pid)
@@ -232,7 +232,12 @@ impl Mm {
 
     /// One fault, retried after direct reclaim while memory runs out and
     /// reclaim frees something.
-    fn fault_reclaiming(&mut self, addr: u64, instr: bool, write: bool) -> Result<(), MmError> {
+    fn fault_reclaiming(
+        &mut self,
+        addr: VirtAddr,
+        instr: bool,
+        write: bool,
+    ) -> Result<(), MmError> {
         loop {
             match self.fault_once(addr, instr, write) {
                 Err(e @ MmError::OutOfMemory { .. }) if self.machine.res.enabled() => {
@@ -253,9 +258,14 @@ impl Mm {
     /// base page (the kernel's `wp_page_copy`, never a larger folio); the huge
     /// zero page is replaced by whatever the policy maps for a write fault in
     /// the emptied range, a PMD page when it can (`do_huge_zero_wp_pmd`).
-    fn zero_write_fault(&mut self, vma: &Vma, t: &Translation, addr: u64) -> Result<(), MmError> {
+    fn zero_write_fault(
+        &mut self,
+        vma: &Vma,
+        t: &Translation,
+        addr: VirtAddr,
+    ) -> Result<(), MmError> {
         let pid = self.pid;
-        let (start, end) = (t.start.0, t.start.0 + t.size.bytes());
+        let (start, end) = (t.start, t.start + t.size.bytes());
         let removed = self.machine.unmap_range(pid, start, end)?;
         self.policy.release(&mut self.machine, pid, &removed)?;
         self.invalidations.push((start, end));
@@ -269,9 +279,9 @@ impl Mm {
 
     /// One attempt at the fault for `addr`: copy-on-write of a present page,
     /// or a new page from the page cache or the policy.
-    fn fault_once(&mut self, addr: u64, instr: bool, write: bool) -> Result<(), MmError> {
+    fn fault_once(&mut self, addr: VirtAddr, instr: bool, write: bool) -> Result<(), MmError> {
         let pid = self.pid;
-        if let Some(t) = self.machine.proc_mut(pid).pt.walk(VirtAddr(addr)) {
+        if let Some(t) = self.machine.proc_mut(pid).pt.walk(addr) {
             if !write || t.flags.contains(PteFlags::WRITE) {
                 return Ok(());
             }
@@ -281,7 +291,7 @@ impl Mm {
             if !fault::is_cow(&vma, &t) {
                 return Ok(());
             }
-            if self.machine.is_zero(Pfn(t.pfn.0 << self.frame_shift)) {
+            if self.machine.is_zero(t.pfn.to_pfn(self.base)) {
                 return self.zero_write_fault(&vma, &t, addr);
             }
             let freed = fault::cow_fault(&mut self.machine, pid, &vma, &t, addr, self.cow)?;
@@ -311,18 +321,14 @@ impl Mm {
         }
     }
 
-    fn walk_after_fault(&mut self, addr: u64) -> Result<Translation, MmError> {
+    fn walk_after_fault(&mut self, addr: VirtAddr) -> Result<Translation, MmError> {
         let pid = self.pid;
-        self.machine
-            .proc_mut(pid)
-            .pt
-            .walk(VirtAddr(addr))
-            .ok_or_else(|| {
-                MmError::Policy(format!(
-                    "policy {} left {addr:#x} unmapped after a fault",
-                    self.spec
-                ))
-            })
+        self.machine.proc_mut(pid).pt.walk(addr).ok_or_else(|| {
+            MmError::Policy(format!(
+                "policy {} left {addr:#x} unmapped after a fault",
+                self.spec
+            ))
+        })
     }
 
     /// How writes to shared private superpages are copied (default: the whole page).
@@ -351,81 +357,93 @@ impl Mm {
             }
             Event::Map(m) => {
                 self.seen_map_events = true;
-                self.inside(m.start, m.len)?;
+                self.inside(VirtAddr(m.start), m.len)?;
                 match self.machine.proc_mut(pid).aspace.map(m) {
                     Ok(removed) => self.drop_ranges(pid, &removed),
                     Err(_) => self.on_nothing(),
                 }
             }
             Event::Unmap { start, len } => {
-                match self.machine.proc_mut(pid).aspace.unmap(*start, *len) {
+                match self
+                    .machine
+                    .proc_mut(pid)
+                    .aspace
+                    .unmap(VirtAddr(*start), *len)
+                {
                     Ok(removed) => self.drop_ranges(pid, &removed),
                     Err(_) => self.on_nothing(),
                 }
             }
             Event::Brk { end } => {
-                self.inside(*end, 0)?;
+                self.inside(VirtAddr(*end), 0)?;
                 let removed = self
                     .machine
                     .proc_mut(pid)
                     .aspace
-                    .brk(*end)
+                    .brk(VirtAddr(*end))
                     .unwrap_or_default();
                 self.drop_ranges(pid, &removed)
             }
-            Event::Protect { start, len, prot } => match self
-                .machine
-                .proc_mut(pid)
-                .aspace
-                .protect(*start, *len, *prot)
-            {
-                Ok(changed) => {
-                    let mut inv = Invalidate::Nothing;
-                    let bb = self.machine.base().bytes();
-                    for (s, e) in changed {
-                        // With base pages above 4K a range may cover part of
-                        // one: the whole base page takes the new protection.
-                        let (s, e) = (s & !(bb - 1), e.div_ceil(bb) * bb);
-                        let report = self.machine.proc_mut(pid).pt.protect(
-                            VirtAddr(s),
-                            e - s,
-                            PteFlags::from_prot(*prot),
-                        )?;
-                        // Passive demotion: a page only partly re-protected was split.
-                        self.machine.stats.demotions += report.splits.len() as u64;
+            Event::Protect { start, len, prot } => {
+                match self
+                    .machine
+                    .proc_mut(pid)
+                    .aspace
+                    .protect(VirtAddr(*start), *len, *prot)
+                {
+                    Ok(changed) => {
+                        let mut inv = Invalidate::Nothing;
                         let base = self.machine.base();
-                        for split in &report.splits {
-                            let t = self.machine.proc_mut(pid).pt.walk(split.start).ok_or_else(
-                                || {
-                                    MmError::Policy(format!(
-                                        "page at {} vanished while being split",
-                                        split.start
-                                    ))
-                                },
+                        for (s, e) in changed {
+                            // With base pages above 4K a range may cover part of
+                            // one: the whole base page takes the new protection.
+                            let (s, e) = (s.align_down(base), e.align_up(base));
+                            let report = self.machine.proc_mut(pid).pt.protect(
+                                s,
+                                e - s,
+                                PteFlags::from_prot(*prot),
                             )?;
-                            self.machine
-                                .note_split(t.pfn.to_pfn(base), split.from, split.to)?;
+                            // Passive demotion: a page only partly re-protected was split.
+                            self.machine.stats.demotions += report.splits.len() as u64;
+                            for split in &report.splits {
+                                let t =
+                                    self.machine.proc_mut(pid).pt.walk(split.start).ok_or_else(
+                                        || {
+                                            MmError::Policy(format!(
+                                                "page at {} vanished while being split",
+                                                split.start
+                                            ))
+                                        },
+                                    )?;
+                                self.machine.note_split(
+                                    t.pfn.to_pfn(base),
+                                    split.from,
+                                    split.to,
+                                )?;
+                            }
+                            inv = widen(inv, s, e);
                         }
-                        inv = widen(inv, s, e);
+                        Ok(inv)
                     }
-                    Ok(inv)
+                    Err(_) => self.on_nothing(),
                 }
-                Err(_) => self.on_nothing(),
-            },
-            Event::Advise { start, len, advice } => match self
-                .machine
-                .proc_mut(pid)
-                .aspace
-                .advise(*start, *len, *advice)
-            {
-                Ok(ranges) if *advice == Advice::DontNeed => self.drop_ranges(pid, &ranges),
-                Ok(_) => Ok(Invalidate::Nothing),
-                Err(_) => self.on_nothing(),
-            },
+            }
+            Event::Advise { start, len, advice } => {
+                match self
+                    .machine
+                    .proc_mut(pid)
+                    .aspace
+                    .advise(VirtAddr(*start), *len, *advice)
+                {
+                    Ok(ranges) if *advice == Advice::DontNeed => self.drop_ranges(pid, &ranges),
+                    Ok(_) => Ok(Invalidate::Nothing),
+                    Err(_) => self.on_nothing(),
+                }
+            }
             // An exec ends the old program's address space as an exit does;
             // the process is made anew by its next record.
             Event::Exit { .. } | Event::Exec => {
-                let ranges: Vec<(u64, u64)> = match self.machine.proc(pid) {
+                let ranges: Vec<(VirtAddr, VirtAddr)> = match self.machine.proc(pid) {
                     Some(p) => p.aspace.iter().map(|v| (v.start, v.end)).collect(),
                     None => Vec::new(),
                 };
@@ -449,7 +467,7 @@ impl Mm {
     /// A range that a VMA would cover must lie inside the virtual address
     /// space: no page of the geometry could map the rest, so such a trace
     /// is refused rather than modelled.
-    fn inside(&self, start: u64, len: u64) -> Result<(), MmError> {
+    fn inside(&self, start: VirtAddr, len: u64) -> Result<(), MmError> {
         let va_end = self.machine.va_end();
         match start.checked_add(len) {
             Some(end) if end <= va_end => Ok(()),
@@ -466,7 +484,11 @@ impl Mm {
     }
 
     /// Unmaps the pages of `ranges` and hands their frames to the policy.
-    fn drop_ranges(&mut self, pid: u32, ranges: &[(u64, u64)]) -> Result<Invalidate, MmError> {
+    fn drop_ranges(
+        &mut self,
+        pid: u32,
+        ranges: &[(VirtAddr, VirtAddr)],
+    ) -> Result<Invalidate, MmError> {
         let mut inv = Invalidate::Nothing;
         for &(s, e) in ranges {
             // Unmapping frees the range's swap entries too.
@@ -492,7 +514,7 @@ impl Mm {
     }
 }
 
-fn widen(inv: Invalidate, s: u64, e: u64) -> Invalidate {
+fn widen(inv: Invalidate, s: VirtAddr, e: VirtAddr) -> Invalidate {
     match inv {
         Invalidate::Nothing => Invalidate::Range(s, e),
         Invalidate::Range(a, b) => Invalidate::Range(a.min(s), b.max(e)),

@@ -7,7 +7,7 @@
 //! attributes agree are merged (`vma_merge`), which matters to superpage
 //! policies because a large page must fit inside one VMA.
 
-use pagelab_core::{Advice, Backing, MapEvent, Prot, Sharing};
+use pagelab_core::{Advice, Backing, MapEvent, PageSize, Prot, Sharing, VirtAddr};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -39,9 +39,9 @@ pub struct OrderRequest {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct Vma {
     /// First byte.
-    pub start: u64,
+    pub start: VirtAddr,
     /// One past the last byte.
-    pub end: u64,
+    pub end: VirtAddr,
     /// Protection.
     pub prot: Prot,
     /// Anonymous, or a file from an offset (the offset of `start`).
@@ -68,18 +68,21 @@ impl Vma {
     }
 
     /// Whether `addr` lies inside.
-    pub fn contains(&self, addr: u64) -> bool {
+    pub fn contains(&self, addr: VirtAddr) -> bool {
         (self.start..self.end).contains(&addr)
     }
 
     /// Whether the naturally aligned block of `bytes` holding `addr` lies inside.
-    pub fn holds_aligned(&self, addr: u64, bytes: u64) -> bool {
-        let lo = addr & !(bytes - 1);
-        lo >= self.start && lo.checked_add(bytes).is_some_and(|hi| hi <= self.end)
+    pub fn holds_aligned(&self, addr: VirtAddr, size: PageSize) -> bool {
+        let lo = addr.align_down(size);
+        lo >= self.start
+            && lo
+                .checked_add(size.bytes())
+                .is_some_and(|hi| hi <= self.end)
     }
 
     /// The file offset of byte `addr`, for a file mapping.
-    pub fn file_offset(&self, addr: u64) -> Option<u64> {
+    pub fn file_offset(&self, addr: VirtAddr) -> Option<u64> {
         match self.backing {
             Backing::File { offset, .. } => Some(offset + (addr - self.start)),
             Backing::Anon => None,
@@ -87,7 +90,7 @@ impl Vma {
     }
 
     /// The part of this VMA within `[lo, hi)`, with the file offset moved along.
-    fn slice(&self, lo: u64, hi: u64) -> Vma {
+    fn slice(&self, lo: VirtAddr, hi: VirtAddr) -> Vma {
         let mut v = *self;
         v.start = lo.max(self.start);
         v.end = hi.min(self.end);
@@ -133,15 +136,15 @@ pub enum VmaError {
     #[error("nothing is mapped in [{start:#x}, {end:#x})")]
     NothingMapped {
         /// First byte asked for.
-        start: u64,
+        start: VirtAddr,
         /// One past the last byte asked for.
-        end: u64,
+        end: VirtAddr,
     },
     /// The range is empty, wraps around, or starts unaligned.
     #[error("bad range [{start:#x}, +{len:#x}): {why}")]
     BadRange {
         /// First byte asked for.
-        start: u64,
+        start: VirtAddr,
         /// Length asked for.
         len: u64,
         /// What is wrong.
@@ -152,16 +155,16 @@ pub enum VmaError {
 /// The VMAs of one process, sorted and non-overlapping.
 #[derive(Clone, Debug, Default)]
 pub struct AddressSpace {
-    vmas: BTreeMap<u64, Vma>,
+    vmas: BTreeMap<VirtAddr, Vma>,
     /// Start of the heap, set by the first brk, and its current end.
-    heap: Option<(u64, u64)>,
+    heap: Option<(VirtAddr, VirtAddr)>,
 }
 
 /// `[start, start + len)` rounded out to whole pages; an error for an empty,
 /// unaligned or wrapping range.
-fn page_range(start: u64, len: u64) -> Result<(u64, u64), VmaError> {
+fn page_range(start: VirtAddr, len: u64) -> Result<(VirtAddr, VirtAddr), VmaError> {
     let bad = |why| VmaError::BadRange { start, len, why };
-    if !start.is_multiple_of(BASE) {
+    if !start.is_aligned(PageSize::MIN) {
         return Err(bad("the start is not 4K aligned"));
     }
     if len == 0 {
@@ -169,7 +172,7 @@ fn page_range(start: u64, len: u64) -> Result<(u64, u64), VmaError> {
     }
     let end = start
         .checked_add(len)
-        .and_then(|e| e.checked_next_multiple_of(BASE))
+        .and_then(|e| e.checked_align_up(PageSize::MIN))
         .ok_or_else(|| bad("the range runs past the top of the address space"))?;
     Ok((start, end))
 }
@@ -196,7 +199,7 @@ impl AddressSpace {
     }
 
     /// The VMA holding `addr`.
-    pub fn find(&self, addr: u64) -> Option<&Vma> {
+    pub fn find(&self, addr: VirtAddr) -> Option<&Vma> {
         self.vmas
             .range(..=addr)
             .next_back()
@@ -206,8 +209,8 @@ impl AddressSpace {
 
     /// Maps a new region, replacing whatever it overlaps (as `MAP_FIXED` does).
     /// Returns the ranges that were unmapped to make room, whose pages the caller must free.
-    pub fn map(&mut self, m: &MapEvent) -> Result<Vec<(u64, u64)>, VmaError> {
-        let (start, end) = page_range(m.start, m.len)?;
+    pub fn map(&mut self, m: &MapEvent) -> Result<Vec<(VirtAddr, VirtAddr)>, VmaError> {
+        let (start, end) = page_range(VirtAddr(m.start), m.len)?;
         let removed = self.cut(start, end);
         self.insert(Vma {
             start,
@@ -224,7 +227,11 @@ impl AddressSpace {
 
     /// Unmaps `[start, start + len)`. Returns the ranges that were mapped
     /// (the caller frees their pages); an error if nothing was.
-    pub fn unmap(&mut self, start: u64, len: u64) -> Result<Vec<(u64, u64)>, VmaError> {
+    pub fn unmap(
+        &mut self,
+        start: VirtAddr,
+        len: u64,
+    ) -> Result<Vec<(VirtAddr, VirtAddr)>, VmaError> {
         let (start, end) = page_range(start, len)?;
         let removed = self.cut(start, end);
         if removed.is_empty() {
@@ -237,10 +244,10 @@ impl AddressSpace {
     /// its edges. Returns the ranges whose protection changed.
     pub fn protect(
         &mut self,
-        start: u64,
+        start: VirtAddr,
         len: u64,
         prot: Prot,
-    ) -> Result<Vec<(u64, u64)>, VmaError> {
+    ) -> Result<Vec<(VirtAddr, VirtAddr)>, VmaError> {
         self.modify(start, len, |v| {
             let changed = v.prot != prot;
             v.prot = prot;
@@ -253,10 +260,10 @@ impl AddressSpace {
     /// caller must drop; for the others those whose VMA attributes changed.
     pub fn advise(
         &mut self,
-        start: u64,
+        start: VirtAddr,
         len: u64,
         advice: Advice,
-    ) -> Result<Vec<(u64, u64)>, VmaError> {
+    ) -> Result<Vec<(VirtAddr, VirtAddr)>, VmaError> {
         self.modify(start, len, |v| match advice {
             Advice::HugePage => std::mem::replace(&mut v.thp, ThpAdvice::Huge) != ThpAdvice::Huge,
             Advice::NoHugePage => {
@@ -274,21 +281,21 @@ impl AddressSpace {
     /// Moves the program break. The first call sets where the heap starts (an
     /// empty heap); later calls grow or shrink it. Returns the range unmapped by
     /// a shrink, whose pages the caller frees.
-    pub fn brk(&mut self, end: u64) -> Result<Vec<(u64, u64)>, VmaError> {
+    pub fn brk(&mut self, end: VirtAddr) -> Result<Vec<(VirtAddr, VirtAddr)>, VmaError> {
         let Some((heap_start, old_end)) = self.heap else {
             self.heap = Some((end, end));
             return Ok(Vec::new());
         };
         let new_end = end.max(heap_start);
         let (old_top, new_top) = (
-            old_end.next_multiple_of(BASE),
-            new_end.next_multiple_of(BASE),
+            old_end.align_up(PageSize::MIN),
+            new_end.align_up(PageSize::MIN),
         );
         self.heap = Some((heap_start, new_end));
         if new_top > old_top {
             let rw = Prot(Prot::READ | Prot::WRITE);
             let grow = MapEvent {
-                start: old_top,
+                start: old_top.0,
                 len: new_top - old_top,
                 prot: rw,
                 backing: Backing::Anon,
@@ -307,9 +314,9 @@ impl AddressSpace {
     /// `granule` bytes holding it (read-write, plus execute for instruction
     /// fetches), merged with inferred neighbours, so contiguous touched blocks
     /// form one region. Returns the new VMA's range.
-    pub fn infer(&mut self, addr: u64, granule: u64, exec: bool) -> (u64, u64) {
-        let lo = addr & !(granule - 1);
-        let hi = lo.saturating_add(granule);
+    pub fn infer(&mut self, addr: VirtAddr, granule: PageSize, exec: bool) -> (VirtAddr, VirtAddr) {
+        let lo = addr.align_down(granule);
+        let hi = lo.saturating_add(granule.bytes());
         // Only the parts of the block no real VMA covers.
         let mut prot = Prot::READ | Prot::WRITE;
         if exec {
@@ -345,8 +352,8 @@ impl AddressSpace {
         for (&k, v) in &self.vmas {
             if k != v.start
                 || v.start >= v.end
-                || !v.start.is_multiple_of(BASE)
-                || !v.end.is_multiple_of(BASE)
+                || !v.start.is_aligned(PageSize::MIN)
+                || !v.end.is_aligned(PageSize::MIN)
             {
                 return Err(format!("malformed VMA {v:?} under key {k:#x}"));
             }
@@ -365,7 +372,7 @@ impl AddressSpace {
 
     /// Removes `[start, end)` from every VMA, splitting at the edges; returns the
     /// ranges that were mapped.
-    fn cut(&mut self, start: u64, end: u64) -> Vec<(u64, u64)> {
+    fn cut(&mut self, start: VirtAddr, end: VirtAddr) -> Vec<(VirtAddr, VirtAddr)> {
         let hit: Vec<Vma> = self.overlapping(start, end).copied().collect();
         let mut removed = Vec::new();
         for v in hit {
@@ -387,10 +394,10 @@ impl AddressSpace {
     /// re-merges; returns the ranges where `f` reported a change.
     fn modify(
         &mut self,
-        start: u64,
+        start: VirtAddr,
         len: u64,
         mut f: impl FnMut(&mut Vma) -> bool,
-    ) -> Result<Vec<(u64, u64)>, VmaError> {
+    ) -> Result<Vec<(VirtAddr, VirtAddr)>, VmaError> {
         let (start, end) = page_range(start, len)?;
         let hit: Vec<Vma> = self.overlapping(start, end).copied().collect();
         if hit.is_empty() {
@@ -415,7 +422,7 @@ impl AddressSpace {
             }
         }
         // Re-merge around every piece touched.
-        let keys: Vec<u64> = self
+        let keys: Vec<VirtAddr> = self
             .overlapping(start.saturating_sub(1), end.saturating_add(1))
             .map(|v| v.start)
             .collect();
@@ -429,7 +436,7 @@ impl AddressSpace {
     }
 
     /// VMAs overlapping `[start, end)`, in address order.
-    fn overlapping(&self, start: u64, end: u64) -> impl Iterator<Item = &Vma> {
+    fn overlapping(&self, start: VirtAddr, end: VirtAddr) -> impl Iterator<Item = &Vma> {
         let first = self
             .vmas
             .range(..=start)

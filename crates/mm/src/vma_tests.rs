@@ -1,4 +1,5 @@
 use super::*;
+use pagelab_core::VirtAddr as V;
 use proptest::prelude::*;
 use std::collections::BTreeMap as Map;
 
@@ -16,7 +17,12 @@ fn anon(start: u64, len: u64) -> MapEvent {
 }
 
 fn ranges(a: &AddressSpace) -> Vec<(u64, u64)> {
-    a.iter().map(|v| (v.start, v.end)).collect()
+    raw(a.iter().map(|v| (v.start, v.end)).collect())
+}
+
+/// Ranges as plain numbers, to compare with literals.
+fn raw(r: Vec<(V, V)>) -> Vec<(u64, u64)> {
+    r.into_iter().map(|(s, e)| (s.0, e.0)).collect()
 }
 
 #[test]
@@ -42,12 +48,15 @@ fn map_replaces_what_it_overlaps() {
         },
         sharing: Sharing::Shared,
     };
-    assert_eq!(a.map(&file).unwrap(), [(0x14000, 0x16000)]);
+    assert_eq!(raw(a.map(&file).unwrap()), [(0x14000, 0x16000)]);
     assert_eq!(
         ranges(&a),
         [(0x10000, 0x14000), (0x14000, 0x16000), (0x16000, 0x20000)]
     );
-    assert_eq!(a.find(0x15000).unwrap().file_offset(0x15000), Some(0x4000));
+    assert_eq!(
+        a.find(V(0x15000)).unwrap().file_offset(V(0x15000)),
+        Some(0x4000)
+    );
     a.check().unwrap();
 }
 
@@ -56,14 +65,14 @@ fn partial_protect_splits_and_restoring_remerges() {
     let mut a = AddressSpace::new();
     a.map(&anon(0x200000, 0x400000)).unwrap();
     assert_eq!(
-        a.protect(0x300000, 0x1000, RO).unwrap(),
+        raw(a.protect(V(0x300000), 0x1000, RO).unwrap()),
         [(0x300000, 0x301000)]
     );
     assert_eq!(a.len(), 3);
-    assert_eq!(a.find(0x300000).unwrap().prot, RO);
+    assert_eq!(a.find(V(0x300000)).unwrap().prot, RO);
     // Same protection again changes nothing.
-    assert!(a.protect(0x300000, 0x1000, RO).unwrap().is_empty());
-    a.protect(0x300000, 0x1000, RW).unwrap();
+    assert!(a.protect(V(0x300000), 0x1000, RO).unwrap().is_empty());
+    a.protect(V(0x300000), 0x1000, RW).unwrap();
     assert_eq!(ranges(&a), [(0x200000, 0x600000)]);
     a.check().unwrap();
 }
@@ -72,22 +81,25 @@ fn partial_protect_splits_and_restoring_remerges() {
 fn unmap_of_nothing_is_an_error_and_holes_are_skipped() {
     let mut a = AddressSpace::new();
     assert_eq!(
-        a.unmap(0x1000, 0x1000),
+        a.unmap(V(0x1000), 0x1000),
         Err(VmaError::NothingMapped {
-            start: 0x1000,
-            end: 0x2000
+            start: V(0x1000),
+            end: V(0x2000)
         })
     );
     a.map(&anon(0x10000, 0x1000)).unwrap();
     a.map(&anon(0x13000, 0x1000)).unwrap();
     assert_eq!(
-        a.unmap(0x10000, 0x10000).unwrap(),
+        raw(a.unmap(V(0x10000), 0x10000).unwrap()),
         [(0x10000, 0x11000), (0x13000, 0x14000)]
     );
     assert!(a.is_empty());
-    assert!(matches!(a.unmap(0x1001, 1), Err(VmaError::BadRange { .. })));
     assert!(matches!(
-        a.unmap(u64::MAX - 0xfff, 0x2000),
+        a.unmap(V(0x1001), 1),
+        Err(VmaError::BadRange { .. })
+    ));
+    assert!(matches!(
+        a.unmap(V(u64::MAX - 0xfff), 0x2000),
         Err(VmaError::BadRange { .. })
     ));
 }
@@ -96,9 +108,9 @@ fn unmap_of_nothing_is_an_error_and_holes_are_skipped() {
 fn advice_sets_order_and_thp_on_the_range_only() {
     let mut a = AddressSpace::new();
     a.map(&anon(0x0, 0x800000)).unwrap();
-    a.advise(0x200000, 0x200000, Advice::HugePage).unwrap();
+    a.advise(V(0x200000), 0x200000, Advice::HugePage).unwrap();
     a.advise(
-        0x400000,
+        V(0x400000),
         0x400000,
         Advice::PageOrder {
             shift: 22,
@@ -106,29 +118,38 @@ fn advice_sets_order_and_thp_on_the_range_only() {
         },
     )
     .unwrap();
-    assert_eq!(a.find(0x100000).unwrap().thp, ThpAdvice::None);
-    assert_eq!(a.find(0x300000).unwrap().thp, ThpAdvice::Huge);
+    assert_eq!(a.find(V(0x100000)).unwrap().thp, ThpAdvice::None);
+    assert_eq!(a.find(V(0x300000)).unwrap().thp, ThpAdvice::Huge);
     assert_eq!(
-        a.find(0x500000).unwrap().order,
+        a.find(V(0x500000)).unwrap().order,
         Some(OrderRequest {
             shift: 22,
             wait: true
         })
     );
     assert_eq!(a.len(), 3);
-    assert!(a.find(0x300000).unwrap().holds_aligned(0x3fffff, 0x200000));
-    assert!(!a.find(0x300000).unwrap().holds_aligned(0x3fffff, 0x400000));
+    assert!(a
+        .find(V(0x300000))
+        .unwrap()
+        .holds_aligned(V(0x3fffff), PageSize::M2));
+    assert!(!a
+        .find(V(0x300000))
+        .unwrap()
+        .holds_aligned(V(0x3fffff), PageSize::from_bytes(0x400000).unwrap()));
     a.check().unwrap();
 }
 
 #[test]
 fn brk_grows_and_shrinks_the_heap() {
     let mut a = AddressSpace::new();
-    assert!(a.brk(0x5000_0123).unwrap().is_empty());
+    assert!(a.brk(V(0x5000_0123)).unwrap().is_empty());
     assert!(a.is_empty());
-    a.brk(0x5002_1000).unwrap();
+    a.brk(V(0x5002_1000)).unwrap();
     assert_eq!(ranges(&a), [(0x5000_1000, 0x5002_1000)]);
-    assert_eq!(a.brk(0x5000_8000).unwrap(), [(0x5000_8000, 0x5002_1000)]);
+    assert_eq!(
+        raw(a.brk(V(0x5000_8000)).unwrap()),
+        [(0x5000_8000, 0x5002_1000)]
+    );
     assert_eq!(ranges(&a), [(0x5000_1000, 0x5000_8000)]);
     a.check().unwrap();
 }
@@ -137,9 +158,18 @@ fn brk_grows_and_shrinks_the_heap() {
 fn inferred_regions_cover_aligned_granules_around_real_vmas() {
     let mut a = AddressSpace::new();
     a.map(&anon(0x201000, 0x1000)).unwrap();
-    assert_eq!(a.infer(0x3ff000, 0x200000, false), (0x202000, 0x400000));
-    assert_eq!(a.infer(0x400000, 0x200000, false), (0x400000, 0x600000));
-    assert_eq!(a.infer(0x1000, 0x200000, true), (0x0, 0x200000));
+    assert_eq!(
+        a.infer(V(0x3ff000), PageSize::M2, false),
+        (V(0x202000), V(0x400000))
+    );
+    assert_eq!(
+        a.infer(V(0x400000), PageSize::M2, false),
+        (V(0x400000), V(0x600000))
+    );
+    assert_eq!(
+        a.infer(V(0x1000), PageSize::M2, true),
+        (V(0x0), V(0x200000))
+    );
     // The two data granules merged; the code granule differs in protection.
     assert_eq!(
         ranges(&a),
@@ -154,11 +184,11 @@ type Pages = Map<u64, (Prot, Backing, Sharing, Option<OrderRequest>, ThpAdvice)>
 fn expand(a: &AddressSpace) -> Pages {
     let mut m = Map::new();
     for v in a.iter() {
-        for p in (v.start..v.end).step_by(BASE as usize) {
+        for p in (v.start.0..v.end.0).step_by(BASE as usize) {
             let backing = match v.backing {
                 Backing::File { file_id, .. } => Backing::File {
                     file_id,
-                    offset: v.file_offset(p).unwrap(),
+                    offset: v.file_offset(V(p)).unwrap(),
                 },
                 b => b,
             };
@@ -206,10 +236,10 @@ proptest! {
                 Op::Unmap(s, l) => {
                     let (start, end) = (s * BASE, (s + l) * BASE);
                     let had = reference.range(start..end).count();
-                    let got = a.unmap(start, end - start);
+                    let got = a.unmap(V(start), end - start);
                     prop_assert_eq!(got.is_ok(), had > 0);
                     if let Ok(r) = got {
-                        prop_assert_eq!(r.iter().map(|(a, b)| (b - a) / BASE).sum::<u64>(), had as u64);
+                        prop_assert_eq!(r.iter().map(|&(a, b)| (b - a) / BASE).sum::<u64>(), had as u64);
                     }
                     reference.retain(|&p, _| p < start || p >= end);
                 }
@@ -217,14 +247,14 @@ proptest! {
                     let (start, end) = (s * BASE, (s + l) * BASE);
                     let prot = if w { RW } else { RO };
                     let had = reference.range(start..end).count();
-                    prop_assert_eq!(a.protect(start, end - start, prot).is_ok(), had > 0);
+                    prop_assert_eq!(a.protect(V(start), end - start, prot).is_ok(), had > 0);
                     for (_, v) in reference.range_mut(start..end) { v.0 = prot; }
                 }
                 Op::Advise(s, l, k) => {
                     let (start, end) = (s * BASE, (s + l) * BASE);
                     let advice = [Advice::HugePage, Advice::NoHugePage, Advice::PageOrder { shift: 16, wait: false }, Advice::DontNeed][k as usize];
                     let had = reference.range(start..end).count();
-                    prop_assert_eq!(a.advise(start, end - start, advice).is_ok(), had > 0);
+                    prop_assert_eq!(a.advise(V(start), end - start, advice).is_ok(), had > 0);
                     for (_, v) in reference.range_mut(start..end) {
                         match advice {
                             Advice::HugePage => v.4 = ThpAdvice::Huge,

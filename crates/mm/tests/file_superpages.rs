@@ -150,7 +150,9 @@ fn reservation_promotes_at_the_fault_that_completes_the_extent() {
     let s = &m.machine().stats;
     assert_eq!((s.promotions, s.file_superpage_faults), (1, 1));
     assert_eq!(s.file_read_bytes, 2 * M);
-    assert!(m.take_invalidations().contains(&(A, A + 2 * M)));
+    assert!(m
+        .take_invalidations()
+        .contains(&(VirtAddr(A), VirtAddr(A + 2 * M))));
     let p = m.machine().proc(0).unwrap();
     assert_eq!(p.pt.walk(VirtAddr(A)).unwrap().size.bytes(), 2 * M);
 }
@@ -197,7 +199,7 @@ fn a_private_write_to_a_file_superpage_copies_it() {
     };
     m.event(&advise).unwrap();
     assert_eq!(touch(&mut m, A).0, 2 * M);
-    let t = m.translate(A + 8 * K, false, true).unwrap();
+    let t = m.translate(VirtAddr(A + 8 * K), false, true).unwrap();
     m.check().unwrap();
     // The cache keeps its folio; the writer has a private copy.
     assert!(m.machine().stats.copied_bytes > 0);

@@ -85,7 +85,7 @@ impl Reference {
     }
 
     fn free(&mut self, p: u64, n: u8) -> Result<(), PhysError> {
-        let (pfn, order) = (p, n);
+        let (pfn, order) = (Pfn(p), n);
         if n > self.max {
             return Err(PhysError::OrderTooLarge {
                 order,
@@ -93,7 +93,7 @@ impl Reference {
             });
         }
         if p < self.start || p.saturating_add(1 << n) > self.end() {
-            let (start, end) = (self.start, self.end());
+            let (start, end) = (Pfn(self.start), Pfn(self.end()));
             return Err(PhysError::OutOfRange {
                 pfn,
                 order,

@@ -131,7 +131,9 @@ fn failed_allocation_falls_back_in_order() {
         assert_eq!(touch(&mut m, second + 31 * 64 * K + i * 4 * K), 4 * K);
     }
     // Memory is full: out of memory, an error rather than a panic, nothing changed.
-    let e = m.translate(0x803f_f000, false, true).unwrap_err();
+    let e = m
+        .translate(pagelab_core::VirtAddr(0x803f_f000), false, true)
+        .unwrap_err();
     assert!(matches!(e, MmError::OutOfMemory { .. }), "{e}");
     m.check().unwrap();
     assert_eq!(m.machine().stats.rss_bytes, 4 * M);

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{counter, ev, free_frames, map, touch, K, M, RW};
-use pagelab_core::{Advice, Backing, Bytes, Event, MapEvent, PageSize, Prot, Sharing};
+use pagelab_core::{Advice, Backing, Bytes, Event, MapEvent, PageSize, Prot, Sharing, VirtAddr};
 use pagelab_mm::phys::PhysConfig;
 use pagelab_mm::policy::{PolicySpec, RelocationSettings};
 use pagelab_mm::system::Mm;
@@ -318,13 +318,21 @@ fn collapsed_ranges_are_handed_over_for_the_tlb_once() {
     m.proc_mut(3).aspace.map(&ev).unwrap();
     let mut p = RelocationPolicy::new("size=64K,max_ptes_none=0".parse().unwrap());
     for i in 0..16 {
-        let vma = *m.proc(3).unwrap().aspace.find(0x4020_0000).unwrap();
-        p.fault(&mut m, 3, &vma, 0x4020_0000 + i * 4 * K, true)
+        let vma = *m
+            .proc(3)
+            .unwrap()
+            .aspace
+            .find(VirtAddr(0x4020_0000))
+            .unwrap();
+        p.fault(&mut m, 3, &vma, VirtAddr(0x4020_0000 + i * 4 * K), true)
             .unwrap();
     }
     assert!(p.take_remapped().is_empty());
     p.tick(&mut m).unwrap();
-    assert_eq!(p.take_remapped(), [(3, 0x4020_0000, 0x4021_0000)]);
+    assert_eq!(
+        p.take_remapped(),
+        [(3, VirtAddr(0x4020_0000), VirtAddr(0x4021_0000))]
+    );
     assert!(p.take_remapped().is_empty());
     assert_eq!(p.stats().pages_collapsed, 1);
 }
@@ -366,7 +374,7 @@ proptest::proptest! {
         for o in ops {
             let at = |p: u64| BASE_VA + p * 4 * K;
             match o {
-                Op::Touch(p) => match m.translate(at(p), false, true) {
+                Op::Touch(p) => match m.translate(VirtAddr(at(p)), false, true) {
                     Ok(_) | Err(pagelab_mm::machine::MmError::OutOfMemory { .. }) => {}
                     Err(e) => panic!("{e}"),
                 },

@@ -418,9 +418,9 @@ fn check_promoted(m: &Mm) {
             if mp.size.bytes() == 4 * K {
                 continue;
             }
-            let vma = p.aspace.find(mp.start.0).expect("mapped page in a VMA");
+            let vma = p.aspace.find(mp.start).expect("mapped page in a VMA");
             assert!(
-                mp.start.0 + mp.size.bytes() <= vma.end,
+                mp.start + mp.size.bytes() <= vma.end,
                 "{mp:?} crosses {vma:?}"
             );
             for j in 0..mp.size.bytes() / (4 * K) {
@@ -473,7 +473,7 @@ proptest! {
 /// Touches `addr`; running out of memory is allowed (three processes may map
 /// more than 6M), any other error is not.
 fn touch_ok(m: &mut Mm, addr: u64) {
-    match m.translate(addr, false, true) {
+    match m.translate(pagelab_core::VirtAddr(addr), false, true) {
         Ok(_) => {}
         Err(pagelab_mm::machine::MmError::OutOfMemory { .. }) => {}
         Err(e) => panic!("{e}"),

@@ -58,7 +58,7 @@ fn reclaim_starts_below_low_and_stops_at_high() {
     assert_eq!(mapped(&m, A + 3840 * 4 * K), Some(4 * K));
     // Invalidations name the swapped pages of the running process.
     let inv = m.take_invalidations();
-    assert!(inv.contains(&(A, A + 4 * K)), "{inv:?}");
+    assert!(inv.contains(&(VirtAddr(A), VirtAddr(A + 4 * K))), "{inv:?}");
 }
 
 #[test]
@@ -235,7 +235,9 @@ fn reclaim_off_keeps_the_old_out_of_memory_error() {
     for i in 0..1024 {
         access(&mut m, A + i * 4 * K, true);
     }
-    let e = m.translate(A + 1024 * 4 * K, false, true).unwrap_err();
+    let e = m
+        .translate(VirtAddr(A + 1024 * 4 * K), false, true)
+        .unwrap_err();
     assert!(e.to_string().contains("out of memory"), "{e}");
     assert_eq!(m.machine().stats.reclaimed_bytes, 0);
 }

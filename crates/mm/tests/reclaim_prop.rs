@@ -60,7 +60,7 @@ fn ev(m: &mut Mm, e: Event) {
 /// Touches `addr`; running out of memory is allowed (reclaim may find
 /// nothing to take), any other error is not.
 fn touch(m: &mut Mm, addr: u64, write: bool) {
-    match m.translate(addr, false, write) {
+    match m.translate(pagelab_core::VirtAddr(addr), false, write) {
         Ok(_) | Err(MmError::OutOfMemory { .. }) => {}
         Err(e) => panic!("{e}"),
     }

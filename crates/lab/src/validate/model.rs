@@ -4,7 +4,7 @@
 
 use super::replay::ReplayReport;
 use anyhow::{anyhow, Context, Result};
-use pagelab_core::{Advice, Backing, Event, MapEvent, Prot, Sharing};
+use pagelab_core::{Advice, Backing, Event, MapEvent, Prot, Sharing, VirtAddr};
 use pagelab_mm::phys::PhysConfig;
 use pagelab_mm::policy::{PolicySpec, ThpSettings};
 use pagelab_mm::system::Mm;
@@ -53,9 +53,11 @@ pub fn predict(report: &ReplayReport) -> Result<Prediction> {
         .with_context(|| format!("workload `{}`", report.workload))?;
     super::replay::for_each_data_ref(&mut *src, &mut Vec::new(), |r| {
         let write = r.kind.is_write();
-        mm.translate(r.addr, false, write).map_err(model)?;
+        mm.translate(VirtAddr(r.addr), false, write)
+            .map_err(model)?;
         if r.last_byte() >> 12 != r.addr >> 12 {
-            mm.translate(r.last_byte(), false, write).map_err(model)?;
+            mm.translate(VirtAddr(r.last_byte()), false, write)
+                .map_err(model)?;
         }
         Ok(())
     })?;

@@ -54,10 +54,7 @@ impl BuddyAllocator {
         }
         let end = start.0.checked_add(frames).filter(|&e| e < 1 << 63);
         let Some(end) = end.filter(|_| frames > 0) else {
-            return Err(PhysError::BadRange {
-                start: start.0,
-                frames,
-            });
+            return Err(PhysError::BadRange { start, frames });
         };
         let origin = start.0 & !((1u64 << max_order.0) - 1);
         let orders = max_order.0 as usize + 1;
@@ -172,14 +169,17 @@ impl BuddyAllocator {
         }
         if pfn < self.start || pfn.saturating_add(1 << n) > self.end {
             return Err(PhysError::OutOfRange {
-                pfn,
+                pfn: Pfn(pfn),
                 order: n,
-                start: self.start,
-                end: self.end,
+                start: Pfn(self.start),
+                end: Pfn(self.end),
             });
         }
         if pfn & ((1 << n) - 1) != 0 {
-            return Err(PhysError::Misaligned { pfn, order: n });
+            return Err(PhysError::Misaligned {
+                pfn: Pfn(pfn),
+                order: n,
+            });
         }
         Ok(())
     }
@@ -195,17 +195,23 @@ impl BuddyAllocator {
             .clone()
             .any(|k| self.is_free_head(pfn & !((1 << k) - 1), k))
         {
-            return Err(PhysError::DoubleFree { pfn, order: n });
+            return Err(PhysError::DoubleFree {
+                pfn: Pfn(pfn),
+                order: n,
+            });
         }
         let aligned = orders.filter(|&k| pfn & ((1 << k) - 1) == 0);
         if let Some(actual) = aligned.into_iter().find(|&k| self.is_used_head(pfn, k)) {
             return Err(PhysError::WrongOrder {
-                pfn,
+                pfn: Pfn(pfn),
                 order: n,
                 actual,
             });
         }
-        Err(PhysError::NotAllocated { pfn, order: n })
+        Err(PhysError::NotAllocated {
+            pfn: Pfn(pfn),
+            order: n,
+        })
     }
 
     /// Frees a block allocated at `order`, coalescing it with free buddies.

@@ -110,38 +110,66 @@ fn bad_frees_are_errors_and_change_nothing() {
     let one = b.alloc(Order(0)).unwrap(); // 8
     let before = (b.free_blocks().to_vec(), b.free_frames());
     let cases = [
-        (9, 0, PhysError::DoubleFree { pfn: 9, order: 0 }),
+        (
+            9,
+            0,
+            PhysError::DoubleFree {
+                pfn: Pfn(9),
+                order: 0,
+            },
+        ),
         (
             big.0,
             2,
             PhysError::WrongOrder {
-                pfn: 0,
+                pfn: Pfn(0),
                 order: 2,
                 actual: 3,
             },
         ),
-        (4, 2, PhysError::NotAllocated { pfn: 4, order: 2 }),
-        (16, 0, PhysError::DoubleFree { pfn: 16, order: 0 }),
+        (
+            4,
+            2,
+            PhysError::NotAllocated {
+                pfn: Pfn(4),
+                order: 2,
+            },
+        ),
+        (
+            16,
+            0,
+            PhysError::DoubleFree {
+                pfn: Pfn(16),
+                order: 0,
+            },
+        ),
         (
             32,
             0,
             PhysError::OutOfRange {
-                pfn: 32,
+                pfn: Pfn(32),
                 order: 0,
-                start: 0,
-                end: 32,
+                start: Pfn(0),
+                end: Pfn(32),
             },
         ),
-        (3, 1, PhysError::Misaligned { pfn: 3, order: 1 }),
+        (
+            3,
+            1,
+            PhysError::Misaligned {
+                pfn: Pfn(3),
+                order: 1,
+            },
+        ),
         (0, 5, PhysError::OrderTooLarge { order: 5, max: 4 }),
         (
             u64::MAX,
             4,
             PhysError::OutOfRange {
-                pfn: u64::MAX,
+                pfn: Pfn(u64::MAX),
                 order: 4,
-                start: 0,
-                end: 32,
+                start: Pfn(0),
+                end: Pfn(32),
             },
         ),
     ];
@@ -155,7 +183,10 @@ fn bad_frees_are_errors_and_change_nothing() {
     free(&mut b, one.0, 0);
     assert_eq!(
         b.free(one, Order(0)),
-        Err(PhysError::DoubleFree { pfn: 8, order: 0 })
+        Err(PhysError::DoubleFree {
+            pfn: Pfn(8),
+            order: 0
+        })
     );
     assert_eq!(b.buddy_stats().bad_frees, 9);
 }
@@ -170,7 +201,7 @@ fn split_makes_order_zero_pages() {
     assert_eq!(
         b.free(p, Order(3)),
         Err(PhysError::WrongOrder {
-            pfn: 0,
+            pfn: Pfn(0),
             order: 3,
             actual: 0
         })

@@ -155,7 +155,7 @@ impl Lru {
             return Err(PhysError::NoSuchZone { zone: zone.0 });
         }
         if self.nodes.contains_key(&page.pfn.0) || page.pfn.0 == NIL {
-            return Err(PhysError::AlreadyOnLru { pfn: page.pfn.0 });
+            return Err(PhysError::AlreadyOnLru { pfn: page.pfn });
         }
         let node = Node {
             prev: NIL,
@@ -176,7 +176,7 @@ impl Lru {
         let n = self
             .nodes
             .remove(&pfn.0)
-            .ok_or(PhysError::NotOnLru { pfn: pfn.0 })?;
+            .ok_or(PhysError::NotOnLru { pfn })?;
         Ok(Page {
             pfn,
             order: Order(n.order),
@@ -188,7 +188,7 @@ impl Lru {
         let n = self
             .nodes
             .get_mut(&pfn.0)
-            .ok_or(PhysError::NotOnLru { pfn: pfn.0 })?;
+            .ok_or(PhysError::NotOnLru { pfn })?;
         match (n.list, n.referenced) {
             (LruList::Inactive, false) => n.referenced = true,
             (LruList::Inactive, true) | (LruList::Active, _) => {
@@ -241,10 +241,7 @@ impl Lru {
     /// keeping its list and referenced bit. A page already of order `piece`
     /// or below is left alone.
     pub fn split_into(&mut self, pfn: Pfn, piece: Order) -> Result<(), PhysError> {
-        let n = *self
-            .nodes
-            .get(&pfn.0)
-            .ok_or(PhysError::NotOnLru { pfn: pfn.0 })?;
+        let n = *self.nodes.get(&pfn.0).ok_or(PhysError::NotOnLru { pfn })?;
         if n.order <= piece.0 {
             return Ok(());
         }
@@ -286,7 +283,7 @@ impl Lru {
     /// clearing its referenced bit: reclaim's second chance or deactivation.
     pub fn move_to_head_of(&mut self, pfn: Pfn, list: LruList) -> Result<(), PhysError> {
         if !self.nodes.contains_key(&pfn.0) {
-            return Err(PhysError::NotOnLru { pfn: pfn.0 });
+            return Err(PhysError::NotOnLru { pfn });
         }
         self.move_to_head(pfn.0, list, false);
         Ok(())

@@ -100,16 +100,16 @@ fn bad_calls_are_errors() {
     let mut lru = filled();
     assert_eq!(
         lru.add(Z, page(1, 0), LruList::Active),
-        Err(PhysError::AlreadyOnLru { pfn: 1 })
+        Err(PhysError::AlreadyOnLru { pfn: Pfn(1) })
     );
     assert_eq!(
         lru.add(ZoneId(7), page(9, 0), LruList::Active),
         Err(PhysError::NoSuchZone { zone: 7 })
     );
-    assert_eq!(lru.remove(Pfn(9)), Err(PhysError::NotOnLru { pfn: 9 }));
+    assert_eq!(lru.remove(Pfn(9)), Err(PhysError::NotOnLru { pfn: Pfn(9) }));
     assert_eq!(
         lru.mark_accessed(Pfn(9)),
-        Err(PhysError::NotOnLru { pfn: 9 })
+        Err(PhysError::NotOnLru { pfn: Pfn(9) })
     );
     assert!(lru.split(Pfn(9)).is_err());
     assert_eq!(lru.select_victims(ZoneId(7), 3), []);

@@ -88,19 +88,19 @@ pub enum PhysError {
     #[error("pfn {pfn:#x} (order {order}) lies outside the frames [{start:#x}, {end:#x})")]
     OutOfRange {
         /// The head frame given.
-        pfn: u64,
+        pfn: Pfn,
         /// The order given.
         order: u8,
         /// First frame of the allocator.
-        start: u64,
+        start: Pfn,
         /// One past the last frame of the allocator.
-        end: u64,
+        end: Pfn,
     },
     /// The head frame is not a multiple of `2^order`.
     #[error("pfn {pfn:#x} is not aligned to order {order}: a block of order n starts at a multiple of 2^n frames")]
     Misaligned {
         /// The head frame given.
-        pfn: u64,
+        pfn: Pfn,
         /// The order given.
         order: u8,
     },
@@ -108,7 +108,7 @@ pub enum PhysError {
     #[error("double free: pfn {pfn:#x} (order {order}) is already free")]
     DoubleFree {
         /// The head frame given.
-        pfn: u64,
+        pfn: Pfn,
         /// The order given.
         order: u8,
     },
@@ -116,7 +116,7 @@ pub enum PhysError {
     #[error("pfn {pfn:#x} was allocated at order {actual}, not order {order}")]
     WrongOrder {
         /// The head frame given.
-        pfn: u64,
+        pfn: Pfn,
         /// The order given.
         order: u8,
         /// The order it was allocated at.
@@ -126,7 +126,7 @@ pub enum PhysError {
     #[error("pfn {pfn:#x} (order {order}) is not the head of an allocated block")]
     NotAllocated {
         /// The head frame given.
-        pfn: u64,
+        pfn: Pfn,
         /// The order given.
         order: u8,
     },
@@ -134,13 +134,13 @@ pub enum PhysError {
     #[error("pfn {pfn:#x} is not on an LRU list")]
     NotOnLru {
         /// The head frame given.
-        pfn: u64,
+        pfn: Pfn,
     },
     /// The page is already on an LRU list.
     #[error("pfn {pfn:#x} is already on an LRU list")]
     AlreadyOnLru {
         /// The head frame given.
-        pfn: u64,
+        pfn: Pfn,
     },
     /// No zone has this index.
     #[error("there is no zone {zone}")]
@@ -152,7 +152,7 @@ pub enum PhysError {
     #[error("cannot manage {frames} frames from pfn {start:#x}: need at least one frame and an end below 2^63")]
     BadRange {
         /// First frame asked for.
-        start: u64,
+        start: Pfn,
         /// Number of frames asked for.
         frames: u64,
     },

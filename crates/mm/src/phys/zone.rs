@@ -135,13 +135,13 @@ impl PhysMem {
 
     /// The zone a block must belong to, or an error naming the range.
     fn zone_for(&mut self, pfn: Pfn, order: Order) -> Result<&mut BuddyAllocator, PhysError> {
-        let end = self.zones.last().map_or(0, |z| z.buddy.end().0);
+        let end = self.zones.last().map_or(Pfn(0), |z| z.buddy.end());
         match self.zone_of(pfn) {
             Some(id) => Ok(&mut self.zones[id.0].buddy),
             None => Err(PhysError::OutOfRange {
-                pfn: pfn.0,
+                pfn,
                 order: order.0,
-                start: 0,
+                start: Pfn(0),
                 end,
             }),
         }

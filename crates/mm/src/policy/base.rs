@@ -6,7 +6,7 @@ use super::Policy;
 use crate::machine::{Machine, MmError};
 use crate::pagetable::PteFlags;
 use crate::vma::Vma;
-use pagelab_core::PageSize;
+use pagelab_core::{PageSize, VirtAddr};
 
 /// Maps one base page of the fixed size at every fault.
 #[derive(Clone, Debug)]
@@ -27,7 +27,7 @@ impl Policy for BasePolicy {
         m: &mut Machine,
         pid: u32,
         vma: &Vma,
-        addr: u64,
+        addr: VirtAddr,
         _write: bool,
     ) -> Result<(), MmError> {
         m.fault_in(pid, addr, self.size, PteFlags::from_prot(vma.prot))

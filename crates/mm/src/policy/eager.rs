@@ -137,7 +137,7 @@ impl Policy for EagerPolicy {
         m: &mut Machine,
         pid: u32,
         vma: &Vma,
-        addr: u64,
+        addr: VirtAddr,
         _write: bool,
     ) -> Result<(), MmError> {
         if self.sizes.is_empty() {
@@ -175,11 +175,11 @@ impl Policy for EagerPolicy {
 
 /// Whether the naturally aligned `size` block holding `addr` lies in `vma`
 /// with no page of `pid` mapped in it.
-pub(super) fn fits(m: &mut Machine, pid: u32, vma: &Vma, addr: u64, size: PageSize) -> bool {
-    vma.holds_aligned(addr, size.bytes())
+pub(super) fn fits(m: &mut Machine, pid: u32, vma: &Vma, addr: VirtAddr, size: PageSize) -> bool {
+    vma.holds_aligned(addr, size)
         && m.proc_mut(pid)
             .pt
-            .is_unmapped(VirtAddr(addr & !(size.bytes() - 1)), size.bytes())
+            .is_unmapped(addr.align_down(size), size.bytes())
 }
 
 /// Maps, zeroed, the first of `sizes` (largest first, ending with the base
@@ -190,7 +190,7 @@ pub(super) fn map_largest(
     m: &mut Machine,
     pid: u32,
     vma: &Vma,
-    addr: u64,
+    addr: VirtAddr,
     sizes: &[PageSize],
     alloc: &mut PerSize,
     fallback: &mut PerSize,
@@ -204,7 +204,7 @@ pub(super) fn map_largest(
         last = size;
         match m.alloc_frames(size) {
             Some(pfn) => {
-                m.map(pid, addr & !(size.bytes() - 1), pfn, size, flags, true)?;
+                m.map(pid, addr.align_down(size), pfn, size, flags, true)?;
                 m.count_fault(size);
                 alloc.add(size, 1);
                 return Ok(size);

@@ -108,12 +108,12 @@ impl ExplicitPolicy {
         m: &mut Machine,
         pid: u32,
         vma: &Vma,
-        addr: u64,
+        addr: VirtAddr,
         sizes: &[PageSize],
     ) -> Result<PageSize, MmError> {
         let i = sizes
             .iter()
-            .position(|s| vma.holds_aligned(addr, s.bytes()))
+            .position(|&s| vma.holds_aligned(addr, s))
             .unwrap_or(sizes.len() - 1);
         let size = sizes[i];
         let mut pfn = m.alloc_frames(size);
@@ -129,11 +129,11 @@ impl ExplicitPolicy {
             let (alloc, fallback) = (&mut self.c.alloc, &mut self.c.fallback);
             return map_largest(m, pid, vma, addr, &sizes[i + 1..], alloc, fallback);
         };
-        let va = addr & !(size.bytes() - 1);
+        let va = addr.align_down(size);
         let copied: u64 = m
             .proc_mut(pid)
             .pt
-            .mappings_in(VirtAddr(va), size.bytes())
+            .mappings_in(va, size.bytes())
             .iter()
             .map(|p| p.size.bytes())
             .sum();
@@ -208,7 +208,7 @@ impl ExplicitPolicy {
         mut victims: Vec<(u32, PhysMapping)>,
     ) -> Result<Option<Pfn>, MmError> {
         for (pid, v) in &victims {
-            for r in m.unmap_range(*pid, v.start.0, v.start.0 + v.size.bytes())? {
+            for r in m.unmap_range(*pid, v.start, v.start + v.size.bytes())? {
                 m.free_frames(r.pfn, r.size)?;
             }
         }
@@ -233,12 +233,13 @@ impl ExplicitPolicy {
     /// free block of its size is left.
     fn place(&mut self, m: &mut Machine, pid: u32, v: &PhysMapping) -> Result<(), MmError> {
         if let Some(pfn) = m.alloc_frames(v.size) {
-            return m.map(pid, v.start.0, pfn, v.size, v.flags, false);
+            return m.map(pid, v.start, pfn, v.size, v.flags, false);
         }
         let base = m.base();
         self.c.migration_splits += 1;
         m.stats.demotions += 1;
-        for va in (v.start.0..v.start.0 + v.size.bytes()).step_by(base.bytes() as usize) {
+        for i in 0..base.pages_in(v.size.bytes()) {
+            let va = v.start + i * base.bytes();
             let pfn = m.alloc_frames(base).ok_or(MmError::OutOfMemory {
                 addr: va,
                 size: base,
@@ -265,7 +266,7 @@ fn movable_pages(m: &Machine, k: u8) -> Owners {
             let frames = page.size.frames();
             let anon = p
                 .aspace
-                .find(page.start.0)
+                .find(page.start)
                 .is_some_and(|v| v.backing == Backing::Anon);
             let entry = (anon && frames < 1 << k).then_some((pid, page));
             if let Some(old) = owners.insert(page.pfn.0, (frames, entry)) {
@@ -337,7 +338,7 @@ impl Policy for ExplicitPolicy {
         m: &mut Machine,
         pid: u32,
         vma: &Vma,
-        addr: u64,
+        addr: VirtAddr,
         _write: bool,
     ) -> Result<(), MmError> {
         let base = m.base();

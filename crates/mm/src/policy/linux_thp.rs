@@ -234,7 +234,7 @@ impl LinuxThpPolicy {
         &mut self,
         m: &mut Machine,
         pid: u32,
-        va: u64,
+        va: VirtAddr,
         size: PageSize,
         flags: PteFlags,
     ) -> Result<bool, MmError> {
@@ -259,7 +259,7 @@ impl Policy for LinuxThpPolicy {
         m: &mut Machine,
         pid: u32,
         vma: &Vma,
-        addr: u64,
+        addr: VirtAddr,
         write: bool,
     ) -> Result<(), MmError> {
         let flags = PteFlags::from_prot(vma.prot);
@@ -267,17 +267,14 @@ impl Policy for LinuxThpPolicy {
         let suitable: Vec<PageSize> = if anon {
             thp_sizes()
                 .into_iter()
-                .filter(|&s| self.settings.allows(s, vma) && vma.holds_aligned(addr, s.bytes()))
+                .filter(|&s| self.settings.allows(s, vma) && vma.holds_aligned(addr, s))
                 .collect()
         } else {
             Vec::new()
         };
-        let aligned = |s: PageSize| addr & !(s.bytes() - 1);
-        let unmapped = |m: &mut Machine, s: PageSize| {
-            m.proc_mut(pid)
-                .pt
-                .is_unmapped(VirtAddr(aligned(s)), s.bytes())
-        };
+        let aligned = |s: PageSize| addr.align_down(s);
+        let unmapped =
+            |m: &mut Machine, s: PageSize| m.proc_mut(pid).pt.is_unmapped(aligned(s), s.bytes());
         if anon && !write && !vma.inferred {
             // A read of never-written anonymous memory maps a zero page and
             // allocates nothing (do_huge_pmd_anonymous_page with use_zero_page,
@@ -289,7 +286,7 @@ impl Policy for LinuxThpPolicy {
             // fallback when mm_get_huge_zero_folio fails).
             let huge = self.settings.use_zero_page
                 && self.settings.allows(PageSize::M2, vma)
-                && vma.holds_aligned(addr, PageSize::M2.bytes())
+                && vma.holds_aligned(addr, PageSize::M2)
                 && unmapped(m, PageSize::M2)
                 && m.zero_page(PageSize::M2).is_ok();
             let size = if huge { PageSize::M2 } else { PageSize::K4 };

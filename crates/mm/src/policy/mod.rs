@@ -21,7 +21,7 @@ use crate::machine::{Machine, MmError};
 use crate::pagetable::PhysMapping;
 use crate::phys::ZoneId;
 use crate::vma::Vma;
-use pagelab_core::PageSize;
+use pagelab_core::{PageSize, VirtAddr};
 use std::fmt;
 
 /// What a policy wants for the file-backed pages of a VMA (see [`crate::filemap`]).
@@ -53,7 +53,7 @@ pub trait Policy {
         m: &mut Machine,
         pid: u32,
         vma: &Vma,
-        addr: u64,
+        addr: VirtAddr,
         write: bool,
     ) -> Result<(), MmError>;
     /// Frees (or keeps) the frames of removed mappings.
@@ -77,7 +77,7 @@ pub trait Policy {
     /// Ranges `(pid, start, end)` whose translations `tick` changed (a
     /// collapse) since the last call, for the caller to invalidate in the TLB,
     /// as the kernel flushes the range of a page it collapses.
-    fn take_remapped(&mut self) -> Vec<(u32, u64, u64)> {
+    fn take_remapped(&mut self) -> Vec<(u32, VirtAddr, VirtAddr)> {
         Vec::new()
     }
     /// Policy-specific counters, as JSON.
@@ -262,7 +262,7 @@ impl Policy for PolicyImpl {
         m: &mut Machine,
         pid: u32,
         vma: &Vma,
-        addr: u64,
+        addr: VirtAddr,
         write: bool,
     ) -> Result<(), MmError> {
         match self {
@@ -299,7 +299,7 @@ impl Policy for PolicyImpl {
             PolicyImpl::Reservation(p) => p.tick(m),
         }
     }
-    fn take_remapped(&mut self) -> Vec<(u32, u64, u64)> {
+    fn take_remapped(&mut self) -> Vec<(u32, VirtAddr, VirtAddr)> {
         match self {
             PolicyImpl::Relocation(p) => p.take_remapped(),
             // Promotion at a fault remaps the pages around the faulting one.

@@ -215,12 +215,12 @@ pub struct RelocationCounters {
 pub struct RelocationPolicy {
     settings: RelocationSettings,
     /// Per process, the first byte of every extent faulted in since its last examination.
-    candidates: FxHashMap<u32, BTreeSet<u64>>,
+    candidates: FxHashMap<u32, BTreeSet<VirtAddr>>,
     ticks: u64,
     /// The process the next scan starts with, so a budget serves all in turn.
     next_pid: u32,
     /// Extents collapsed since the last `take_remapped`, for the TLB.
-    remapped: Vec<(u32, u64, u64)>,
+    remapped: Vec<(u32, VirtAddr, VirtAddr)>,
     counters: RelocationCounters,
 }
 
@@ -261,7 +261,7 @@ impl RelocationPolicy {
                 return Ok(());
             }
             let set = self.candidates.get_mut(&pid).expect("listed");
-            let take: Vec<u64> = set.iter().copied().take(left as usize).collect();
+            let take: Vec<VirtAddr> = set.iter().copied().take(left as usize).collect();
             for lo in &take {
                 set.remove(lo);
             }
@@ -282,7 +282,7 @@ impl RelocationPolicy {
     }
 
     /// Collapses the extent at `lo` of `pid` if it qualifies.
-    fn collapse(&mut self, m: &mut Machine, pid: u32, lo: u64) -> Result<(), MmError> {
+    fn collapse(&mut self, m: &mut Machine, pid: u32, lo: VirtAddr) -> Result<(), MmError> {
         let size = self.settings.size;
         let Some(p) = m.proc(pid) else {
             return Ok(());
@@ -292,7 +292,7 @@ impl RelocationPolicy {
             return Ok(());
         };
         let flags = PteFlags::from_prot(vma.prot);
-        let maps = p.pt.mappings_in(VirtAddr(lo), size.bytes());
+        let maps = p.pt.mappings_in(lo, size.bytes());
         // Same protection bits throughout (the free bits may carry other state).
         let prot_bits = |f: PteFlags| f.0 & 0b111;
         if maps
@@ -325,10 +325,10 @@ impl RelocationPolicy {
     }
 
     /// Whether an extent at `lo` may become one page of `vma`.
-    fn eligible(&self, vma: &Vma, lo: u64) -> bool {
+    fn eligible(&self, vma: &Vma, lo: VirtAddr) -> bool {
         vma.backing == Backing::Anon
             && vma.thp != ThpAdvice::NoHuge
-            && vma.holds_aligned(lo, self.settings.size.bytes())
+            && vma.holds_aligned(lo, self.settings.size)
     }
 }
 
@@ -338,12 +338,12 @@ impl Policy for RelocationPolicy {
         m: &mut Machine,
         pid: u32,
         vma: &Vma,
-        addr: u64,
+        addr: VirtAddr,
         _write: bool,
     ) -> Result<(), MmError> {
         let base = m.base();
         m.fault_in(pid, addr, base, PteFlags::from_prot(vma.prot))?;
-        let lo = addr & !(self.settings.size.bytes() - 1);
+        let lo = addr.align_down(self.settings.size);
         if self.eligible(vma, lo) {
             self.candidates.entry(pid).or_default().insert(lo);
         }
@@ -358,7 +358,7 @@ impl Policy for RelocationPolicy {
         Ok(())
     }
 
-    fn take_remapped(&mut self) -> Vec<(u32, u64, u64)> {
+    fn take_remapped(&mut self) -> Vec<(u32, VirtAddr, VirtAddr)> {
         std::mem::take(&mut self.remapped)
     }
 

@@ -39,8 +39,8 @@ pub fn check(m: &Machine, swap: &Swap) -> Result<(), String> {
             Owner::Anon { va } => {
                 let mapped = m.pids().into_iter().any(|pid| {
                     m.proc(pid)
-                        .and_then(|p| p.pt.walk(VirtAddr(va)))
-                        .is_some_and(|t| t.frame_of(VirtAddr(va), base) == pfn)
+                        .and_then(|p| p.pt.walk(va))
+                        .is_some_and(|t| t.frame_of(va, base) == pfn)
                 });
                 if !mapped {
                     return Err(format!(
@@ -63,7 +63,7 @@ pub fn check(m: &Machine, swap: &Swap) -> Result<(), String> {
         let max = m.phys.max_order();
         for pid in m.pids() {
             let p = m.proc(pid).expect("listed");
-            for mp in p.pt.mappings_in(VirtAddr(0), m.va_end()) {
+            for mp in p.pt.mappings_in(VirtAddr(0), m.va_end() - VirtAddr(0)) {
                 let f = mp.pfn.to_pfn(base);
                 // Zero pages belong to the machine, never to reclaim.
                 if lru.page_holding(f, max).is_none() && !m.is_zero(f) {
@@ -74,7 +74,7 @@ pub fn check(m: &Machine, swap: &Swap) -> Result<(), String> {
                 }
             }
             for (s, e) in swap.ranges(pid) {
-                if let Some(mp) = p.pt.mappings_in(VirtAddr(s), e - s).first() {
+                if let Some(mp) = p.pt.mappings_in(s, e - s).first() {
                     return Err(format!(
                         "pid {pid}: {} is mapped but lies in swapped range {s:#x}..{e:#x}",
                         mp.start

@@ -19,7 +19,7 @@ pub(crate) struct Reclaimer<'a> {
     /// Swapped-out ranges.
     pub swap: &'a mut Swap,
     /// Ranges of the running process to invalidate in its TLB.
-    pub inval: &'a mut Vec<(u64, u64)>,
+    pub inval: &'a mut Vec<(VirtAddr, VirtAddr)>,
     /// The running process.
     pub pid: u32,
 }
@@ -70,7 +70,7 @@ impl Reclaimer<'_> {
                 break;
             };
             self.m.stats.reclaim_scanned += 1;
-            if self.m.res.take_referenced(page.pfn.0, 1 << page.order.0) {
+            if self.m.res.take_referenced(page.pfn, 1 << page.order.0) {
                 self.m
                     .phys
                     .lru_mut()
@@ -89,7 +89,7 @@ impl Reclaimer<'_> {
             return Ok(());
         };
         self.m.stats.reclaim_scanned += 1;
-        let list = if self.m.res.take_referenced(page.pfn.0, 1 << page.order.0) {
+        let list = if self.m.res.take_referenced(page.pfn, 1 << page.order.0) {
             LruList::Active
         } else {
             LruList::Inactive
@@ -128,20 +128,20 @@ impl Reclaimer<'_> {
 
     /// The processes mapping the anonymous page at `va` on frames `pfn`,
     /// with the start and size of their mapping holding `va`.
-    fn anon_mappers(&self, pfn: Pfn, va: u64) -> Vec<(u32, u64, PageSize)> {
+    fn anon_mappers(&self, pfn: Pfn, va: VirtAddr) -> Vec<(u32, VirtAddr, PageSize)> {
         let base = self.m.base();
         self.m
             .pids()
             .into_iter()
             .filter_map(|pid| {
-                let t = self.m.proc(pid)?.pt.walk(VirtAddr(va))?;
-                (t.frame_of(VirtAddr(va), base) == pfn).then_some((pid, t.start.0, t.size))
+                let t = self.m.proc(pid)?.pt.walk(va)?;
+                (t.frame_of(va, base) == pfn).then_some((pid, t.start, t.size))
             })
             .collect()
     }
 
     /// Splits every mapping holding `va` down to pages of `size` or smaller.
-    fn split_mappings_to(&mut self, va: u64, pfn: Pfn, size: PageSize) -> Result<(), MmError> {
+    fn split_mappings_to(&mut self, va: VirtAddr, pfn: Pfn, size: PageSize) -> Result<(), MmError> {
         loop {
             let big = self
                 .anon_mappers(pfn, va)
@@ -159,7 +159,7 @@ impl Reclaimer<'_> {
 
     /// Demotes an anonymous superpage to base pages in every process, its
     /// frames and LRU entry split, so that reclaim takes only what it needs.
-    fn split_anon(&mut self, pfn: Pfn, va: u64, size: PageSize) -> Result<(), MmError> {
+    fn split_anon(&mut self, pfn: Pfn, va: VirtAddr, size: PageSize) -> Result<(), MmError> {
         let base = self.m.base();
         self.split_mappings_to(va, pfn, base)?;
         // Mappings may have been split already (COW); the LRU page still is one.
@@ -171,7 +171,7 @@ impl Reclaimer<'_> {
     }
 
     /// Swaps out the anonymous `size` page at `va` on frames `pfn`.
-    fn swap_out(&mut self, pfn: Pfn, va: u64, size: PageSize) -> Result<(), MmError> {
+    fn swap_out(&mut self, pfn: Pfn, va: VirtAddr, size: PageSize) -> Result<(), MmError> {
         self.split_mappings_to(va, pfn, size)?;
         let mappers = self.anon_mappers(pfn, va);
         if mappers.is_empty() {
@@ -191,14 +191,14 @@ impl Reclaimer<'_> {
         }
         // Off the LRU even if some frame is still shared in an odd way.
         self.m.res.forget(&mut self.m.phys, pfn, frames(size));
-        self.m.res.take_dirty(pfn.0, frames(size));
+        self.m.res.take_dirty(pfn, frames(size));
         self.m.stats.swapped_out_bytes += size.bytes();
         self.m.stats.reclaimed_bytes += size.bytes();
         Ok(())
     }
 
     /// The mappings of folio `(file, start)` in every process, as `(pid, va, size)`.
-    fn file_mappers(&self, file: u64, start: u64, folio: &Folio) -> Vec<(u32, u64, PageSize)> {
+    fn file_mappers(&self, file: u64, start: u64, folio: &Folio) -> Vec<(u32, VirtAddr, PageSize)> {
         let base_size = self.m.base();
         let base = base_size.bytes();
         let (fs, fe) = (start * base, start * base + folio.size.bytes());
@@ -215,10 +215,10 @@ impl Reclaimer<'_> {
                     continue;
                 }
                 let va = v.start + (a - offset);
-                for mp in p.pt.mappings_in(VirtAddr(va), b - a) {
+                for mp in p.pt.mappings_in(va, b - a) {
                     let f = mp.pfn.to_pfn(base_size).0;
                     if f >= lo && f < hi {
-                        out.push((pid, mp.start.0, mp.size));
+                        out.push((pid, mp.start, mp.size));
                     }
                 }
             }
@@ -249,7 +249,7 @@ impl Reclaimer<'_> {
             }
         }
         let n = frames(folio.size);
-        if self.m.res.take_dirty(folio.pfn.0, n) {
+        if self.m.res.take_dirty(folio.pfn, n) {
             self.m.stats.written_back_bytes += folio.read_pages() * self.m.base().bytes();
         }
         self.m.cache_mut().remove(file, start);

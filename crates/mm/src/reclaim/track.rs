@@ -4,7 +4,7 @@
 //! translates, as the hardware sets a PTE's accessed and dirty bits.
 
 use crate::phys::{FrameAllocator, LruList, Page, PhysMem};
-use pagelab_core::{PageSize, Pfn};
+use pagelab_core::{PageSize, Pfn, VirtAddr};
 use rustc_hash::FxHashMap;
 
 /// Whose data an LRU page holds; the reverse map is object-based, as in
@@ -15,7 +15,7 @@ pub enum Owner {
     /// keeps addresses).
     Anon {
         /// Virtual address of the page's first byte.
-        va: u64,
+        va: VirtAddr,
     },
     /// The page-cache folio of `file` starting at page `start`.
     File {
@@ -57,8 +57,8 @@ impl Residency {
     /// its referenced bit, and its dirty bit for a write. The translation's
     /// fast path: one or-into-memory.
     #[inline]
-    pub fn touch(&mut self, frame: u64, write: bool) {
-        let bit = frame.wrapping_mul(2);
+    pub fn touch(&mut self, frame: Pfn, write: bool) {
+        let bit = frame.0.wrapping_mul(2);
         if let Some(w) = self.bits.get_mut((bit >> 6) as usize) {
             *w |= (1 | (u64::from(write) << 1)) << (bit & 63);
         }
@@ -66,18 +66,19 @@ impl Residency {
 
     /// Reads and clears the referenced bits of frames `[pfn, pfn + n)`:
     /// whether any was set.
-    pub fn take_referenced(&mut self, pfn: u64, n: u64) -> bool {
+    pub fn take_referenced(&mut self, pfn: Pfn, n: u64) -> bool {
         self.take(pfn, n, 0x5555_5555_5555_5555)
     }
 
     /// Reads and clears the dirty bits of frames `[pfn, pfn + n)`: whether any was set.
-    pub fn take_dirty(&mut self, pfn: u64, n: u64) -> bool {
+    pub fn take_dirty(&mut self, pfn: Pfn, n: u64) -> bool {
         self.take(pfn, n, 0xAAAA_AAAA_AAAA_AAAA)
     }
 
     /// Clears the bits selected by `pattern` (alternate bits: referenced or
     /// dirty) of frames `[pfn, pfn + n)`; whether any was set.
-    fn take(&mut self, pfn: u64, n: u64, pattern: u64) -> bool {
+    fn take(&mut self, pfn: Pfn, n: u64, pattern: u64) -> bool {
+        let pfn = pfn.0;
         let mut any = false;
         let mut f = pfn;
         while f < pfn + n {
@@ -135,8 +136,8 @@ impl Residency {
             .add(zone, Page { pfn, order }, LruList::Inactive)
             .is_ok()
         {
-            self.take_referenced(pfn.0, 1 << order.0);
-            self.take_dirty(pfn.0, 1 << order.0);
+            self.take_referenced(pfn, 1 << order.0);
+            self.take_dirty(pfn, 1 << order.0);
             self.owners.insert(pfn.0, owner);
         }
     }
@@ -203,18 +204,18 @@ mod tests {
     #[test]
     fn bits_are_read_and_cleared_over_any_range() {
         let mut r = Residency::new(4096, true);
-        r.touch(40, false);
-        r.touch(100, true);
-        assert!(!r.take_referenced(0, 32));
-        assert!(r.take_referenced(32, 32));
-        assert!(!r.take_referenced(32, 32));
-        assert!(r.take_referenced(0, 512));
-        assert!(!r.take_referenced(0, 512));
+        r.touch(Pfn(40), false);
+        r.touch(Pfn(100), true);
+        assert!(!r.take_referenced(Pfn(0), 32));
+        assert!(r.take_referenced(Pfn(32), 32));
+        assert!(!r.take_referenced(Pfn(32), 32));
+        assert!(r.take_referenced(Pfn(0), 512));
+        assert!(!r.take_referenced(Pfn(0), 512));
         // Clearing referenced bits keeps the dirty ones.
-        assert!(r.take_dirty(100, 1) && !r.take_dirty(0, 512));
+        assert!(r.take_dirty(Pfn(100), 1) && !r.take_dirty(Pfn(0), 512));
         let mut off = Residency::new(4096, false);
-        off.touch(40, true);
+        off.touch(Pfn(40), true);
         assert!(!off.enabled());
-        assert!(!off.take_referenced(0, 64) && !off.take_dirty(0, 64));
+        assert!(!off.take_referenced(Pfn(0), 64) && !off.take_dirty(Pfn(0), 64));
     }
 }

@@ -69,7 +69,9 @@ pub fn advise(m: &mut Mm, start: u64, len: u64, advice: Advice) {
 
 /// Accesses `addr` (a write if `write`), checks, and returns the translation.
 pub fn translate(m: &mut Mm, addr: u64, write: bool) -> Translation {
-    let t = m.translate(addr, false, write).unwrap();
+    let t = m
+        .translate(pagelab_core::VirtAddr(addr), false, write)
+        .unwrap();
     m.check().unwrap();
     t
 }

@@ -12,14 +12,14 @@ impl ReservationPolicy {
     /// reservations, `held` is the sum of free frames, and every page of the
     /// owner on reservation frames sits at its own place in the block.
     pub(super) fn check_state(&self, m: &Machine) -> Result<(), String> {
-        let mut mapped: FxHashMap<u64, (u32, u64)> = FxHashMap::default();
+        let mut mapped: FxHashMap<u64, (u32, VirtAddr)> = FxHashMap::default();
         for pid in m.pids() {
             let pt = &m.proc(pid).expect("listed").pt;
-            for mp in pt.mappings_in(VirtAddr(0), m.va_end()) {
+            for mp in pt.mappings_in(VirtAddr(0), m.va_end() - VirtAddr(0)) {
                 for j in 0..frames(mp.size) {
                     mapped.insert(
                         mp.pfn.to_pfn(super::BASE).0 + j,
-                        (pid, mp.start.0 + (j << Pfn::SHIFT)),
+                        (pid, mp.start + (j << Pfn::SHIFT)),
                     );
                 }
             }

@@ -77,7 +77,7 @@ fn frames(size: PageSize) -> u64 {
 #[derive(Clone, Debug)]
 struct Reservation {
     owner: u32,
-    va: u64,
+    va: VirtAddr,
     size: PageSize,
     block: Pfn,
     pop: PopMap,
@@ -104,7 +104,7 @@ pub struct ReservationPolicy {
     sizes: Vec<PageSize>,
     res: FxHashMap<u64, Reservation>,
     /// Per owner, extent start to reservation.
-    by_va: FxHashMap<u32, BTreeMap<u64, u64>>,
+    by_va: FxHashMap<u32, BTreeMap<VirtAddr, u64>>,
     /// Block head frame to reservation.
     by_pfn: BTreeMap<u64, u64>,
     lists: Lists,
@@ -112,7 +112,7 @@ pub struct ReservationPolicy {
     clock: u64,
     held: u64,
     /// Extents promoted since the last `take_remapped`, as `(pid, start, end)`.
-    remapped: Vec<(u32, u64, u64)>,
+    remapped: Vec<(u32, VirtAddr, VirtAddr)>,
     counters: Counters,
 }
 
@@ -135,13 +135,13 @@ impl ReservationPolicy {
     }
 
     /// The reservation of `pid` whose extent holds `va`.
-    fn find_va(&self, pid: u32, va: u64) -> Option<u64> {
+    fn find_va(&self, pid: u32, va: VirtAddr) -> Option<u64> {
         let (&start, &id) = self.by_va.get(&pid)?.range(..=va).next_back()?;
         (va < start + self.res[&id].size.bytes()).then_some(id)
     }
 
     /// Whether a reservation of `pid` overlaps `[start, start + size)`.
-    fn overlaps(&self, pid: u32, start: u64, size: PageSize) -> bool {
+    fn overlaps(&self, pid: u32, start: VirtAddr, size: PageSize) -> bool {
         let Some(map) = self.by_va.get(&pid) else {
             return false;
         };
@@ -216,7 +216,7 @@ impl ReservationPolicy {
     }
 
     /// Reserves `size` at `start` for `pid` on the frames at `block`.
-    fn create(&mut self, pid: u32, start: u64, size: PageSize, block: Pfn) -> u64 {
+    fn create(&mut self, pid: u32, start: VirtAddr, size: PageSize, block: Pfn) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         let r = Reservation {
@@ -242,7 +242,7 @@ impl ReservationPolicy {
         pid: u32,
         id: u64,
         vma: &Vma,
-        va: u64,
+        va: VirtAddr,
     ) -> Result<(), MmError> {
         let flags = PteFlags::from_prot(vma.prot);
         let (rva, block) = (self.res[&id].va, self.res[&id].block);
@@ -267,7 +267,7 @@ impl ReservationPolicy {
         pid: u32,
         id: u64,
         vma: &Vma,
-        va: u64,
+        va: VirtAddr,
     ) -> Result<(), MmError> {
         let flags = PteFlags::from_prot(vma.prot);
         let (rva, size, block) = {
@@ -278,10 +278,10 @@ impl ReservationPolicy {
         let mut top = None;
         for &s in self.sizes.iter().filter(|&&s| s <= size) {
             let k = s.frame_order().0;
-            let start = va & !(s.bytes() - 1);
+            let start = va.align_down(s);
             let pfn = block.0 + Pfn::count_in(start - rva);
             if !self.res[&id].pop.full(k, i)
-                || !vma.holds_aligned(va, s.bytes())
+                || !vma.holds_aligned(va, s)
                 || !promotable(m, pid, start, s, pfn, flags)
             {
                 break;
@@ -294,7 +294,7 @@ impl ReservationPolicy {
         }
         if let Some(s) = top {
             // The largest extent promoted holds every smaller one.
-            let start = va & !(s.bytes() - 1);
+            let start = va.align_down(s);
             self.remapped.push((pid, start, start + s.bytes()));
         }
         if top == Some(size) {
@@ -310,14 +310,14 @@ impl ReservationPolicy {
         m: &mut Machine,
         pid: u32,
         vma: &Vma,
-        addr: u64,
+        addr: VirtAddr,
     ) -> Result<(), MmError> {
         let pfn = self
             .alloc(m, BASE)?
             .ok_or(MmError::OutOfMemory { addr, size: BASE })?;
         m.map(
             pid,
-            addr & !(BASE.bytes() - 1),
+            addr.align_down(BASE),
             pfn,
             BASE,
             PteFlags::from_prot(vma.prot),
@@ -359,15 +359,24 @@ impl ReservationPolicy {
 
 /// Whether the aligned extent `[start, +s)` of `pid` is mapped entirely by
 /// pages on frames `pfn..` in order, with `flags`, none shared.
-fn promotable(m: &Machine, pid: u32, start: u64, s: PageSize, pfn: u64, flags: PteFlags) -> bool {
+fn promotable(
+    m: &Machine,
+    pid: u32,
+    start: VirtAddr,
+    s: PageSize,
+    pfn: u64,
+    flags: PteFlags,
+) -> bool {
     let Some(p) = m.proc(pid) else {
         return false;
     };
     let mut covered = 0;
-    for mp in p.pt.mappings_in(VirtAddr(start), s.bytes()) {
-        let off = mp.start.0.wrapping_sub(start);
-        if mp.start.0 < start
-            || off + mp.size.bytes() > s.bytes()
+    for mp in p.pt.mappings_in(start, s.bytes()) {
+        if mp.start < start {
+            return false;
+        }
+        let off = mp.start - start;
+        if off + mp.size.bytes() > s.bytes()
             || mp.pfn.to_pfn(BASE).0 != pfn + Pfn::count_in(off)
             || mp.flags != flags
         {
@@ -384,10 +393,10 @@ impl Policy for ReservationPolicy {
         m: &mut Machine,
         pid: u32,
         vma: &Vma,
-        addr: u64,
+        addr: VirtAddr,
         _write: bool,
     ) -> Result<(), MmError> {
-        let va = addr & !(BASE.bytes() - 1);
+        let va = addr.align_down(BASE);
         if let Some(id) = self.find_va(pid, va) {
             let r = &self.res[&id];
             if !r.pop.is_set(BASE.pages_in(va - r.va)) {
@@ -398,13 +407,10 @@ impl Policy for ReservationPolicy {
         }
         if vma.thp != ThpAdvice::NoHuge && vma.backing == Backing::Anon {
             for size in self.sizes.clone().into_iter().rev() {
-                let start = addr & !(size.bytes() - 1);
-                if !vma.holds_aligned(addr, size.bytes())
+                let start = addr.align_down(size);
+                if !vma.holds_aligned(addr, size)
                     || self.overlaps(pid, start, size)
-                    || !m
-                        .proc_mut(pid)
-                        .pt
-                        .is_unmapped(VirtAddr(start), size.bytes())
+                    || !m.proc_mut(pid).pt.is_unmapped(start, size.bytes())
                 {
                     continue;
                 }
@@ -467,7 +473,7 @@ impl Policy for ReservationPolicy {
         }
     }
 
-    fn take_remapped(&mut self) -> Vec<(u32, u64, u64)> {
+    fn take_remapped(&mut self) -> Vec<(u32, VirtAddr, VirtAddr)> {
         std::mem::take(&mut self.remapped)
     }
 
