@@ -3,7 +3,10 @@
 //! address space), ranges that cross one another, references of any kind.
 
 use arbitrary::{Result, Unstructured};
-use pagelab_core::{AccessKind, Advice, Backing, Event, MapEvent, MemRef, Prot, Sharing, ThreadId};
+use pagelab_core::{
+    AccessKind, Advice, Backing, Event, FileIdentity, MapEvent, MapRequest, MemRef, Prot, Sharing,
+    ThreadId, VirtAddr,
+};
 
 /// Where addresses come from: each a base the fuzzer picks, plus an offset.
 const BASES: [u64; 10] = [
@@ -65,7 +68,7 @@ pub fn mem_ref(u: &mut Unstructured<'_>) -> Result<MemRef> {
 
 /// One event of any variant.
 pub fn event(u: &mut Unstructured<'_>) -> Result<Event> {
-    Ok(match u.int_in_range(0..=20u8)? {
+    Ok(match u.int_in_range(0..=21u8)? {
         0..=9 => Event::Ref(mem_ref(u)?),
         10 => Event::Switch(ThreadId {
             pid: u.int_in_range(0..=3)?,
@@ -120,6 +123,21 @@ pub fn event(u: &mut Unstructured<'_>) -> Result<Event> {
             status: u.arbitrary()?,
         },
         19 => Event::Exec,
+        20 => Event::MapRequest(Box::new(MapRequest {
+            hint: VirtAddr(addr(u)?),
+            len: len(u)?,
+            prot: Prot(u.arbitrary()?),
+            flags: u.arbitrary()?,
+            file: if u.arbitrary()? {
+                Some(FileIdentity {
+                    dev: u.arbitrary()?,
+                    ino: u.arbitrary()?,
+                })
+            } else {
+                None
+            },
+            offset: u.arbitrary()?,
+        })),
         // Up to 1 MiB: a reference is stepped page by page, and the bound
         // on what a trace may claim is the readers' business, not the models'.
         _ => Event::Ref(MemRef {

@@ -1,6 +1,8 @@
 //! What an x86-64 system call recorded by the plugin does to the address space.
 
-use pagelab_core::{Advice, Backing, Event, MapEvent, Prot, Sharing};
+use pagelab_core::{
+    Advice, Backing, Event, FileIdentity, MapEvent, MapRequest, Prot, Sharing, VirtAddr,
+};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 
@@ -102,6 +104,16 @@ impl AddressSpaces {
                 };
                 self.forget(pid, m.start, m.len);
                 self.maps.insert((pid, m.start), m);
+                out.push(Event::MapRequest(Box::new(MapRequest {
+                    hint: VirtAddr(a[0]),
+                    len: a[1],
+                    prot: prot(a[2]),
+                    flags: a[3] as u32,
+                    file: file
+                        .filter(|_| a[3] & MAP_ANONYMOUS == 0)
+                        .map(|(dev, ino)| FileIdentity { dev, ino }),
+                    offset: a[5],
+                })));
                 out.push(Event::Map(Box::new(m)));
             }
             nr::MUNMAP => {

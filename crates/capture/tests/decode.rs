@@ -3,7 +3,10 @@
 
 use pagelab_capture::format::{self, *};
 use pagelab_capture::PluginReader;
-use pagelab_core::{AccessKind, Backing, Event, MapEvent, MemRef, Prot, Sharing, ThreadId};
+use pagelab_core::{
+    AccessKind, Backing, Event, FileIdentity, MapEvent, MapRequest, MemRef, Prot, Sharing,
+    ThreadId, VirtAddr,
+};
 use pagelab_trace::{TraceError, TraceSource};
 
 fn decode(words: &[u64], max: usize) -> (Vec<Event>, Option<TraceError>) {
@@ -174,7 +177,23 @@ fn syscalls_become_address_space_events() {
         events,
         vec![
             sw(7, 7),
+            Event::MapRequest(Box::new(MapRequest {
+                hint: VirtAddr(0),
+                len: 10000,
+                prot: Prot(3),
+                flags: 0x22,
+                file: None,
+                offset: 0,
+            })),
             Event::Map(Box::new(anon)),
+            Event::MapRequest(Box::new(MapRequest {
+                hint: VirtAddr(0),
+                len: 4096,
+                prot: Prot(1),
+                flags: 0x02,
+                file: Some(FileIdentity { dev: 1, ino: 99 }),
+                offset: 8192,
+            })),
             Event::Map(Box::new(MapEvent {
                 start: 0x7100_0000,
                 len: 4096,

@@ -5,7 +5,9 @@ mod common;
 
 use common::*;
 use pagelab_capture::Backend;
-use pagelab_core::{Backing, Event, MapEvent, Prot, Sharing, ThreadId};
+use pagelab_core::{
+    Backing, Event, FileIdentity, MapEvent, MapRequest, Prot, Sharing, ThreadId, VirtAddr,
+};
 use std::collections::BTreeSet;
 
 fn run(backend: Backend, args: &[&str]) -> Option<(Vec<Event>, i32, String)> {
@@ -60,6 +62,44 @@ fn qemu_touch_yields_exactly_its_pages_map_and_unmap() {
             sharing: Sharing::Private,
         }]
     );
+    // The request comes just before its result, as the program made it.
+    let at = events
+        .iter()
+        .position(|e| matches!(e, Event::Map(m) if m.start == start))
+        .unwrap();
+    assert_eq!(
+        events[at - 1],
+        Event::MapRequest(Box::new(MapRequest {
+            hint: VirtAddr(0),
+            len,
+            prot: Prot(Prot::READ | Prot::WRITE),
+            flags: MapRequest::PRIVATE | MapRequest::ANONYMOUS,
+            file: None,
+            offset: 0,
+        }))
+    );
+    // ld.so maps libc: its requests name the file by device and inode, and
+    // each is followed by a file-backed map.
+    use std::os::unix::fs::MetadataExt;
+    if let Ok(libc) = std::fs::metadata("/lib/x86_64-linux-gnu/libc.so.6") {
+        let id = FileIdentity {
+            dev: libc.dev(),
+            ino: libc.ino(),
+        };
+        let libc_maps: Vec<_> = events
+            .windows(2)
+            .filter_map(|w| match (&w[0], &w[1]) {
+                (Event::MapRequest(r), Event::Map(m)) if r.file == Some(id) => Some((**r, **m)),
+                _ => None,
+            })
+            .collect();
+        assert!(libc_maps.len() >= 2, "{libc_maps:?}");
+        for (r, m) in libc_maps {
+            assert!(matches!(m.backing, Backing::File { offset, .. } if offset == r.offset));
+            assert_eq!(m.len, r.len.next_multiple_of(4096));
+            assert_eq!(r.flags & MapRequest::ANONYMOUS, 0);
+        }
+    }
     let unmaps = events
         .iter()
         .filter(|e| matches!(e, Event::Unmap { start: s, len: l } if *s == start && *l == len))

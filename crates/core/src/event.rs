@@ -1,5 +1,6 @@
 //! Memory references and the address-space events that surround them.
 
+use crate::VirtAddr;
 use serde::{Deserialize, Serialize};
 
 /// What a memory reference does.
@@ -110,6 +111,57 @@ pub struct MapEvent {
     pub sharing: Sharing,
 }
 
+/// A file as the kernel knows it: the device and inode number of its `stat`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FileIdentity {
+    /// `st_dev`.
+    pub dev: u64,
+    /// `st_ino`.
+    pub ino: u64,
+}
+
+/// An mmap request as the program made it, before the kernel placed it;
+/// the [`Event::Map`] that follows is its result (a failed request is not
+/// recorded).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MapRequest {
+    /// The address argument: a hint, or the place itself under `MAP_FIXED`.
+    pub hint: VirtAddr,
+    /// The length argument in bytes, as given (the kernel rounds it up to pages).
+    pub len: u64,
+    /// The protection argument (its read, write and execute bits).
+    pub prot: Prot,
+    /// The flags argument: Linux's `MAP_*` bits, as given (see the constants).
+    pub flags: u32,
+    /// The file the descriptor argument named, for a file mapping.
+    pub file: Option<FileIdentity>,
+    /// The offset argument in bytes.
+    pub offset: u64,
+}
+
+impl MapRequest {
+    /// `MAP_SHARED`.
+    pub const SHARED: u32 = 0x01;
+    /// `MAP_PRIVATE`.
+    pub const PRIVATE: u32 = 0x02;
+    /// `MAP_FIXED`: the hint is the place, whatever is there is replaced.
+    pub const FIXED: u32 = 0x10;
+    /// `MAP_ANONYMOUS`.
+    pub const ANONYMOUS: u32 = 0x20;
+    /// `MAP_GROWSDOWN`: a stack that grows down.
+    pub const GROWSDOWN: u32 = 0x100;
+    /// `MAP_NORESERVE`.
+    pub const NORESERVE: u32 = 0x4000;
+    /// `MAP_POPULATE`: fault the pages in now.
+    pub const POPULATE: u32 = 0x8000;
+    /// `MAP_STACK`.
+    pub const STACK: u32 = 0x2_0000;
+    /// `MAP_HUGETLB`.
+    pub const HUGETLB: u32 = 0x4_0000;
+    /// `MAP_FIXED_NOREPLACE`: the hint is the place, or the call fails.
+    pub const FIXED_NOREPLACE: u32 = 0x10_0000;
+}
+
 /// Advice given for a range (madvise and pagelab's own per-region page order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Advice {
@@ -151,8 +203,10 @@ pub enum Event {
     Ref(MemRef),
     /// The following records belong to this process and thread.
     Switch(ThreadId),
-    /// mmap.
+    /// mmap: where the kernel placed a mapping.
     Map(Box<MapEvent>),
+    /// mmap as requested; the [`Event::Map`] that follows is its result.
+    MapRequest(Box<MapRequest>),
     /// munmap of `[start, start + len)`.
     Unmap {
         /// First byte.

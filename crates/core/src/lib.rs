@@ -20,7 +20,10 @@ mod quote;
 mod size;
 
 pub use addr::{BasePfn, Pfn, VirtAddr, Vpn};
-pub use event::{AccessKind, Advice, Backing, Event, MapEvent, MemRef, Prot, Sharing, ThreadId};
+pub use event::{
+    AccessKind, Advice, Backing, Event, FileIdentity, MapEvent, MapRequest, MemRef, Prot, Sharing,
+    ThreadId,
+};
 pub use output::{write_atomically, AtomicFile, Output};
 pub use quote::{escape, escape_bytes};
 pub use size::{

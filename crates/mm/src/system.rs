@@ -345,7 +345,8 @@ impl Mm {
     pub fn event(&mut self, ev: &Event) -> Result<Invalidate, MmError> {
         let pid = self.pid;
         match ev {
-            Event::Ref(_) => Ok(Invalidate::Nothing),
+            // The request matters to placement only; its result follows as a Map.
+            Event::Ref(_) | Event::MapRequest(_) => Ok(Invalidate::Nothing),
             Event::Switch(t) => {
                 let changed = t.pid != self.pid;
                 self.pid = t.pid;

@@ -48,7 +48,7 @@ mod pages;
 
 pub use convert::{convert, ConvertStats};
 pub use lackey::{LackeyReader, LackeyWriter, PieceError, Pieces};
-pub use native::{NativeReader, NativeWriter, NATIVE_MAGIC, NATIVE_VERSION};
+pub use native::{NativeReader, NativeWriter, NATIVE_MAGIC, NATIVE_OLDEST_VERSION, NATIVE_VERSION};
 pub use open::{open, Format};
 pub use pages::{page_word, PageBatch, PageFilter, MAX_FILTER_DEPTH};
 

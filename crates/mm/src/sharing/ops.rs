@@ -52,7 +52,7 @@ impl Sharing {
                 self.tb.process_died(&mut p, &mut self.pt);
                 Ok(())
             }
-            Event::Ref(_) | Event::Switch(_) => Ok(()),
+            Event::Ref(_) | Event::Switch(_) | Event::MapRequest(_) => Ok(()),
         }
     }
 

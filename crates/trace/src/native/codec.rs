@@ -1,6 +1,9 @@
 //! The record codec: tags, varints and zigzag deltas (see `docs/trace-format.md`).
 
-use pagelab_core::{AccessKind, Advice, Backing, Event, MapEvent, MemRef, Prot, Sharing, ThreadId};
+use pagelab_core::{
+    AccessKind, Advice, Backing, Event, FileIdentity, MapEvent, MapRequest, MemRef, Prot, Sharing,
+    ThreadId, VirtAddr,
+};
 
 /// Reference tags are `kind * REF_STRIDE + size code`, below [`TAG_SWITCH`].
 pub(crate) const REF_STRIDE: u8 = 60;
@@ -15,9 +18,11 @@ pub(crate) const TAG_BRK: u8 = 0xf5;
 pub(crate) const TAG_FORK: u8 = 0xf6;
 pub(crate) const TAG_EXIT: u8 = 0xf7;
 pub(crate) const TAG_EXEC: u8 = 0xf8;
+pub(crate) const TAG_MAP_REQUEST: u8 = 0xf9;
 
-/// Longest encoding of any record (a file-backed map: tag, 4 varints, 2 bytes).
-pub(crate) const MAX_RECORD_LEN: usize = 1 + 4 * 10 + 2;
+/// Longest encoding of any record (a file map request: tag, 6 varints of
+/// 64 bits and one of 32, 2 bytes).
+pub(crate) const MAX_RECORD_LEN: usize = 1 + 6 * 10 + 5 + 2;
 
 /// Map flags: bit 0 shared, bit 1 file-backed.
 const MAP_SHARED: u8 = 1;
@@ -131,6 +136,22 @@ pub(crate) fn encode(out: &mut Vec<u8>, prev: &mut Prev, e: &Event) {
             put_varint(out, zigzag(*status as i64));
         }
         Event::Exec => out.push(TAG_EXEC),
+        Event::MapRequest(r) => {
+            out.push(TAG_MAP_REQUEST);
+            put_varint(out, r.hint.0);
+            put_varint(out, r.len);
+            out.push(r.prot.0);
+            put_varint(out, r.flags as u64);
+            match r.file {
+                None => out.push(0),
+                Some(f) => {
+                    out.push(1);
+                    put_varint(out, f.dev);
+                    put_varint(out, f.ino);
+                }
+            }
+            put_varint(out, r.offset);
+        }
     }
 }
 
@@ -392,6 +413,28 @@ impl Cursor<'_> {
                 }
             }
             TAG_EXEC => Event::Exec,
+            TAG_MAP_REQUEST => {
+                let hint = VirtAddr(self.varint()?);
+                let len = self.varint()?;
+                let prot = Prot(self.byte()?);
+                let flags = self.varint_u32("map request flags do not fit in 32 bits")?;
+                let file = match self.byte()? {
+                    0 => None,
+                    1 => Some(FileIdentity {
+                        dev: self.varint()?,
+                        ino: self.varint()?,
+                    }),
+                    _ => return Err("map request has a file flag other than 0 or 1"),
+                };
+                Event::MapRequest(Box::new(MapRequest {
+                    hint,
+                    len,
+                    prot,
+                    flags,
+                    file,
+                    offset: self.varint()?,
+                }))
+            }
             _ => return Err("reserved record tag (written by a newer pagelab?)"),
         })
     }

@@ -3,7 +3,7 @@
 use super::codec::{Cursor, Prev, PADDING};
 use super::{
     block_checksum, BLOCK_HEADER_LEN, FILE_HEADER_LEN, MAX_COMPRESSED_LEN, MAX_RAW_LEN,
-    NATIVE_MAGIC, NATIVE_VERSION,
+    NATIVE_MAGIC, NATIVE_OLDEST_VERSION, NATIVE_VERSION,
 };
 use crate::{Latch, TraceError, TraceSource};
 use pagelab_core::{Event, SourceInfo};
@@ -104,9 +104,10 @@ impl<R: Read> NativeReader<R> {
             return Err(self.corrupt(n as u64, "truncated file header"));
         }
         let version = u16::from_le_bytes([h[8], h[9]]);
-        if version != NATIVE_VERSION {
+        if !(NATIVE_OLDEST_VERSION..=NATIVE_VERSION).contains(&version) {
             let reason = format!(
-                "unsupported version {version}; this reader reads version {NATIVE_VERSION}"
+                "unsupported version {version}; this reader reads versions \
+                 {NATIVE_OLDEST_VERSION} to {NATIVE_VERSION} (a newer pagelab wrote it?)"
             );
             return Err(self.corrupt(8, reason));
         }

@@ -3,7 +3,10 @@
 use super::codec::{encode, Prev};
 use super::*;
 use crate::{TraceError, TraceSource};
-use pagelab_core::{AccessKind, Advice, Backing, Event, MapEvent, MemRef, Prot, Sharing, ThreadId};
+use pagelab_core::{
+    AccessKind, Advice, Backing, Event, FileIdentity, MapEvent, MapRequest, MemRef, Prot, Sharing,
+    ThreadId, VirtAddr,
+};
 use proptest::prelude::*;
 
 fn r(kind: AccessKind, addr: u64, size: u32) -> Event {
@@ -82,6 +85,17 @@ fn zoo() -> Vec<Event> {
         Event::Exit { status: i32::MIN },
         Event::Exit { status: i32::MAX },
         Event::Exec,
+        Event::MapRequest(Box::new(MapRequest {
+            hint: VirtAddr(u64::MAX),
+            len: u64::MAX,
+            prot: Prot(0xff),
+            flags: u32::MAX,
+            file: Some(FileIdentity {
+                dev: u64::MAX,
+                ino: u64::MAX,
+            }),
+            offset: u64::MAX,
+        })),
     ]
 }
 
@@ -174,14 +188,19 @@ fn header_errors_name_their_offset() {
     assert_eq!(corrupt_offset(&bad).0, 0);
     assert!(corrupt_offset(&bad).1.contains("magic"));
     let mut bad = good.clone();
-    bad[8] = 2;
+    bad[8] = 3;
     assert_eq!(
         corrupt_offset(&bad),
         (
             8,
-            "unsupported version 2; this reader reads version 1".into()
+            "unsupported version 3; this reader reads versions 1 to 2 (a newer pagelab wrote it?)"
+                .into()
         )
     );
+    // A version-1 file (written before Exec and MapRequest) reads as it did.
+    let mut old = write(&zoo()[..zoo().len() - 2], BLOCK_RAW_TARGET);
+    old[8] = 1;
+    assert_eq!(read(&old, 7).0, &zoo()[..zoo().len() - 2]);
     let mut bad = good.clone();
     bad[11] = 1;
     assert_eq!(corrupt_offset(&bad).0, 10);
@@ -317,7 +336,8 @@ fn block_level_errors_name_the_block() {
 #[test]
 fn record_level_errors() {
     let cases: &[(&[u8], &str)] = &[
-        (&[0xf9, 0, 0], "reserved record tag"),
+        (&[0xfa, 0, 0], "reserved record tag"),
+        (&[0xf9, 0, 0, 0, 0, 2, 0], "file flag other than 0 or 1"),
         (&[0xff], "reserved record tag"),
         (&[0x00], "past the end"),
         (&[0x00, 0x80], "past the end"),
@@ -445,6 +465,24 @@ fn arb_event() -> impl Strategy<Value = Event> {
         1 => any::<u32>().prop_map(|child| Event::Fork { child }),
         1 => any::<i32>().prop_map(|status| Event::Exit { status }),
         1 => Just(Event::Exec),
+        1 => (
+            any::<u64>(),
+            any::<u64>(),
+            any::<u8>(),
+            any::<u32>(),
+            proptest::option::of((any::<u64>(), any::<u64>())),
+            any::<u64>()
+        )
+            .prop_map(|(hint, len, prot, flags, file, offset)| {
+                Event::MapRequest(Box::new(MapRequest {
+                    hint: VirtAddr(hint),
+                    len,
+                    prot: Prot(prot),
+                    flags,
+                    file: file.map(|(dev, ino)| FileIdentity { dev, ino }),
+                    offset,
+                }))
+            }),
     ]
 }
 
