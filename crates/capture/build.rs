@@ -1,7 +1,7 @@
 //! Builds the C parts of capture with the workspace's own build: the QEMU
 //! plugin once per plugin API version (QEMU 7.2 accepts only version 1, QEMU
 //! 8.2 and later only 2 and up; pagelab picks at run time) and the test
-//! program of the capture tests.
+//! programs of the capture tests (references; Linux's mmap placement).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,11 +26,13 @@ fn main() {
             ],
         );
     }
-    compile(
-        &capture.join("testprog/pagelab_testprog.c"),
-        &out.join("pagelab_testprog"),
-        &[],
-    );
+    for prog in ["pagelab_testprog", "pagelab_layoutprog"] {
+        compile(
+            &capture.join(format!("testprog/{prog}.c")),
+            &out.join(prog),
+            &[],
+        );
+    }
 }
 
 /// Compiles one C file into `dst` with the C compiler the `cc` crate finds.

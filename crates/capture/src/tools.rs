@@ -158,3 +158,9 @@ pub fn plugin_path(api: u32) -> Result<PathBuf, CaptureError> {
 pub fn testprog_path() -> PathBuf {
     Path::new(env!("OUT_DIR")).join("pagelab_testprog")
 }
+
+/// The path of the layout test program (`capture/testprog/pagelab_layoutprog.c`)
+/// the build made: it maps regions natively and prints where the kernel put them.
+pub fn layoutprog_path() -> PathBuf {
+    Path::new(env!("OUT_DIR")).join("pagelab_layoutprog")
+}
