@@ -150,7 +150,7 @@ impl LinuxLayout {
         let flags = req.flags;
         let hint = req.hint.0;
         if flags & (MapRequest::FIXED | MapRequest::FIXED_NOREPLACE) != 0 {
-            if hint % PAGE != 0 {
+            if !hint.is_multiple_of(PAGE) {
                 return Err(Unmodelled::Refused(22));
             }
             if flags & MapRequest::FIXED == 0 && self.overlaps(hint, hint + len) {
@@ -189,7 +189,7 @@ impl LinuxLayout {
             }
             return self.topdown(hint, len);
         }
-        if self.params.thp && len % PMD == 0 {
+        if self.params.thp && len.is_multiple_of(PMD) {
             // __thp_get_unmapped_area: 2M more, then the highest 2M boundary inside.
             if let Ok(ret) = self.topdown(hint, len + PMD) {
                 if ret.0 == hint {
