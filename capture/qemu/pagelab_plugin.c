@@ -586,7 +586,11 @@ static void follow_exec(uint64_t path_p, uint64_t argv_p, uint64_t envp_p)
     char line[MAX_SCRIPT_DEPTH + 1][BINPRM_BUF + 1];
     char spec[4200];
     char *orig0 = NULL;
-    if (envp == NULL || plugin_file[0] == 0 || mem_fd < 0) {
+    /* A guest that closed every descriptor before exec (Python's subprocess
+     * does) took the output with them: its program runs natively, untraced,
+     * rather than under a QEMU whose plugin would refuse to start. */
+    if (envp == NULL || plugin_file[0] == 0 || mem_fd < 0 || dead ||
+        fcntl(out_fd, F_GETFD) < 0 || fcntl(mem_fd, F_GETFD) < 0) {
         goto out;
     }
     if (argc == 0) {

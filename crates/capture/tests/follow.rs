@@ -181,3 +181,33 @@ fn a_python_script_runs_python() {
     assert_eq!(l.refs.len(), 1, "no exec: the kernel runs python directly");
     assert!(l.refs[0] > 1_000_000, "python ran traced: {l:?}");
 }
+
+/// Python's subprocess closes every descriptor in the child before exec,
+/// the trace's output with them: that child's program must still run (once
+/// it failed, QEMU's plugin refusing to start), untraced; posix_spawn keeps
+/// them, and its child is followed through the exec.
+#[test]
+fn a_child_that_closed_every_descriptor_still_runs() {
+    let python = std::path::Path::new("/usr/bin/python3");
+    if !python.exists() || !available(Backend::Qemu) {
+        eprintln!("SKIPPED: /usr/bin/python3 or QEMU is not installed");
+        return;
+    }
+    let code = "import os, subprocess\n\
+                subprocess.run(['/bin/true'], check=True)\n\
+                pid = os.posix_spawn('/bin/true', ['/bin/true'], {})\n\
+                assert os.waitpid(pid, 0)[1] == 0\n";
+    let (ev, status) = capture(Backend::Qemu, "/usr/bin/python3", &["-S", "-c", code], None);
+    assert_eq!(status, 0, "both children ran and exited 0");
+    let lives = lives(&ev);
+    let py = root(&lives, &ev);
+    let spawned: Vec<_> = lives
+        .values()
+        .filter(|l| l.forked_by == Some(py) && l.refs.len() == 2 && l.refs[1] > 10_000)
+        .collect();
+    assert_eq!(
+        spawned.len(),
+        1,
+        "the posix_spawn child, traced through its exec: {lives:?}"
+    );
+}
