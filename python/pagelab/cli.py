@@ -115,7 +115,7 @@ def sweep_command(path: str, dask: str | None, out: str | None) -> int:
         f.write("\n")
     df = frame(documents)
     df.to_parquet(os.path.join(out, "result.parquet"), index=False)
-    write_report(os.path.join(out, "report.html"), documents, [c["name"] for c in configs])
+    write_report(os.path.join(out, "report.html"), documents)
     columns = [c for c in ("source", "config", "page_size", "policy", "itlb_misses", "dtlb_misses", "faults") if c in df]
     print(df[columns].to_string(index=False))
     print(
@@ -126,12 +126,9 @@ def sweep_command(path: str, dask: str | None, out: str | None) -> int:
     return 0
 
 
-def write_report(path: str, documents: list[dict[str, Any]], configs: list[str]) -> None:
-    """The HTML report: one column per configuration, its results over every source."""
+def write_report(path: str, documents: list[dict[str, Any]]) -> None:
+    """The HTML report: one column per configuration, its results over every source (the
+    columns ``pagelab report`` makes of the sweep's JSON)."""
     from . import _native
 
-    columns = []
-    for name in configs:
-        results = [d["result"] for d in documents if d["config"] == name]
-        columns.append((name, json.dumps({"schema": "pagelab.study/1", "results": results})))
-    _native.write_html(path, columns)
+    _native.write_html(path, [("", json.dumps({"schema": SWEEP_SCHEMA, "results": documents}))])

@@ -496,3 +496,78 @@ fn every_command_help_ends_with_an_example_and_policy_help_lists_every_policy() 
         assert!(sim.contains(policy), "--policy help lacks {policy}");
     }
 }
+
+#[test]
+fn report_reads_a_sweep_as_one_column_per_configuration() {
+    let d = tmp("sweep-report");
+    let mut entries = Vec::new();
+    for (config, tlb) in [("weisberg", "weisberg"), ("skylake", "skylake")] {
+        for w in ["stride:iters=2", "gups:updates=20000"] {
+            let json = d.join(format!("{config}-{}.json", entries.len()));
+            run(pagelab()
+                .args([
+                    "sim",
+                    "--page-sizes",
+                    "4K,2M",
+                    "--tlb",
+                    tlb,
+                    "--workload",
+                    w,
+                    "--json",
+                ])
+                .arg(&json));
+            let result: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+            entries.push(serde_json::json!({"source": w, "config": config, "result": result}));
+        }
+    }
+    let sweep = d.join("sweep.json");
+    let doc = serde_json::json!({"schema": "pagelab.sweep/1", "results": entries});
+    std::fs::write(&sweep, doc.to_string()).unwrap();
+    let html = d.join("r.html");
+    let out = run(pagelab().arg("report").arg(&sweep).arg("-o").arg(&html));
+    let text = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        text.contains("weisberg") && text.contains("skylake"),
+        "{text:.300}"
+    );
+    // One recommendation block per configuration, each over both sources.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.matches("Recommendation").count(), 2, "{stdout}");
+    assert_eq!(stdout.matches("gups").count(), 2, "{stdout}");
+
+    // An entry that is not a sim result, or a malformed entry, is an error naming it.
+    let mut bad = doc.clone();
+    bad["results"][1]["result"] =
+        serde_json::from_str(&std::fs::read_to_string(data("lab/run.json")).unwrap()).unwrap();
+    std::fs::write(&sweep, bad.to_string()).unwrap();
+    let out = pagelab()
+        .arg("report")
+        .arg(&sweep)
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("results[1] (source `gups:updates=20000`, config `weisberg`)")
+            && err.contains("not a `run` one"),
+        "{err}"
+    );
+    let mut bad = doc;
+    bad["results"][0].as_object_mut().unwrap().remove("config");
+    std::fs::write(&sweep, bad.to_string()).unwrap();
+    let out = pagelab()
+        .arg("report")
+        .arg(&sweep)
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("does not match it") && err.contains("config"),
+        "{err}"
+    );
+}

@@ -63,6 +63,7 @@ mod plot_time;
 mod provenance;
 pub mod recommend;
 mod schema;
+mod sweep;
 mod table;
 
 pub use crate::csv::{write_csv, write_csv_to, CsvExporter};
@@ -79,4 +80,5 @@ pub use schema::{
     LevelStats, PolicyStats, RefCounts, Results, RunStats, SimResult, StudyResult, SIM_SCHEMA,
     STUDY_SCHEMA,
 };
+pub use sweep::{load_columns, parse_columns, SWEEP_SCHEMA};
 pub use table::{columns, table, tables, TableExporter};

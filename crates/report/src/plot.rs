@@ -30,10 +30,8 @@ const ROW_HEIGHT: u32 = 330;
 const HEADER_HEIGHT: u32 = 64;
 /// Above this many page sizes a panel has no room to print each miss count over its bar.
 const MAX_LABELLED_SLOTS: usize = 8;
-/// Blue, as in the paper.
-const MISS_COLOR: RGBColor = RGBColor(31, 119, 180);
-/// Red, as in the paper.
-const MEM_COLOR: RGBColor = RGBColor(214, 39, 40);
+/// How opaque a memory bar is: the page size's colour, paler than its miss bar beside it.
+const MEM_OPACITY: f64 = 0.35;
 /// Half the width of a page size's slot used by one bar, in x units (a slot is 1.0 wide).
 const BAR: f64 = 0.38;
 /// The space between a slot's two bars, in x units.
@@ -133,16 +131,25 @@ fn draw_header(area: &Area<'_>, results: &[SimResult]) -> Result<()> {
         tlbs.join(", ")
     );
     area.draw(&Text::new(title, (20, 10), font(20.0).color(&BLACK)))?;
-    let legend = [
-        (MISS_COLOR, "TLB misses (left axis, log scale)"),
-        (MEM_COLOR, "memory used (right axis)"),
-    ];
-    let mut x = 20;
-    for (color, text) in legend {
-        area.draw(&Rectangle::new([(x, 40), (x + 14, 54)], color.filled()))?;
-        area.draw(&Text::new(text, (x + 20, 40), font(15.0).color(&BLACK)))?;
-        x += 330;
-    }
+    // Each page size has its own colour (as in every plot and report, `colors.rs`); the two
+    // bars of a size tell misses from memory by shade.
+    let key = RGBColor(96, 96, 96);
+    area.draw(&Rectangle::new([(20, 40), (34, 54)], key.filled()))?;
+    area.draw(&Text::new(
+        "TLB misses (left axis, log scale)",
+        (40, 40),
+        font(15.0).color(&BLACK),
+    ))?;
+    area.draw(&Rectangle::new(
+        [(350, 40), (364, 54)],
+        key.mix(MEM_OPACITY).filled(),
+    ))?;
+    area.draw(&Rectangle::new([(350, 40), (364, 54)], key.stroke_width(1)))?;
+    area.draw(&Text::new(
+        "memory used (right axis): the pale bar of each page size's colour",
+        (370, 40),
+        font(15.0).color(&BLACK),
+    ))?;
     Ok(())
 }
 
@@ -202,21 +209,32 @@ fn draw_panel(area: &Area<'_>, r: &SimResult, side: Side) -> Result<()> {
         .label_style(font(12.0))
         .draw()?;
 
+    let colours: Vec<RGBColor> = r
+        .runs
+        .iter()
+        .map(|run| {
+            let (red, green, blue) = crate::colors::rgb(crate::colors::size_colour(run.page_size));
+            RGBColor(red, green, blue)
+        })
+        .collect();
     let miss_bars = misses
         .iter()
         .enumerate()
         .filter(|(_, m)| **m > 0)
         .map(|(i, m)| {
             let c = i as f64;
-            Rectangle::new([(c - BAR, 1.0), (c - GAP, *m as f64)], MISS_COLOR.filled())
+            Rectangle::new([(c - BAR, 1.0), (c - GAP, *m as f64)], colours[i].filled())
         });
     chart.draw_series(miss_bars)?;
-    let mem_bars = bytes.iter().enumerate().map(|(i, b)| {
+    let mem_bar = |i: usize, style: ShapeStyle| {
         let c = i as f64;
-        let top = *b as f64 / unit.bytes;
-        Rectangle::new([(c + GAP, 0.0), (c + BAR, top)], MEM_COLOR.filled())
-    });
-    chart.draw_secondary_series(mem_bars)?;
+        let top = bytes[i] as f64 / unit.bytes;
+        Rectangle::new([(c + GAP, 0.0), (c + BAR, top)], style)
+    };
+    // A pale fill, then an outline in the full colour so a small bar still shows its size's hue.
+    chart
+        .draw_secondary_series((0..n).map(|i| mem_bar(i, colours[i].mix(MEM_OPACITY).filled())))?;
+    chart.draw_secondary_series((0..n).map(|i| mem_bar(i, colours[i].stroke_width(1))))?;
 
     let style = TextStyle::from(font(11.0))
         .color(&BLACK)

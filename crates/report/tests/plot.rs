@@ -31,6 +31,15 @@ fn svg_names_every_workload_and_page_size() {
         );
     }
     assert!(svg.contains("TLB misses") && svg.contains("memory used"));
+    // Each page size's bars are in its colour, the one every report gives it.
+    for size in ["4K", "8K", "16K", "32K", "64K", "128K", "256K"] {
+        let colour = pagelab_report::colors::size_colour(size.parse().unwrap());
+        let fill = format!("fill=\"{}\"", colour.to_uppercase());
+        assert!(
+            svg.to_uppercase().matches(&fill.to_uppercase()).count() >= 4,
+            "{size}: expected its colour {colour} on the bars of every panel"
+        );
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

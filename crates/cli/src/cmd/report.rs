@@ -43,8 +43,8 @@ impl RuleArgs {
 /// `pagelab report` options.
 #[derive(Args, Debug)]
 pub struct ReportArgs {
-    /// Saved results (`--json` of sim, run, bench, validate; a study's result.json);
-    /// several are laid side by side.
+    /// Saved results (`--json` of sim, run, bench, validate; a study's or a sweep's
+    /// result.json); several are laid side by side, a sweep as one column per configuration.
     #[arg(value_name = "RESULT.json", required = true)]
     pub results: Vec<PathBuf>,
     /// The HTML file to write.
@@ -56,16 +56,11 @@ pub struct ReportArgs {
 
 pub fn run(a: ReportArgs) -> Result<()> {
     let rule = a.rule.rule()?;
-    let named = a
-        .results
-        .iter()
-        .map(|p| {
-            Ok(Named {
-                name: p.display().to_string(),
-                result: pagelab_report::load_any(p)?,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let several = a.results.len() > 1;
+    let mut named = Vec::new();
+    for p in &a.results {
+        named.extend(pagelab_report::load_columns(p, several)?);
+    }
     write_html(&a.output, &named, &rule)?;
     crate::out::outln!("wrote {}", a.output.display())?;
     for n in &named {
