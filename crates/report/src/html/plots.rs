@@ -320,35 +320,27 @@ pub(crate) fn lab_plots(prefix: &str, lab: &LabResult) -> Vec<Plot> {
             false,
         );
         speed.categories = subjects.iter().map(|s| short(s)).collect();
-        for l in &labels {
-            let mut s = Series {
-                name: l.clone(),
-                colour: colour(l),
-                ..Default::default()
-            };
-            for subject in &subjects {
-                let base = lab
-                    .configs
-                    .iter()
-                    .find(|c| &c.subject == subject && is_baseline(c))
-                    .and_then(|c| c.summary.get(key));
-                let own = find(subject, l).and_then(|c| c.summary.get(key));
-                match (base, own) {
-                    (Some(b), Some(o)) if o.median > 0.0 && o.min > 0.0 => {
-                        s.values.push(Some(b.median / o.median));
-                        s.err.push(Some([b.median / o.max, b.median / o.min]));
-                        s.notes
-                            .push(Some(format!("spread {:.0}%", o.spread * 100.0)));
-                    }
-                    _ => {
-                        s.values.push(None);
-                        s.err.push(None);
-                        s.notes.push(None);
-                    }
+        speed.series = series_over(&labels, &subjects, &colour, |subject, l, s| {
+            let base = lab
+                .configs
+                .iter()
+                .find(|c| c.subject == subject && is_baseline(c))
+                .and_then(|c| c.summary.get(key));
+            let own = find(subject, l).and_then(|c| c.summary.get(key));
+            match (base, own) {
+                (Some(b), Some(o)) if o.median > 0.0 && o.min > 0.0 => {
+                    s.values.push(Some(b.median / o.median));
+                    s.err.push(Some([b.median / o.max, b.median / o.min]));
+                    s.notes
+                        .push(Some(format!("spread {:.0}%", o.spread * 100.0)));
+                }
+                _ => {
+                    s.values.push(None);
+                    s.err.push(None);
+                    s.notes.push(None);
                 }
             }
-            speed.series.push(s);
-        }
+        });
         plots.push(speed);
     }
     plots.extend(stride_curves(prefix, lab, &labels, &colour));
@@ -365,27 +357,43 @@ pub(crate) fn lab_plots(prefix: &str, lab: &LabResult) -> Vec<Plot> {
         true,
     );
     faults.categories = subjects.iter().map(|s| short(s)).collect();
-    for l in &labels {
-        let mut s = Series {
-            name: l.clone(),
-            colour: colour(l),
-            ..Default::default()
-        };
-        for subject in &subjects {
-            let c = find(subject, l);
-            // From the runs: validate keeps no summaries.
-            s.values.push(c.and_then(|c| {
-                let faults: Vec<f64> = c.runs.iter().map(|m| m.faults as f64).collect();
-                Summary::of(&faults).map(|f| f.median)
-            }));
-            s.notes.push(c.and_then(note));
-        }
-        faults.series.push(s);
-    }
+    faults.series = series_over(&labels, &subjects, &colour, |subject, l, s| {
+        let c = find(subject, l);
+        // From the runs: validate keeps no summaries.
+        s.values.push(c.and_then(|c| {
+            let faults: Vec<f64> = c.runs.iter().map(|m| m.faults as f64).collect();
+            Summary::of(&faults).map(|f| f.median)
+        }));
+        s.notes.push(c.and_then(note));
+    });
     if !faults.categories.is_empty() {
         plots.push(faults);
     }
     plots
+}
+
+/// One series per configuration label, in its colour, each with a point per subject that
+/// `point(subject, label, series)` pushes.
+fn series_over(
+    labels: &[String],
+    subjects: &[String],
+    colour: &impl Fn(&str) -> String,
+    mut point: impl FnMut(&str, &str, &mut Series),
+) -> Vec<Series> {
+    labels
+        .iter()
+        .map(|l| {
+            let mut s = Series {
+                name: l.clone(),
+                colour: colour(l),
+                ..Default::default()
+            };
+            for subject in subjects {
+                point(subject, l, &mut s);
+            }
+            s
+        })
+        .collect()
 }
 
 fn note(c: &LabConfig) -> Option<String> {
