@@ -8,6 +8,10 @@ cargo clippy --locked --workspace --all-targets -- -D warnings
 cargo test --locked --workspace
 # The Python package against the command line, on a real Dask cluster (python/tests).
 (cd python && ../.venv/bin/pytest -q -p no:cacheprovider)
+# The Python path's rates beside the command line's, and a sweep serial, on a
+# process pool and on a Dask LocalCluster (about 35 s; it prints, the goals are
+# read from its figures in docs/python.md, not asserted on a shared machine).
+.venv/bin/python python/bench/bench.py --quick
 # The SIMD tiers: the trace, engine and CLI end-to-end suites once more on the
 # portable tier (the run above used this CPU's best), holding the same expected
 # results; crates/cli/tests/isa.rs compares every tier's JSON byte for byte.
