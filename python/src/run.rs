@@ -139,6 +139,8 @@ pub(crate) fn simulate(
                 strict: model.strict,
                 cow: &model.cow,
                 machine,
+                page_cluster: None,
+                highpte: false,
             },
         )?;
         pagelab_engine::run_policies(&mut *src, &pcfg, &mut ())?

@@ -203,6 +203,14 @@ pub struct SimArgs {
     /// a large-page zone reserved at boot, zone fallback; see configs/phys/.
     #[arg(long, value_name = "FILE.toml", requires = "policy")]
     pub phys: Option<PathBuf>,
+    /// Pages governed by one struct page (page clustering; with --machine and
+    /// --policy): mem_map shrinks by this factor.
+    #[arg(long, value_name = "N", requires_all = ["machine", "policy"])]
+    pub page_cluster: Option<u32>,
+    /// Keep a 32-bit kernel's level-1 page tables in high memory (CONFIG_HIGHPTE;
+    /// with --machine and --policy), out of low memory.
+    #[arg(long, requires_all = ["machine", "policy"])]
+    pub highpte: bool,
     /// Stop at the first contradictory event (unmap of nothing, a reference outside
     /// every VMA in a trace with map events) instead of counting it (with --policy).
     #[arg(long, requires = "policy")]

@@ -108,6 +108,10 @@ pub struct PolicyArgs<'a> {
     /// `--machine`: its memory (which `phys` and `memory` replace), geometry,
     /// kernel and nodes.
     pub machine: Option<&'a Machine>,
+    /// `--page-cluster N`: pages per struct page, replacing the machine's.
+    pub page_cluster: Option<u32>,
+    /// `--highpte`: level-1 page tables in high memory.
+    pub highpte: bool,
 }
 
 /// The configuration of the policy runs over the TLB of `study`.
@@ -118,7 +122,21 @@ pub fn policy_config(study: &StudyConfig, a: &PolicyArgs<'_>) -> Result<PolicyCo
         .map(|p| p.parse().with_context(|| format!("--policy {p}")))
         .collect::<Result<Vec<_>>>()?;
     let (phys, platform) = match a.machine {
-        Some(m) => machine_phys(m.clone(), a.phys, a.memory)?,
+        Some(m) => {
+            let mut m = m.clone();
+            if let Some(n) = a.page_cluster {
+                m.kernel.page_cluster = n;
+            }
+            m.kernel.highpte |= a.highpte;
+            m.kernel.validate().map_err(|e| {
+                anyhow::anyhow!(
+                    "--page-cluster {}: {}",
+                    a.page_cluster.unwrap_or(1),
+                    e.message
+                )
+            })?;
+            machine_phys(m, a.phys, a.memory)?
+        }
         None => (phys_config(a.phys, a.memory)?, None),
     };
     let cow = a

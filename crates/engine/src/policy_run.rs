@@ -256,6 +256,10 @@ impl PolicyRun {
                 reclaim_splits: s.reclaim_splits,
                 reclaim_preemptions: s.reclaim_preemptions,
                 policy_counters: self.mm.policy_counters(),
+                kernel: self
+                    .mm
+                    .kernel_stats()
+                    .and_then(|k| serde_json::to_value(k).ok()),
             }),
             cost: None,
         }

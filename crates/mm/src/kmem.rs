@@ -128,3 +128,103 @@ impl KernelMemory {
         s
     }
 }
+
+/// Why the kernel's own memory cannot be had: the failure of a 32-bit kernel
+/// whose low memory is full of structures it cannot swap (004 paper, section 2).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("low memory exhausted: mem_map {mem_map} + page tables {page_tables} need {need} of the {low} of low memory; the kernel can no longer allocate (kswapd spins and the machine appears hung: the 004 paper, section 2). Use --highpte (page tables in high memory), --page-cluster N (a smaller mem_map) or a 64-bit machine", need = Bytes(mem_map.0 + page_tables.0))]
+pub struct LowMemoryExhausted {
+    /// mem_map's bytes.
+    pub mem_map: Bytes,
+    /// Page tables in low memory.
+    pub page_tables: Bytes,
+    /// Low memory.
+    pub low: Bytes,
+}
+
+/// The kernel's memory over a run: mem_map, and on a 32-bit kernel the low
+/// memory its page tables take, at their peak. (The reverse map's pte-chains,
+/// which also live in low memory, are modelled by `pagelab sharing`, not here.)
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct KernelStats {
+    /// The structures fixed at boot.
+    #[serde(flatten)]
+    pub fixed: KernelMemory,
+    /// Whether level-1 page tables live in high memory.
+    pub highpte: bool,
+    /// The most page-table bytes kept in low memory at once (all page tables
+    /// on a machine without high memory).
+    pub page_tables_low_peak_bytes: u64,
+    /// The most low memory the kernel's structures took at once
+    /// (mem_map + page tables in low memory).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub low_used_peak_bytes: Option<u64>,
+}
+
+impl KernelStats {
+    /// A run's kernel at boot.
+    pub fn new(kernel: &KernelConfig, phys: &PhysConfig, base: PageSize) -> KernelStats {
+        let fixed = KernelMemory::fixed(kernel, phys, base);
+        KernelStats {
+            low_used_peak_bytes: fixed.low_memory_bytes.map(|_| fixed.mem_map_bytes),
+            fixed,
+            highpte: kernel.highpte,
+            page_tables_low_peak_bytes: 0,
+        }
+    }
+
+    /// The kernel of a run on `platform` (none without one), checked at boot.
+    pub fn on(
+        platform: Option<&crate::platform::Platform>,
+        phys: &PhysConfig,
+        base: PageSize,
+    ) -> Result<Option<KernelStats>, LowMemoryExhausted> {
+        let Some(p) = platform else { return Ok(None) };
+        let k = KernelStats::new(&p.kernel, phys, base);
+        k.check_boot()?;
+        Ok(Some(k))
+    }
+
+    /// Fails at once if mem_map alone does not fit in low memory.
+    pub fn check_boot(&self) -> Result<(), LowMemoryExhausted> {
+        self.observe(0).map(|_| ())
+    }
+
+    /// Takes in the page tables in use now (`page_table_bytes` in all,
+    /// `level1_bytes` of them in level-1 tables); an error when the kernel's
+    /// structures would no longer fit in low memory.
+    pub fn record(
+        &mut self,
+        page_table_bytes: u64,
+        level1_bytes: u64,
+    ) -> Result<(), LowMemoryExhausted> {
+        let low_pt = if self.highpte && self.fixed.low_memory_bytes.is_some() {
+            page_table_bytes - level1_bytes.min(page_table_bytes)
+        } else {
+            page_table_bytes
+        };
+        self.page_tables_low_peak_bytes = self.page_tables_low_peak_bytes.max(low_pt);
+        let used = self.observe(low_pt)?;
+        if let (Some(peak), Some(used)) = (&mut self.low_used_peak_bytes, used) {
+            *peak = (*peak).max(used);
+        }
+        Ok(())
+    }
+
+    /// The low memory in use with these page tables, if the machine has low
+    /// memory; an error when it is more than there is.
+    fn observe(&self, low_pt: u64) -> Result<Option<u64>, LowMemoryExhausted> {
+        let Some(low) = self.fixed.low_memory_bytes else {
+            return Ok(None);
+        };
+        let used = self.fixed.mem_map_bytes + low_pt;
+        if used > low {
+            return Err(LowMemoryExhausted {
+                mem_map: Bytes(self.fixed.mem_map_bytes),
+                page_tables: Bytes(low_pt),
+                low: Bytes(low),
+            });
+        }
+        Ok(Some(used))
+    }
+}

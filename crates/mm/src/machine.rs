@@ -35,6 +35,9 @@ pub enum MmError {
         /// The smallest size tried.
         size: PageSize,
     },
+    /// The kernel's structures no longer fit in a 32-bit kernel's low memory.
+    #[error(transparent)]
+    LowMemory(#[from] crate::kmem::LowMemoryExhausted),
     /// A policy name or parameter is not valid.
     #[error("{0}")]
     Policy(String),
@@ -171,6 +174,15 @@ impl Machine {
     /// Sum of every process's page-table memory.
     pub fn page_table_bytes(&self) -> u64 {
         self.procs.values().map(|p| p.pt.memory_bytes()).sum()
+    }
+
+    /// Sum of every process's level-1 page tables (PTE pages), in bytes.
+    pub fn level1_table_bytes(&self) -> u64 {
+        let per = self.geometry.table_bytes(1);
+        self.procs
+            .values()
+            .map(|p| p.pt.stats().tables_per_level.first().copied().unwrap_or(0) * per)
+            .sum()
     }
 
     /// Allocates a naturally aligned block for a `size` page, or `None` when

@@ -37,6 +37,8 @@ pub struct Mm {
     swap: Swap,
     /// The base page size, whose frames the page table holds.
     base: PageSize,
+    /// The kernel's memory, on a machine given by a platform.
+    kernel: Option<crate::kmem::KernelStats>,
 }
 
 impl Mm {
@@ -71,7 +73,22 @@ impl Mm {
             invalidations: Vec::new(),
             swap: Swap::default(),
             base: spec.base(),
+            kernel: crate::kmem::KernelStats::on(platform, phys, spec.base())?,
         })
+    }
+
+    /// The kernel's memory over the run (with a platform).
+    pub fn kernel_stats(&self) -> Option<&crate::kmem::KernelStats> {
+        self.kernel.as_ref()
+    }
+
+    fn account_kernel(&mut self) -> Result<(), MmError> {
+        if let Some(k) = &mut self.kernel {
+            let m = &self.machine;
+            let level1 = if k.highpte { m.level1_table_bytes() } else { 0 };
+            k.record(m.page_table_bytes(), level1)?;
+        }
+        Ok(())
     }
 
     /// The policy this run models.
@@ -102,6 +119,7 @@ impl Mm {
 
     /// Periodic policy work, then reclaim if it took memory below a low watermark.
     pub fn tick(&mut self) -> Result<(), MmError> {
+        self.account_kernel()?;
         self.policy.tick(&mut self.machine)?;
         self.collect_remapped();
         self.kswapd()
@@ -343,6 +361,9 @@ impl Mm {
 
     /// Carries out one non-reference event.
     pub fn event(&mut self, ev: &Event) -> Result<Invalidate, MmError> {
+        // Page tables grow only at faults and shrink only at events and
+        // ticks: measured before each, the kernel's peak is never missed.
+        self.account_kernel()?;
         let pid = self.pid;
         match ev {
             // The request matters to placement only; its result follows as a Map.

@@ -205,6 +205,11 @@ pub struct PolicyStats {
     /// The policy's own counters (for linux-thp: `anon_fault_alloc`, `anon_fault_fallback` per size).
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub policy_counters: serde_json::Value,
+    /// The kernel's own memory on a machine given by `--machine`: struct page,
+    /// page clustering, `mem_map_bytes`, and on a 32-bit kernel its low memory
+    /// and the peak of the page tables the kernel kept there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<serde_json::Value>,
 }
 
 impl RunStats {

@@ -28,6 +28,8 @@ pub fn run(a: SimArgs) -> Result<()> {
                 strict: a.strict,
                 cow: &a.cow,
                 machine: machine.as_ref(),
+                page_cluster: a.page_cluster,
+                highpte: a.highpte,
             },
         )?;
         pagelab_engine::run_policies(&mut *src, &pcfg, &mut Progress::new(&label))?
