@@ -9,7 +9,11 @@ use pagelab_machine::{preset, Machine};
 struct Events(std::vec::IntoIter<Event>);
 
 impl pagelab_trace::TraceSource for Events {
-    fn fill(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, pagelab_trace::TraceError> {
+    fn fill(
+        &mut self,
+        out: &mut Vec<Event>,
+        max: usize,
+    ) -> Result<bool, pagelab_trace::TraceError> {
         let before = out.len();
         out.extend(self.0.by_ref().take(max));
         Ok(out.len() > before)
@@ -48,7 +52,8 @@ fn run(m: &Machine, events: Vec<Event>) -> Result<serde_json::Value, String> {
         cow: Default::default(),
         platform: Some(m.platform()),
     };
-    let r = run_policies(&mut Events(events.into_iter()), &cfg, &mut ()).map_err(|e| e.to_string())?;
+    let r =
+        run_policies(&mut Events(events.into_iter()), &cfg, &mut ()).map_err(|e| e.to_string())?;
     Ok(r.runs[0].mm.as_ref().unwrap().kernel.clone().unwrap())
 }
 
@@ -80,8 +85,11 @@ fn page_tables_in_low_memory_in_closed_form() {
     assert_eq!(k["low_used_peak_bytes"], 16384 * 44 + 10 * tables(REGIONS));
     // The same run on a machine without high memory keeps no low-memory figures.
     let mut x86 = preset("x86-64").unwrap();
-    x86.set_phys(pagelab_mm::phys::PhysConfig::new(pagelab_core::Bytes(64 << 20)), "test")
-        .unwrap();
+    x86.set_phys(
+        pagelab_mm::phys::PhysConfig::new(pagelab_core::Bytes(64 << 20)),
+        "test",
+    )
+    .unwrap();
     let x = run(&x86, spread(1, 1)).unwrap();
     assert_eq!(x["mem_map_bytes"], 16384 * 64);
     assert!(x.get("low_memory_bytes").is_none() && x.get("low_used_peak_bytes").is_none());
@@ -96,8 +104,14 @@ fn low_memory_runs_out_where_the_arithmetic_says() {
     assert_eq!(fit, 60);
     assert!(run(&m, spread(fit as u32, REGIONS)).is_ok());
     let e = run(&m, spread(fit as u32 + 1, REGIONS)).unwrap_err();
-    assert!(e.contains("low memory exhausted: mem_map 704K + page tables"), "{e}");
-    assert!(e.contains("of the 16M of low memory") && e.contains("--highpte"), "{e}");
+    assert!(
+        e.contains("low memory exhausted: mem_map 704K + page tables"),
+        "{e}"
+    );
+    assert!(
+        e.contains("of the 16M of low memory") && e.contains("--highpte"),
+        "{e}"
+    );
     // With the PTE pages in high memory, only PDPTs and PMDs stay low.
     let mut high = m.clone();
     high.kernel.highpte = true;
