@@ -6,7 +6,8 @@
 //! - [`builtin`]: the built-in workloads, the bundled real trace among them;
 //! - [`provenance`]: what made a result, recorded in it;
 //! - [`model`]: page sizes and a TLB into a study's configuration, policies
-//!   and physical memory into the memory-management model's.
+//!   and physical memory into the memory-management model's;
+//! - [`param_sweep`]: `FROM..TO/STEP` in a workload parameter, one workload per value.
 //!
 //! ```
 //! let cfg = pagelab::model::study_config("4K,2M", "weisberg").unwrap();
@@ -19,4 +20,5 @@
 
 pub mod builtin;
 pub mod model;
+pub mod param_sweep;
 pub mod provenance;

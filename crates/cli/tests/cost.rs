@@ -3,13 +3,12 @@
 //! study untimed, `--virt` needs such a machine, and a machine file whose
 //! caches cannot exist is refused naming the file and the field.
 
-use std::process::{Command, Output};
+mod common;
+
+use std::process::Output;
 
 fn pagelab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pagelab"))
-        .args(args)
-        .output()
-        .expect("pagelab runs")
+    common::pagelab().args(args).output().expect("pagelab runs")
 }
 
 fn ok(args: &[&str]) -> String {
@@ -31,15 +30,12 @@ fn fail(args: &[&str]) -> String {
 }
 
 fn json(args: &[&str], name: &str) -> serde_json::Value {
-    let path =
-        std::env::temp_dir().join(format!("pagelab-cost-{}-{name}.json", std::process::id()));
-    let p = path.to_str().unwrap();
+    let dir = common::tmp("cost");
+    let path = dir.join(format!("{name}.json"));
     let mut all = args.to_vec();
-    all.extend(["--json", p]);
+    all.extend(["--json", path.to_str().unwrap()]);
     ok(&all);
-    let v = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&path);
-    v
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
 }
 
 const W: &str = "stride:heap=6M,every=16,iters=5,init=false";
@@ -172,8 +168,7 @@ fn a_tlb_that_does_not_match_the_costs_is_refused() {
 
 #[test]
 fn a_machine_file_with_a_cache_that_cannot_exist_names_file_and_field() {
-    let dir = std::env::temp_dir().join(format!("pagelab-cost-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::tmp("cost");
     let file = dir.join("odd.toml");
     let text = include_str!("../../../configs/machines/pentium4.toml").replace(
         "ways = 8, line = 64, latency = 7",
@@ -185,5 +180,4 @@ fn a_machine_file_with_a_cache_that_cannot_exist_names_file_and_field() {
         e.contains("odd.toml: field `caches.l2.ways`") && e.contains("must divide the lines"),
         "{e}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

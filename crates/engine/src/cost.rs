@@ -47,6 +47,8 @@ struct Run {
     walk_refs: u64,
     walks: [u64; 2],
     walk_cache_hits: u64,
+    /// Cycles of loads alone (translation, walk and caches).
+    load_cycles: u64,
 }
 
 impl Run {
@@ -92,9 +94,20 @@ impl Run {
         self.walk_cache_hits += w.cache_hits as u64;
     }
 
-    /// A data reference from `addr` to `last`, line by line.
+    /// A data reference from `addr` to `last`, line by line; a load's
+    /// cycles are also counted apart.
     #[inline]
-    fn data(&mut self, addr: u64, last: u64, line_shift: u32, hit: &[u32; 3]) {
+    fn data(&mut self, addr: u64, last: u64, line_shift: u32, hit: &[u32; 3], load: bool) {
+        let before = self.tlb_cycles + self.walk_cycles + self.data_cycles;
+        self.lines(addr, last, line_shift, hit);
+        if load {
+            self.load_cycles += self.tlb_cycles + self.walk_cycles + self.data_cycles - before;
+        }
+    }
+
+    /// The lines of a data reference from `addr` to `last`.
+    #[inline]
+    fn lines(&mut self, addr: u64, last: u64, line_shift: u32, hit: &[u32; 3]) {
         let offset = self.size.bytes() - 1;
         let mut a = addr;
         loop {
@@ -138,6 +151,9 @@ pub struct CostStudy {
     /// line: hits in every run's L1 TLB (and L1 cache), counted once here.
     instr_repeats: u64,
     data_repeats: u64,
+    /// Loads, and those among the repeats.
+    loads: u64,
+    load_repeats: u64,
     last_instr_page: u64,
     last_line: u64,
 }
@@ -182,6 +198,7 @@ impl CostStudy {
                     walk_refs: 0,
                     walks: [0; 2],
                     walk_cache_hits: 0,
+                    load_cycles: 0,
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;
@@ -197,6 +214,8 @@ impl CostStudy {
             data_refs: 0,
             instr_repeats: 0,
             data_repeats: 0,
+            loads: 0,
+            load_repeats: 0,
             last_instr_page: u64::MAX,
             last_line: u64::MAX,
         })
@@ -228,15 +247,18 @@ impl CostStudy {
                 }
             } else {
                 self.data_refs += 1;
+                let load = r.kind == AccessKind::Load;
+                self.loads += u64::from(load);
                 let line = r.addr >> ls;
                 if line == self.last_line && last >> ls == line {
                     self.data_repeats += 1;
+                    self.load_repeats += u64::from(load);
                     continue;
                 }
                 // The line is read last, after any walk: the most recent of its set.
                 self.last_line = if last >> ls == line { line } else { u64::MAX };
                 for run in &mut self.runs {
-                    run.data(r.addr, last, ls, &hit);
+                    run.data(r.addr, last, ls, &hit, load);
                 }
             }
         }
@@ -263,6 +285,8 @@ impl CostStudy {
                     run.tlb_cycles + (self.instr_repeats + self.data_repeats) * self.hit[0] as u64;
                 let data_cycles = run.data_cycles + self.data_repeats * self.l1_latency as u64;
                 let cycles = instr_cycles + tlb_cycles + data_cycles + run.walk_cycles;
+                let load_cycles =
+                    run.load_cycles + self.load_repeats * (self.hit[0] + self.l1_latency) as u64;
                 CostStats {
                     cycles,
                     cycles_per_ref: ratio(cycles, refs),
@@ -270,6 +294,9 @@ impl CostStudy {
                     instr_cycles,
                     tlb_cycles,
                     data_cycles,
+                    loads: self.loads,
+                    load_cycles,
+                    cycles_per_load: ratio(load_cycles, self.loads),
                     walks: run.walks[0] + run.walks[1],
                     walk_refs: run.walk_refs,
                     walk_cycles: run.walk_cycles,

@@ -42,20 +42,6 @@ fn figure4(align: &str) -> Vec<(u64, f64, f64, SimResult)> {
         .collect()
 }
 
-/// The heaps (bytes) after which the curve starts rising, then stops rising.
-fn inflections(points: &[(u64, f64)]) -> Vec<u64> {
-    let mut out = Vec::new();
-    let mut rising = false;
-    for w in points.windows(2) {
-        let now = w[1].1 - w[0].1 > 0.05;
-        if now != rising {
-            out.push(w[0].0);
-            rising = now;
-        }
-    }
-    out
-}
-
 #[test]
 fn figure_4_inflection_points_fall_where_the_papers_do() {
     // A heap on a 2M boundary (the paper's large-page heap is 4M-aligned).
@@ -63,8 +49,16 @@ fn figure_4_inflection_points_fall_where_the_papers_do() {
     let k4: Vec<(u64, f64)> = fig.iter().map(|p| (p.0, p.1)).collect();
     let m4: Vec<(u64, f64)> = fig.iter().map(|p| (p.0, p.2)).collect();
     const M: u64 = 1 << 20;
-    assert_eq!(&inflections(&k4)[..2], &[4 * M, 6 * M], "4K pages: {k4:?}");
-    assert_eq!(&inflections(&m4)[..2], &[8 * M, 10 * M], "4M pages: {m4:?}");
+    assert_eq!(
+        &pagelab_report::curve::breaks(&k4, 0.05)[..2],
+        &[4 * M, 6 * M],
+        "4K pages: {k4:?}"
+    );
+    assert_eq!(
+        &pagelab_report::curve::breaks(&m4, 0.05)[..2],
+        &[8 * M, 10 * M],
+        "4M pages: {m4:?}"
+    );
     for (heap, a, b, _) in &fig {
         assert!(b <= a, "4M slower than 4K at a heap of {heap}: {b} > {a}");
     }
@@ -104,11 +98,15 @@ fn figure_4_with_the_workloads_own_heap_address_ends_its_4k_slope_one_step_early
     let m4: Vec<(u64, f64)> = fig.iter().map(|p| (p.0, p.2)).collect();
     const M: u64 = 1 << 20;
     assert_eq!(
-        &inflections(&k4)[..2],
+        &pagelab_report::curve::breaks(&k4, 0.05)[..2],
         &[4 * M, 6 * M - (128 << 10)],
         "4K pages: {k4:?}"
     );
-    assert_eq!(&inflections(&m4)[..2], &[8 * M, 10 * M], "4M pages: {m4:?}");
+    assert_eq!(
+        &pagelab_report::curve::breaks(&m4, 0.05)[..2],
+        &[8 * M, 10 * M],
+        "4M pages: {m4:?}"
+    );
 }
 
 #[test]

@@ -18,6 +18,17 @@ pub struct CostStats {
     pub tlb_cycles: u64,
     /// Cycles of data references: the latency of the level holding each line.
     pub data_cycles: u64,
+    /// Loads (data references of kind load; a benchmark's accesses when its
+    /// stores only initialise, as the stride workload's).
+    #[serde(default)]
+    pub loads: u64,
+    /// Cycles of the loads alone: their translations, walks and cache
+    /// latencies (no instruction cycles).
+    #[serde(default)]
+    pub load_cycles: u64,
+    /// `load_cycles / loads`: what one load costs in memory.
+    #[serde(default)]
+    pub cycles_per_load: f64,
     /// Page walks (TLB misses, both sides).
     pub walks: u64,
     /// Memory references of the walks (page-table entries read; up to 24 per

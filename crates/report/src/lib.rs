@@ -12,7 +12,8 @@
 //! - [`write_json`] / [`load`]: the JSON files themselves, with schema checks on reading,
 //! - [`recommend`]: the answer, one sentence per workload, from a documented rule,
 //! - [`html`]: the self-contained HTML report, opening with the answer,
-//! - [`colors`]: one colour per page size, shared by every plot.
+//! - [`colors`]: one colour per page size, shared by every plot,
+//! - [`curve`]: a metric against a swept workload parameter, table and plot.
 //!
 //! Each format is also an [`Exporter`], chosen by [`Format`] name or file extension.
 //!
@@ -51,6 +52,7 @@ mod cells;
 pub mod colors;
 mod cost_schema;
 mod csv;
+pub mod curve;
 mod export;
 pub mod html;
 mod json;

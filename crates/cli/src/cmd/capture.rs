@@ -138,6 +138,12 @@ pub fn sim_source(a: &SimArgs) -> Result<Source> {
     Ok(windowed(src, &a.window))
 }
 
+/// A built-in workload, windowed.
+pub fn workload_source(spec: &str, w: &WindowArgs) -> Result<Source> {
+    let src = pagelab::builtin::open(spec).with_context(|| format!("--workload {spec}"))?;
+    Ok(windowed(src, w))
+}
+
 /// The inputs of `pagelab study` with their labels: the program after `--`, or the workloads.
 pub fn study_sources(a: &StudyArgs, specs: &[String]) -> Result<(Vec<String>, Vec<Source>)> {
     if let Some(src) = program_source(&a.program, &a.window)? {

@@ -9,6 +9,7 @@ pub mod report;
 pub mod run;
 pub mod sharing;
 pub mod sim;
+pub mod sim_sweep;
 pub mod study;
 pub mod sweep;
 pub mod validate;

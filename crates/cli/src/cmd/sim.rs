@@ -1,25 +1,43 @@
-//! `pagelab sim`: every page size in one pass over one trace or workload.
+//! `pagelab sim`: every page size in one pass over one trace or workload,
+//! or one result per value of a swept workload parameter (`FROM..TO/STEP`).
 
 use crate::args::SimArgs;
 use crate::progress::Progress;
-use anyhow::Result;
+use anyhow::{bail, Result};
+use pagelab_engine::{CostConfig, PolicyConfig, StudyConfig};
+use pagelab_report::SimResult;
 use pagelab_trace::TraceSource;
+
+/// What simulates one input: the study, timed or not, or the policies.
+pub struct Model {
+    cfg: StudyConfig,
+    cost: Option<CostConfig>,
+    policies: Option<PolicyConfig>,
+}
+
+impl Model {
+    /// Runs the model over `src`, showing progress under `label`.
+    pub fn simulate(&self, src: &mut (dyn TraceSource + Send), label: &str) -> Result<SimResult> {
+        let progress = &mut Progress::new(label);
+        Ok(match (&self.policies, &self.cost) {
+            (Some(p), _) => pagelab_engine::run_policies(src, p, progress)?,
+            (None, Some(c)) => pagelab_engine::run_cost_study(src, &self.cfg, c, progress)?,
+            (None, None) => pagelab_engine::run_study(src, &self.cfg, progress)?,
+        })
+    }
+}
 
 pub fn run(a: SimArgs) -> Result<()> {
     let (cfg, machine) = super::study_config(&a.model)?;
     let rule = a.rule.rule()?;
-    let mut src = super::capture::sim_source(&a)?;
-    let label = src.info().name;
     let cost = super::cost_config(&a.model, &cfg, machine.as_ref())?;
-    let mut result = if let (Some(cost), true) = (&cost, a.policy.is_empty()) {
-        pagelab_engine::run_cost_study(&mut *src, &cfg, cost, &mut Progress::new(&label))?
-    } else if a.policy.is_empty() {
-        pagelab_engine::run_study(&mut *src, &cfg, &mut Progress::new(&label))?
+    let policies = if a.policy.is_empty() {
+        None
     } else {
         if cost.is_some() {
             eprintln!("note: time is estimated for the fixed-size study; the --policy runs are not timed (docs/cost.md)");
         }
-        let pcfg = pagelab::model::policy_config(
+        Some(pagelab::model::policy_config(
             &cfg,
             &pagelab::model::PolicyArgs {
                 policies: &a.policy,
@@ -31,9 +49,24 @@ pub fn run(a: SimArgs) -> Result<()> {
                 page_cluster: a.page_cluster,
                 highpte: a.highpte,
             },
-        )?;
-        pagelab_engine::run_policies(&mut *src, &pcfg, &mut Progress::new(&label))?
+        )?)
     };
+    let model = Model {
+        cfg,
+        cost,
+        policies,
+    };
+    if let Some(spec) = &a.workload {
+        if let Some(sweep) = pagelab::param_sweep::expand(spec)? {
+            if a.trace.is_some() || !a.program.program.is_empty() {
+                bail!("give one input: --trace, --workload or `-- PROGRAM`, not several");
+            }
+            return super::sim_sweep::run(&a, &sweep, &model, &rule);
+        }
+    }
+    let mut src = super::capture::sim_source(&a)?;
+    let label = src.info().name;
+    let mut result = model.simulate(&mut *src, &label)?;
     let inputs = match (&a.trace, a.program.program.is_empty()) {
         (Some(t), true) => super::report::input_checksum(t)?.into_iter().collect(),
         _ => Vec::new(),

@@ -14,6 +14,11 @@ pub fn run(a: StudyArgs) -> Result<()> {
     } else {
         a.workloads.clone()
     };
+    for spec in &specs {
+        if pagelab::param_sweep::expand(spec)?.is_some() {
+            anyhow::bail!("{spec}: a FROM..TO/STEP sweep runs under `pagelab sim --workload`, one result per value");
+        }
+    }
     // Open every workload first so a typo fails before minutes of work.
     let (specs, mut sources) = super::capture::study_sources(&a, &specs)?;
     let mut results = Vec::new();
