@@ -1,5 +1,6 @@
 //! The record codec: tags, varints and zigzag deltas (see `docs/trace-format.md`).
 
+use crate::{PageBatch, PageFilter};
 use pagelab_core::{
     AccessKind, Advice, Backing, Event, FileIdentity, MapEvent, MapRequest, MemRef, Prot, Sharing,
     ThreadId, VirtAddr,
@@ -198,6 +199,59 @@ fn varint_at(buf: &[u8], pos: usize) -> Option<(u64, usize)> {
     Some((x, bits as usize / 8))
 }
 
+/// Where decoded records go: a vector of events, or a page filter that
+/// keeps no event for the references it drops.
+pub(crate) trait RecordSink {
+    /// Events taken in so far.
+    fn taken(&self) -> usize;
+    /// Makes room for `n` more events, if the sink stores them.
+    fn reserve(&mut self, n: usize);
+    /// One reference decoded by the fast path.
+    fn reference(&mut self, r: MemRef);
+    /// Any other record (a reference with its size after the tag included).
+    fn event(&mut self, e: Event);
+}
+
+impl RecordSink for Vec<Event> {
+    #[inline(always)]
+    fn taken(&self) -> usize {
+        self.len()
+    }
+    fn reserve(&mut self, n: usize) {
+        Vec::reserve(self, n);
+    }
+    #[inline(always)]
+    fn reference(&mut self, r: MemRef) {
+        self.push(Event::Ref(r));
+    }
+    #[inline(always)]
+    fn event(&mut self, e: Event) {
+        self.push(e);
+    }
+}
+
+/// References filtered into a page batch as they are decoded.
+pub(crate) struct PageSink<'a> {
+    pub(crate) filter: &'a mut PageFilter,
+    pub(crate) out: &'a mut PageBatch,
+}
+
+impl RecordSink for PageSink<'_> {
+    #[inline(always)]
+    fn taken(&self) -> usize {
+        self.out.events() as usize
+    }
+    fn reserve(&mut self, _n: usize) {}
+    #[inline(always)]
+    fn reference(&mut self, r: MemRef) {
+        self.filter.reference(&r, self.out);
+    }
+    #[inline(always)]
+    fn event(&mut self, e: Event) {
+        self.filter.event(&e, self.out);
+    }
+}
+
 /// A cursor over one block's raw bytes, followed by [`PADDING`] zero bytes.
 pub(crate) struct Cursor<'a> {
     /// The raw bytes and the padding.
@@ -266,10 +320,10 @@ impl Cursor<'_> {
     /// The same as calling [`Cursor::record`] `n` times, with references
     /// decoded in place: this loop is most of the reader's time.
     #[inline(never)]
-    pub(crate) fn decode_into(
+    pub(crate) fn decode_into<S: RecordSink>(
         &mut self,
         prev: &mut Prev,
-        out: &mut Vec<Event>,
+        out: &mut S,
         n: usize,
     ) -> (usize, Result<(), DecodeError>) {
         let mut done = 0;
@@ -289,10 +343,10 @@ impl Cursor<'_> {
                 *last = addr;
                 let kind = KINDS[(tag / REF_STRIDE) as usize];
                 let size = (tag % REF_STRIDE) as u32;
-                out.push(Event::Ref(MemRef { addr, size, kind }));
+                out.reference(MemRef { addr, size, kind });
             } else {
                 match self.record(prev) {
-                    Ok(e) => out.push(e),
+                    Ok(e) => out.event(e),
                     Err(e) => return (done, Err(e)),
                 }
             }

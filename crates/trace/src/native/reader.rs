@@ -1,11 +1,11 @@
 //! Reads the native format, checking every block before handing out its records.
 
-use super::codec::{Cursor, Prev, PADDING};
+use super::codec::{Cursor, PageSink, Prev, RecordSink, PADDING};
 use super::{
     block_checksum, BLOCK_HEADER_LEN, FILE_HEADER_LEN, MAX_COMPRESSED_LEN, MAX_RAW_LEN,
     NATIVE_MAGIC, NATIVE_OLDEST_VERSION, NATIVE_VERSION,
 };
-use crate::{Latch, TraceError, TraceSource};
+use crate::{Latch, PageBatch, PageFilter, TraceError, TraceSource};
 use pagelab_core::{Event, SourceInfo};
 use std::io::{ErrorKind, Read};
 
@@ -209,12 +209,13 @@ impl<R: Read> NativeReader<R> {
         Ok(())
     }
 
-    fn fill_inner(&mut self, out: &mut Vec<Event>, max: usize) -> Result<(), TraceError> {
+    /// Decodes records into `out` until it has taken `max` more events or the trace ends.
+    fn fill_inner<S: RecordSink>(&mut self, out: &mut S, max: usize) -> Result<(), TraceError> {
         if !self.header_read {
             self.read_header()?;
         }
-        let goal = out.len().saturating_add(max);
-        while out.len() < goal {
+        let goal = out.taken().saturating_add(max);
+        while out.taken() < goal {
             if self.left == 0 {
                 if self.pos != self.raw_end() {
                     let reason = format!(
@@ -241,8 +242,8 @@ impl<R: Read> NativeReader<R> {
     }
 
     /// Decodes records of the current block until it is done or `out` reaches `goal`.
-    fn decode(&mut self, out: &mut Vec<Event>, goal: usize) -> Result<(), TraceError> {
-        let n = (goal - out.len()).min(self.left as usize);
+    fn decode<S: RecordSink>(&mut self, out: &mut S, goal: usize) -> Result<(), TraceError> {
+        let n = (goal - out.taken()).min(self.left as usize);
         out.reserve(n);
         let end = self.raw_end();
         let mut cur = Cursor {
@@ -273,6 +274,27 @@ impl<R: Read> NativeReader<R> {
 impl<R: Read> TraceSource for NativeReader<R> {
     fn fill(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError> {
         crate::fill_latched(self, out, max, |s| &mut s.latch, Self::fill_inner)
+    }
+
+    /// Filters as it decodes: no event is stored for a reference the filter drops.
+    fn fill_pages(
+        &mut self,
+        filter: &mut PageFilter,
+        out: &mut PageBatch,
+        max: usize,
+    ) -> Result<bool, TraceError> {
+        crate::fill_latched_counted(
+            self,
+            out,
+            max,
+            PageBatch::events,
+            |s| &mut s.latch,
+            |s, out, max| s.fill_inner(&mut PageSink { filter, out }, max),
+        )
+    }
+
+    fn parses_to_pages(&self) -> bool {
+        true
     }
 
     fn info(&self) -> SourceInfo {

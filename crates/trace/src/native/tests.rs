@@ -510,3 +510,60 @@ proptest! {
         prop_assert!(matches!(err, Some(TraceError::Corrupt { .. })), "{:?}", err);
     }
 }
+
+/// Words, counts and error of a filter over `bytes`: through the reader's
+/// `fill_pages` (filtering as it decodes), or through `fill` and then the filter.
+fn filtered(
+    bytes: &[u8],
+    batch: usize,
+    as_pages: bool,
+) -> (Vec<u64>, [u64; 2], u64, Option<String>) {
+    let mut src = NativeReader::new(bytes, "t.pgl");
+    let mut filter = crate::PageFilter::new(4, false);
+    let mut out = crate::PageBatch::default();
+    let mut events = Vec::new();
+    let err = loop {
+        let r = if as_pages {
+            src.fill_pages(&mut filter, &mut out, batch)
+        } else {
+            src.fill(&mut events, batch)
+        };
+        match r {
+            Ok(true) => {}
+            Ok(false) => break None,
+            Err(e) => break Some(e.to_string()),
+        }
+    };
+    for e in &events {
+        filter.event(e, &mut out);
+    }
+    (out.words, out.refs, out.other_events, err)
+}
+
+proptest! {
+    /// The reader's own `fill_pages` gives the words, counts and error of
+    /// filtering its events, on whole streams and on streams with a byte changed.
+    #[test]
+    fn fill_pages_agrees_with_filtered_events(
+        events in proptest::collection::vec(arb_event(), 0..400),
+        near in proptest::collection::vec((any::<bool>(), 0u64..0x6000, 1u32..9), 0..400),
+        target in prop_oneof![Just(BLOCK_RAW_TARGET), 1usize..300],
+        batch in 1usize..100,
+        damage in proptest::option::of((any::<prop::sample::Index>(), 1u8..=255)),
+    ) {
+        // References near each other, which the filter drops in part.
+        let mut all: Vec<Event> = near
+            .iter()
+            .map(|&(data, addr, size)| {
+                r(if data { AccessKind::Load } else { AccessKind::Instr }, 0x7000_0000 + addr, size)
+            })
+            .collect();
+        all.extend(events);
+        let mut bytes = write(&all, target);
+        if let Some((at, x)) = damage {
+            let at = at.index(bytes.len());
+            bytes[at] ^= x;
+        }
+        prop_assert_eq!(filtered(&bytes, batch, true), filtered(&bytes, batch, false));
+    }
+}
