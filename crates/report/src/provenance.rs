@@ -123,30 +123,50 @@ pub fn checksum_bytes(name: &str, bytes: &[u8]) -> InputChecksum {
     }
 }
 
-/// The checksum of the file at `path`, read in 1 MiB blocks.
+/// The checksum of the file at `path`, read through a memory map (or, where
+/// the file cannot be mapped, in 1 MiB blocks).
+///
+/// The map spares the copy out of the page cache that `read` makes, which
+/// cost as much as the hashing itself: with a trace that the study reads
+/// at a few times the speed of `wc -l`, the checksum is a tenth of the run.
 ///
 /// # Errors
 /// When the file cannot be read; the message names it.
 pub fn checksum_file(name: &str, path: &Path) -> anyhow::Result<InputChecksum> {
     use anyhow::Context;
-    let mut file = std::fs::File::open(path)
+    let file = std::fs::File::open(path)
         .with_context(|| format!("cannot open `{}` to checksum it", path.display()))?;
     let mut c = Checksum::default();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file
-            .read(&mut buf)
-            .with_context(|| format!("cannot read `{}` to checksum it", path.display()))?;
-        if n == 0 {
-            break;
+    // SAFETY: the map is read only while this function runs; a file
+    // truncated meanwhile by another process would fault, as the trace
+    // readers' own maps of the same file would.
+    match unsafe { memmap2::Mmap::map(&file) } {
+        Ok(map) => {
+            let _ = map.advise(memmap2::Advice::Sequential);
+            c.update(&map);
         }
-        c.update(&buf[..n]);
+        Err(_) => read_into(&mut c, file, path)?,
     }
     Ok(InputChecksum {
         name: name.to_string(),
         bytes: c.len,
         checksum: c.finish(),
     })
+}
+
+/// Feeds all of `file` to `c` in 1 MiB reads.
+fn read_into(c: &mut Checksum, mut file: std::fs::File, path: &Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file
+            .read(&mut buf)
+            .with_context(|| format!("cannot read `{}` to checksum it", path.display()))?;
+        if n == 0 {
+            return Ok(());
+        }
+        c.update(&buf[..n]);
+    }
 }
 
 #[cfg(test)]
@@ -164,6 +184,27 @@ mod tests {
             }
             assert_eq!(c.finish(), whole, "fed {split} bytes at a time");
         }
+    }
+
+    #[test]
+    fn a_file_checksums_as_its_bytes() {
+        let dir = std::env::temp_dir().join(format!("pagelab-checksum-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for len in [0usize, 1, 31, 32, 4097, 3 << 20] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 13 % 253) as u8).collect();
+            let path = dir.join(format!("f{len}"));
+            std::fs::write(&path, &data).unwrap();
+            let want = checksum_bytes("f", &data);
+            assert_eq!(
+                checksum_file("f", &path).unwrap(),
+                want,
+                "{len} bytes, mapped"
+            );
+            let mut c = Checksum::default();
+            read_into(&mut c, std::fs::File::open(&path).unwrap(), &path).unwrap();
+            assert_eq!(c.finish(), want.checksum, "{len} bytes, read");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
