@@ -14,7 +14,9 @@
 //! (comma-separated names: gzip, xz, python, cc1) picks some of them.
 //! The whole benchmark runs pinned to one core; each rate is of the least
 //! CPU time of a few runs, and the study / `wc -l` figure the median of
-//! pairs of runs taken in turn (the machine's speed drifts).
+//! pairs of runs taken in turn (the machine's speed drifts), each the whole
+//! process (`pagelab sim --trace FILE` as built with the benchmark, so its
+//! start-up and the provenance checksum of the file count).
 
 use pagelab_engine::{run_study, StudyConfig};
 use pagelab_trace::{Format, TraceSource};
@@ -121,11 +123,15 @@ fn lackey_trace(cache: &Path, name: &str, program: &str, args: &[&str]) -> Optio
     }
     eprintln!("trace {name}: making it with valgrind --tool=lackey (a few minutes, once)");
     let tmp = cache.join(format!("{name}.lackey.part"));
-    // Valgrind writes the trace to fd 3, which is the pipe into `head`;
-    // `head` ends the run (SIGPIPE) once it has its lines, at a line's end.
+    let fifo = cache.join(format!("{name}.fifo"));
+    let _ = std::fs::remove_file(&fifo);
+    // Valgrind writes the trace to fd 3, a pipe that `head` reads; once
+    // `head` has its lines (at a line's end), Valgrind is ended: it would
+    // otherwise run the program to its end with every write failing.
     let script = format!(
-        "valgrind --tool=lackey --trace-mem=yes --log-fd=3 \"$@\" 3>&1 >/dev/null 2>/dev/null | head -n {TRACE_LINES} > '{}'",
-        tmp.display()
+        "mkfifo '{f}' && {{ valgrind --tool=lackey --trace-mem=yes --log-fd=3 \"$@\" 3>'{f}' >/dev/null 2>/dev/null & v=$!; head -n {TRACE_LINES} < '{f}' > '{t}'; kill -9 $v 2>/dev/null; wait $v; rm -f '{f}'; }}",
+        f = fifo.display(),
+        t = tmp.display()
     );
     let status = Command::new("sh")
         .args(["-c", &script, "sh", program])
@@ -168,7 +174,17 @@ fn inputs(dir: &Path, repeat: usize, wanted: &dyn Fn(&str) -> bool) -> Vec<(Stri
         let script = cache.join("python-script.py");
         std::fs::write(&script, PYTHON_SCRIPT).unwrap();
         let script = script.to_str().unwrap().to_string();
-        if let Some(p) = lackey_trace(&cache, "python", "python3", &["-S", &script]) {
+        // The interpreter itself: `python3` may be a wrapper script (pyenv's
+        // shims), whose trace would be of the shell running it.
+        let python = Command::new("python3")
+            .args(["-c", "import sys; print(sys.executable)"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| "python3".to_string());
+        if let Some(p) = lackey_trace(&cache, "python", &python, &["-S", &script]) {
             out.push(("python3".to_string(), p));
         }
     }
@@ -241,8 +257,8 @@ fn unpin(old: &libc::cpu_set_t) {
 /// Pairs of runs (`wc -l`, then the study) whose medians are taken.
 const PAIRS: usize = 9;
 
-/// The study's CPU time and `wc -l`'s on `path`, and their ratio: runs of
-/// the two in turn, pair by pair (so that a drift in the machine's speed
+/// The CPU time of the whole default study (`pagelab sim --trace`, the
+/// process) and `wc -l`'s on `path`, and their ratio: runs of the two in turn, pair by pair (so that a drift in the machine's speed
 /// moves both), the median of each over [`PAIRS`] pairs after one pair not counted.
 fn cpu_ratio(path: &Path) -> (f64, f64, f64) {
     let (mut study_cpu, mut wc, mut ratio) = (vec![], vec![], vec![]);
@@ -250,8 +266,19 @@ fn cpu_ratio(path: &Path) -> (f64, f64, f64) {
         let w = cpu_of(true, || {
             Command::new("wc").arg("-l").arg(path).output().unwrap();
         });
-        let s = cpu_of(false, || {
-            study(path.to_str().unwrap());
+        // The whole command, as a user runs it: start-up, the provenance
+        // checksum of the file and the printed table included.
+        let s = cpu_of(true, || {
+            let out = Command::new(env!("CARGO_BIN_EXE_pagelab"))
+                .args(["sim", "--trace"])
+                .arg(path)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "pagelab sim --trace {}",
+                path.display()
+            );
         });
         if pair > 0 && w > 0.0 {
             study_cpu.push(s);
@@ -366,7 +393,7 @@ fn bench_trace(name: &str, lackey: &Path, dir: &Path) -> String {
     let one_core = Some(cpu_ratio(lackey)).filter(|&(_, w, _)| w > 0.0);
     if let Some((s, w, ratio)) = one_core {
         println!(
-            "one core: study on lackey / wc -l in CPU time: {ratio:.2}x ({s:.3} s / {w:.3} s, medians of {PAIRS} pairs; goal: at most 4x)"
+            "one core: pagelab sim --trace (the process) / wc -l in CPU time: {ratio:.2}x ({s:.3} s / {w:.3} s, medians of {PAIRS} pairs; goal: at most 4x)"
         );
     }
     let study_rate = refs as f64 / study_n.as_secs_f64();
