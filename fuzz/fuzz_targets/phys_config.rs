@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pagelab_core::{AccessKind, Event, MemRef};
+use pagelab_core::{AccessKind, Event, MemRef, VirtAddr};
 use pagelab_engine::{run_policies, PolicyConfig};
 use pagelab_fuzz::VecSource;
 use pagelab_mm::fault::CowMode;
@@ -32,7 +32,7 @@ fuzz_target!(|data: &[u8]| {
     let events: Vec<Event> = (0..2000u64)
         .map(|i| {
             Event::Ref(MemRef {
-                addr: 0x7f00_0000_0000 + (i * 0x1_1000) % (64 << 20),
+                addr: VirtAddr(0x7f00_0000_0000 + (i * 0x1_1000) % (64 << 20)),
                 size: 8,
                 kind: if i % 3 == 0 {
                     AccessKind::Load

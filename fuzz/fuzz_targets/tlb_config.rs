@@ -33,7 +33,7 @@ fn references(seed: u64) -> Vec<Event> {
             };
             let page = (r >> 8) % pages + if i % 97 == 0 { 1 << 20 } else { 0 };
             Event::Ref(MemRef {
-                addr: base + (page << 12) + (r >> 40) % 4088,
+                addr: VirtAddr(base + (page << 12) + (r >> 40) % 4088),
                 size: 8,
                 kind,
             })
@@ -90,7 +90,7 @@ fuzz_target!(|data: &[u8]| {
         let mut model = RefHierarchy::new(&cfg);
         for e in &events {
             if let Event::Ref(r) = e {
-                model.access_addr(Side::of(r.kind), VirtAddr(r.addr), size);
+                model.access_addr(Side::of(r.kind), r.addr, size);
             }
         }
         let s = model.stats();

@@ -32,6 +32,11 @@ pub fn addr(u: &mut Unstructured<'_>) -> Result<u64> {
     Ok(BASES[pick].wrapping_add(u64::from(off)))
 }
 
+/// [`addr`] as a virtual address, for events.
+fn vaddr(u: &mut Unstructured<'_>) -> Result<VirtAddr> {
+    addr(u).map(VirtAddr)
+}
+
 /// A length for a range: pages, huge pages, sometimes anything.
 fn len(u: &mut Unstructured<'_>) -> Result<u64> {
     Ok(match u.int_in_range(0..=4u8)? {
@@ -60,7 +65,7 @@ pub fn mem_ref(u: &mut Unstructured<'_>) -> Result<MemRef> {
         _ => u.int_in_range(0..=0x1_0000)?,
     };
     Ok(MemRef {
-        addr: addr(u)?,
+        addr: vaddr(u)?,
         size,
         kind: kind(u)?,
     })
@@ -75,7 +80,7 @@ pub fn event(u: &mut Unstructured<'_>) -> Result<Event> {
             tid: u.int_in_range(0..=3)?,
         }),
         11 | 12 => Event::Map(Box::new(MapEvent {
-            start: addr(u)?,
+            start: vaddr(u)?,
             len: len(u)?,
             prot: Prot(u.int_in_range(0..=7)?),
             backing: if u.arbitrary()? {
@@ -93,16 +98,16 @@ pub fn event(u: &mut Unstructured<'_>) -> Result<Event> {
             },
         })),
         13 => Event::Unmap {
-            start: addr(u)?,
+            start: vaddr(u)?,
             len: len(u)?,
         },
         14 => Event::Protect {
-            start: addr(u)?,
+            start: vaddr(u)?,
             len: len(u)?,
             prot: Prot(u.int_in_range(0..=7)?),
         },
         15 => Event::Advise {
-            start: addr(u)?,
+            start: vaddr(u)?,
             len: len(u)?,
             advice: match u.int_in_range(0..=4u8)? {
                 0 => Advice::HugePage,
@@ -115,7 +120,7 @@ pub fn event(u: &mut Unstructured<'_>) -> Result<Event> {
                 _ => Advice::Other(u.arbitrary()?),
             },
         },
-        16 => Event::Brk { end: addr(u)? },
+        16 => Event::Brk { end: vaddr(u)? },
         17 => Event::Fork {
             child: u.int_in_range(0..=3)?,
         },
@@ -141,7 +146,7 @@ pub fn event(u: &mut Unstructured<'_>) -> Result<Event> {
         // Up to 1 MiB: a reference is stepped page by page, and the bound
         // on what a trace may claim is the readers' business, not the models'.
         _ => Event::Ref(MemRef {
-            addr: addr(u)?,
+            addr: vaddr(u)?,
             size: u.int_in_range(0..=1 << 20)?,
             kind: kind(u)?,
         }),

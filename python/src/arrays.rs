@@ -3,7 +3,7 @@
 
 use crate::run::{ModelWords, Source};
 use anyhow::bail;
-use pagelab_core::{AccessKind, Event, MemRef, SourceInfo};
+use pagelab_core::{AccessKind, Event, MemRef, SourceInfo, VirtAddr};
 use pagelab_trace::{TraceError, TraceSource};
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
@@ -130,7 +130,7 @@ impl TraceSource for ArraySource {
                 return Err(TraceError::Other(reason));
             }
             out.push(Event::Ref(MemRef {
-                addr: Self::item(&self.addresses, i),
+                addr: VirtAddr(Self::item(&self.addresses, i)),
                 size,
                 kind,
             }));

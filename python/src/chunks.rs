@@ -106,7 +106,7 @@ impl TraceChunks {
             for e in &self.events {
                 match e {
                     Event::Ref(r) => {
-                        cols.addresses.extend_from_slice(&r.addr.to_ne_bytes());
+                        cols.addresses.extend_from_slice(&r.addr.0.to_ne_bytes());
                         cols.kinds.push(r.kind as u8);
                         cols.sizes.extend_from_slice(&r.size.to_ne_bytes());
                         refs += 1;

@@ -66,7 +66,7 @@ fn gzip_data_addresses() -> Vec<u64> {
         for e in events.drain(..) {
             if let Event::Ref(r) = e {
                 if r.kind != pagelab_core::AccessKind::Instr {
-                    addrs.push(r.addr);
+                    addrs.push(r.addr.0);
                 }
             }
         }

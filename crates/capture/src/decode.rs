@@ -2,7 +2,7 @@
 
 use crate::format::{self, ADDR_MASK, MAX_INSNS, TB_ADDRS, TB_PER_INSN};
 use crate::syscalls::{nr, AddressSpaces};
-use pagelab_core::{AccessKind, Event, MemRef, SourceInfo, ThreadId};
+use pagelab_core::{AccessKind, Event, MemRef, PageSize, SourceInfo, ThreadId, VirtAddr};
 use pagelab_trace::{PageBatch, PageFilter, TraceError, TraceSource};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::io::Read;
@@ -19,7 +19,7 @@ pub(super) const MAX_FILL: usize = 1 << 20;
 const MAX_RECORD: usize = 8 * (1 + 0xffff);
 const NO_BLOCK: u32 = u32::MAX;
 const DUMMY: MemRef = MemRef {
-    addr: 0,
+    addr: VirtAddr(0),
     size: 0,
     kind: AccessKind::Instr,
 };
@@ -290,7 +290,7 @@ impl<R: Read> PluginReader<R> {
             }
         }
         out.push(Event::Ref(MemRef {
-            addr,
+            addr: VirtAddr(addr),
             size: 1 << shift,
             kind: if store {
                 AccessKind::Store
@@ -533,6 +533,7 @@ impl<R: Read> PluginReader<R> {
         self.insns.truncate(first);
         self.insns.reserve(n + PAD);
         let mut addr = start;
+        let page = VirtAddr(start).vpn(PageSize::MIN);
         let mut one_page = true;
         for i in 0..n {
             let size = (self.word(at, sizes_at + i / 8) >> (8 * (i % 8))) as u8;
@@ -540,11 +541,12 @@ impl<R: Read> PluginReader<R> {
                 addr = self.word(at, 3 + i);
             }
             let r = MemRef {
-                addr,
+                addr: VirtAddr(addr),
                 size: size as u32,
                 kind: AccessKind::Instr,
             };
-            one_page &= addr >> 12 == start >> 12 && r.last_byte() >> 12 == start >> 12;
+            one_page &=
+                r.addr.vpn(PageSize::MIN) == page && r.last_byte().vpn(PageSize::MIN) == page;
             self.insns.push(Event::Ref(r));
             addr = addr.wrapping_add(size as u64);
         }

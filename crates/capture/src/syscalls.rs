@@ -53,7 +53,7 @@ pub(crate) struct AddressSpaces {
     /// File ids by (device, inode), numbered from 1 in order of first mapping.
     files: FxHashMap<(u64, u64), u64>,
     /// Mappings by (pid, start), for mremap, which does not repeat protection or backing.
-    maps: BTreeMap<(u32, u64), MapEvent>,
+    maps: BTreeMap<(u32, VirtAddr), MapEvent>,
     /// Last program break per process.
     brk: FxHashMap<u32, u64>,
 }
@@ -72,7 +72,7 @@ impl AddressSpaces {
         let sret = ret as i64;
         if num == nr::BRK {
             if self.brk.insert(pid, ret) != Some(ret) {
-                out.push(Event::Brk { end: ret });
+                out.push(Event::Brk { end: VirtAddr(ret) });
             }
             return;
         }
@@ -96,7 +96,7 @@ impl AddressSpaces {
                     _ => Sharing::Private,
                 };
                 let m = MapEvent {
-                    start: ret,
+                    start: VirtAddr(ret),
                     len: page_round(a[1]),
                     prot: prot(a[2]),
                     backing,
@@ -118,15 +118,18 @@ impl AddressSpaces {
             }
             nr::MUNMAP => {
                 let len = page_round(a[1]);
-                self.forget(pid, a[0], len);
-                out.push(Event::Unmap { start: a[0], len });
+                self.forget(pid, VirtAddr(a[0]), len);
+                out.push(Event::Unmap {
+                    start: VirtAddr(a[0]),
+                    len,
+                });
             }
             nr::MPROTECT => {
-                if let Some(m) = self.maps.get_mut(&(pid, a[0])) {
+                if let Some(m) = self.maps.get_mut(&(pid, VirtAddr(a[0]))) {
                     m.prot = prot(a[2]);
                 }
                 out.push(Event::Protect {
-                    start: a[0],
+                    start: VirtAddr(a[0]),
                     len: page_round(a[1]),
                     prot: prot(a[2]),
                 });
@@ -139,7 +142,7 @@ impl AddressSpaces {
                     other => Advice::Other(other as u16),
                 };
                 out.push(Event::Advise {
-                    start: a[0],
+                    start: VirtAddr(a[0]),
                     len: page_round(a[1]),
                     advice,
                 });
@@ -155,14 +158,15 @@ impl AddressSpaces {
     /// Forgets what the decoder knew of `pid`'s address space: it exec'd.
     pub(crate) fn exec(&mut self, pid: u32) {
         self.brk.remove(&pid);
-        self.forget(pid, 0, u64::MAX);
+        self.forget(pid, VirtAddr(0), u64::MAX);
     }
 
     /// mremap as an unmap of what went away and a map of what came, with the
     /// protection and backing of the mapping that began at the old address
     /// (read-write private anonymous when the decoder never saw it).
     fn mremap(&mut self, pid: u32, new: u64, a: &[u64; 6], out: &mut Vec<Event>) {
-        let (old, old_len, new_len) = (a[0], page_round(a[1]), page_round(a[2]));
+        let (old, old_len, new_len) = (VirtAddr(a[0]), page_round(a[1]), page_round(a[2]));
+        let new = VirtAddr(new);
         let base = self.maps.get(&(pid, old)).copied().unwrap_or(MapEvent {
             start: old,
             len: old_len,
@@ -220,7 +224,7 @@ impl AddressSpaces {
     }
 
     /// Forgets the mappings of `pid` that begin inside `[start, start + len)`.
-    fn forget(&mut self, pid: u32, start: u64, len: u64) {
+    fn forget(&mut self, pid: u32, start: VirtAddr, len: u64) {
         let end = start.saturating_add(len);
         let keys: Vec<_> = self
             .maps

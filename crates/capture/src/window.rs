@@ -15,7 +15,7 @@ use pagelab_trace::{PageBatch, PageFilter, TraceError, TraceSource};
 ///
 /// ```
 /// use pagelab_capture::Window;
-/// use pagelab_core::{AccessKind, Event, MemRef};
+/// use pagelab_core::{AccessKind, Event, MemRef, VirtAddr};
 /// use pagelab_trace::{LackeyReader, TraceSource};
 ///
 /// let text = "I  1000,4\n L 2000,8\nI  1004,4\n S 2008,8\n";
@@ -23,7 +23,7 @@ use pagelab_trace::{PageBatch, PageFilter, TraceError, TraceSource};
 /// let mut out = Vec::new();
 /// while w.fill(&mut out, 100)? {}
 /// assert_eq!(out.len(), 2);
-/// assert_eq!(out[0], Event::Ref(MemRef { addr: 0x2000, size: 8, kind: AccessKind::Load }));
+/// assert_eq!(out[0], Event::Ref(MemRef { addr: VirtAddr(0x2000), size: 8, kind: AccessKind::Load }));
 /// # Ok::<(), pagelab_trace::TraceError>(())
 /// ```
 pub struct Window<S> {

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use pagelab_capture::{Backend, Capture, CaptureCommand, StdoutTo};
-use pagelab_core::{AccessKind, Event};
+use pagelab_core::{AccessKind, Event, VirtAddr};
 use pagelab_trace::TraceSource;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -71,8 +71,12 @@ pub fn data_pages_in(events: &[Event], start: u64, len: u64) -> BTreeSet<u64> {
     events
         .iter()
         .filter_map(|e| match e {
-            Event::Ref(r) if !r.kind.is_instr() && r.addr >= start && r.addr < start + len => {
-                Some((r.addr - start) / 4096)
+            Event::Ref(r)
+                if !r.kind.is_instr()
+                    && r.addr >= VirtAddr(start)
+                    && r.addr < VirtAddr(start + len) =>
+            {
+                Some((r.addr - VirtAddr(start)) / 4096)
             }
             _ => None,
         })

@@ -25,14 +25,18 @@ fn decode(words: &[u64], max: usize) -> (Vec<Event>, Option<TraceError>) {
 
 fn i(addr: u64, size: u32) -> Event {
     Event::Ref(MemRef {
-        addr,
+        addr: VirtAddr(addr),
         size,
         kind: AccessKind::Instr,
     })
 }
 
 fn d(addr: u64, size: u32, kind: AccessKind) -> Event {
-    Event::Ref(MemRef { addr, size, kind })
+    Event::Ref(MemRef {
+        addr: VirtAddr(addr),
+        size,
+        kind,
+    })
 }
 
 fn sw(pid: u32, tid: u32) -> Event {
@@ -167,7 +171,7 @@ fn syscalls_become_address_space_events() {
     let (events, err) = decode(&w, 100);
     assert!(err.is_none());
     let anon = MapEvent {
-        start: 0x7000_0000,
+        start: VirtAddr(0x7000_0000),
         len: 12288,
         prot: Prot(3),
         backing: Backing::Anon,
@@ -195,7 +199,7 @@ fn syscalls_become_address_space_events() {
                 offset: 8192,
             })),
             Event::Map(Box::new(MapEvent {
-                start: 0x7100_0000,
+                start: VirtAddr(0x7100_0000),
                 len: 4096,
                 prot: Prot(1),
                 backing: Backing::File {
@@ -205,31 +209,35 @@ fn syscalls_become_address_space_events() {
                 sharing: Sharing::Private,
             })),
             Event::Protect {
-                start: 0x7000_0000,
+                start: VirtAddr(0x7000_0000),
                 len: 4096,
                 prot: Prot(1)
             },
             Event::Advise {
-                start: 0x7000_0000,
+                start: VirtAddr(0x7000_0000),
                 len: 8192,
                 advice: pagelab_core::Advice::HugePage
             },
             Event::Unmap {
-                start: 0x7000_0000,
+                start: VirtAddr(0x7000_0000),
                 len: 12288
             },
             Event::Map(Box::new(MapEvent {
-                start: 0x7200_0000,
+                start: VirtAddr(0x7200_0000),
                 len: 16384,
                 prot: Prot(1),
                 ..anon
             })),
             Event::Unmap {
-                start: 0x7100_0000,
+                start: VirtAddr(0x7100_0000),
                 len: 4096
             },
-            Event::Brk { end: 0x5000 },
-            Event::Brk { end: 0x9000 },
+            Event::Brk {
+                end: VirtAddr(0x5000)
+            },
+            Event::Brk {
+                end: VirtAddr(0x9000)
+            },
             Event::Exit { status: 3 },
         ]
     );

@@ -31,9 +31,9 @@ fn profile(events: &[Event]) -> Profile {
     for e in events {
         if let Event::Ref(r) = e {
             if r.kind.is_instr() {
-                code.insert(r.addr >> 12);
+                code.insert(r.addr.vpn(pagelab_core::PageSize::MIN));
             } else {
-                datap.insert(r.addr >> 12);
+                datap.insert(r.addr.vpn(pagelab_core::PageSize::MIN));
             }
         }
     }

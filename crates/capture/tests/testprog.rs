@@ -48,14 +48,14 @@ fn qemu_touch_yields_exactly_its_pages_map_and_unmap() {
     let maps: Vec<_> = events
         .iter()
         .filter_map(|e| match e {
-            Event::Map(m) if m.start == start => Some(**m),
+            Event::Map(m) if m.start == VirtAddr(start) => Some(**m),
             _ => None,
         })
         .collect();
     assert_eq!(
         maps,
         vec![MapEvent {
-            start,
+            start: VirtAddr(start),
             len,
             prot: Prot(Prot::READ | Prot::WRITE),
             backing: Backing::Anon,
@@ -65,7 +65,7 @@ fn qemu_touch_yields_exactly_its_pages_map_and_unmap() {
     // The request comes just before its result, as the program made it.
     let at = events
         .iter()
-        .position(|e| matches!(e, Event::Map(m) if m.start == start))
+        .position(|e| matches!(e, Event::Map(m) if m.start == VirtAddr(start)))
         .unwrap();
     assert_eq!(
         events[at - 1],
@@ -102,14 +102,16 @@ fn qemu_touch_yields_exactly_its_pages_map_and_unmap() {
     }
     let unmaps = events
         .iter()
-        .filter(|e| matches!(e, Event::Unmap { start: s, len: l } if *s == start && *l == len))
+        .filter(|e| matches!(e, Event::Unmap { start: s, len: l } if *s == VirtAddr(start) && *l == len))
         .count();
     assert_eq!(unmaps, 1);
     // The map comes before the touches, the unmap after them.
     let pos = |f: &dyn Fn(&Event) -> bool| events.iter().position(f).unwrap();
-    let map_at = pos(&|e| matches!(e, Event::Map(m) if m.start == start));
-    let unmap_at = pos(&|e| matches!(e, Event::Unmap { start: s, .. } if *s == start));
-    let touch_at = pos(&|e| matches!(e, Event::Ref(r) if r.addr >= start && r.addr < start + len));
+    let map_at = pos(&|e| matches!(e, Event::Map(m) if m.start == VirtAddr(start)));
+    let unmap_at = pos(&|e| matches!(e, Event::Unmap { start: s, .. } if *s == VirtAddr(start)));
+    let touch_at = pos(
+        &|e| matches!(e, Event::Ref(r) if r.addr >= VirtAddr(start) && r.addr < VirtAddr(start + len)),
+    );
     assert!(map_at < touch_at && touch_at < unmap_at);
     assert!(matches!(events.last(), Some(Event::Exit { status: 0 })));
 }
@@ -175,10 +177,10 @@ fn qemu_fork_keeps_process_ids() {
             Event::Ref(r)
                 if pid == child
                     && !r.kind.is_instr()
-                    && r.addr >= cstart
-                    && r.addr < cstart + clen =>
+                    && r.addr >= VirtAddr(cstart)
+                    && r.addr < VirtAddr(cstart + clen) =>
             {
-                child_pages.insert((r.addr - cstart) / 4096);
+                child_pages.insert((r.addr - VirtAddr(cstart)) / 4096);
             }
             _ => {}
         }

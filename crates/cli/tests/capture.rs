@@ -8,7 +8,7 @@ mod common;
 use common::{pagelab, tmp};
 
 use pagelab_capture::Backend;
-use pagelab_core::Event;
+use pagelab_core::{Event, VirtAddr};
 use pagelab_trace::TraceSource;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -49,8 +49,12 @@ fn region_pages(events: &[Event], stdout: &str) -> BTreeSet<u64> {
     events
         .iter()
         .filter_map(|e| match e {
-            Event::Ref(r) if !r.kind.is_instr() && r.addr >= start && r.addr < start + len => {
-                Some((r.addr - start) / 4096)
+            Event::Ref(r)
+                if !r.kind.is_instr()
+                    && r.addr >= VirtAddr(start)
+                    && r.addr < VirtAddr(start + len) =>
+            {
+                Some((r.addr - VirtAddr(start)) / 4096)
             }
             _ => None,
         })

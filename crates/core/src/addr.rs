@@ -56,6 +56,13 @@ impl VirtAddr {
         Vpn(self.0 >> size.shift())
     }
 
+    /// The number of the first page of `size` that starts at or after this
+    /// address: one past the last page of a range ending here.
+    #[inline]
+    pub fn vpn_ceil(self, size: PageSize) -> Vpn {
+        Vpn(self.0.div_ceil(size.bytes()))
+    }
+
     /// The address rounded down to a multiple of `size`.
     #[inline]
     pub fn align_down(self, size: PageSize) -> VirtAddr {
@@ -199,6 +206,8 @@ mod tests {
     fn vpn_and_alignment() {
         let s = PageSize::from_bytes(4096).unwrap();
         assert_eq!(VirtAddr(0x2fff).vpn(s), Vpn(2));
+        assert_eq!(VirtAddr(0x2001).vpn_ceil(s), Vpn(3));
+        assert_eq!(VirtAddr(0x2000).vpn_ceil(s), Vpn(2));
         assert_eq!(VirtAddr(0x2fff).align_down(s), VirtAddr(0x2000));
         assert!(VirtAddr(0x3000).is_aligned(s));
         assert!(!VirtAddr(0x3001).is_aligned(s));

@@ -45,7 +45,7 @@ impl AccessKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct MemRef {
     /// First byte referenced.
-    pub addr: u64,
+    pub addr: VirtAddr,
     /// Number of bytes referenced; Lackey allows 0, which still touches the page of `addr`.
     pub size: u32,
     /// Instruction fetch, load, store or modify.
@@ -55,7 +55,7 @@ pub struct MemRef {
 impl MemRef {
     /// The last byte the reference covers (equal to `addr` for a zero-size reference).
     #[inline]
-    pub fn last_byte(&self) -> u64 {
+    pub fn last_byte(&self) -> VirtAddr {
         self.addr.saturating_add((self.size.max(1) - 1) as u64)
     }
 }
@@ -100,7 +100,7 @@ pub enum Backing {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct MapEvent {
     /// First byte of the mapping.
-    pub start: u64,
+    pub start: VirtAddr,
     /// Length in bytes.
     pub len: u64,
     /// Protection.
@@ -197,6 +197,12 @@ pub struct ThreadId {
 /// References dominate every trace, so the enum is kept to 24 bytes: the rare
 /// map event is boxed. Process and thread ids are not repeated on every
 /// reference: a [`Event::Switch`] sets them for the records that follow.
+///
+/// A range is its first byte (a [`VirtAddr`]) and a length in bytes, as the
+/// system calls and every trace format carry it, not a `Range<VirtAddr>`:
+/// a length that runs past the top of the address space stays what the
+/// trace said, for the model to refuse with the address, rather than each
+/// reader having to cut or refuse an end it cannot represent.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Event {
     /// A memory reference.
@@ -210,14 +216,14 @@ pub enum Event {
     /// munmap of `[start, start + len)`.
     Unmap {
         /// First byte.
-        start: u64,
+        start: VirtAddr,
         /// Length in bytes.
         len: u64,
     },
     /// mprotect.
     Protect {
         /// First byte.
-        start: u64,
+        start: VirtAddr,
         /// Length in bytes.
         len: u64,
         /// New protection.
@@ -226,7 +232,7 @@ pub enum Event {
     /// madvise or a page-order request.
     Advise {
         /// First byte.
-        start: u64,
+        start: VirtAddr,
         /// Length in bytes.
         len: u64,
         /// The advice.
@@ -235,7 +241,7 @@ pub enum Event {
     /// brk: the program break moved to `end`.
     Brk {
         /// New end of the heap.
-        end: u64,
+        end: VirtAddr,
     },
     /// The current process forked a child with this pid.
     Fork {
@@ -269,16 +275,16 @@ mod tests {
     #[test]
     fn last_byte_of_zero_size_ref_is_its_address() {
         let r = MemRef {
-            addr: 10,
+            addr: VirtAddr(10),
             size: 0,
             kind: AccessKind::Load,
         };
-        assert_eq!(r.last_byte(), 10);
+        assert_eq!(r.last_byte(), VirtAddr(10));
         let r = MemRef {
-            addr: 10,
+            addr: VirtAddr(10),
             size: 8,
             kind: AccessKind::Load,
         };
-        assert_eq!(r.last_byte(), 17);
+        assert_eq!(r.last_byte(), VirtAddr(17));
     }
 }

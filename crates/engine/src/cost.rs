@@ -228,10 +228,12 @@ impl CostStudy {
         let ls = self.line_shift;
         for e in events {
             let Event::Ref(r) = e else { continue };
-            let last = r.addr.saturating_add(u64::from(r.size.max(1)) - 1);
+            // The cost model works on an address's bits (cache lines,
+            // physical addresses built from them): the number, taken once.
+            let (addr, last) = (r.addr.0, r.last_byte().0);
             if r.kind == AccessKind::Instr {
                 self.instrs += 1;
-                let page = r.addr >> 12;
+                let page = addr >> 12;
                 if page == self.last_instr_page && last >> 12 == page {
                     self.instr_repeats += 1;
                     continue;
@@ -239,7 +241,7 @@ impl CostStudy {
                 self.last_instr_page = if last >> 12 == page { page } else { u64::MAX };
                 let mut walked = false;
                 for run in &mut self.runs {
-                    walked |= run.instr(r.addr, last, &hit);
+                    walked |= run.instr(addr, last, &hit);
                 }
                 // A walk's lines may have pushed the last data line out.
                 if walked {
@@ -249,7 +251,7 @@ impl CostStudy {
                 self.data_refs += 1;
                 let load = r.kind == AccessKind::Load;
                 self.loads += u64::from(load);
-                let line = r.addr >> ls;
+                let line = addr >> ls;
                 if line == self.last_line && last >> ls == line {
                     self.data_repeats += 1;
                     self.load_repeats += u64::from(load);
@@ -258,7 +260,7 @@ impl CostStudy {
                 // The line is read last, after any walk: the most recent of its set.
                 self.last_line = if last >> ls == line { line } else { u64::MAX };
                 for run in &mut self.runs {
-                    run.data(r.addr, last, ls, &hit, load);
+                    run.data(addr, last, ls, &hit, load);
                 }
             }
         }

@@ -4,12 +4,12 @@
 //! of `pagelab-report`.
 //!
 //! ```
-//! use pagelab_core::{AccessKind, Event, MemRef, PageSize};
+//! use pagelab_core::{AccessKind, Event, MemRef, PageSize, VirtAddr};
 //! use pagelab_engine::{Study, StudyConfig};
 //! let cfg = StudyConfig { page_sizes: vec![PageSize::K4], tlb: pagelab_tlb::preset("weisberg").unwrap() };
 //! let mut study = Study::new(&cfg).unwrap();
 //! let refs: Vec<Event> = (0..3u64)
-//!     .map(|i| Event::Ref(MemRef { addr: i * 4096, size: 4, kind: AccessKind::Store }))
+//!     .map(|i| Event::Ref(MemRef { addr: VirtAddr(i * 4096), size: 4, kind: AccessKind::Store }))
 //!     .collect();
 //! study.feed(&refs);
 //! assert_eq!(study.finish(Default::default()).runs[0].faults, 3);

@@ -3,7 +3,7 @@
 //! and a TLB hierarchy holding entries of whatever size the page table maps.
 
 use crate::driver::{EngineError, Progress, BATCH};
-use pagelab_core::{Event, MemRef, SourceInfo, VirtAddr};
+use pagelab_core::{Event, MemRef, PageSize, SourceInfo, VirtAddr};
 use pagelab_mm::phys::{FrameAllocator, PhysConfig};
 use pagelab_mm::policy::PolicySpec;
 use pagelab_mm::system::{Invalidate, Mm};
@@ -160,17 +160,18 @@ impl PolicyRun {
         let side = usize::from(!r.kind.is_instr());
         let s = if side == 0 { Side::Instr } else { Side::Data };
         let last = r.last_byte();
-        let small = r.addr >> 12;
+        let small = r.addr.vpn(PageSize::MIN).0;
+        let one_page = small == last.vpn(PageSize::MIN).0;
         let write = r.kind.is_write();
-        if small == last >> 12 && small == self.last[side] && (!write || self.last_writable[side]) {
+        if one_page && small == self.last[side] && (!write || self.last_writable[side]) {
             self.accesses[side] += 1;
             self.filtered[side] += 1;
             return Ok(());
         }
-        self.last[side] = if small == last >> 12 { small } else { u64::MAX };
+        self.last[side] = if one_page { small } else { u64::MAX };
         let mut addr = r.addr;
         loop {
-            let t = self.mm.translate(VirtAddr(addr), side == 0, write)?;
+            let t = self.mm.translate(addr, side == 0, write)?;
             self.invalidate_remapped();
             if self.mm.reclaim_runs() != self.reclaims {
                 self.reclaims = self.mm.reclaim_runs();
@@ -178,16 +179,16 @@ impl PolicyRun {
             }
             self.last_writable[side] = t.flags.contains(pagelab_mm::pagetable::PteFlags::WRITE);
             self.accesses[side] += 1;
-            if self.tlb.access_addr(s, VirtAddr(addr), t.size) == Outcome::Miss {
+            if self.tlb.access_addr(s, addr, t.size) == Outcome::Miss {
                 self.misses[side] += 1;
                 self.walk_refs += u64::from(t.levels);
             }
-            let base = self.mm.machine().base().shift();
-            let page_end = t.start.0.saturating_add(t.size.bytes());
-            for b in (addr >> base)..=((last.min(page_end - 1)) >> base) {
+            let base = self.mm.machine().base();
+            let page_end = t.start.saturating_add(t.size.bytes());
+            for b in addr.vpn(base).0..=last.min(page_end.saturating_sub(1)).vpn(base).0 {
                 self.pages[side].insert(b);
             }
-            if page_end > last || page_end == 0 {
+            if page_end > last || page_end == VirtAddr(0) {
                 return Ok(());
             }
             addr = page_end;

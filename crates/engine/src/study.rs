@@ -183,11 +183,11 @@ impl SizeRun {
 /// in low bits stops before the sizes that contain both pages.
 ///
 /// ```
-/// use pagelab_core::{AccessKind, Event, MemRef, PageSize};
+/// use pagelab_core::{AccessKind, Event, MemRef, PageSize, VirtAddr};
 /// use pagelab_engine::{Study, StudyConfig};
 /// let cfg = StudyConfig { page_sizes: vec![PageSize::K4, PageSize::M2], tlb: pagelab_tlb::preset("weisberg").unwrap() };
 /// let mut study = Study::new(&cfg).unwrap();
-/// study.feed(&[Event::Ref(MemRef { addr: 0x1000, size: 8, kind: AccessKind::Load })]);
+/// study.feed(&[Event::Ref(MemRef { addr: VirtAddr(0x1000), size: 8, kind: AccessKind::Load })]);
 /// let result = study.finish(Default::default());
 /// assert_eq!(result.runs[0].dtlb_misses, 1);
 /// ```
@@ -455,7 +455,13 @@ mod tests {
             (1u64 << 40)..((1u64 << 40) + (300 << 12))
         ];
         let size = prop_oneof![1u32..=16, Just(8192u32)];
-        (kind, addr, size).prop_map(|(kind, addr, size)| Event::Ref(MemRef { addr, size, kind }))
+        (kind, addr, size).prop_map(|(kind, addr, size)| {
+            Event::Ref(MemRef {
+                addr: VirtAddr(addr),
+                size,
+                kind,
+            })
+        })
     }
 
     /// The result of a study over `events`, its words stepped as `step` does.

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{all_sizes, flat, real_events, reference, reference_hierarchy};
-use pagelab_core::{parse_page_sizes, AccessKind, Event, MemRef, PageSize, SourceInfo};
+use pagelab_core::{parse_page_sizes, AccessKind, Event, MemRef, PageSize, SourceInfo, VirtAddr};
 use pagelab_engine::{run_study, Study, StudyConfig};
 use pagelab_report::RunStats;
 use pagelab_trace::{LackeyWriter, PageBatch, Pieces, TraceError, TraceSource};
@@ -99,7 +99,13 @@ fn arb_local_event() -> impl Strategy<Value = Event> {
     ];
     let size =
         prop_oneof![8 => 1u32..=16, 1 => Just(0u32), 1 => Just(4096u32), 1 => Just(70000u32)];
-    (kind, addr, size).prop_map(|(kind, addr, size)| Event::Ref(MemRef { addr, size, kind }))
+    (kind, addr, size).prop_map(|(kind, addr, size)| {
+        Event::Ref(MemRef {
+            addr: VirtAddr(addr),
+            size,
+            kind,
+        })
+    })
 }
 
 proptest! {
@@ -216,7 +222,7 @@ fn an_error_in_a_later_piece_names_its_line_in_the_file() {
     let events: Vec<Event> = (0..20_000u64)
         .map(|i| {
             Event::Ref(MemRef {
-                addr: 0x40_0000 + i * 40,
+                addr: VirtAddr(0x40_0000 + i * 40),
                 size: 4,
                 kind: AccessKind::Instr,
             })

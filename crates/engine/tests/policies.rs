@@ -5,7 +5,7 @@
 mod common;
 
 use common::{flat, real_prefix, Events};
-use pagelab_core::{Bytes, Event, PageSize};
+use pagelab_core::{Bytes, Event, PageSize, VirtAddr};
 use pagelab_engine::{run_policies, PolicyConfig, Study, StudyConfig};
 use pagelab_mm::phys::PhysConfig;
 
@@ -88,12 +88,12 @@ fn linux_thp_on_a_real_trace_uses_2m_pages_when_always() {
 fn strict_mode_rejects_contradictions_with_their_position() {
     let events = vec![
         Event::Ref(pagelab_core::MemRef {
-            addr: 0x1000,
+            addr: VirtAddr(0x1000),
             size: 4,
             kind: pagelab_core::AccessKind::Load,
         }),
         Event::Unmap {
-            start: 0x4000_0000,
+            start: VirtAddr(0x4000_0000),
             len: 4096,
         },
     ];

@@ -7,7 +7,7 @@
 mod common;
 
 use common::{real_prefix, Events};
-use pagelab_core::{Advice, Backing, Bytes, Event, MapEvent, Prot, Sharing};
+use pagelab_core::{Advice, Backing, Bytes, Event, MapEvent, Prot, Sharing, VirtAddr};
 use pagelab_engine::{run_policies, PolicyConfig};
 use pagelab_mm::phys::PhysConfig;
 use pagelab_report::RunStats;
@@ -50,7 +50,7 @@ fn with_requests(events: &[Event], shift: u8, wait: bool) -> Vec<Event> {
     let mut blocks = BTreeSet::new();
     for e in events {
         if let Event::Ref(r) = e {
-            blocks.extend(r.addr / BLOCK..=r.last_byte() / BLOCK);
+            blocks.extend(r.addr.0 / BLOCK..=r.last_byte().0 / BLOCK);
         }
     }
     let mut out = Vec::new();
@@ -62,14 +62,18 @@ fn with_requests(events: &[Event], shift: u8, wait: bool) -> Vec<Event> {
         }
         let (start, len) = (first * BLOCK, (last + 1 - first) * BLOCK);
         out.push(Event::Map(Box::new(MapEvent {
-            start,
+            start: VirtAddr(start),
             len,
             prot: Prot(Prot::READ | Prot::WRITE | Prot::EXEC),
             backing: Backing::Anon,
             sharing: Sharing::Private,
         })));
         let advice = Advice::PageOrder { shift, wait };
-        out.push(Event::Advise { start, len, advice });
+        out.push(Event::Advise {
+            start: VirtAddr(start),
+            len,
+            advice,
+        });
     }
     out.extend_from_slice(events);
     out

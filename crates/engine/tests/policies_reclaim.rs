@@ -5,7 +5,7 @@
 mod common;
 
 use common::Events;
-use pagelab_core::{AccessKind, Bytes, Event, MemRef};
+use pagelab_core::{AccessKind, Bytes, Event, MemRef, VirtAddr};
 use pagelab_engine::{run_policies, PolicyConfig};
 use pagelab_mm::phys::{PhysConfig, SuperpageReclaim, WatermarkConfig};
 use pagelab_report::RunStats;
@@ -15,7 +15,7 @@ const A: u64 = 0x4000_0000;
 
 fn write(addr: u64) -> Event {
     Event::Ref(MemRef {
-        addr,
+        addr: VirtAddr(addr),
         size: 8,
         kind: AccessKind::Store,
     })

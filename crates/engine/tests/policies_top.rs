@@ -8,7 +8,9 @@
 mod common;
 
 use common::Events;
-use pagelab_core::{AccessKind, Advice, Backing, Bytes, Event, MapEvent, MemRef, Prot, Sharing};
+use pagelab_core::{
+    AccessKind, Advice, Backing, Bytes, Event, MapEvent, MemRef, Prot, Sharing, VirtAddr,
+};
 use pagelab_engine::{run_policies, PolicyConfig};
 use pagelab_mm::phys::PhysConfig;
 
@@ -39,7 +41,7 @@ fn run(events: Vec<Event>, policy: &str) -> Result<(), String> {
 
 fn load(addr: u64, size: u32) -> Event {
     Event::Ref(MemRef {
-        addr,
+        addr: VirtAddr(addr),
         size,
         kind: AccessKind::Load,
     })
@@ -98,20 +100,23 @@ impl Lcg {
         }
         match self.next() % 9 {
             0 => Event::Map(Box::new(MapEvent {
-                start,
+                start: VirtAddr(start),
                 len,
                 prot: Prot(Prot::READ | Prot::WRITE),
                 backing: Backing::Anon,
                 sharing: Sharing::Private,
             })),
-            1 => Event::Unmap { start, len },
+            1 => Event::Unmap {
+                start: VirtAddr(start),
+                len,
+            },
             2 => Event::Protect {
-                start,
+                start: VirtAddr(start),
                 len,
                 prot: Prot(Prot::READ),
             },
             3 => Event::Advise {
-                start,
+                start: VirtAddr(start),
                 len,
                 advice: [
                     Advice::HugePage,
@@ -122,14 +127,16 @@ impl Lcg {
                     },
                 ][(self.next() % 3) as usize],
             },
-            4 => Event::Brk { end: start },
+            4 => Event::Brk {
+                end: VirtAddr(start),
+            },
             // A child that copies the mappings at the top of the space (fork
             // once copied only the lower 128 TiB).
             5 => Event::Fork {
                 child: 2 + (self.next() % 64) as u32,
             },
             _ => Event::Ref(MemRef {
-                addr: self.addr(),
+                addr: VirtAddr(self.addr()),
                 size: (self.next() % 64) as u32,
                 kind: [AccessKind::Instr, AccessKind::Load, AccessKind::Store]
                     [(self.next() % 3) as usize],

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{all_sizes, flat, reference, reference_hierarchy};
-use pagelab_core::{AccessKind, Event, MemRef, PageSize};
+use pagelab_core::{AccessKind, Event, MemRef, PageSize, VirtAddr};
 use pagelab_engine::{Study, StudyConfig};
 use pagelab_report::RunStats;
 use proptest::prelude::*;
@@ -26,7 +26,11 @@ fn fast_with(events: &[Event], sizes: &[PageSize], preset: &str) -> Vec<RunStats
 }
 
 fn r(kind: AccessKind, addr: u64, size: u32) -> Event {
-    Event::Ref(MemRef { addr, size, kind })
+    Event::Ref(MemRef {
+        addr: VirtAddr(addr),
+        size,
+        kind,
+    })
 }
 
 #[test]
@@ -104,7 +108,13 @@ fn arb_event() -> impl Strategy<Value = Event> {
         (1u64 << 40)..((1u64 << 40) + (300 << 12))
     ];
     let size = prop_oneof![Just(0u32), 1u32..=16, Just(4096u32), Just(8192u32)];
-    (kind, addr, size).prop_map(|(kind, addr, size)| Event::Ref(MemRef { addr, size, kind }))
+    (kind, addr, size).prop_map(|(kind, addr, size)| {
+        Event::Ref(MemRef {
+            addr: VirtAddr(addr),
+            size,
+            kind,
+        })
+    })
 }
 
 proptest! {

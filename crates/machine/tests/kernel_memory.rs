@@ -2,7 +2,7 @@
 //! memory in closed form, and the failure the 004 paper describes when they
 //! and mem_map no longer fit (with `highpte` and page clustering as the ways out).
 
-use pagelab_core::{AccessKind, Event, MemRef, ThreadId};
+use pagelab_core::{AccessKind, Event, MemRef, ThreadId, VirtAddr};
 use pagelab_engine::{run_policies, PolicyConfig};
 use pagelab_machine::{preset, Machine};
 
@@ -31,7 +31,7 @@ fn spread(procs: u32, regions: u64) -> Vec<Event> {
         ev.push(Event::Switch(ThreadId { pid, tid: pid }));
         for r in 0..regions {
             ev.push(Event::Ref(MemRef {
-                addr: (r << 21) + 4096,
+                addr: VirtAddr((r << 21) + 4096),
                 size: 4,
                 kind: AccessKind::Store,
             }));

@@ -379,30 +379,25 @@ impl Mm {
             }
             Event::Map(m) => {
                 self.seen_map_events = true;
-                self.inside(VirtAddr(m.start), m.len)?;
+                self.inside(m.start, m.len)?;
                 match self.machine.proc_mut(pid).aspace.map(m) {
                     Ok(removed) => self.drop_ranges(pid, &removed),
                     Err(_) => self.on_nothing(),
                 }
             }
             Event::Unmap { start, len } => {
-                match self
-                    .machine
-                    .proc_mut(pid)
-                    .aspace
-                    .unmap(VirtAddr(*start), *len)
-                {
+                match self.machine.proc_mut(pid).aspace.unmap(*start, *len) {
                     Ok(removed) => self.drop_ranges(pid, &removed),
                     Err(_) => self.on_nothing(),
                 }
             }
             Event::Brk { end } => {
-                self.inside(VirtAddr(*end), 0)?;
+                self.inside(*end, 0)?;
                 let removed = self
                     .machine
                     .proc_mut(pid)
                     .aspace
-                    .brk(VirtAddr(*end))
+                    .brk(*end)
                     .unwrap_or_default();
                 self.drop_ranges(pid, &removed)
             }
@@ -411,7 +406,7 @@ impl Mm {
                     .machine
                     .proc_mut(pid)
                     .aspace
-                    .protect(VirtAddr(*start), *len, *prot)
+                    .protect(*start, *len, *prot)
                 {
                     Ok(changed) => {
                         let mut inv = Invalidate::Nothing;
@@ -455,7 +450,7 @@ impl Mm {
                     .machine
                     .proc_mut(pid)
                     .aspace
-                    .advise(VirtAddr(*start), *len, *advice)
+                    .advise(*start, *len, *advice)
                 {
                     Ok(ranges) if *advice == Advice::DontNeed => self.drop_ranges(pid, &ranges),
                     Ok(_) => Ok(Invalidate::Nothing),

@@ -210,7 +210,7 @@ impl AddressSpace {
     /// Maps a new region, replacing whatever it overlaps (as `MAP_FIXED` does).
     /// Returns the ranges that were unmapped to make room, whose pages the caller must free.
     pub fn map(&mut self, m: &MapEvent) -> Result<Vec<(VirtAddr, VirtAddr)>, VmaError> {
-        let (start, end) = page_range(VirtAddr(m.start), m.len)?;
+        let (start, end) = page_range(m.start, m.len)?;
         let removed = self.cut(start, end);
         self.insert(Vma {
             start,
@@ -295,7 +295,7 @@ impl AddressSpace {
         if new_top > old_top {
             let rw = Prot(Prot::READ | Prot::WRITE);
             let grow = MapEvent {
-                start: old_top.0,
+                start: old_top,
                 len: new_top - old_top,
                 prot: rw,
                 backing: Backing::Anon,

@@ -8,7 +8,7 @@ const RO: Prot = Prot(Prot::READ);
 
 fn anon(start: u64, len: u64) -> MapEvent {
     MapEvent {
-        start,
+        start: VirtAddr(start),
         len,
         prot: RW,
         backing: Backing::Anon,
@@ -39,7 +39,7 @@ fn map_replaces_what_it_overlaps() {
     let mut a = AddressSpace::new();
     a.map(&anon(0x10000, 0x10000)).unwrap();
     let file = MapEvent {
-        start: 0x14000,
+        start: VirtAddr(0x14000),
         len: 0x2000,
         prot: RO,
         backing: Backing::File {
@@ -226,7 +226,7 @@ proptest! {
                 Op::Map(s, l, file, id) => {
                     let (start, len) = (s * BASE, l * BASE);
                     let backing = if file { Backing::File { file_id: id as u64, offset: 0x10000 } } else { Backing::Anon };
-                    let m = MapEvent { start, len, prot: RW, backing, sharing: Sharing::Private };
+                    let m = MapEvent { start: VirtAddr(start), len, prot: RW, backing, sharing: Sharing::Private };
                     a.map(&m).unwrap();
                     for p in (start..start + len).step_by(BASE as usize) {
                         let b = match backing { Backing::File { file_id, offset } => Backing::File { file_id, offset: offset + p - start }, b => b };

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{access, ev, map_as, mm, K, M};
-use pagelab_core::{Backing, Event, Sharing, ThreadId};
+use pagelab_core::{Backing, Event, Sharing, ThreadId, VirtAddr};
 use pagelab_mm::fault::CowMode;
 use pagelab_mm::phys::FrameAllocator;
 use pagelab_mm::system::Mm;
@@ -47,7 +47,7 @@ fn file_pages_are_read_once_and_shared() {
     ev(
         &mut m,
         Event::Unmap {
-            start: 0x5000_0000,
+            start: VirtAddr(0x5000_0000),
             len: 64 * K,
         },
     );
@@ -55,7 +55,7 @@ fn file_pages_are_read_once_and_shared() {
     ev(
         &mut m,
         Event::Unmap {
-            start: 0x4000_0000,
+            start: VirtAddr(0x4000_0000),
             len: 64 * K,
         },
     );

@@ -20,7 +20,7 @@ const FILE: u64 = 9;
 fn map_file(m: &mut Mm, start: u64, len: u64, offset: u64, sharing: Sharing) {
     map_file_plain(m, start, len, offset, sharing);
     let advise = Event::Advise {
-        start,
+        start: VirtAddr(start),
         len,
         advice: Advice::HugePage,
     };
@@ -29,7 +29,7 @@ fn map_file(m: &mut Mm, start: u64, len: u64, offset: u64, sharing: Sharing) {
 
 fn map_file_plain(m: &mut Mm, start: u64, len: u64, offset: u64, sharing: Sharing) {
     let e = MapEvent {
-        start,
+        start: VirtAddr(start),
         len,
         prot: Prot(Prot::READ),
         backing: Backing::File {
@@ -181,7 +181,7 @@ fn reservation_promotes_at_once_when_the_extent_is_already_cached() {
 fn a_private_write_to_a_file_superpage_copies_it() {
     let mut m = mm("linux-thp:enabled=always", 256 * M);
     let e = MapEvent {
-        start: A,
+        start: VirtAddr(A),
         len: 2 * M,
         prot: Prot(Prot::READ | Prot::WRITE),
         backing: Backing::File {
@@ -193,7 +193,7 @@ fn a_private_write_to_a_file_superpage_copies_it() {
     m.event(&Event::Map(Box::new(e))).unwrap();
     let advice = Advice::HugePage;
     let advise = Event::Advise {
-        start: A,
+        start: VirtAddr(A),
         len: 2 * M,
         advice,
     };

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{advise, map, map_as, mm_no_reclaim, per_size, touch, K, M};
-use pagelab_core::{Advice, Backing, Event, PageSize, Sharing};
+use pagelab_core::{Advice, Backing, Event, PageSize, Sharing, VirtAddr};
 use pagelab_mm::machine::MmError;
 use pagelab_mm::policy::PolicySpec;
 use pagelab_mm::system::Mm;
@@ -155,14 +155,14 @@ fn munmap_frees_every_page() {
     assert_eq!(touch(&mut m, 0x4000_0000), 2 * M);
     assert_eq!(touch(&mut m, 0x4020_0000), M);
     m.event(&Event::Unmap {
-        start: 0x4010_0000,
+        start: VirtAddr(0x4010_0000),
         len: 2 * M,
     })
     .unwrap();
     m.check().unwrap();
     assert_eq!(m.machine().stats.rss_bytes, M);
     m.event(&Event::Unmap {
-        start: 0x4000_0000,
+        start: VirtAddr(0x4000_0000),
         len: 3 * M,
     })
     .unwrap();

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{access, map_event, mm_no_reclaim, per_size, touch, K, M};
-use pagelab_core::{Advice, Backing, Event, MapEvent, PageSize, Prot, Sharing};
+use pagelab_core::{Advice, Backing, Event, MapEvent, PageSize, Prot, Sharing, VirtAddr};
 use pagelab_mm::phys::FrameAllocator;
 use pagelab_mm::policy::{PolicySpec, ThpSettings};
 use pagelab_mm::system::Mm;
@@ -21,7 +21,12 @@ fn map(m: &mut Mm, start: u64, len: u64) {
 }
 
 fn advise(m: &mut Mm, start: u64, len: u64, advice: Advice) {
-    m.event(&Event::Advise { start, len, advice }).unwrap();
+    m.event(&Event::Advise {
+        start: VirtAddr(start),
+        len,
+        advice,
+    })
+    .unwrap();
 }
 
 #[test]
@@ -113,7 +118,7 @@ fn madvise_mode_needs_madv_hugepage_and_nohugepage_wins() {
 fn file_mappings_get_2m_folios_only_where_aligned_and_advised() {
     let file = |m: &mut Mm, start: u64, offset: u64, huge: bool| {
         let ev = MapEvent {
-            start,
+            start: VirtAddr(start),
             len: 4 * M,
             prot: Prot(Prot::READ),
             backing: Backing::File { file_id: 1, offset },
@@ -123,7 +128,7 @@ fn file_mappings_get_2m_folios_only_where_aligned_and_advised() {
         if huge {
             let advice = pagelab_core::Advice::HugePage;
             let ev = Event::Advise {
-                start,
+                start: VirtAddr(start),
                 len: 4 * M,
                 advice,
             };
@@ -171,7 +176,7 @@ fn munmap_frees_and_splits_straddling_pages() {
     assert_eq!(touch(&mut m, 0x4000_0000), 2 * M);
     // Unmapping 4K in the middle of the 2M page splits it (a demotion), frees 4K.
     m.event(&Event::Unmap {
-        start: 0x4010_0000,
+        start: VirtAddr(0x4010_0000),
         len: 4 * K,
     })
     .unwrap();
@@ -179,7 +184,7 @@ fn munmap_frees_and_splits_straddling_pages() {
     assert_eq!(m.machine().stats.rss_bytes, 2 * M - 4 * K);
     assert_eq!(m.machine().stats.demotions, 1);
     m.event(&Event::Unmap {
-        start: 0x4000_0000,
+        start: VirtAddr(0x4000_0000),
         len: 4 * M,
     })
     .unwrap();
@@ -187,7 +192,7 @@ fn munmap_frees_and_splits_straddling_pages() {
     assert_eq!(m.machine().stats.rss_bytes, 0);
     // Unmapping nothing is counted, not an error.
     m.event(&Event::Unmap {
-        start: 0x4000_0000,
+        start: VirtAddr(0x4000_0000),
         len: 4 * M,
     })
     .unwrap();
@@ -200,7 +205,7 @@ fn protecting_part_of_a_superpage_demotes_it() {
     map(&mut m, 0x4000_0000, 2 * M);
     assert_eq!(touch(&mut m, 0x4000_0000), 2 * M);
     m.event(&Event::Protect {
-        start: 0x4000_0000,
+        start: VirtAddr(0x4000_0000),
         len: 4 * K,
         prot: Prot(Prot::READ),
     })
@@ -210,7 +215,7 @@ fn protecting_part_of_a_superpage_demotes_it() {
     assert_eq!(touch(&mut m, 0x4010_0000), 4 * K);
     // Freeing the demoted page frees its frames one by one.
     m.event(&Event::Unmap {
-        start: 0x4000_0000,
+        start: VirtAddr(0x4000_0000),
         len: 2 * M,
     })
     .unwrap();

@@ -150,7 +150,7 @@ fn mixed_protection_keeps_base_pages() {
     ev(
         &mut m,
         Event::Protect {
-            start: 0x4000_2000,
+            start: VirtAddr(0x4000_2000),
             len: 4 * K,
             prot: Prot(Prot::READ),
         },
@@ -169,14 +169,14 @@ fn madv_nohugepage_and_file_mappings_are_left_alone() {
     ev(
         &mut m,
         Event::Advise {
-            start: 0x4000_0000,
+            start: VirtAddr(0x4000_0000),
             len: 2 * M,
             advice: Advice::NoHugePage,
         },
     );
     touch_pages(&mut m, 0x4000_0000, 8);
     let e = MapEvent {
-        start: 0x8000_0000,
+        start: VirtAddr(0x8000_0000),
         len: 2 * M,
         prot: Prot(Prot::READ),
         backing: Backing::File {
@@ -211,7 +211,7 @@ fn allocation_failure_skips_the_extent_until_its_next_fault() {
     ev(
         &mut m,
         Event::Unmap {
-            start: 0x4000_0000,
+            start: VirtAddr(0x4000_0000),
             len: 2 * M,
         },
     );
@@ -232,7 +232,7 @@ fn unmapping_after_a_collapse_frees_the_superpage() {
     ev(
         &mut m,
         Event::Unmap {
-            start: 0x4000_3000,
+            start: VirtAddr(0x4000_3000),
             len: 4 * K,
         },
     );
@@ -241,7 +241,7 @@ fn unmapping_after_a_collapse_frees_the_superpage() {
     ev(
         &mut m,
         Event::Unmap {
-            start: 0x4000_0000,
+            start: VirtAddr(0x4000_0000),
             len: 4 * M,
         },
     );
@@ -254,7 +254,7 @@ fn unmapping_after_a_collapse_frees_the_superpage() {
     ev(
         &mut m,
         Event::Unmap {
-            start: 0x4000_0000,
+            start: VirtAddr(0x4000_0000),
             len: 2 * M,
         },
     );
@@ -309,7 +309,7 @@ fn collapsed_ranges_are_handed_over_for_the_tlb_once() {
     })
     .unwrap();
     let ev = MapEvent {
-        start: 0x4000_0000,
+        start: VirtAddr(0x4000_0000),
         len: 4 * M,
         prot: RW,
         backing: Backing::Anon,
@@ -380,17 +380,17 @@ proptest::proptest! {
                 },
                 Op::Tick => m.tick().unwrap(),
                 Op::Unmap(p, n) => {
-                    m.event(&Event::Unmap { start: at(p), len: n * 4 * K }).unwrap();
+                    m.event(&Event::Unmap { start: VirtAddr(at(p)), len: n * 4 * K }).unwrap();
                 }
                 Op::Protect(p, n, w) => {
                     let prot = Prot(Prot::READ | if w { Prot::WRITE } else { 0 });
-                    m.event(&Event::Protect { start: at(p), len: n * 4 * K, prot }).unwrap();
+                    m.event(&Event::Protect { start: VirtAddr(at(p)), len: n * 4 * K, prot }).unwrap();
                 }
                 Op::Map(p, n) => map(&mut m, at(p), n * 4 * K),
             }
             m.check().unwrap();
         }
-        m.event(&Event::Unmap { start: 0, len: 1 << 47 }).unwrap();
+        m.event(&Event::Unmap { start: VirtAddr(0), len: 1 << 47 }).unwrap();
         m.check().unwrap();
         proptest::prop_assert_eq!(free_bytes(&m), 6 * M);
     }

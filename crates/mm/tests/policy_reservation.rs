@@ -158,7 +158,7 @@ fn the_reservation_is_the_largest_aligned_extent_inside_the_vma() {
     ev(
         &mut m,
         Event::Advise {
-            start: A + 3 * M,
+            start: VirtAddr(A + 3 * M),
             len: M,
             advice: Advice::NoHugePage,
         },
@@ -213,7 +213,7 @@ fn a_base_page_or_scattered_free_memory_preempts_too() {
     ev(
         &mut m,
         Event::Advise {
-            start: A + 8 * M,
+            start: VirtAddr(A + 8 * M),
             len: 4 * K,
             advice: Advice::NoHugePage,
         },
@@ -231,7 +231,7 @@ fn a_base_page_or_scattered_free_memory_preempts_too() {
     ev(
         &mut m,
         Event::Advise {
-            start: A + 4 * M,
+            start: VirtAddr(A + 4 * M),
             len: 2 * M,
             advice: Advice::NoHugePage,
         },
@@ -243,7 +243,7 @@ fn a_base_page_or_scattered_free_memory_preempts_too() {
         ev(
             &mut m,
             Event::Unmap {
-                start: A + 4 * M + p * 4 * K,
+                start: VirtAddr(A + 4 * M + p * 4 * K),
                 len: 4 * K,
             },
         );
@@ -274,7 +274,7 @@ fn release_frees_every_frame_and_reservation() {
     ev(
         &mut m,
         Event::Unmap {
-            start: A,
+            start: VirtAddr(A),
             len: 32 * K,
         },
     );
@@ -287,7 +287,7 @@ fn release_frees_every_frame_and_reservation() {
     ev(
         &mut m,
         Event::Unmap {
-            start: A,
+            start: VirtAddr(A),
             len: 4 * M,
         },
     );
@@ -315,7 +315,7 @@ fn partial_mprotect_demotes_and_the_population_map_stays_consistent() {
     ev(
         &mut m,
         Event::Protect {
-            start: A + 8 * K,
+            start: VirtAddr(A + 8 * K),
             len: 4 * K,
             prot: Prot(Prot::READ),
         },
@@ -339,7 +339,7 @@ fn partial_mprotect_demotes_and_the_population_map_stays_consistent() {
     ev(
         &mut m,
         Event::Unmap {
-            start: A,
+            start: VirtAddr(A),
             len: 2 * M,
         },
     );
@@ -444,11 +444,11 @@ proptest! {
         for op in ops {
             match op {
                 Op::Map(p, l) => { let (s, l) = clip(p, l); map(&mut m, s, l) }
-                Op::Unmap(p, l) => { let (s, l) = clip(p, l); ev(&mut m, Event::Unmap { start: s, len: l }) }
+                Op::Unmap(p, l) => { let (s, l) = clip(p, l); ev(&mut m, Event::Unmap { start: VirtAddr(s), len: l }) }
                 Op::Protect(p, l, w) => {
                     let (s, l) = clip(p, l);
                     let prot = if w { RW } else { Prot(Prot::READ) };
-                    ev(&mut m, Event::Protect { start: s, len: l, prot })
+                    ev(&mut m, Event::Protect { start: VirtAddr(s), len: l, prot })
                 }
                 Op::Touch(p) => { touch_ok(&mut m, A + p * 4 * K) }
                 Op::TouchRun(p, l) => {

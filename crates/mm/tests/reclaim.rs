@@ -81,7 +81,7 @@ fn a_swapped_page_faults_back_as_a_major_fault() {
     assert_eq!(m.machine().stats.major_faults, 1);
     // Unmapping frees the swap entries of the range.
     m.event(&Event::Unmap {
-        start: A,
+        start: VirtAddr(A),
         len: 64 * M,
     })
     .unwrap();
@@ -267,7 +267,7 @@ fn partly_read_file_extents_give_back_their_unread_pages_first() {
     // Anonymous base pages (MADV_NOHUGEPAGE: no reservations) fill memory.
     map(&mut m, A, 64 * M);
     let nohuge = Event::Advise {
-        start: A,
+        start: VirtAddr(A),
         len: 64 * M,
         advice: pagelab_core::Advice::NoHugePage,
     };

@@ -5,7 +5,7 @@
 //! policy's own) is checked after every step; at the end, with every
 //! process gone, only the page cache holds memory and swap is empty.
 
-use pagelab_core::{Backing, Bytes, Event, MapEvent, Prot, Sharing, ThreadId};
+use pagelab_core::{Backing, Bytes, Event, MapEvent, Prot, Sharing, ThreadId, VirtAddr};
 use pagelab_mm::machine::MmError;
 use pagelab_mm::phys::{FrameAllocator, PhysConfig, SuperpageReclaim};
 use pagelab_mm::policy::PolicySpec;
@@ -115,7 +115,7 @@ fn run(policy: &str, split: bool, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     _ => (Backing::Anon, Sharing::Private),
                 };
                 let e = MapEvent {
-                    start,
+                    start: VirtAddr(start),
                     len,
                     prot: rw(true),
                     backing,
@@ -125,12 +125,25 @@ fn run(policy: &str, split: bool, ops: Vec<Op>) -> Result<(), TestCaseError> {
             }
             Op::Unmap(p, l) => {
                 let (start, len) = clip(p, l);
-                ev(&mut m, Event::Unmap { start, len });
+                ev(
+                    &mut m,
+                    Event::Unmap {
+                        start: VirtAddr(start),
+                        len,
+                    },
+                );
             }
             Op::Protect(p, l, w) => {
                 let (start, len) = clip(p, l);
                 let prot = rw(w);
-                ev(&mut m, Event::Protect { start, len, prot });
+                ev(
+                    &mut m,
+                    Event::Protect {
+                        start: VirtAddr(start),
+                        len,
+                        prot,
+                    },
+                );
             }
             Op::Touch(p, w) => touch(&mut m, A + p * 4 * K, w),
             Op::TouchRun(p, l) => {

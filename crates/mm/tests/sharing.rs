@@ -6,7 +6,7 @@
 
 use pagelab_core::{
     AccessKind, Advice, Backing, Event, MapEvent, MemRef, PageSize, Prot, Sharing as Share,
-    ThreadId,
+    ThreadId, VirtAddr,
 };
 use pagelab_mm::sharing::reference::Reference;
 use pagelab_mm::sharing::rmap::Method;
@@ -23,7 +23,7 @@ fn switch(pid: u32) -> Event {
 
 fn map(start: u64, len: u64, backing: Backing, sharing: Share) -> Event {
     Event::Map(Box::new(MapEvent {
-        start,
+        start: VirtAddr(start),
         len,
         prot: Prot(Prot::READ | Prot::WRITE),
         backing,
@@ -50,7 +50,7 @@ fn touch(addr: u64, write: bool) -> Event {
         AccessKind::Load
     };
     Event::Ref(MemRef {
-        addr,
+        addr: VirtAddr(addr),
         size: 8,
         kind,
     })
@@ -64,7 +64,7 @@ fn fanout(procs: u32, start: u64, len: u64, huge: Option<(u8, bool)>) -> Vec<Eve
         ev.push(shm(start, len));
         if let Some((shift, wait)) = huge {
             ev.push(Event::Advise {
-                start,
+                start: VirtAddr(start),
                 len,
                 advice: Advice::PageOrder { shift, wait },
             });
@@ -158,7 +158,7 @@ fn mprotect_of_one_page_unshares_one_range_for_one_process() {
     let mut ev = fanout(3, BASE, 2 * M2, None);
     ev.push(switch(2));
     ev.push(Event::Protect {
-        start: BASE + M2 + 5 * K4,
+        start: VirtAddr(BASE + M2 + 5 * K4),
         len: K4,
         prot: Prot(Prot::READ),
     });
@@ -198,7 +198,7 @@ fn hugetlb_maps_huge_leaves_and_pmd_sharing_shares_pud_ranges() {
     m.event(&shm(g1, g1)).unwrap();
     let err = m
         .event(&Event::Advise {
-            start: g1,
+            start: VirtAddr(g1),
             len: g1,
             advice: Advice::PageOrder {
                 shift: 21,
@@ -235,11 +235,11 @@ fn event() -> impl Strategy<Value = Event> {
             map(BASE + p * K4, n * K4, backing, sharing)
         }),
         (page.clone(), 1u64..300).prop_map(|(p, n)| Event::Unmap {
-            start: BASE + p * K4,
+            start: VirtAddr(BASE + p * K4),
             len: n * K4
         }),
         (page.clone(), 1u64..50).prop_map(|(p, n)| Event::Protect {
-            start: BASE + p * K4,
+            start: VirtAddr(BASE + p * K4),
             len: n * K4,
             prot: Prot(Prot::READ)
         }),
@@ -249,7 +249,7 @@ fn event() -> impl Strategy<Value = Event> {
         (page.clone(), any::<bool>()).prop_map(|(p, w)| touch(BASE + p * K4 + 8, w)),
         (page, 1u64..600, any::<bool>()).prop_map(|(p, n, w)| {
             Event::Advise {
-                start: BASE + p * K4,
+                start: VirtAddr(BASE + p * K4),
                 len: n,
                 advice: Advice::Other(if w { 1 } else { 0 }),
             }
@@ -267,7 +267,7 @@ fn expand(ev: Vec<Event>) -> Vec<Event> {
                 len,
                 advice: Advice::Other(w),
             } => {
-                out.extend((0..len).map(|i| touch(start + i * K4, w == 1)));
+                out.extend((0..len).map(|i| touch(start.0 + i * K4, w == 1)));
             }
             e => out.push(e),
         }

@@ -7,7 +7,7 @@
 //!
 //! `cargo run --release -p pagelab-trace --example bench_trace [refs]`
 
-use pagelab_core::{AccessKind, Event, MemRef};
+use pagelab_core::{AccessKind, Event, MemRef, VirtAddr};
 use pagelab_trace::{LackeyReader, LackeyWriter, NativeReader, NativeWriter, TraceSource};
 use std::time::Instant;
 
@@ -38,7 +38,7 @@ fn generate(n: usize) -> Vec<Event> {
     while out.len() < n {
         let len = 1 + rng.below(15) as u32;
         out.push(Event::Ref(MemRef {
-            addr: pc,
+            addr: VirtAddr(pc),
             size: len,
             kind: AccessKind::Instr,
         }));
@@ -61,7 +61,11 @@ fn generate(n: usize) -> Vec<Event> {
                 }
                 _ => HEAP + (rng.below(64 << 20) & !7),
             };
-            out.push(Event::Ref(MemRef { addr, size, kind }));
+            out.push(Event::Ref(MemRef {
+                addr: VirtAddr(addr),
+                size,
+                kind,
+            }));
         }
     }
     out

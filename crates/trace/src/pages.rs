@@ -11,11 +11,11 @@
 //! no [`Event`] is ever stored for them.
 //!
 //! ```
-//! use pagelab_core::{AccessKind, Event, MemRef};
+//! use pagelab_core::{AccessKind, Event, MemRef, VirtAddr};
 //! use pagelab_trace::{PageBatch, PageFilter};
 //! let mut filter = PageFilter::new(4, false);
 //! let mut batch = PageBatch::default();
-//! for addr in [0x1000, 0x1008, 0x1010, 0x5000] {
+//! for addr in [0x1000, 0x1008, 0x1010, 0x5000].map(VirtAddr) {
 //!     filter.event(&Event::Ref(MemRef { addr, size: 8, kind: AccessKind::Load }), &mut batch);
 //! }
 //! assert_eq!(batch.refs, [0, 4]);
@@ -34,7 +34,7 @@
 //! references that come next are as good as one filter's words over all of
 //! them, so independent pieces of a trace can be filtered in parallel.
 
-use pagelab_core::{Event, MemRef};
+use pagelab_core::{Event, MemRef, PageSize};
 
 /// The layout of a page-stream word.
 ///
@@ -58,7 +58,7 @@ pub mod page_word {
     /// Mask of the change distance after shifting by [`CHANGE_SHIFT`].
     pub const CHANGE_MASK: u64 = 0x7f;
     /// Where the 4K page number starts.
-    pub const PAGE_SHIFT: u32 = 12;
+    pub const PAGE_SHIFT: u32 = pagelab_core::Pfn::SHIFT;
 }
 
 use page_word::{CHANGE_SHIFT, DATA, PAGE_SHIFT, REPLAY, STRADDLE};
@@ -195,7 +195,12 @@ impl PageFilter {
     pub fn reference(&mut self, r: &MemRef, out: &mut PageBatch) {
         let side = usize::from(!r.kind.is_instr());
         out.refs[side] += 1;
-        self.page(side, r.addr >> PAGE_SHIFT, r.last_byte() >> PAGE_SHIFT, out);
+        self.page(
+            side,
+            r.addr.vpn(PageSize::MIN).0,
+            r.last_byte().vpn(PageSize::MIN).0,
+            out,
+        );
     }
 
     /// Takes in one reference of `side` (0: instruction, 1: data) to the 4K

@@ -1,7 +1,7 @@
 //! `open` and `convert` on files: compression and format detection, and the
 //! Lackey -> native -> Lackey round trip on a real Lackey trace.
 
-use pagelab_core::{AccessKind, Event, MemRef};
+use pagelab_core::{AccessKind, Event, MemRef, VirtAddr};
 use pagelab_trace::{convert, open, Format, TraceError, TraceSource};
 use std::io::Write;
 use std::path::PathBuf;
@@ -31,22 +31,22 @@ const TEXT: &str =
 fn expected() -> Vec<Event> {
     vec![
         Event::Ref(MemRef {
-            addr: 0x0401ab70,
+            addr: VirtAddr(0x0401ab70),
             size: 3,
             kind: AccessKind::Instr,
         }),
         Event::Ref(MemRef {
-            addr: 0x1fff000758,
+            addr: VirtAddr(0x1fff000758),
             size: 8,
             kind: AccessKind::Store,
         }),
         Event::Ref(MemRef {
-            addr: 0x04000b20,
+            addr: VirtAddr(0x04000b20),
             size: 4,
             kind: AccessKind::Load,
         }),
         Event::Ref(MemRef {
-            addr: 0x7ff0001234,
+            addr: VirtAddr(0x7ff0001234),
             size: 16,
             kind: AccessKind::Modify,
         }),

@@ -25,7 +25,7 @@ fn run(spec: &str, limit: u64) -> (u64, f64, u64) {
         n += buf.len() as u64;
         // Touch the batch so the generation cannot be optimised away.
         if let Some(Event::Ref(r)) = buf.last() {
-            sum = sum.wrapping_add(r.addr);
+            sum = sum.wrapping_add(r.addr.0);
         }
     }
     (n, t.elapsed().as_secs_f64(), sum)

@@ -2,7 +2,7 @@
 //! initialisation loop and the batching driver that makes a generator a
 //! [`TraceSource`].
 
-use pagelab_core::{AccessKind, Event, MemRef, SourceInfo};
+use pagelab_core::{AccessKind, Event, MemRef, SourceInfo, VirtAddr};
 use pagelab_trace::{TraceError, TraceSource};
 
 /// Where the workloads' own loops live: the text of a non-PIE x86-64 binary.
@@ -43,7 +43,7 @@ pub(crate) const fn layout<const N: usize>(start: u64, lens: [u32; N]) -> [Insn;
 #[inline(always)]
 pub(crate) fn fetch(out: &mut Vec<Event>, insn: Insn) {
     out.push(Event::Ref(MemRef {
-        addr: insn.0,
+        addr: VirtAddr(insn.0),
         size: insn.1,
         kind: AccessKind::Instr,
     }));
@@ -52,7 +52,11 @@ pub(crate) fn fetch(out: &mut Vec<Event>, insn: Insn) {
 /// Appends a data reference.
 #[inline(always)]
 pub(crate) fn data(out: &mut Vec<Event>, addr: u64, size: u32, kind: AccessKind) {
-    out.push(Event::Ref(MemRef { addr, size, kind }));
+    out.push(Event::Ref(MemRef {
+        addr: VirtAddr(addr),
+        size,
+        kind,
+    }));
 }
 
 /// Rounds `addr` up to a multiple of the power of two `align`.

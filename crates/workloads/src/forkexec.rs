@@ -13,7 +13,8 @@ use crate::shm::fraction;
 use crate::spec::{fmt_size, param_map, ParamDoc, Params, WorkloadDoc};
 use crate::WorkloadError;
 use pagelab_core::{
-    AccessKind, Backing, Event, MapEvent, MemRef, Prot, Sharing, SourceInfo, ThreadId,
+    AccessKind, Backing, Event, MapEvent, MemRef, PageSize, Prot, Sharing, SourceInfo, ThreadId,
+    VirtAddr,
 };
 
 /// The catalog entry of `forkexec`.
@@ -204,7 +205,7 @@ impl Region {
 
     fn map(&self) -> Event {
         Event::Map(Box::new(MapEvent {
-            start: self.start,
+            start: VirtAddr(self.start),
             len: self.len,
             prot: self.prot,
             backing: self.backing,
@@ -278,7 +279,7 @@ impl ForkExec {
         let end = (self.shell_page + REFS_PER_STEP).min(r.touched);
         for page in self.shell_page..end {
             out.push(Event::Ref(MemRef {
-                addr: r.start + page * 4096,
+                addr: VirtAddr(r.start) + page * PageSize::MIN.bytes(),
                 size: 4,
                 kind: r.kind(),
             }));
@@ -303,7 +304,7 @@ impl ForkExec {
             out.push(Event::Fork { child: c.pid });
             Self::switch(out, c.pid);
             out.push(Event::Unmap {
-                start: 0,
+                start: VirtAddr(0),
                 len: USER_TOP,
             });
             out.extend(self.regions.iter().map(Region::map));
@@ -330,7 +331,7 @@ impl ForkExec {
             let to = hi.min(from + budget);
             for page in from..to {
                 out.push(Event::Ref(MemRef {
-                    addr: r.start + page * 4096,
+                    addr: VirtAddr(r.start) + page * PageSize::MIN.bytes(),
                     size: 4,
                     kind: r.kind(),
                 }));

@@ -6,7 +6,8 @@ use crate::code::{self, Generator};
 use crate::spec::{fmt_size, param_map, ParamDoc, Params, WorkloadDoc};
 use crate::WorkloadError;
 use pagelab_core::{
-    AccessKind, Advice, Backing, Event, MapEvent, MemRef, Prot, Sharing, SourceInfo, ThreadId,
+    AccessKind, Advice, Backing, Event, MapEvent, MemRef, PageSize, Prot, Sharing, SourceInfo,
+    ThreadId, VirtAddr,
 };
 
 /// The catalog entry of `shm-fanout`.
@@ -152,7 +153,7 @@ impl ShmFanout {
         out.push(Event::Fork { child });
         Self::switch(out, child);
         out.push(Event::Map(Box::new(MapEvent {
-            start: self.cfg.addr,
+            start: VirtAddr(self.cfg.addr),
             len: self.cfg.segment,
             prot: Prot(Prot::READ | Prot::WRITE),
             backing: Backing::File {
@@ -163,7 +164,7 @@ impl ShmFanout {
         })));
         if self.cfg.backing != "shm" {
             out.push(Event::Advise {
-                start: self.cfg.addr,
+                start: VirtAddr(self.cfg.addr),
                 len: self.cfg.segment,
                 advice: Advice::PageOrder {
                     shift: self.cfg.hpage.trailing_zeros() as u8,
@@ -201,7 +202,7 @@ impl Generator for ShmFanout {
         let end = (self.page + REFS_PER_STEP).min(self.cfg.touch_pages);
         for page in self.page..end {
             out.push(Event::Ref(MemRef {
-                addr: self.cfg.addr + page * 4096,
+                addr: VirtAddr(self.cfg.addr) + page * PageSize::MIN.bytes(),
                 size: 8,
                 kind: self.kind,
             }));

@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use pagelab_core::{AccessKind, Event, MemRef};
+use pagelab_core::{AccessKind, Event, MemRef, VirtAddr};
 use pagelab_trace::TraceSource;
 
 /// The mmap chunk where `stride`, `gups` and `chase` put their data.
@@ -32,7 +32,7 @@ pub fn refs(spec: &str) -> Vec<MemRef> {
 pub fn data(refs: &[MemRef]) -> Vec<(u64, u32, AccessKind)> {
     refs.iter()
         .filter(|r| r.kind != AccessKind::Instr)
-        .map(|r| (r.addr, r.size, r.kind))
+        .map(|r| (r.addr.0, r.size, r.kind))
         .collect()
 }
 
@@ -40,14 +40,14 @@ pub fn data(refs: &[MemRef]) -> Vec<(u64, u32, AccessKind)> {
 pub fn addrs(refs: &[MemRef], kind: AccessKind) -> Vec<u64> {
     refs.iter()
         .filter(|r| r.kind == kind)
-        .map(|r| r.addr)
+        .map(|r| r.addr.0)
         .collect()
 }
 
 /// An instruction fetch.
 pub fn i(addr: u64, size: u32) -> MemRef {
     MemRef {
-        addr,
+        addr: VirtAddr(addr),
         size,
         kind: AccessKind::Instr,
     }
@@ -55,5 +55,9 @@ pub fn i(addr: u64, size: u32) -> MemRef {
 
 /// A data reference.
 pub fn d(addr: u64, size: u32, kind: AccessKind) -> MemRef {
-    MemRef { addr, size, kind }
+    MemRef {
+        addr: VirtAddr(addr),
+        size,
+        kind,
+    }
 }

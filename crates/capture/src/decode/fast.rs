@@ -8,7 +8,7 @@
 
 use super::{PluginReader, NO_BLOCK};
 use crate::format::{ADDR_MASK, MAX_INSNS};
-use pagelab_core::{AccessKind, Event, MemRef};
+use pagelab_core::{AccessKind, Event, MemRef, VirtAddr};
 use std::io::Read;
 
 /// Instruction events are copied in groups of this many (a block usually
@@ -121,9 +121,11 @@ impl<R: Read> PluginReader<R> {
                     // SAFETY: `dst < end` at this record's start and one
                     // record writes at most MAX_INSNS + 1 events, within the
                     // capacity reserved past `limit`.
+                    // (VirtAddr is #[repr(transparent)] over the u64: the
+                    // masked word is written as is, nothing converts.)
                     unsafe {
                         dst.write(Event::Ref(MemRef {
-                            addr: w & ADDR_MASK,
+                            addr: VirtAddr(w & ADDR_MASK),
                             size: 1 << ((w >> 58) & 7),
                             kind,
                         }));

@@ -9,7 +9,7 @@
 
 use super::{PluginReader, NO_BLOCK};
 use crate::format::{ADDR_MASK, MAX_INSNS};
-use pagelab_core::{AccessKind, Event, MemRef};
+use pagelab_core::{AccessKind, Event, MemRef, PageSize, VirtAddr};
 use pagelab_trace::{PageBatch, PageFilter, TraceError};
 use std::io::Read;
 
@@ -38,7 +38,7 @@ fn instructions(
         return;
     };
     if one_page {
-        let page = first.addr >> 12;
+        let page = first.addr.vpn(PageSize::MIN).0;
         let mut n = insns.len() as u64;
         if page != *last {
             filter.reference(first, out);
@@ -203,7 +203,7 @@ impl<R: Read> PluginReader<R> {
                         AccessKind::Load
                     };
                     let r = MemRef {
-                        addr: w & ADDR_MASK,
+                        addr: VirtAddr(w & ADDR_MASK),
                         size: 1 << ((w >> 58) & 7),
                         kind,
                     };

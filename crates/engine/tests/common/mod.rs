@@ -88,9 +88,9 @@ pub fn reference(events: &[Event], sizes: &[PageSize], entries: usize) -> Vec<Fi
         if let Event::Ref(r) = ev {
             let side = if r.kind == AccessKind::Instr { 0 } else { 1 };
             // A reference running past the top of the address space is clipped there.
-            let end = r.addr.saturating_add(u64::from(r.size.max(1)) - 1);
+            let (addr, end) = (r.addr.0, r.last_byte().0);
             for run in &mut runs {
-                for page in (r.addr >> run.shift)..=(end >> run.shift) {
+                for page in (addr >> run.shift)..=(end >> run.shift) {
                     run.access(side, page);
                 }
             }
@@ -120,7 +120,7 @@ pub fn parse_lackey_simply(text: &str) -> Vec<Event> {
             .and_then(|f| f.split_once(','))
             .expect("addr,size");
         out.push(Event::Ref(MemRef {
-            addr: u64::from_str_radix(addr, 16).unwrap(),
+            addr: VirtAddr(u64::from_str_radix(addr, 16).unwrap()),
             size: size.parse().unwrap(),
             kind,
         }));
@@ -162,9 +162,9 @@ pub fn reference_hierarchy_levels(
             for ev in events {
                 let Event::Ref(r) = ev else { continue };
                 let side = if r.kind == AccessKind::Instr { 0 } else { 1 };
-                let end = r.addr.saturating_add(u64::from(r.size.max(1)) - 1);
-                for page in (r.addr >> shift)..=(end >> shift) {
-                    let addr = r.addr.max(page << shift);
+                let (first, end) = (r.addr.0, r.last_byte().0);
+                for page in (first >> shift)..=(end >> shift) {
+                    let addr = first.max(page << shift);
                     acc[side] += 1;
                     let s = if side == 0 { Side::Instr } else { Side::Data };
                     if h.access_addr(s, VirtAddr(addr), size) == Outcome::Miss {

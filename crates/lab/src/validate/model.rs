@@ -4,7 +4,7 @@
 
 use super::replay::ReplayReport;
 use anyhow::{anyhow, Context, Result};
-use pagelab_core::{Advice, Backing, Event, MapEvent, Prot, Sharing, VirtAddr};
+use pagelab_core::{Advice, Backing, Event, MapEvent, PageSize, Prot, Sharing, VirtAddr};
 use pagelab_mm::phys::PhysConfig;
 use pagelab_mm::policy::{PolicySpec, ThpSettings};
 use pagelab_mm::system::Mm;
@@ -34,7 +34,7 @@ pub fn predict(report: &ReplayReport) -> Result<Prediction> {
     let mut mm = Mm::new(&spec, &phys).map_err(|e| anyhow!("model: {e}"))?;
     let model = |e: pagelab_mm::machine::MmError| anyhow!("model of {}: {e}", report.workload);
     mm.event(&Event::Map(Box::new(MapEvent {
-        start: report.start,
+        start: VirtAddr(report.start),
         len: report.len,
         prot: Prot(Prot::READ | Prot::WRITE),
         backing: Backing::Anon,
@@ -43,7 +43,7 @@ pub fn predict(report: &ReplayReport) -> Result<Prediction> {
     .map_err(model)?;
     if report.advised {
         mm.event(&Event::Advise {
-            start: report.start,
+            start: VirtAddr(report.start),
             len: report.len,
             advice: Advice::HugePage,
         })
@@ -53,11 +53,9 @@ pub fn predict(report: &ReplayReport) -> Result<Prediction> {
         .with_context(|| format!("workload `{}`", report.workload))?;
     super::replay::for_each_data_ref(&mut *src, &mut Vec::new(), |r| {
         let write = r.kind.is_write();
-        mm.translate(VirtAddr(r.addr), false, write)
-            .map_err(model)?;
-        if r.last_byte() >> 12 != r.addr >> 12 {
-            mm.translate(VirtAddr(r.last_byte()), false, write)
-                .map_err(model)?;
+        mm.translate(r.addr, false, write).map_err(model)?;
+        if r.last_byte().vpn(PageSize::MIN) != r.addr.vpn(PageSize::MIN) {
+            mm.translate(r.last_byte(), false, write).map_err(model)?;
         }
         Ok(())
     })?;

@@ -14,7 +14,7 @@
 use crate::counters::CounterSnapshot;
 use crate::sysfs::{Knob, Sysfs};
 use anyhow::{bail, Context, Result};
-use pagelab_core::{AccessKind, Event, MemRef};
+use pagelab_core::{AccessKind, Event, MemRef, PageSize, VirtAddr};
 use pagelab_trace::TraceSource;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -61,7 +61,7 @@ pub struct ReplayReport {
 /// The page-aligned hull `[start, end)` of every data reference of `spec`.
 pub fn data_extent(spec: &str) -> Result<(u64, u64)> {
     let mut src = pagelab_workloads::open(spec).with_context(|| format!("workload `{spec}`"))?;
-    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    let (mut lo, mut hi) = (VirtAddr(u64::MAX), VirtAddr(0));
     for_each_data_ref(&mut *src, &mut Vec::new(), |r| {
         lo = lo.min(r.addr);
         hi = hi.max(r.last_byte() + 1);
@@ -70,7 +70,8 @@ pub fn data_extent(spec: &str) -> Result<(u64, u64)> {
     if lo >= hi {
         bail!("workload `{spec}` makes no data references");
     }
-    Ok((lo & !0xfff, (hi + 0xfff) & !0xfff))
+    let small = PageSize::MIN;
+    Ok((lo.align_down(small).0, hi.align_up(small).0))
 }
 
 /// Calls `f` for every data reference of `src`, in order, generating them
@@ -108,8 +109,8 @@ pub(crate) fn for_each_data_ref(
 /// Rust object lives in.
 #[inline(always)]
 unsafe fn touch(r: &MemRef) {
-    let first = r.addr as *mut u8;
-    let last = r.last_byte() as *mut u8;
+    let first = r.addr.0 as *mut u8;
+    let last = r.last_byte().0 as *mut u8;
     for p in [first, last] {
         match r.kind {
             AccessKind::Load | AccessKind::Instr => {

@@ -19,17 +19,17 @@
 //! 2.6 billion references through the model, in a few hundred kilobytes.
 //!
 //! ```
-//! use pagelab_core::{AccessKind, Backing, Event, MapEvent, MemRef, Prot, Sharing as Share, ThreadId};
+//! use pagelab_core::{AccessKind, Backing, Event, MapEvent, MemRef, Prot, Sharing as Share, ThreadId, VirtAddr};
 //! use pagelab_mm::sharing::{Config, PageTables, Sharing};
 //!
 //! let mut m = Sharing::new(Config::ia32_pae(PageTables::Private)).unwrap();
 //! for pid in 1..=3 {
 //!     m.event(&Event::Switch(ThreadId { pid, tid: pid })).unwrap();
-//!     let map = MapEvent { start: 0x1000_0000, len: 4 << 20, prot: Prot(Prot::READ | Prot::WRITE),
+//!     let map = MapEvent { start: VirtAddr(0x1000_0000), len: 4 << 20, prot: Prot(Prot::READ | Prot::WRITE),
 //!         backing: Backing::File { file_id: 7, offset: 0 }, sharing: Share::Shared };
 //!     m.event(&Event::Map(Box::new(map))).unwrap();
 //!     for page in 0..1024u64 {
-//!         let r = MemRef { addr: 0x1000_0000 + page * 4096, size: 8, kind: AccessKind::Load };
+//!         let r = MemRef { addr: VirtAddr(0x1000_0000) + page * 4096, size: 8, kind: AccessKind::Load };
 //!         m.event(&Event::Ref(r)).unwrap();
 //!     }
 //! }

@@ -330,9 +330,9 @@ impl Sharing {
             self.switch(self.pid);
             return self.reference_again(r);
         };
-        let sh = self.cfg.geometry.base().shift();
+        let base = self.cfg.geometry.base();
         // A reference that crosses a page boundary touches every page it covers.
-        for vpn in (r.addr >> sh)..=(r.last_byte() >> sh) {
+        for vpn in r.addr.vpn(base).0..=r.last_byte().vpn(base).0 {
             match p.find(vpn) {
                 Some(vi) => self.touch(&mut p, vi, vpn, r.kind.is_write()),
                 None => self.n.refs_outside_vmas += 1,

@@ -5,7 +5,7 @@ use super::model::{Sharing, TABLE_OWNER};
 use super::process::{Process, Vma, NO_OBJECT};
 use super::rmap::PageKind;
 use super::{PageTables, SharingError};
-use pagelab_core::{Advice, Backing, Bytes, Event, MapEvent};
+use pagelab_core::{Advice, Backing, Bytes, Event, MapEvent, VirtAddr, Vpn};
 
 impl Sharing {
     /// Carries out a non-reference event for the current process.
@@ -80,10 +80,12 @@ impl Sharing {
     }
 
     /// `[start, start + len)` as base pages (widened to whole pages), inside user space.
-    fn range(&self, start: u64, len: u64) -> Result<(u64, u64), SharingError> {
-        let sh = self.base_shift();
+    fn range(&self, start: VirtAddr, len: u64) -> Result<(u64, u64), SharingError> {
+        let base = self.cfg.geometry.base();
         match start.checked_add(len) {
-            Some(end) if end <= self.cfg.user_top => Ok((start >> sh, end.div_ceil(1 << sh))),
+            Some(end) if end <= VirtAddr(self.cfg.user_top) => {
+                Ok((start.vpn(base).0, end.vpn_ceil(base).0))
+            }
             _ => Err(self.bad(format!(
                 "range {start:#x}+{len:#x} goes past user space, which ends at {:#x}",
                 self.cfg.user_top
@@ -144,8 +146,8 @@ impl Sharing {
         Ok(())
     }
 
-    fn brk(&mut self, end: u64) -> Result<(), SharingError> {
-        let sh = self.base_shift();
+    fn brk(&mut self, end: VirtAddr) -> Result<(), SharingError> {
+        let base = self.cfg.geometry.base();
         let (_, top) = self.range(end, 0)?;
         let mut p = self.take();
         let Some((start, cur)) = p.brk else {
@@ -158,8 +160,8 @@ impl Sharing {
         self.put(p);
         if top > cur {
             let m = MapEvent {
-                start: cur << sh,
-                len: (top - cur) << sh,
+                start: Vpn(cur).start(base),
+                len: (top - cur) * base.bytes(),
                 prot: pagelab_core::Prot(pagelab_core::Prot::READ | pagelab_core::Prot::WRITE),
                 backing: Backing::Anon,
                 sharing: pagelab_core::Sharing::Private,
@@ -173,7 +175,7 @@ impl Sharing {
         Ok(())
     }
 
-    fn advise(&mut self, start: u64, len: u64, advice: Advice) -> Result<(), SharingError> {
+    fn advise(&mut self, start: VirtAddr, len: u64, advice: Advice) -> Result<(), SharingError> {
         let (a, b) = self.range(start, len)?;
         match advice {
             Advice::DontNeed => {

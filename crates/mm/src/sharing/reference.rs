@@ -122,16 +122,17 @@ impl Reference {
 
     /// Carries out one event (events the model refuses are not given).
     pub fn event(&mut self, ev: &Event) {
-        let sh = self.cfg.geometry.base().shift();
+        let base = self.cfg.geometry.base();
+        let sh = base.shift();
         match ev {
             Event::Switch(t) => self.pid = t.pid,
             Event::Ref(r) => {
-                for vpn in (r.addr >> sh)..=(r.last_byte() >> sh) {
+                for vpn in r.addr.vpn(base).0..=r.last_byte().vpn(base).0 {
                     self.touch(vpn, r.kind.is_write());
                 }
             }
             Event::Map(m) => {
-                let (a, b) = (m.start >> sh, (m.start + m.len).div_ceil(1 << sh));
+                let (a, b) = (m.start.vpn(base).0, (m.start + m.len).vpn_ceil(base).0);
                 if a == b {
                     return;
                 }
@@ -156,7 +157,7 @@ impl Reference {
                 p.vmas.sort_by_key(|v| v.start);
             }
             Event::Unmap { start, len } => {
-                self.unmap(start >> sh, (start + len).div_ceil(1 << sh));
+                self.unmap(start.vpn(base).0, (*start + *len).vpn_ceil(base).0);
             }
             Event::Fork { child } => {
                 if *child == self.pid || self.procs.contains_key(child) {

@@ -15,18 +15,18 @@ impl Sharing {
     /// As [`Sharing::event`]; the events before the one refused have been
     /// carried out.
     pub fn events(&mut self, evs: &[Event]) -> Result<(), SharingError> {
-        let sh = self.cfg.geometry.base().shift();
+        let base = self.cfg.geometry.base();
         let mut i = 0;
         while i < evs.len() {
             if let (Event::Ref(r), true) = (&evs[i], self.cur.is_some()) {
-                let page = r.addr >> sh;
+                let page = r.addr.vpn(base).0;
                 let w = r.kind.is_write();
-                if r.last_byte() >> sh == page {
+                if r.last_byte().vpn(base).0 == page {
                     let mut j = i + 1;
                     while let Some(Event::Ref(q)) = evs.get(j) {
                         let next = page + (j - i) as u64;
-                        if q.addr >> sh != next
-                            || q.last_byte() >> sh != next
+                        if q.addr.vpn(base).0 != next
+                            || q.last_byte().vpn(base).0 != next
                             || q.kind.is_write() != w
                         {
                             break;

@@ -6,7 +6,7 @@
 // Each test file is its own crate and uses only some of these helpers.
 #![allow(dead_code)]
 
-use pagelab_core::{Advice, Backing, Bytes, Event, MapEvent, Prot, Sharing};
+use pagelab_core::{Advice, Backing, Bytes, Event, MapEvent, Prot, Sharing, VirtAddr};
 use pagelab_mm::pagetable::Translation;
 use pagelab_mm::phys::{FrameAllocator, PhysConfig};
 use pagelab_mm::policy::PolicySpec;
@@ -44,7 +44,7 @@ pub fn ev(m: &mut Mm, e: Event) {
 /// The event that maps `[start, start + len)` read-write.
 pub fn map_event(start: u64, len: u64, backing: Backing, sharing: Sharing) -> Event {
     Event::Map(Box::new(MapEvent {
-        start,
+        start: VirtAddr(start),
         len,
         prot: RW,
         backing,
@@ -64,7 +64,14 @@ pub fn map(m: &mut Mm, start: u64, len: u64) {
 
 /// Gives `advice` for `[start, start + len)`, then checks.
 pub fn advise(m: &mut Mm, start: u64, len: u64, advice: Advice) {
-    ev(m, Event::Advise { start, len, advice });
+    ev(
+        m,
+        Event::Advise {
+            start: VirtAddr(start),
+            len,
+            advice,
+        },
+    );
 }
 
 /// Accesses `addr` (a write if `write`), checks, and returns the translation.

@@ -13,7 +13,7 @@
 
 use super::reader::parse_odd_line;
 use crate::{PageBatch, PageFilter};
-use pagelab_core::{AccessKind, Event, MemRef};
+use pagelab_core::{AccessKind, Event, MemRef, VirtAddr};
 
 /// Bytes that [`newline_mask`] and [`parse_well_formed`] may read past a position.
 pub(super) const READ_AHEAD: usize = 64;
@@ -285,7 +285,7 @@ fn parse_well_formed<const AVX2: bool>(buf: &[u8], s: usize, e: usize) -> Option
     let f = fields::<AVX2>(buf, s, e);
     if f.ok {
         Some(MemRef {
-            addr: f.addr,
+            addr: VirtAddr(f.addr),
             size: f.size,
             kind: KIND[f.kind as usize],
         })

@@ -9,7 +9,7 @@ use super::fast::{EventSink, PageSink, Sink, READ_AHEAD};
 use super::VALID_LINE;
 use crate::{Latch, PageBatch, PageFilter, Pieces, TraceError, TraceSource};
 use memmap2::Mmap;
-use pagelab_core::{AccessKind, Event, MemRef, SourceInfo};
+use pagelab_core::{AccessKind, Event, MemRef, SourceInfo, VirtAddr};
 use std::fs::File;
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::sync::Arc;
@@ -448,7 +448,7 @@ fn parse_line(buf: &[u8], pos: usize) -> Result<(usize, Option<MemRef>), &'stati
     Ok((
         next,
         Some(MemRef {
-            addr,
+            addr: VirtAddr(addr),
             size: size as u32,
             kind,
         }),

@@ -2,12 +2,16 @@
 
 use super::*;
 use crate::{TraceError, TraceSource};
-use pagelab_core::{AccessKind, Event, MemRef};
+use pagelab_core::{AccessKind, Event, MemRef, VirtAddr};
 use proptest::prelude::*;
 use std::io::Read;
 
 fn r(kind: AccessKind, addr: u64, size: u32) -> Event {
-    Event::Ref(MemRef { addr, size, kind })
+    Event::Ref(MemRef {
+        addr: VirtAddr(addr),
+        size,
+        kind,
+    })
 }
 
 /// Reads everything in batches of `batch`: the events, and the error if any.
@@ -214,7 +218,7 @@ fn writes_exactly_as_lackey() {
         r(AccessKind::Store, 0x1fff000758, 8),
         r(AccessKind::Load, 0, 0),
         r(AccessKind::Modify, u64::MAX, u32::MAX),
-        Event::Brk { end: 5 },
+        Event::Brk { end: VirtAddr(5) },
         r(AccessKind::Instr, 0xabc, 15),
     ];
     let (text, dropped) = written(&events);

@@ -52,7 +52,7 @@ impl<W: Write> LackeyWriter<W> {
             AccessKind::Modify => b" M ",
         };
         self.buf.extend_from_slice(head);
-        push_hex(&mut self.buf, r.addr);
+        push_hex(&mut self.buf, r.addr.0);
         self.buf.push(b',');
         push_dec(&mut self.buf, r.size);
         self.buf.push(b'\n');

@@ -74,8 +74,8 @@ pub(crate) fn encode(out: &mut Vec<u8>, prev: &mut Prev, e: &Event) {
             };
             out.push(r.kind as u8 * REF_STRIDE + code);
             let last = &mut prev.0[!r.kind.is_instr() as usize];
-            put_varint(out, zigzag(r.addr.wrapping_sub(*last) as i64));
-            *last = r.addr;
+            put_varint(out, zigzag(r.addr.0.wrapping_sub(*last) as i64));
+            *last = r.addr.0;
             if code == SIZE_ESCAPE {
                 put_varint(out, r.size as u64);
             }
@@ -87,7 +87,7 @@ pub(crate) fn encode(out: &mut Vec<u8>, prev: &mut Prev, e: &Event) {
         }
         Event::Map(m) => {
             out.push(TAG_MAP);
-            put_varint(out, m.start);
+            put_varint(out, m.start.0);
             put_varint(out, m.len);
             out.push(m.prot.0);
             let shared = if m.sharing == Sharing::Shared {
@@ -126,7 +126,7 @@ pub(crate) fn encode(out: &mut Vec<u8>, prev: &mut Prev, e: &Event) {
         }
         Event::Brk { end } => {
             out.push(TAG_BRK);
-            put_varint(out, *end);
+            put_varint(out, end.0);
         }
         Event::Fork { child } => {
             out.push(TAG_FORK);
@@ -156,9 +156,9 @@ pub(crate) fn encode(out: &mut Vec<u8>, prev: &mut Prev, e: &Event) {
     }
 }
 
-fn range(out: &mut Vec<u8>, tag: u8, start: u64, len: u64) {
+fn range(out: &mut Vec<u8>, tag: u8, start: VirtAddr, len: u64) {
     out.push(tag);
-    put_varint(out, start);
+    put_varint(out, start.0);
     put_varint(out, len);
 }
 
@@ -343,7 +343,11 @@ impl Cursor<'_> {
                 *last = addr;
                 let kind = KINDS[(tag / REF_STRIDE) as usize];
                 let size = (tag % REF_STRIDE) as u32;
-                out.reference(MemRef { addr, size, kind });
+                out.reference(MemRef {
+                    addr: VirtAddr(addr),
+                    size,
+                    kind,
+                });
             } else {
                 match self.record(prev) {
                     Ok(e) => out.event(e),
@@ -377,7 +381,11 @@ impl Cursor<'_> {
                 return Err(PAST_END);
             }
             *last = addr;
-            return Ok(Event::Ref(MemRef { addr, size, kind }));
+            return Ok(Event::Ref(MemRef {
+                addr: VirtAddr(addr),
+                size,
+                kind,
+            }));
         }
         self.other(tag)
     }
@@ -411,7 +419,7 @@ impl Cursor<'_> {
                     Backing::Anon
                 };
                 Event::Map(Box::new(MapEvent {
-                    start,
+                    start: VirtAddr(start),
                     len,
                     prot,
                     backing,
@@ -419,13 +427,13 @@ impl Cursor<'_> {
                 }))
             }
             TAG_UNMAP => Event::Unmap {
-                start: self.varint()?,
+                start: VirtAddr(self.varint()?),
                 len: self.varint()?,
             },
             TAG_PROTECT => {
                 let (start, len) = (self.varint()?, self.varint()?);
                 Event::Protect {
-                    start,
+                    start: VirtAddr(start),
                     len,
                     prot: Prot(self.byte()?),
                 }
@@ -451,10 +459,14 @@ impl Cursor<'_> {
                     ),
                     _ => return Err("unknown advice code"),
                 };
-                Event::Advise { start, len, advice }
+                Event::Advise {
+                    start: VirtAddr(start),
+                    len,
+                    advice,
+                }
             }
             TAG_BRK => Event::Brk {
-                end: self.varint()?,
+                end: VirtAddr(self.varint()?),
             },
             TAG_FORK => Event::Fork {
                 child: self.varint_u32("child pid does not fit in 32 bits")?,

@@ -10,7 +10,11 @@ use pagelab_core::{
 use proptest::prelude::*;
 
 fn r(kind: AccessKind, addr: u64, size: u32) -> Event {
-    Event::Ref(MemRef { addr, size, kind })
+    Event::Ref(MemRef {
+        addr: VirtAddr(addr),
+        size,
+        kind,
+    })
 }
 
 /// One of each variant, with extreme values.
@@ -27,7 +31,7 @@ fn zoo() -> Vec<Event> {
             tid: 0,
         }),
         Event::Map(Box::new(MapEvent {
-            start: u64::MAX,
+            start: VirtAddr(u64::MAX),
             len: 0,
             prot: Prot(Prot::READ | Prot::EXEC),
             backing: Backing::File {
@@ -37,38 +41,38 @@ fn zoo() -> Vec<Event> {
             sharing: Sharing::Shared,
         })),
         Event::Map(Box::new(MapEvent {
-            start: 0x7000_0000,
+            start: VirtAddr(0x7000_0000),
             len: 1 << 21,
             prot: Prot(0xff),
             backing: Backing::Anon,
             sharing: Sharing::Private,
         })),
         Event::Unmap {
-            start: 0,
+            start: VirtAddr(0),
             len: u64::MAX,
         },
         Event::Protect {
-            start: 1,
+            start: VirtAddr(1),
             len: 2,
             prot: Prot(Prot::WRITE),
         },
         Event::Advise {
-            start: 0,
+            start: VirtAddr(0),
             len: 4096,
             advice: Advice::HugePage,
         },
         Event::Advise {
-            start: 0,
+            start: VirtAddr(0),
             len: 4096,
             advice: Advice::NoHugePage,
         },
         Event::Advise {
-            start: 0,
+            start: VirtAddr(0),
             len: 4096,
             advice: Advice::DontNeed,
         },
         Event::Advise {
-            start: 5,
+            start: VirtAddr(5),
             len: 6,
             advice: Advice::PageOrder {
                 shift: 21,
@@ -76,11 +80,13 @@ fn zoo() -> Vec<Event> {
             },
         },
         Event::Advise {
-            start: 5,
+            start: VirtAddr(5),
             len: 6,
             advice: Advice::Other(u16::MAX),
         },
-        Event::Brk { end: u64::MAX },
+        Event::Brk {
+            end: VirtAddr(u64::MAX),
+        },
         Event::Fork { child: u32::MAX },
         Event::Exit { status: i32::MIN },
         Event::Exit { status: i32::MAX },
@@ -449,19 +455,19 @@ fn arb_event() -> impl Strategy<Value = Event> {
         1 => (any::<u32>(), any::<u32>()).prop_map(|(pid, tid)| Event::Switch(ThreadId { pid, tid })),
         1 => (any::<u64>(), any::<u64>(), any::<u8>(), backing, any::<bool>()).prop_map(
             |(start, len, p, backing, shared)| Event::Map(Box::new(MapEvent {
-                start,
+                start: VirtAddr(start),
                 len,
                 prot: Prot(p),
                 backing,
                 sharing: if shared { Sharing::Shared } else { Sharing::Private },
             }))
         ),
-        1 => (any::<u64>(), any::<u64>()).prop_map(|(start, len)| Event::Unmap { start, len }),
+        1 => (any::<u64>(), any::<u64>()).prop_map(|(start, len)| Event::Unmap { start: VirtAddr(start), len }),
         1 => (any::<u64>(), any::<u64>(), any::<u8>())
-            .prop_map(|(start, len, p)| Event::Protect { start, len, prot: Prot(p) }),
+            .prop_map(|(start, len, p)| Event::Protect { start: VirtAddr(start), len, prot: Prot(p) }),
         1 => (any::<u64>(), any::<u64>(), advice)
-            .prop_map(|(start, len, advice)| Event::Advise { start, len, advice }),
-        1 => any::<u64>().prop_map(|end| Event::Brk { end }),
+            .prop_map(|(start, len, advice)| Event::Advise { start: VirtAddr(start), len, advice }),
+        1 => any::<u64>().prop_map(|end| Event::Brk { end: VirtAddr(end) }),
         1 => any::<u32>().prop_map(|child| Event::Fork { child }),
         1 => any::<i32>().prop_map(|status| Event::Exit { status }),
         1 => Just(Event::Exec),
