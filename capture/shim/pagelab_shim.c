@@ -2,7 +2,7 @@
  * pagelab's LD_PRELOAD shim: large pages for programs whose allocator calls
  * mmap, mremap, sbrk or brk itself (glibc's own malloc does not go through
  * these symbols; `pagelab run` sets its `glibc.malloc.hugetlb` tunable
- * instead). This is what the 000 paper's preloaded sbrk did, with today's
+ * instead). This is what Winwood et al.'s (OLS 2002) preloaded sbrk did, with today's
  * kernel interfaces.
  *
  * Environment (read once at load):

@@ -1,4 +1,4 @@
-//! The sharing model at the 004 paper's scale: 5000 processes each touching
+//! The sharing model at Bligh and Hansen's (OLS 2003) scale: 5000 processes each touching
 //! every page of a 2G segment on ia32-pae (2.6 billion page references), under
 //! private, shared and hugetlb page tables, then the fork/exec churn. Prints,
 //! per run, wall and CPU time, references per CPU second and this process's

@@ -1,6 +1,6 @@
 //! `FROM..TO/STEP` in a workload parameter: one workload per value, so that
 //! one command runs a whole curve (`stride:heap=128K..32M/128K,every=16` is
-//! the 000 paper's Figure 4, 256 heaps).
+//! Winwood et al.'s (OLS 2002) Figure 4, 256 heaps).
 //!
 //! ```
 //! let s = pagelab::param_sweep::expand("stride:heap=128K..512K/128K,every=16")

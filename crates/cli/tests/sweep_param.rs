@@ -1,6 +1,6 @@
 //! `FROM..TO/STEP` in a workload parameter end to end: one `pagelab.study/1`
 //! file whose results carry their value in `source.params`, a table of the
-//! metric against the parameter, a plot; on the 000 paper's machine the
+//! metric against the parameter, a plot; on Winwood et al.'s (OLS 2002) machine the
 //! stride benchmark's curve breaks where the paper's Figure 4 does.
 
 mod common;

@@ -171,7 +171,7 @@ pub enum Advice {
     NoHugePage,
     /// MADV_DONTNEED: drop the pages, keep the mapping.
     DontNeed,
-    /// The `setregionorder` of the 000 paper: map this range with pages of this log2 size.
+    /// The `setregionorder` of Winwood et al. (OLS 2002): map this range with pages of this log2 size.
     /// `wait` asks to wait for the large page instead of falling back.
     PageOrder {
         /// log2 of the requested page size in bytes.

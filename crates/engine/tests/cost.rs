@@ -1,4 +1,4 @@
-//! The time model held to the 000 paper's Figure 4, to the study's own TLB
+//! The time model held to Winwood et al.'s (OLS 2002) Figure 4, to the study's own TLB
 //! counts, and to the real gzip trace.
 
 use pagelab_core::PageSize;

@@ -39,7 +39,7 @@ fn the_timed_presets_are_the_issues_machines() {
     for plain in ["ia32", "ia32-pae", "x86-64", "arm64-4k"] {
         assert!(preset(plain).unwrap().cost.is_none(), "{plain}");
     }
-    // The 000 paper's machine: 4-byte PTEs, 16 to a 64-byte L1 line.
+    // Winwood et al.'s (OLS 2002) machine: 4-byte PTEs, 16 to a 64-byte L1 line.
     let p4 = preset("pentium4").unwrap();
     let c = p4.cost.unwrap();
     assert_eq!(p4.geometry.entry_bytes(), 4);

@@ -1,5 +1,5 @@
 //! The kernel's memory in a run on a 32-bit machine: page tables in low
-//! memory in closed form, and the failure the 004 paper describes when they
+//! memory in closed form, and the failure Bligh and Hansen (OLS 2003) describes when they
 //! and mem_map no longer fit (with `highpte` and page clustering as the ways out).
 
 use pagelab_core::{AccessKind, Event, MemRef, ThreadId, VirtAddr};

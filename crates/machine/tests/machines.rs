@@ -1,4 +1,4 @@
-//! The machine presets against the manuals they cite, the 004 paper's mem_map
+//! The machine presets against the manuals they cite, Bligh and Hansen's (OLS 2003) mem_map
 //! figures in closed form, and every kind of self-contradiction refused with
 //! the file, the field and what is allowed.
 

@@ -6,7 +6,7 @@
 //! - A write to a shared private page copies it: the whole superpage
 //!   ([`CowMode::Whole`], Linux) or only the base page written, the writer's
 //!   mapping split while the other keeps its superpage ([`CowMode::Base`],
-//!   the COW link list of the 002 paper). A page nobody else references is
+//!   the COW link list of Qu et al. (GISP, ASAP 2007)). A page nobody else references is
 //!   made writable in place.
 
 use crate::machine::{Machine, MmError};

@@ -1,6 +1,6 @@
 //! The kernel's own memory: the per-page structures (`mem_map`, struct page
 //! times pages, or one structure per cluster of pages), and on a 32-bit kernel
-//! what of it must live in low memory (004 paper, sections 2 and 4).
+//! what of it must live in low memory (Bligh and Hansen, OLS 2003, sections 2 and 4).
 
 use crate::phys::{ConfigError, PhysConfig};
 use pagelab_core::{Bytes, PageSize};
@@ -13,7 +13,7 @@ pub struct KernelConfig {
     /// Bytes of the per-page structure (struct page): 64 on x86-64 today.
     #[serde(default = "default_struct_page")]
     pub struct_page_bytes: u32,
-    /// Pages governed by one structure (page clustering, 004 paper section 2):
+    /// Pages governed by one structure (page clustering, Bligh and Hansen (OLS 2003) section 2):
     /// 1, or a power of two up to 1024.
     #[serde(default = "one")]
     pub page_cluster: u32,
@@ -130,9 +130,9 @@ impl KernelMemory {
 }
 
 /// Why the kernel's own memory cannot be had: the failure of a 32-bit kernel
-/// whose low memory is full of structures it cannot swap (004 paper, section 2).
+/// whose low memory is full of structures it cannot swap (Bligh and Hansen, OLS 2003, section 2).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("low memory exhausted: mem_map {mem_map} + page tables {page_tables} need {need} of the {low} of low memory; the kernel can no longer allocate (kswapd spins and the machine appears hung: the 004 paper, section 2). Use --highpte (page tables in high memory), --page-cluster N (a smaller mem_map) or a 64-bit machine", need = Bytes(mem_map.0 + page_tables.0))]
+#[error("low memory exhausted: mem_map {mem_map} + page tables {page_tables} need {need} of the {low} of low memory; the kernel can no longer allocate (kswapd spins and the machine appears hung: Bligh and Hansen (OLS 2003), section 2). Use --highpte (page tables in high memory), --page-cluster N (a smaller mem_map) or a 64-bit machine", need = Bytes(mem_map.0 + page_tables.0))]
 pub struct LowMemoryExhausted {
     /// mem_map's bytes.
     pub mem_map: Bytes,

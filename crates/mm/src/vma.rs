@@ -26,7 +26,7 @@ pub enum ThpAdvice {
     NoHuge,
 }
 
-/// The page order a region asked for (the `setregionorder` of the 000 paper).
+/// The page order a region asked for (the `setregionorder` of Winwood et al. (OLS 2002)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct OrderRequest {
     /// log2 of the page size asked for, in bytes.

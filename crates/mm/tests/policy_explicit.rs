@@ -1,4 +1,4 @@
-//! The `explicit` policy (000 paper, 3.2.3 and 4.8): regions without a
+//! The `explicit` policy (Winwood et al., OLS 2002, 3.2.3 and 4.8): regions without a
 //! request get base pages; best effort takes the largest size not above the
 //! request whose block is in the VMA, empty and allocatable; wait takes the
 //! requested size, copying pages already in its block and compacting memory

@@ -10,7 +10,7 @@ pub struct CostStats {
     pub cycles: u64,
     /// Cycles per reference (instruction fetches and data references).
     pub cycles_per_ref: f64,
-    /// Cycles per data reference (the 000 paper's "per access").
+    /// Cycles per data reference (Winwood et al.'s (OLS 2002) "per access").
     pub cycles_per_data_ref: f64,
     /// Instructions times the machine's base cycles per instruction.
     pub instr_cycles: u64,

@@ -2,7 +2,7 @@
 //! result per value, each carrying its value in `source.params`. This module
 //! turns those results into a table and a plot of one metric against the
 //! parameter, one line per page size (or policy), with the ratio of the first
-//! run's metric to each other's beside it, as the 000 paper's Figure 4 draws
+//! run's metric to each other's beside it, as Winwood et al.'s (OLS 2002) Figure 4 draws
 //! cycles per access for 4K and 4M pages and their ratio.
 //!
 //! ```
@@ -35,7 +35,7 @@ use std::path::Path;
 pub enum Metric {
     /// Estimated memory cycles per load (translation, walk, caches): the
     /// accesses of a benchmark whose stores only initialise its data, as the
-    /// 000 paper's stride benchmark, timed over its loop.
+    /// Winwood et al.'s (OLS 2002) stride benchmark, timed over its loop.
     CyclesPerLoad,
     /// Estimated cycles per data reference (the paper's "per access"), when
     /// the machine gives caches and latencies.
@@ -213,7 +213,7 @@ pub fn table(results: &[SimResult], param: &str) -> Result<String> {
 
 /// The values after which a curve of (value, metric) points, in order of
 /// value, starts rising by more than `min_rise` per step, then stops: the
-/// inflection points of the 000 paper's Figure 4.
+/// inflection points of Winwood et al.'s (OLS 2002) Figure 4.
 pub fn breaks(points: &[(u64, f64)], min_rise: f64) -> Vec<u64> {
     let mut out = Vec::new();
     let mut rising = false;

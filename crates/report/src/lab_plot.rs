@@ -2,7 +2,7 @@
 //!
 //! Panels, top to bottom, each drawn when the result has its data:
 //!
-//! 1. **stride**, one panel per `every` (the 000 paper ran every page and every 16th):
+//! 1. **stride**, one panel per `every` (Winwood et al., OLS 2002 ran every page and every 16th):
 //!    median `ns_per_access` against heap size (log axis, 128K..32M), one line per page-size
 //!    configuration: the shape of the paper's Figure 4.
 //! 2. **speed-up vs 4K** of every other kernel: for each kernel a group of bars, one per

@@ -17,7 +17,7 @@
 //! | `stream` | McCalpin's STREAM: copy, scale, add, triad over three arrays |
 //! | `gups`   | HPCC RandomAccess: random 8-byte read-modify-writes over a table |
 //! | `chase`  | a pointer chase around one random cycle through all nodes |
-//! | `shm-fanout` | many processes attach one shared segment and touch its pages (the 004 paper) |
+//! | `shm-fanout` | many processes attach one shared segment and touch its pages (Bligh and Hansen, OLS 2003) |
 //! | `forkexec` | an SDET-like churn of processes that fork, exec, map libraries and exit |
 //!
 //! The last two are workloads of many processes: their events include

@@ -1,5 +1,5 @@
 //! `shm-fanout`: many processes attach one shared segment and touch its pages,
-//! like the backends of a database attaching its buffer pool (the 004 paper's
+//! like the backends of a database attaching its buffer pool (Bligh and Hansen's (OLS 2003)
 //! 5000 processes sharing a 2G segment).
 
 use crate::code::{self, Generator};

@@ -1,5 +1,5 @@
 //! `pagelab sharing`: many processes sharing memory, and what their page
-//! tables and every reverse-map method cost (the 004 paper).
+//! tables and every reverse-map method cost (Bligh and Hansen, OLS 2003).
 
 use crate::out::outln;
 use anyhow::{bail, Context, Result};

@@ -30,7 +30,7 @@ pub fn all_sizes() -> Vec<PageSize> {
     pagelab_core::parse_page_sizes("4K,8K,16K,32K,64K,128K,256K,2M,1G").unwrap()
 }
 
-/// One page size of the 003 paper's study: 64 I + 64 D entries, fully associative, LRU.
+/// One page size of Weisberg and Wiseman's (IRI 2009) study: 64 I + 64 D entries, fully associative, LRU.
 struct RefRun {
     shift: u32,
     entries: usize,

@@ -6,7 +6,7 @@
 //!
 //! | kernel | what it does | default (`--quick`) | headline |
 //! |---|---|---|---|
-//! | `stride` | the 000 paper's section 5.1 benchmark: one 8-byte load per `page`, every `every`-th page, the in-page offset advancing `line` bytes per touched page | `heap`: sweep 128K..32M (128K, 2M, 8M); `every`: sweep 1 and 16; `page=4K`, `line=64`; `iters=auto`: passes for 4M loads (64K) per round; `rounds=5` timed rounds | `ns_per_access` (fastest round) |
+//! | `stride` | Winwood et al.'s (OLS 2002) section 5.1 benchmark: one 8-byte load per `page`, every `every`-th page, the in-page offset advancing `line` bytes per touched page | `heap`: sweep 128K..32M (128K, 2M, 8M); `every`: sweep 1 and 16; `page=4K`, `line=64`; `iters=auto`: passes for 4M loads (64K) per round; `rounds=5` timed rounds | `ns_per_access` (fastest round) |
 //! | `stream` | McCalpin's STREAM: copy, scale, add, triad over three `n`-element f64 arrays | `n=2M` (256K), `iters=10` (3) | `ns_per_element` (best pass of each of the four), `mb_per_s` (triad's best pass) |
 //! | `gups` | HPCC RandomAccess: `table[ran & mask] ^= ran`, the model's LFSR and seed | `table=64M` (8M), `updates=4M` (256K), `seed=1` | `ns_per_update` |
 //! | `chase` | a dependent pointer chase around the model's random cycle ([`pagelab_workloads::Permutation`]) | `nodes=512K` (64K), `node=64`, `steps=2M` (256K), `seed=1` | `ns_per_step` |
@@ -115,7 +115,7 @@ impl FromStr for Advice {
 /// One kernel with every parameter resolved.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KernelSpec {
-    /// The 000 paper's stride benchmark.
+    /// Winwood et al.'s (OLS 2002) stride benchmark.
     Stride(Stride),
     /// STREAM.
     Stream(Stream),

@@ -1,4 +1,4 @@
-//! `stride`: the 000 paper's section 5.1 micro-benchmark, natively.
+//! `stride`: Winwood et al.'s (OLS 2002) section 5.1 micro-benchmark, natively.
 
 use super::params::{size_text, Pairs};
 use super::{first_touch, record_loop, Advice, Metrics, Phase, Scale};

@@ -93,7 +93,7 @@ impl Geometry {
         Geometry::for_base(PageSize::from_shift(16).unwrap_or(PageSize::K4))
     }
 
-    /// POWER (Linux book3s64 radix MMU) with 64K pages, as the 001 paper's
+    /// POWER (Linux book3s64 radix MMU) with 64K pages, as Wong's (64KB pages on Power)
     /// machines run Linux today: 4 levels of 5, 9, 9 and 13 bits (52-bit
     /// addresses), leaves of 64K, 2M and 1G, runs of 128K..1M. Its level-1
     /// tables are only 256 bytes.

@@ -4,7 +4,7 @@
 //! The seam is [`PageTable`]; [`RadixPageTable`] is the model and
 //! [`ReferencePageTable`] the simple map it is tested against. A [`Geometry`]
 //! says how many levels there are, how many bits each level translates, which
-//! levels may hold leaves (the 000 paper's huge leaves collapsed up the tree,
+//! levels may hold leaves (Winwood et al.'s (OLS 2002) huge leaves collapsed up the tree,
 //! its Figure 3) and how long a contiguous run of entries may be (today's
 //! multi-size THP: 16K..1M with 4K base pages, marked like arm64's contiguous
 //! bit).

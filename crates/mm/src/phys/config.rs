@@ -25,7 +25,7 @@ pub enum ZoneKind {
     /// Frames from `highmem` up: the memory a 32-bit kernel does not map
     /// permanently (ZONE_HIGHMEM); absent unless `highmem` is set.
     Highmem,
-    /// A zone reserved at boot for large pages (000 paper, 4.4), at the top of memory.
+    /// A zone reserved at boot for large pages (Winwood et al., OLS 2002, 4.4), at the top of memory.
     Large,
 }
 
@@ -98,7 +98,7 @@ pub struct PhysConfig {
     pub reclaim_superpages: SuperpageReclaim,
 }
 
-/// The large-page zone (000 paper, section 4.4): fixed at boot, for large pages only.
+/// The large-page zone (Winwood et al., OLS 2002, section 4.4): fixed at boot, for large pages only.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LargeZoneConfig {

@@ -1,7 +1,7 @@
 //! Per-zone active/inactive LRU lists of allocated pages, for reclaim.
 //!
-//! As in Linux 2.5 and later (the 004 paper), each zone has its own pair of
-//! lists, and a superpage is one entry (the 000 paper, 4.3: the LRU lists
+//! As in Linux 2.5 and later (Bligh and Hansen, OLS 2003), each zone has its own pair of
+//! lists, and a superpage is one entry (Winwood et al., OLS 2002, 4.3: the LRU lists
 //! "contain superpages"). Lists are doubly linked through a hash map keyed by
 //! head pfn, so every operation is O(1) (splitting a page is O(pages made)).
 //!

@@ -1,5 +1,5 @@
 //! `base:SIZE`: every page one fixed base size, 4K to 256K, with the internal
-//! fragmentation that brings (the 001 paper's 64K base pages; the 003 paper's
+//! fragmentation that brings (Wong's (64KB pages on Power) 64K base pages; Weisberg and Wiseman's (IRI 2009)
 //! study of every size from 4K to 256K).
 
 use super::Policy;

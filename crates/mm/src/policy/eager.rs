@@ -1,6 +1,6 @@
 //! `eager`: at the first touch of an address, allocate and zero the largest
 //! page that fits (Shimizu's transparent superpages for Linux, the design the
-//! 002 paper calls LISP; Solaris, IRIX and HP-UX work this way).
+//! Qu et al. (GISP, ASAP 2007) calls LISP; Solaris, IRIX and HP-UX work this way).
 //!
 //! At a fault in a private anonymous VMA the sizes are tried largest first; a
 //! size fits when its naturally aligned block holding the fault address lies

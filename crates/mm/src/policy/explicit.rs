@@ -1,5 +1,5 @@
 //! `explicit`: each region gets the page size it asked for with the
-//! `setregionorder` advice of the 000 paper (sections 3.2.3 and 4.8), here
+//! `setregionorder` advice of Winwood et al. (OLS 2002) (sections 3.2.3 and 4.8), here
 //! `Advice::PageOrder { shift, wait }`, stored in [`Vma::order`].
 //!
 //! - A region without a request gets base pages.

@@ -2,7 +2,7 @@
 //! naturally aligned extent into one superpage once enough of it is
 //! populated, copying the populated pages into a fresh block (Romer et al.
 //! 1995, online promotion by copying; Talluri et al. 1992 relocate when half
-//! the base pages are in use; the 003 paper, 2.3). Linux's khugepaged does the
+//! the base pages are in use; Weisberg and Wiseman (IRI 2009), 2.3). Linux's khugepaged does the
 //! same for 2M pages, with `max_ptes_none` as its threshold.
 //!
 //! Parameters (`relocation:size=2M,max_ptes_none=511,scan=1,budget=64`):

@@ -8,7 +8,7 @@ use pagelab_core::{PageSize, Pfn, VirtAddr};
 use rustc_hash::FxHashMap;
 
 /// Whose data an LRU page holds; the reverse map is object-based, as in
-/// Linux since 2.6 (the 004 paper): mappers are found from the owner.
+/// Linux since 2.6 (Bligh and Hansen, OLS 2003): mappers are found from the owner.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Owner {
     /// Anonymous memory mapped at `va` (in every process that maps it: fork

@@ -1,5 +1,5 @@
 //! `reservation`: reservation-based superpages with a population map, after
-//! Navarro et al. (OSDI 2002) as GISP (the 002 paper, section 3) builds it
+//! Navarro et al. (OSDI 2002) as GISP (Qu et al., GISP, ASAP 2007, section 3) builds it
 //! into Linux.
 //!
 //! - At the first fault in a region the policy reserves the largest naturally
