@@ -106,10 +106,18 @@ fn run_all(
                     env: Vec::new(),
                     capture_stdout: true,
                 };
-                let mut outcome = measure(measurer, &run, &mut |pid| match session.as_mut() {
+                let measured = measure(measurer, &run, &mut |pid| match session.as_mut() {
                     Some(s) => s.note_program(pid, "pagelab bench-child"),
                     None => Ok(()),
-                })?;
+                });
+                let mut outcome = match measured {
+                    Ok(outcome) => outcome,
+                    // A signal between the check above and the child's start.
+                    Err(e) => match crate::LabError::interrupt_in(&e) {
+                        Some(sig) => return Ok(Some(sig)),
+                        None => return Err(e),
+                    },
+                };
                 if let Some(sig) = outcome.interrupted {
                     return Ok(Some(sig));
                 }

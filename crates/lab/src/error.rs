@@ -27,6 +27,14 @@ impl LabError {
         }
     }
 
+    /// The signal of the [`LabError::Interrupted`] in `e`'s chain, if the error is an interrupt.
+    pub fn interrupt_in(e: &anyhow::Error) -> Option<i32> {
+        e.chain().find_map(|c| match c.downcast_ref::<LabError>() {
+            Some(LabError::Interrupted { signal }) => Some(*signal),
+            _ => None,
+        })
+    }
+
     /// The exit status for any error a command returns: that of the [`LabError`] in its chain,
     /// else 1.
     pub fn exit_code_of(e: &anyhow::Error) -> i32 {
@@ -45,8 +53,13 @@ mod tests {
         let e = anyhow::Error::new(LabError::Interrupted { signal: 15 });
         assert_eq!(LabError::exit_code_of(&e), 143);
         assert_eq!(LabError::exit_code_of(&e.context("validating")), 143);
+        let before =
+            anyhow::Error::new(LabError::Interrupted { signal: 2 }).context("`x` had not started");
+        assert_eq!(LabError::interrupt_in(&before), Some(2));
+        assert_eq!(LabError::exit_code_of(&before), 130);
         let other = anyhow::anyhow!("no THP");
         assert_eq!(LabError::exit_code_of(&other), 1);
+        assert_eq!(LabError::interrupt_in(&other), None);
         let failed = LabError::from(anyhow::anyhow!("inner").context("outer"));
         assert_eq!(format!("{failed:#}"), "outer: inner");
     }

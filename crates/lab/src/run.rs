@@ -237,9 +237,18 @@ pub fn run(
                 break 'configs;
             }
             let name = spec.argv.first().cloned().unwrap_or_default();
-            let out = measure(measurer, &spec, &mut |pid| {
+            let measured = measure(measurer, &spec, &mut |pid| {
                 session.note_program(pid, &name.to_string_lossy())
-            })?;
+            });
+            let out = match measured {
+                Ok(out) => out,
+                // A signal between the check above and the program's start: as there.
+                Err(e) if LabError::interrupt_in(&e).is_some() => {
+                    result.configs.push(lab);
+                    break 'configs;
+                }
+                Err(e) => return Err(e.into()),
+            };
             lab.runs.push(out.measurement);
             if out.interrupted.is_some() {
                 interrupted = out.interrupted;

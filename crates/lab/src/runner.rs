@@ -82,9 +82,11 @@ pub(crate) fn execute(
         bail!("no program to run: give one after `--`");
     };
     if let Some(sig) = session::interrupted() {
-        bail!(
-            "interrupted by signal {sig} before {} started",
-            show(program)
+        // Typed, so that callers stop as after an interrupted run and the command exits
+        // 128 + signal: the signal can land between a caller's own check and this one.
+        return Err(
+            anyhow::Error::new(crate::LabError::Interrupted { signal: sig })
+                .context(format!("{} had not started", show(program))),
         );
     }
     let report = shim::ReportFile::for_env(&spec.env)?;
