@@ -75,7 +75,7 @@
 //! let loads: Vec<u64> = events
 //!     .iter()
 //!     .filter_map(|e| match e {
-//!         Event::Ref(r) if r.kind == AccessKind::Load => Some(r.addr),
+//!         Event::Ref(r) if r.kind == AccessKind::Load => Some(r.addr.0),
 //!         _ => None,
 //!     })
 //!     .collect();
