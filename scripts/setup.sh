@@ -50,7 +50,7 @@ cargo build --release --locked -p pagelab
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check \
     'maturin>=1.5,<2' 'numpy>=1.24' 'pandas>=2' 'pyarrow>=14' 'dask[distributed]>=2024.1' \
-    'fsspec>=2023.1' 'pytest>=8' nbformat nbclient ipykernel
+    'fsspec>=2023.1' 'pytest>=8' nbformat nbclient ipykernel 'ray>=2.9'
 # Without build isolation pip runs the maturin it finds on PATH: the venv's.
 PATH="$PWD/.venv/bin:$PATH" .venv/bin/pip install -q --disable-pip-version-check \
     --no-build-isolation --no-deps ./python
