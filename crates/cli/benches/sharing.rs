@@ -41,14 +41,14 @@ fn run(label: &str, spec: &str, cfg: Config) -> u64 {
     let cpu = cpu1 - cpu0;
     println!(
         "{label:<34} {:>14} refs  wall {:>6.1} s  cpu {:>6.1} s  {:>6.1} M refs/s  peak rss {:>5} M  page tables at peak {:>8} M",
-        s.refs,
+        s.counts.refs,
         wall.elapsed().as_secs_f64(),
         cpu,
-        s.refs as f64 / cpu / 1e6,
+        s.counts.refs as f64 / cpu / 1e6,
         rss >> 20,
         s.page_tables.page_table_bytes_peak >> 20
     );
-    s.refs
+    s.counts.refs
 }
 
 fn main() {

@@ -540,16 +540,7 @@ fn report_reads_a_sweep_as_one_column_per_configuration() {
     let mut bad = doc.clone();
     bad["results"][1]["result"] =
         serde_json::from_str(&std::fs::read_to_string(data("lab/run.json")).unwrap()).unwrap();
-    std::fs::write(&sweep, bad.to_string()).unwrap();
-    let out = pagelab()
-        .arg("report")
-        .arg(&sweep)
-        .arg("-o")
-        .arg(&html)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let err = report_fails(&sweep, &bad, &html);
     assert!(
         err.contains("results[1] (source `gups:updates=20000`, config `weisberg`)")
             && err.contains("not a `run` one"),
@@ -557,17 +548,25 @@ fn report_reads_a_sweep_as_one_column_per_configuration() {
     );
     let mut bad = doc;
     bad["results"][0].as_object_mut().unwrap().remove("config");
-    std::fs::write(&sweep, bad.to_string()).unwrap();
-    let out = pagelab()
-        .arg("report")
-        .arg(&sweep)
-        .arg("-o")
-        .arg(&html)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = report_fails(&sweep, &bad, &html);
     assert!(
         err.contains("does not match it") && err.contains("config"),
         "{err}"
     );
+}
+
+/// Writes `doc` to `sweep`, runs `pagelab report` on it, checks it fails with
+/// exit status 1, and gives its stderr.
+fn report_fails(sweep: &Path, doc: &serde_json::Value, html: &Path) -> String {
+    std::fs::write(sweep, doc.to_string()).unwrap();
+    let out = pagelab()
+        .arg("report")
+        .arg(sweep)
+        .arg("-o")
+        .arg(html)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    err
 }

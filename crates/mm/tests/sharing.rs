@@ -128,8 +128,8 @@ fn shared_tables_are_one_per_aligned_range() {
     assert_eq!(st.page_tables.shared_pages_by_level, [4, 0, 0]);
     // One PTE per page whoever touches it: one chain entry per page.
     assert_eq!(st.rmap[&Method::PteChains].bytes_peak, 4 * M2 / K4 * 8);
-    assert_eq!(st.faults, 4 * M2 / K4);
-    assert_eq!(st.hits, (n - 1) * 4 * M2 / K4);
+    assert_eq!(st.counts.faults, 4 * M2 / K4);
+    assert_eq!(st.counts.hits, (n - 1) * 4 * M2 / K4);
 }
 
 #[test]
@@ -163,7 +163,7 @@ fn mprotect_of_one_page_unshares_one_range_for_one_process() {
         prot: Prot(Prot::READ),
     });
     let st = run(Config::ia32_pae(PageTables::Shared), &ev, true);
-    assert_eq!(st.unshares, 1);
+    assert_eq!(st.counts.unshares, 1);
     // Two shared PTE pages still, plus process 2's own copy of the second.
     assert_eq!(st.page_tables.shared_pages_by_level[0], 2);
     assert_eq!(st.page_tables.pages_by_level[0], 3);
@@ -183,14 +183,14 @@ fn hugetlb_maps_huge_leaves_and_pmd_sharing_shares_pud_ranges() {
     let st = run(cfg.clone(), &ev, false);
     // No PTE pages; each process's PMD page holds 512 huge leaves.
     assert_eq!(st.page_tables.pages_by_level, [0, 12, 4]);
-    assert_eq!(st.faults, 4 * 512);
+    assert_eq!(st.counts.faults, 4 * 512);
     assert_eq!(st.hugetlb_free, [(M2, 512)]);
     cfg.page_tables = PageTables::HugetlbPmdShare;
     let st = run(cfg.clone(), &ev, false);
     // The PUD-aligned gigabyte's PMD page is shared (PAE preallocates the
     // private ones anyway, so they stay, empty of leaves).
     assert_eq!(st.page_tables.shared_pages_by_level, [0, 1, 0]);
-    assert_eq!(st.faults, 512);
+    assert_eq!(st.counts.faults, 512);
     // A pool too small is refused, naming the pool.
     cfg.hugetlb[0].count = 100;
     let mut m = Sharing::new(cfg.clone()).unwrap();
@@ -290,7 +290,7 @@ proptest! {
             m.check().map_err(|x| TestCaseError::fail(format!("event {i} {e:?}: {x}")))?;
             let s = m.stats();
             let c = &r.counts;
-            prop_assert_eq!((s.faults, s.hits, s.cow_copies), (c.faults, c.hits, c.cow_copies), "event {}", i);
+            prop_assert_eq!((s.counts.faults, s.counts.hits, s.counts.cow_copies), (c.faults, c.hits, c.cow_copies), "event {}", i);
             prop_assert_eq!(&s.page_tables.pages_by_level, &c.tables, "event {}", i);
             prop_assert_eq!(s.page_tables.page_table_bytes, c.pt_bytes);
             prop_assert_eq!(s.page_tables.page_table_bytes_peak, c.pt_bytes_peak);

@@ -138,7 +138,7 @@ pub fn table(s: &SharingStats, cfg: &Config) -> String {
     let _ = writeln!(
         t,
         "{} processes at most ({} now), {} references: {} faults, {} hits, {} copy-on-write, {} unshares, {} outside VMAs",
-        s.processes_peak, s.processes, s.refs, s.faults, s.hits, s.cow_copies, s.unshares, s.refs_outside_vmas
+        s.processes_peak, s.processes, s.counts.refs, s.counts.faults, s.counts.hits, s.counts.cow_copies, s.counts.unshares, s.counts.refs_outside_vmas
     );
     let _ = writeln!(
         t,

@@ -52,7 +52,7 @@ mod stats;
 mod tables;
 
 pub use model::Sharing;
-pub use stats::{PageTableStats, SharingStats};
+pub use stats::{PageTableStats, SharingCounts, SharingStats};
 
 use crate::pagetable::{Geometry, GeometrySpec};
 use pagelab_core::PageSize;

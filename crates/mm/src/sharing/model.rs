@@ -4,6 +4,7 @@ use super::chains::{Chains, EMPTY};
 use super::ivset::IntervalSet;
 use super::process::{Process, NO_OBJECT};
 use super::rmap::{PageKind, RmapCosts};
+use super::stats::SharingCounts;
 use super::tables::{Tables, Totals};
 use super::{Config, PageTables, SharingError};
 use pagelab_core::{Event, MemRef};
@@ -103,20 +104,6 @@ pub(crate) struct Pending {
     pub n: u64,
 }
 
-/// Counters of what happened.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Counts {
-    pub events: u64,
-    pub refs: u64,
-    pub faults: u64,
-    pub hits: u64,
-    pub cow_copies: u64,
-    pub unshares: u64,
-    pub refs_outside_vmas: u64,
-    pub events_on_nothing: u64,
-    pub processes_peak: u64,
-}
-
 /// Many processes sharing memory, stepped event by event.
 #[derive(Debug)]
 pub struct Sharing {
@@ -137,7 +124,9 @@ pub struct Sharing {
     /// Pages moved from chain `.0` to chain `.1`, `.2` of them, not yet counted.
     pub(crate) rc: (u32, u32, u64),
     pub(crate) pt: Totals,
-    pub(crate) n: Counts,
+    pub(crate) n: SharingCounts,
+    /// Most processes alive at once.
+    pub(crate) processes_peak: u64,
     /// Free pages per hugetlb pool, in `cfg.hugetlb` order.
     pub(crate) pool_free: Vec<u64>,
     /// A process taken out of `procs` while its references run.
@@ -171,7 +160,8 @@ impl Sharing {
             },
             rc: (EMPTY, EMPTY, 0),
             pt: Totals::default(),
-            n: Counts::default(),
+            n: SharingCounts::default(),
+            processes_peak: 0,
             pool_free: cfg.hugetlb.iter().map(|p| p.count).collect(),
             cur: None,
             cfg,
@@ -235,7 +225,7 @@ impl Sharing {
             self.cfg.prealloc_below_root,
             self.cfg.user_top,
         );
-        self.n.processes_peak = self.n.processes_peak.max(self.procs.len() as u64 + 1);
+        self.processes_peak = self.processes_peak.max(self.procs.len() as u64 + 1);
         p
     }
 

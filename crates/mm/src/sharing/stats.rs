@@ -31,9 +31,9 @@ pub struct PageTableStats {
     pub per_process_bytes_mean: u64,
 }
 
-/// Everything one run of the sharing model counted.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct SharingStats {
+/// The sharing model's event counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SharingCounts {
     /// Events seen.
     pub events: u64,
     /// References seen.
@@ -50,6 +50,14 @@ pub struct SharingStats {
     pub refs_outside_vmas: u64,
     /// Events that changed nothing (a fork to a live pid, an empty map).
     pub events_on_nothing: u64,
+}
+
+/// Everything one run of the sharing model counted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SharingStats {
+    /// The event counters (flattened: their fields come first in the JSON).
+    #[serde(flatten)]
+    pub counts: SharingCounts,
     /// Processes alive now.
     pub processes: u64,
     /// Most processes alive at once.
@@ -84,16 +92,9 @@ impl Sharing {
         let own: u64 = self.all_procs().map(|(_, p)| p.bytes).sum();
         let pt = &self.pt;
         SharingStats {
-            events: self.n.events,
-            refs: self.n.refs,
-            faults: self.n.faults,
-            hits: self.n.hits,
-            cow_copies: self.n.cow_copies,
-            unshares: self.n.unshares,
-            refs_outside_vmas: self.n.refs_outside_vmas,
-            events_on_nothing: self.n.events_on_nothing,
+            counts: self.n.clone(),
             processes: live,
-            processes_peak: self.n.processes_peak,
+            processes_peak: self.processes_peak,
             page_tables: PageTableStats {
                 mode: self.cfg.page_tables,
                 page_table_bytes: pt.bytes,
