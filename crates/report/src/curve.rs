@@ -24,6 +24,7 @@
 //! ```
 
 use crate::colors::{label_colour, rgb};
+use crate::lines;
 use crate::plot::{font, Area};
 use crate::schema::{RunStats, SimResult};
 use anyhow::{bail, Context, Result};
@@ -347,32 +348,12 @@ fn draw_lines(
         .y_label_area_size(60)
         .build_cartesian_2d(lo..hi, bottom..top)?;
     let x_label = |v: &f64| format!("{}{name}", trim_one(*v));
-    chart
-        .configure_mesh()
-        .light_line_style(WHITE)
-        .x_label_formatter(&x_label)
-        .x_desc(param)
-        .y_desc(y_title)
-        .axis_desc_style(font(13.0))
-        .label_style(font(12.0))
-        .draw()?;
+    lines::mesh(&mut chart, &x_label, param, y_title)?;
     for (i, (l, pts)) in series.iter().enumerate() {
         let (r, g, b) = rgb(label_colour(l.split('/').next_back().unwrap_or(l), i));
-        let c = RGBColor(r, g, b);
-        chart
-            .draw_series(LineSeries::new(
-                pts.iter().map(|p| (p.0 / unit, p.1)),
-                c.stroke_width(2),
-            ))?
-            .label(l.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
+        let points = pts.iter().map(|p| (p.0 / unit, p.1));
+        lines::line(&mut chart, points, l, RGBColor(r, g, b))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font(font(12.0))
-        .draw()?;
+    lines::legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     Ok(())
 }

@@ -15,9 +15,10 @@
 //! `stride:heap=SIZE,...,every=N,...` (the canonical spec `pagelab bench` writes).
 
 use crate::lab::{LabConfig, LabResult, Summary};
+use crate::lines;
+use crate::plot::{font, Area};
 use anyhow::{bail, Context, Result};
 use pagelab_core::parse_bytes;
-use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -25,14 +26,6 @@ use std::path::Path;
 const WIDTH: u32 = 1000;
 const PANEL_HEIGHT: u32 = 380;
 const HEADER_HEIGHT: u32 = 46;
-const FONT: &str = "sans-serif";
-
-type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
-
-/// plotters' SVG text is 1/1.24 of the size asked for; ask for more (as `plot.rs`).
-fn font(px: f64) -> FontDesc<'static> {
-    (FONT, px * 1.24).into_font()
-}
 
 /// Renders `result` as SVG and writes it to `path`; errors name the path.
 pub fn plot_bench_svg(result: &LabResult, path: impl AsRef<Path>) -> Result<()> {
@@ -260,15 +253,7 @@ fn draw_stride(area: &Area<'_>, every: u64, pts: &[&StridePoint], labels: &[Stri
             0f64..top,
         )?;
     let x_label = |v: &f64| size_label(*v);
-    chart
-        .configure_mesh()
-        .light_line_style(WHITE)
-        .x_label_formatter(&x_label)
-        .x_desc("heap size")
-        .y_desc("ns per access (median)")
-        .axis_desc_style(font(13.0))
-        .label_style(font(12.0))
-        .draw()?;
+    lines::mesh(&mut chart, &x_label, "heap size", "ns per access (median)")?;
     for label in labels {
         let mut line: Vec<(f64, f64)> = pts
             .iter()
@@ -280,19 +265,10 @@ fn draw_stride(area: &Area<'_>, every: u64, pts: &[&StridePoint], labels: &[Stri
         }
         line.sort_by(|a, b| a.0.total_cmp(&b.0));
         let c = color(labels, label);
-        chart
-            .draw_series(LineSeries::new(line.clone(), c.stroke_width(2)))?
-            .label(label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
+        lines::line(&mut chart, line.clone(), label, c)?;
         chart.draw_series(line.into_iter().map(|p| Circle::new(p, 3, c.filled())))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font(font(12.0))
-        .draw()?;
+    lines::legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     Ok(())
 }
 
@@ -366,14 +342,7 @@ fn draw_bars(
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
         chart.draw_series(texts)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font(font(12.0))
-        .draw()?;
-    Ok(())
+    lines::legend(&mut chart, SeriesLabelPosition::UpperRight)
 }
 
 #[cfg(test)]

@@ -59,6 +59,7 @@ mod json;
 mod lab;
 pub mod lab_plot;
 pub mod lab_table;
+mod lines;
 mod markdown;
 mod plot;
 mod plot_time;
