@@ -26,23 +26,44 @@ fn main() {
             ],
         );
     }
-    for prog in ["pagelab_testprog", "pagelab_layoutprog"] {
+    for prog in ["pagelab_testprog", "pagelab_layoutprog", "pagelab_execprog"] {
         compile(
             &capture.join(format!("testprog/{prog}.c")),
             &out.join(prog),
             &[],
         );
     }
+    // The exec layout program linked each way the loader treats differently;
+    // a static libc may be missing (the test then says so), so these may fail.
+    for (suffix, flag) in [
+        ("nopie", "-no-pie"),
+        ("static", "-static"),
+        ("staticpie", "-static-pie"),
+    ] {
+        let dst = out.join(format!("pagelab_execprog_{suffix}"));
+        let _ = std::fs::remove_file(&dst);
+        let mut cmd = compiler().to_command();
+        cmd.arg(flag)
+            .arg("-o")
+            .arg(&dst)
+            .arg(capture.join("testprog/pagelab_execprog.c"));
+        if !cmd.status().is_ok_and(|s| s.success()) {
+            println!("cargo:warning=cannot link the exec layout program with {flag}");
+        }
+    }
+}
+
+fn compiler() -> cc::Tool {
+    cc::Build::new()
+        .opt_level(2)
+        .warnings(true)
+        .extra_warnings(true)
+        .get_compiler()
 }
 
 /// Compiles one C file into `dst` with the C compiler the `cc` crate finds.
 fn compile(src: &Path, dst: &Path, extra: &[&str]) {
-    let compiler = cc::Build::new()
-        .opt_level(2)
-        .warnings(true)
-        .extra_warnings(true)
-        .get_compiler();
-    let mut cmd = compiler.to_command();
+    let mut cmd = compiler().to_command();
     cmd.args(extra).arg("-o").arg(dst).arg(src).arg("-lpthread");
     run(cmd, src);
 }

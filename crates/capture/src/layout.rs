@@ -33,6 +33,11 @@
 use pagelab_core::{MapRequest, VirtAddr};
 use std::collections::BTreeMap;
 
+mod exec;
+pub use exec::{
+    exec_strings, ExecLayout, ExecRequest, Region, RegionKind, ELF_ET_DYN_BASE, STACK_TOP,
+};
+
 const PAGE: u64 = 4096;
 const PMD: u64 = 2 << 20;
 /// The top of the default address window (`DEFAULT_MAP_WINDOW`, 47 bits).
@@ -54,6 +59,11 @@ pub struct LayoutParams {
     /// Whether the kernel has transparent huge pages (the 2M alignment of
     /// large anonymous mappings), whatever the THP mode.
     pub thp: bool,
+    /// Bytes of the vDSO's data pages (`[vvar]` and `[vvar_vclock]`), mapped
+    /// below its code: 24K on Linux 6.18's x86-64.
+    pub vdso_data: u64,
+    /// Bytes of the vDSO's code (`[vdso]`): 8K on Linux 6.18's x86-64.
+    pub vdso_text: u64,
 }
 
 impl Default for LayoutParams {
@@ -62,6 +72,8 @@ impl Default for LayoutParams {
             rlimit_stack: Some(8 << 20),
             mmap_min_addr: 65536,
             thp: true,
+            vdso_data: 6 * PAGE,
+            vdso_text: 2 * PAGE,
         }
     }
 }

@@ -43,6 +43,7 @@
 
 pub mod arena;
 mod decode;
+pub mod elf;
 pub mod format;
 pub mod layout;
 mod script;
@@ -55,7 +56,7 @@ mod window;
 pub use decode::PluginReader;
 pub use spawn::{exit_code, interrupted, Backend, Capture, CaptureCommand, StdoutTo};
 pub use tools::{
-    find_qemu, find_valgrind, layoutprog_path, parse_qemu_version, plugin_api_for, plugin_path,
-    qemu_version, testprog_path, which, CaptureError,
+    execprog_path, find_qemu, find_valgrind, layoutprog_path, parse_qemu_version, plugin_api_for,
+    plugin_path, qemu_version, testprog_path, which, CaptureError,
 };
 pub use window::Window;

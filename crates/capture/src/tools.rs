@@ -164,3 +164,16 @@ pub fn testprog_path() -> PathBuf {
 pub fn layoutprog_path() -> PathBuf {
     Path::new(env!("OUT_DIR")).join("pagelab_layoutprog")
 }
+
+/// The path of the exec layout test program
+/// (`capture/testprog/pagelab_execprog.c`) linked as `variant` says: `""`
+/// (position-independent, dynamic), `"nopie"`, `"static"` or `"staticpie"`.
+/// It prints the address space the kernel gave it at exec. The static
+/// variants are missing where the C library has no static archive.
+pub fn execprog_path(variant: &str) -> PathBuf {
+    let name = match variant {
+        "" => "pagelab_execprog".to_string(),
+        v => format!("pagelab_execprog_{v}"),
+    };
+    Path::new(env!("OUT_DIR")).join(name)
+}

@@ -148,3 +148,188 @@ fn the_model_places_mappings_where_the_kernel_does() {
     );
     assert!(equal >= 25, "only {equal} requests compared");
 }
+
+/// One line of `/proc/PID/maps`: start, end and what it names.
+fn maps_line(line: &str) -> Option<(u64, u64, &str)> {
+    let mut f = line.splitn(6, ' ');
+    let range = f.next()?;
+    let name = f.nth(4).unwrap_or("").trim();
+    let (s, e) = range.split_once('-')?;
+    Some((hex(s), hex(e), name))
+}
+
+/// The vDSO's data and code sizes on this kernel, from this process's maps.
+fn vdso_sizes() -> (u64, u64) {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let (mut data, mut text) = (0, 0);
+    for (s, e, name) in maps.lines().filter_map(maps_line) {
+        match name {
+            "[vdso]" => text += e - s,
+            n if n.starts_with("[vvar") => data += e - s,
+            _ => {}
+        }
+    }
+    (data, text)
+}
+
+/// Runs `program args` under `setarch -R` with a known environment, and
+/// compares the mappings the kernel made at exec (stack, program,
+/// interpreter, bss, vDSO) and the program break with the model's. Returns
+/// why it was skipped, if it was.
+fn exec_case(program: &std::path::Path, args: &[&str]) -> Result<usize, String> {
+    use pagelab_capture::elf::ElfImage;
+    use pagelab_capture::layout::{exec_strings, ExecRequest, RegionKind};
+    use std::os::unix::ffi::OsStrExt;
+    let setarch = pagelab_capture::which("setarch".as_ref())
+        .ok_or("setarch (util-linux) is not installed")?;
+    let envp = ["PAGELAB_TEST=exec_layout", "LC_ALL=C"];
+    let out = Command::new(setarch)
+        .args(["x86_64", "-R"])
+        .arg(program)
+        .args(args)
+        .env_clear()
+        .envs(envp.iter().map(|e| e.split_once('=').unwrap()))
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        return Err(format!(
+            "setarch -R could not run {} ({}): {}",
+            program.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let exe = ElfImage::read(program).unwrap();
+    let interp = exe.interp.as_deref().map(|p| ElfImage::read(p).unwrap());
+    let name = program.as_os_str().as_bytes();
+    let argv = std::iter::once(name).chain(args.iter().map(|a| a.as_bytes()));
+    let (vdso_data, vdso_text) = vdso_sizes();
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given.
+    unsafe { libc::getrlimit(libc::RLIMIT_STACK, &mut rl) };
+    let params = LayoutParams {
+        rlimit_stack: (rl.rlim_cur != libc::RLIM_INFINITY).then_some(rl.rlim_cur),
+        vdso_data,
+        vdso_text,
+        ..LayoutParams::default()
+    };
+    let req = ExecRequest {
+        program: &exe,
+        interp: interp.as_ref(),
+        strings: exec_strings(name, argv, envp.iter().map(|e| e.as_bytes())),
+    };
+    let (_, model) = LinuxLayout::exec(params, &req).unwrap();
+    // The kernel's: each region named as the model names it, adjacent
+    // pieces of one region joined (RELRO's mprotect splits a segment).
+    let canon = |p: &std::path::Path| std::fs::canonicalize(p).unwrap();
+    let (exe_path, interp_path) = (canon(program), exe.interp.as_deref().map(canon));
+    let mut kernel: Vec<(RegionKind, u64, u64)> = Vec::new();
+    let mut heap = None;
+    let mut brk = None;
+    for line in text.lines() {
+        if let Some(b) = line.strip_prefix("brk ") {
+            brk = Some(hex(b));
+            continue;
+        }
+        let Some((s, e, name)) = maps_line(line) else {
+            continue;
+        };
+        let last = kernel.last().filter(|k| k.2 == s).map(|k| k.0);
+        let kind = match name {
+            "[stack]" => RegionKind::Stack,
+            "[vdso]" => RegionKind::Vdso,
+            "[heap]" => {
+                heap = Some(s);
+                continue;
+            }
+            n if n.starts_with("[vvar") => RegionKind::VdsoData,
+            "" if last == Some(RegionKind::Program) => RegionKind::ProgramBss,
+            "" if last == Some(RegionKind::Interpreter) => RegionKind::InterpreterBss,
+            n if std::path::Path::new(n) == exe_path => RegionKind::Program,
+            n if Some(std::path::Path::new(n)) == interp_path.as_deref() => RegionKind::Interpreter,
+            _ => continue,
+        };
+        match kernel.last_mut() {
+            Some(k) if k.0 == kind && k.2 == s => k.2 = e,
+            _ => kernel.push((kind, s, e)),
+        }
+    }
+    let mut placed: Vec<(RegionKind, u64, u64)> = Vec::new();
+    let mut regions = model.regions.clone();
+    regions.sort_by_key(|r| r.start);
+    for r in regions {
+        match placed.last_mut() {
+            Some(k) if k.0 == r.kind && k.2 == r.start.0 => k.2 += r.len,
+            _ => placed.push((r.kind, r.start.0, r.start.0 + r.len)),
+        }
+    }
+    let show = |v: &[(RegionKind, u64, u64)]| {
+        v.iter()
+            .map(|(k, s, e)| format!("{s:x}-{e:x} {k:?}"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        show(&placed),
+        show(&kernel),
+        "{}: the model's regions (left) and the kernel's (right)",
+        program.display()
+    );
+    // The program break: where [heap] starts once it grew, else sbrk(0).
+    let start_brk = heap
+        .or(brk)
+        .ok_or_else(|| format!("{} showed no program break", program.display()))?;
+    assert_eq!(
+        model.start_brk.0,
+        start_brk,
+        "{}: start_brk",
+        program.display()
+    );
+    Ok(placed.len())
+}
+
+#[test]
+fn the_model_loads_programs_where_the_kernel_does() {
+    let (release, version) = kernel();
+    if version < (6, 13) {
+        eprintln!(
+            "SKIPPED: the model follows Linux 6.13's placement rules; this kernel is {release}"
+        );
+        return;
+    }
+    if pagelab_capture::which("setarch".as_ref()).is_none() {
+        eprintln!("SKIPPED: setarch (util-linux) is not installed");
+        return;
+    }
+    let mut cases: Vec<(std::path::PathBuf, Vec<&str>)> = ["", "nopie", "static", "staticpie"]
+        .into_iter()
+        .map(|v| (pagelab_capture::execprog_path(v), vec![]))
+        .collect();
+    cases.push(("/bin/cat".into(), vec!["/proc/self/maps"]));
+    let py = "print(open('/proc/self/maps').read())";
+    cases.push(("/usr/bin/python3".into(), vec!["-c", py]));
+    let mut checked = 0;
+    for (program, args) in &cases {
+        if !program.exists() {
+            eprintln!("SKIPPED {}: not built or not installed", program.display());
+            continue;
+        }
+        match exec_case(program, args) {
+            Ok(n) => {
+                eprintln!(
+                    "{}: {n} regions and the program break as the kernel placed them",
+                    program.display()
+                );
+                checked += 1;
+            }
+            Err(why) => eprintln!("SKIPPED {}: {why}", program.display()),
+        }
+    }
+    eprintln!("Linux {release}: {checked} programs loaded as the kernel loaded them");
+    // The project's own program is always built; setarch -R refused it only
+    // where personality(2) is forbidden (said above).
+    assert!(checked >= 1, "no program compared");
+}
