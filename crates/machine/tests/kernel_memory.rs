@@ -6,22 +6,7 @@ use pagelab_core::{AccessKind, Event, MemRef, ThreadId, VirtAddr};
 use pagelab_engine::{run_policies, PolicyConfig};
 use pagelab_machine::{preset, Machine};
 
-struct Events(std::vec::IntoIter<Event>);
-
-impl pagelab_trace::TraceSource for Events {
-    fn fill(
-        &mut self,
-        out: &mut Vec<Event>,
-        max: usize,
-    ) -> Result<bool, pagelab_trace::TraceError> {
-        let before = out.len();
-        out.extend(self.0.by_ref().take(max));
-        Ok(out.len() > before)
-    }
-    fn info(&self) -> pagelab_core::SourceInfo {
-        Default::default()
-    }
-}
+use pagelab_trace::Events;
 
 /// `procs` processes, each writing one word in each of the first `regions`
 /// 2M regions of its address space: one PTE page per region.

@@ -247,6 +247,33 @@ macro_rules! forward_source {
 
 forward_source!(Box<T>, &mut T);
 
+/// A trace source over events held in memory (tests, and traces built by
+/// hand); its [`SourceInfo`] is the default one.
+///
+/// ```
+/// use pagelab_core::{AccessKind, Event, MemRef, VirtAddr};
+/// use pagelab_trace::{Events, TraceSource};
+///
+/// let r = Event::Ref(MemRef { addr: VirtAddr(4096), size: 8, kind: AccessKind::Load });
+/// let mut src = Events(vec![r; 3].into_iter());
+/// let mut out = Vec::new();
+/// assert!(src.fill(&mut out, 2).unwrap() && out.len() == 2);
+/// assert!(src.fill(&mut out, 2).unwrap() && out.len() == 3);
+/// assert!(!src.fill(&mut out, 2).unwrap());
+/// ```
+pub struct Events(pub std::vec::IntoIter<Event>);
+
+impl TraceSource for Events {
+    fn fill(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError> {
+        let before = out.len();
+        out.extend(self.0.by_ref().take(max));
+        Ok(out.len() > before)
+    }
+    fn info(&self) -> SourceInfo {
+        SourceInfo::default()
+    }
+}
+
 /// [`TraceSource::fill_pages`] the plain way: `src`'s events into
 /// `out.events`, then through `filter` (the trait's default, for sources that
 /// override it but sometimes need it).

@@ -2,7 +2,7 @@
 //! tests: a linear-scan, move-to-front LRU list per side and HashSet
 //! footprints, written from the wording and sharing no code with the engine.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use pagelab_core::{AccessKind, Event, PageSize, VirtAddr};
 use std::collections::HashSet;
@@ -217,19 +217,4 @@ pub fn real_prefix(n: usize) -> Vec<Event> {
 }
 
 /// A trace source over events held in memory.
-pub struct Events(pub std::vec::IntoIter<Event>);
-
-impl pagelab_trace::TraceSource for Events {
-    fn fill(
-        &mut self,
-        out: &mut Vec<Event>,
-        max: usize,
-    ) -> Result<bool, pagelab_trace::TraceError> {
-        let before = out.len();
-        out.extend(self.0.by_ref().take(max));
-        Ok(out.len() > before)
-    }
-    fn info(&self) -> pagelab_core::SourceInfo {
-        Default::default()
-    }
-}
+pub use pagelab_trace::Events;
