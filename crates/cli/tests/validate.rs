@@ -80,31 +80,122 @@ fn model_and_kernel_agree_and_knobs_come_back() {
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("agree on all 8 cases"), "{stdout}");
     assert_eq!(knobs(), before, "validate left a knob changed");
-    let r: pagelab_report::LabResult =
+    let r: pagelab_report::validate::ValidateResult =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(r.command, "validate");
-    assert_eq!(r.configs.len(), 8);
+    assert_eq!(r.schema, "pagelab.validate/1");
+    assert_eq!(r.tolerance_percent, 0.0);
+    assert_eq!(r.cases.len(), 8);
+    assert!(r
+        .cases
+        .iter()
+        .all(|c| c.verdict == "agree" && c.thp == "madvise"));
     // The 2M case of the 4M stride heap: its one aligned 2M range inside the
     // mapping gets a PMD page in both, the rest 4K pages. The chase reads
     // first: the huge zero page and 4K zero pages, no allocation at all.
     let c = r
-        .configs
+        .cases
         .iter()
-        .find(|c| c.label == "2M" && c.subject.starts_with("stride"))
+        .find(|c| c.config == "2M" && c.workload.starts_with("stride"))
         .unwrap();
-    let p = c.predicted.as_ref().unwrap();
-    assert_eq!(p.faults_by_size.get("2M"), Some(&1), "{c:?}");
-    assert_eq!(c.runs[0].faults_by_size.get("2M"), Some(&1), "{c:?}");
-    assert_eq!(p.faults, c.runs[0].faults);
-    assert!(p.faults > 500, "{c:?}");
+    assert_eq!(c.model.allocs.get("2M"), Some(&1), "{c:?}");
+    assert_eq!(c.kernel.allocs.get("2M"), Some(&1), "{c:?}");
+    assert_eq!(c.model.faults, c.kernel.faults);
+    assert!(c.model.faults > 500, "{c:?}");
     let c = r
-        .configs
+        .cases
         .iter()
-        .find(|c| c.label == "2M" && c.subject.starts_with("chase"))
+        .find(|c| c.config == "2M" && c.workload.starts_with("chase"))
         .unwrap();
-    assert!(c.runs[0].faults_by_size.is_empty(), "{c:?}");
-    assert!(c.predicted.as_ref().unwrap().faults_by_size.is_empty());
-    assert!(c.runs[0].faults > 0);
+    assert!(c.kernel.allocs.is_empty(), "{c:?}");
+    assert!(c.model.allocs.is_empty());
+    assert!(c.kernel.faults > 0);
+}
+
+/// A real program: every (mode, configuration) runs natively `--repeat` times, the model's
+/// figures stand beside the median, each verdict follows from the figures and the tolerance,
+/// and the exit status from the verdicts.
+#[test]
+fn a_program_is_run_in_both_modes_and_modelled_once() {
+    if let Some(why) = cannot_run() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let before = knobs();
+    let dir = tmp("program");
+    let json = dir.join("v.json");
+    let out = pagelab()
+        .args([
+            "validate", "--pages", "4K", "--pages", "64K", "--pages", "2M",
+        ])
+        .args(["--repeat", "2", "--tolerance", "50%", "--json"])
+        .arg(&json)
+        .args(["--", "sh", "-c", "echo hello"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(knobs(), before, "validate left a knob changed");
+    assert!(
+        !stdout.lines().any(|l| l.trim() == "hello"),
+        "the program's output is not validate's: {stdout}"
+    );
+    let r: pagelab_report::validate::ValidateResult =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r.tolerance_percent, 50.0);
+    let labels: Vec<(&str, &str)> = r
+        .cases
+        .iter()
+        .map(|c| (c.config.as_str(), c.thp.as_str()))
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            ("4K", "madvise"),
+            ("64K", "madvise"),
+            ("2M", "madvise"),
+            ("4K", "always"),
+            ("64K", "always"),
+            ("2M", "always"),
+        ]
+    );
+    for c in &r.cases {
+        assert_eq!(c.workload, "sh -c 'echo hello'");
+        assert_eq!(c.kernel_runs.len(), 2, "{c:?}");
+        assert!(c.model.faults > 0 && c.kernel.faults > 0, "{c:?}");
+        assert_eq!(
+            c.verdict,
+            pagelab_report::validate::ValidateCase::verdict_of(&c.model, &c.kernel, 50.0),
+            "{c:?}"
+        );
+    }
+    // sh advises nothing: in madvise mode the model gives no large page under any size.
+    assert!(r.cases[..3].iter().all(|c| c.model.allocs.is_empty()));
+    let differ = r.differing();
+    assert_eq!(out.status.success(), differ == 0, "{stdout}\n{stderr}");
+    if differ > 0 {
+        assert!(
+            stderr.contains(&format!("on {differ} of 6 cases")),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_program_and_workloads_together_are_refused() {
+    let out = pagelab()
+        .args(["validate", "stride:heap=64K", "--", "true"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not both"), "{err}");
+    let out = pagelab()
+        .args(["validate", "--tolerance", "5%", "stride:heap=64K"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--tolerance is for a program"), "{err}");
 }
 
 #[test]

@@ -13,7 +13,8 @@
 //! - [`recommend`]: the answer, one sentence per workload, from a documented rule,
 //! - [`html`]: the self-contained HTML report, opening with the answer,
 //! - [`colors`]: one colour per page size, shared by every plot,
-//! - [`curve`]: a metric against a swept workload parameter, table and plot.
+//! - [`curve`]: a metric against a swept workload parameter, table and plot,
+//! - [`validate`]: `pagelab validate`'s result (`pagelab.validate/1`) and its table.
 //!
 //! Each format is also an [`Exporter`], chosen by [`Format`] name or file extension.
 //!
@@ -68,6 +69,7 @@ pub mod recommend;
 mod schema;
 mod sweep;
 mod table;
+pub mod validate;
 
 pub use crate::csv::{write_csv, write_csv_to, CsvExporter};
 pub use any::{load_any, parse_any, AnyResult, KNOWN_SCHEMAS};

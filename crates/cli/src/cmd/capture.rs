@@ -17,7 +17,12 @@ const BATCH: usize = 64 * 1024;
 
 pub fn run(a: CaptureArgs) -> Result<i32> {
     let to_stdout = a.output == "-";
-    let mut src = Reported::new(spawn(&a.program, to_stdout)?.context("give the program to capture after `--`, e.g. `pagelab capture -o out.trace -- gzip -9 file`")?);
+    let stdout = if to_stdout {
+        StdoutTo::Stderr
+    } else {
+        StdoutTo::Inherit
+    };
+    let mut src = Reported::new(spawn(&a.program, stdout)?.context("give the program to capture after `--`, e.g. `pagelab capture -o out.trace -- gzip -9 file`")?);
     // The trace file appears only when the capture is whole.
     let out = pagelab_core::Output::create(&a.output)
         .with_context(|| format!("creating {}", a.output))?;
@@ -85,7 +90,7 @@ fn write_native<W: Write>(
 }
 
 /// Starts the capture `p` names, if it names a program.
-fn spawn(p: &ProgramArgs, stdout_to_stderr: bool) -> Result<Option<Capture>> {
+fn spawn(p: &ProgramArgs, stdout: StdoutTo) -> Result<Option<Capture>> {
     let Some((program, args)) = p.program.split_first() else {
         return Ok(None);
     };
@@ -94,11 +99,7 @@ fn spawn(p: &ProgramArgs, stdout_to_stderr: bool) -> Result<Option<Capture>> {
         backend,
         program: program.clone(),
         args: args.to_vec(),
-        stdout: if stdout_to_stderr {
-            StdoutTo::Stderr
-        } else {
-            StdoutTo::Inherit
-        },
+        stdout,
     };
     let capture = Capture::spawn(&cmd)
         .with_context(|| format!("capturing `{}` with {backend}", program.to_string_lossy()))?;
@@ -116,7 +117,20 @@ fn windowed(source: Source, w: &WindowArgs) -> Source {
 
 /// The program to capture as a source that reports its exit status, windowed.
 fn program_source(p: &ProgramArgs, w: &WindowArgs) -> Result<Option<Source>> {
-    Ok(spawn(p, false)?.map(|c| windowed(Box::new(Reported::new(c)), w)))
+    Ok(spawn(p, StdoutTo::Inherit)?.map(|c| windowed(Box::new(Reported::new(c)), w)))
+}
+
+/// Captures the program `p` names (its standard output discarded) as the source `f` reads,
+/// and returns what `f` made with the program's exit status (128 + signal when interrupted).
+pub(crate) fn with_program<T>(
+    p: &ProgramArgs,
+    f: impl FnOnce(&mut (dyn TraceSource + Send)) -> Result<T>,
+) -> Result<(T, i32)> {
+    let capture =
+        spawn(p, StdoutTo::File("/dev/null".into()))?.context("give the program after `--`")?;
+    let mut src = Reported::new(capture);
+    let made = f(&mut src)?;
+    Ok((made, src.finish(false)))
 }
 
 /// The input of `pagelab sim`: a trace, a workload or a program, windowed.

@@ -13,6 +13,7 @@ pub mod sim_sweep;
 pub mod study;
 pub mod sweep;
 pub mod validate;
+mod validate_program;
 
 use crate::args::ModelArgs;
 use anyhow::Result;

@@ -16,12 +16,21 @@ pub struct ValidateArgs {
     /// size the kernel offers alone, and all of them together.
     #[arg(long = "pages", value_name = "SIZES")]
     pub pages: Vec<String>,
-    /// How the sizes are enabled: madvise (the default: only the replay's advised
-    /// mapping gets large pages, so other processes cannot disturb the kernel's
-    /// counters) or always.
-    #[arg(long, value_name = "MODE", default_value = "madvise")]
-    pub thp: String,
-    /// Write the result as JSON (schema pagelab.lab/1, command "validate").
+    /// How the sizes are enabled: madvise or always. Workloads default to madvise
+    /// (only the replay's advised mapping gets large pages, so other processes
+    /// cannot disturb the kernel's counters); a program runs in both by default.
+    #[arg(long, value_name = "MODE")]
+    pub thp: Option<String>,
+    /// With a program: how far (in percent of the kernel's figure) the model's faults
+    /// and each size's allocations may be from the kernel's for the case to agree.
+    /// Workloads are held exact.
+    #[arg(long, value_name = "P%")]
+    pub tolerance: Option<String>,
+    /// With a program: native runs per configuration; their median is compared and
+    /// their spread shown (the kernel's own run-to-run noise).
+    #[arg(long, value_name = "N")]
+    pub repeat: Option<usize>,
+    /// Write the result as JSON (schema pagelab.validate/1).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Write the self-contained HTML report (the answer, interactive plots, tables).
@@ -30,6 +39,11 @@ pub struct ValidateArgs {
     /// Workloads to replay, as NAME[:key=value,...]; the default set when none is given.
     #[arg(value_name = "WORKLOAD")]
     pub workloads: Vec<String>,
+    /// A program to validate instead (`-- PROGRAM ARGS...`): captured once, run
+    /// natively under every configuration, and modelled under the settings the
+    /// kernel held.
+    #[command(flatten)]
+    pub program: crate::args::ProgramArgs,
 }
 
 /// The hidden child of `pagelab validate`: replays one workload at its own
@@ -45,15 +59,22 @@ pub struct ValidateChildArgs {
 
 pub fn run(a: ValidateArgs) -> Result<i32> {
     let sysfs = Sysfs::host();
-    let mode: ThpMode = a.thp.parse()?;
-    let configs = if a.pages.is_empty() {
-        ValidateOptions::default_configs(&sysfs.thp_sizes())
-    } else {
-        a.pages
-            .iter()
-            .map(|p| pagelab_core::parse_page_sizes(p).with_context(|| format!("--pages {p}")))
-            .collect::<Result<_>>()?
-    };
+    if !a.program.program.is_empty() {
+        if !a.workloads.is_empty() {
+            bail!("give workloads or `-- PROGRAM`, not both");
+        }
+        return super::validate_program::run(&a, &sysfs);
+    }
+    for (flag, given) in [
+        ("--tolerance", a.tolerance.is_some()),
+        ("--repeat", a.repeat.is_some()),
+    ] {
+        if given {
+            bail!("{flag} is for a program (`-- PROGRAM`): workloads are held exact, in one run");
+        }
+    }
+    let mode: ThpMode = a.thp.as_deref().unwrap_or("madvise").parse()?;
+    let configs = configs(&a, &sysfs)?;
     let workloads: Vec<String> = if a.workloads.is_empty() {
         validate::DEFAULT_WORKLOADS
             .iter()
@@ -79,7 +100,7 @@ pub fn run(a: ValidateArgs) -> Result<i32> {
     result.provenance = Some(super::report::provenance(None, Vec::new())?);
     out!("{}", pagelab_report::lab_table::validate_table(&result))?;
     if let Some(path) = &a.json {
-        pagelab_report::write_json(path, &result)?;
+        pagelab_report::write_json(path, &validate::validate_result(&result))?;
         outln!("wrote {}", path.display())?;
     }
     // Validation has no budget to weigh: the default rule only words the verdicts.
@@ -107,6 +128,17 @@ pub fn run(a: ValidateArgs) -> Result<i32> {
     }
     super::report::print_answer(&any, &rule)?;
     Ok(0)
+}
+
+/// The configurations `--pages` asks for, or the default: 4K, each THP size alone, all.
+pub(super) fn configs(a: &ValidateArgs, sysfs: &Sysfs) -> Result<Vec<Vec<pagelab_core::PageSize>>> {
+    if a.pages.is_empty() {
+        return Ok(ValidateOptions::default_configs(&sysfs.thp_sizes()));
+    }
+    a.pages
+        .iter()
+        .map(|p| pagelab_core::parse_page_sizes(p).with_context(|| format!("--pages {p}")))
+        .collect()
 }
 
 pub fn child(a: ValidateChildArgs) -> Result<()> {

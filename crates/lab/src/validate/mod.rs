@@ -16,6 +16,7 @@
 //! disturb the kernel's global per-size counters during the replay.
 
 pub mod model;
+pub mod program;
 pub mod replay;
 
 use crate::session::KnobSession;
@@ -23,6 +24,7 @@ use crate::sysfs::Sysfs;
 use crate::sysfs::ThpMode;
 use anyhow::{bail, Context, Result};
 use pagelab_core::PageSize;
+use pagelab_report::validate::{Counts, ValidateCase, ValidateResult};
 use pagelab_report::{LabConfig, LabResult, Measurement};
 use replay::{Advise, ReplayReport};
 use std::collections::BTreeMap;
@@ -237,6 +239,42 @@ fn compare(
         disagreements,
         ..Default::default()
     }
+}
+
+/// The result as `pagelab.validate/1`: one case per (workload, configuration), with the
+/// model's and the kernel's faults and allocations per size and the verdict, which is
+/// `agree` only when faults, allocations and fallbacks were all exactly equal.
+pub fn validate_result(result: &LabResult) -> ValidateResult {
+    let counts = |m: &Measurement| Counts {
+        faults: m.faults,
+        allocs: m
+            .faults_by_size
+            .iter()
+            .filter(|&(_, &n)| n > 0)
+            .map(|(k, &n)| (k.clone(), n))
+            .collect(),
+    };
+    let mut out = ValidateResult::new(0.0);
+    out.provenance = result.provenance.clone();
+    out.cases = result
+        .configs
+        .iter()
+        .map(|c| ValidateCase {
+            workload: c.subject.clone(),
+            config: c.label.clone(),
+            thp: c.thp.clone(),
+            model: c.predicted.as_ref().map(counts).unwrap_or_default(),
+            kernel: c.runs.first().map(counts).unwrap_or_default(),
+            kernel_runs: Vec::new(),
+            verdict: if c.disagreements.is_empty() {
+                "agree"
+            } else {
+                "differ"
+            }
+            .into(),
+        })
+        .collect();
+    out
 }
 
 /// Whether every configuration agreed.

@@ -1,0 +1,191 @@
+//! `pagelab validate -- PROGRAM ARGS...`: a real program, run natively under every
+//! configuration and THP mode (`pagelab_lab::validate::program`), captured once, and
+//! modelled by `linux-thp` under each setting the kernel held, in one pass over the capture.
+
+use super::validate::ValidateArgs;
+use crate::out::{out, outln};
+use crate::progress::Progress;
+use anyhow::{anyhow, bail, Context, Result};
+use pagelab_lab::sysfs::{Sysfs, ThpMode};
+use pagelab_lab::validate::program::{self, NativeCase, ProgramOptions};
+use pagelab_mm::policy::PolicySpec;
+use pagelab_report::validate::{validate_table, Counts, ValidateCase, ValidateResult};
+use pagelab_report::{Measurement, RunStats};
+
+/// The tolerance of a program's verdicts when `--tolerance` is not given.
+const DEFAULT_TOLERANCE: &str = "5%";
+/// Native runs per configuration when `--repeat` is not given.
+const DEFAULT_REPEAT: usize = 3;
+
+pub fn run(a: &ValidateArgs, sysfs: &Sysfs) -> Result<i32> {
+    let tolerance = parse_tolerance(a.tolerance.as_deref().unwrap_or(DEFAULT_TOLERANCE))?;
+    let repeat = a.repeat.unwrap_or(DEFAULT_REPEAT);
+    if repeat == 0 {
+        bail!("--repeat 0: the program must run at least once per configuration");
+    }
+    let modes = match &a.thp {
+        Some(m) => vec![m.parse::<ThpMode>()?],
+        None => vec![ThpMode::Madvise, ThpMode::Always],
+    };
+    // A typo in the backend should fail before any knob changes.
+    a.program
+        .backend
+        .parse::<pagelab_capture::Backend>()
+        .context("--backend")?;
+    let opts = ProgramOptions {
+        argv: a.program.program.clone(),
+        configs: super::validate::configs(a, sysfs)?,
+        modes,
+        repeat,
+    };
+    let progress = Progress::new("validate");
+    let native = program::run_native(sysfs, &opts, |m| progress.step(m))?;
+    progress.finish();
+
+    let mut settings: Vec<String> = native.iter().map(|c| c.settings.clone()).collect();
+    settings.sort();
+    settings.dedup();
+    let cfg = model_config(&settings)?;
+    let model_progress = Progress::new("validate: capturing and modelling");
+    let (sim, code) = super::capture::with_program(&a.program, |src| {
+        let mut p = model_progress;
+        Ok(pagelab_engine::run_policies(src, &cfg, &mut p)?)
+    })?;
+    if code != 0 {
+        bail!("the captured run of the program ended with status {code} where the native runs succeeded: the trace is not the program's whole life");
+    }
+    let workload = pagelab_lab::run::shell_words(&opts.argv);
+    let mut result = ValidateResult::new(tolerance);
+    for case in &native {
+        let i = settings
+            .iter()
+            .position(|s| *s == case.settings)
+            .context("a setting without a model run")?;
+        result
+            .cases
+            .push(compare(&workload, case, &sim.runs[i], tolerance));
+    }
+    result.provenance = Some(super::report::provenance(None, Vec::new())?);
+    out!("{}", validate_table(&result))?;
+    if let Some(path) = &a.json {
+        pagelab_report::write_json(path, &result)?;
+        outln!("wrote {}", path.display())?;
+    }
+    let (differ, n) = (result.differing(), result.cases.len());
+    if differ > 0 {
+        bail!("the model and the kernel differ beyond {tolerance}% on {differ} of {n} cases");
+    }
+    outln!("the model and the kernel agree within {tolerance}% on all {n} cases")?;
+    Ok(0)
+}
+
+/// `5%` or `5` as a percentage.
+fn parse_tolerance(text: &str) -> Result<f64> {
+    let number = text.trim().trim_end_matches('%');
+    match number.parse::<f64>() {
+        Ok(p) if p.is_finite() && p >= 0.0 => Ok(p),
+        _ => bail!("--tolerance {text}: write a percentage of at least 0, such as 5%"),
+    }
+}
+
+/// One `linux-thp` run per setting, on the model's default machine (4G: more than the
+/// programs validated need, so no allocation fails in the model, as none does on the host).
+fn model_config(settings: &[String]) -> Result<pagelab_engine::PolicyConfig> {
+    let policies = settings
+        .iter()
+        .map(|s| {
+            let thp = s
+                .parse()
+                .map_err(|e| anyhow!("THP settings `{s}` read from the kernel: {e}"))?;
+            Ok(PolicySpec::LinuxThp(thp))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(pagelab_engine::PolicyConfig {
+        policies,
+        tlb: pagelab_tlb::resolve("weisberg")?,
+        phys: pagelab_mm::phys::PhysConfig::new(pagelab_core::Bytes(4 << 30)),
+        strict: false,
+        cow: Default::default(),
+        platform: None,
+    })
+}
+
+/// The case of one configuration: the model's run beside the median of the native runs.
+fn compare(workload: &str, case: &NativeCase, model: &RunStats, tolerance: f64) -> ValidateCase {
+    let counters = model.mm.as_ref().map(|m| &m.policy_counters);
+    let allocs = counters
+        .and_then(|c| c["anon_fault_alloc"].as_object())
+        .map(|o| {
+            o.iter()
+                .filter_map(|(k, v)| Some((k.as_str(), v.as_u64()?)))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    let model = Counts::new(model.faults, allocs);
+    let kernel_runs: Vec<Counts> = case.runs.iter().map(kernel_counts).collect();
+    let kernel = median(&kernel_runs);
+    ValidateCase {
+        workload: workload.to_string(),
+        config: case.label.clone(),
+        thp: case.mode.to_string(),
+        verdict: ValidateCase::verdict_of(&model, &kernel, tolerance).into(),
+        model,
+        kernel,
+        kernel_runs: if case.runs.len() > 1 {
+            kernel_runs
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+/// A native run's faults as the kernel counts them for the process (minor and major).
+fn kernel_counts(m: &Measurement) -> Counts {
+    Counts::new(
+        m.faults + m.major_faults,
+        m.faults_by_size.iter().map(|(k, &n)| (k.as_str(), n)),
+    )
+}
+
+/// The median of each figure over `runs` (the lower middle of an even number).
+fn median(runs: &[Counts]) -> Counts {
+    let mid = |mut v: Vec<u64>| {
+        v.sort_unstable();
+        v.get(v.len().saturating_sub(1) / 2).copied().unwrap_or(0)
+    };
+    let mut sizes: Vec<&String> = runs.iter().flat_map(|r| r.allocs.keys()).collect();
+    sizes.sort();
+    sizes.dedup();
+    let allocs: Vec<(&str, u64)> = sizes
+        .iter()
+        .map(|s| {
+            let v = runs.iter().map(|r| r.allocs.get(*s).copied().unwrap_or(0));
+            (s.as_str(), mid(v.collect()))
+        })
+        .collect();
+    Counts::new(mid(runs.iter().map(|r| r.faults).collect()), allocs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tolerances_are_percentages() {
+        assert_eq!(parse_tolerance("5%").unwrap(), 5.0);
+        assert_eq!(parse_tolerance("0").unwrap(), 0.0);
+        let e = parse_tolerance("-1%").unwrap_err().to_string();
+        assert!(e.contains("--tolerance -1%"), "{e}");
+        assert!(parse_tolerance("five").is_err());
+    }
+
+    #[test]
+    fn the_median_is_taken_per_figure() {
+        let runs = [
+            Counts::new(10, [("64K", 3)]),
+            Counts::new(12, []),
+            Counts::new(11, [("64K", 1), ("2M", 1)]),
+        ];
+        assert_eq!(median(&runs), Counts::new(11, [("64K", 1)]));
+    }
+}

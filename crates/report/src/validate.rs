@@ -1,0 +1,269 @@
+//! `pagelab validate`'s result (schema `pagelab.validate/1`): the model's and the kernel's
+//! faults and per-size THP allocations for each (workload, configuration) case, side by side,
+//! with a verdict under a tolerance, and the table that shows them.
+//!
+//! ```
+//! use pagelab_report::validate::{Counts, ValidateCase};
+//!
+//! let model = Counts::new(105, [("64K", 10)]);
+//! let kernel = Counts::new(100, [("64K", 10)]);
+//! assert_eq!(ValidateCase::verdict_of(&model, &kernel, 5.0), "agree");
+//! assert_eq!(ValidateCase::verdict_of(&model, &kernel, 4.9), "differ");
+//! ```
+
+use crate::Provenance;
+use pagelab_core::PageSize;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// The schema name of a validate result.
+pub const VALIDATE_SCHEMA: &str = "pagelab.validate/1";
+
+/// Faults and THP allocations at fault time per size above 4K (`anon_fault_alloc`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Counts {
+    /// Page faults (minor and major, as the kernel counts them for the process).
+    pub faults: u64,
+    /// Allocations per size, keyed as people write sizes (`"64K"`); sizes with none are left out.
+    pub allocs: BTreeMap<String, u64>,
+}
+
+impl Counts {
+    /// Counts from `faults` and `(size, allocations)` pairs (zeros are dropped).
+    pub fn new<'a>(faults: u64, allocs: impl IntoIterator<Item = (&'a str, u64)>) -> Counts {
+        Counts {
+            faults,
+            allocs: allocs
+                .into_iter()
+                .filter(|&(_, n)| n > 0)
+                .map(|(k, n)| (k.to_string(), n))
+                .collect(),
+        }
+    }
+
+    /// The allocations as `3×64K 1×2M` in size order, or `-` when there are none.
+    pub fn allocs_text(&self) -> String {
+        let mut sizes: Vec<(&String, &u64)> = self.allocs.iter().filter(|(_, &n)| n > 0).collect();
+        sizes.sort_by_key(|(k, _)| k.parse::<PageSize>().ok());
+        if sizes.is_empty() {
+            return "-".into();
+        }
+        let words: Vec<String> = sizes.iter().map(|(k, n)| format!("{n}×{k}")).collect();
+        words.join(" ")
+    }
+}
+
+/// One case: a workload (or program) under one configuration.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ValidateCase {
+    /// The workload spec, or the program's command line.
+    pub workload: String,
+    /// The page sizes enabled: `4K`, `64K`, `2M`, `16K+64K`, or `all`.
+    pub config: String,
+    /// How the sizes were enabled: `madvise` or `always`.
+    pub thp: String,
+    /// What the model predicts.
+    pub model: Counts,
+    /// What the kernel did (the median of `kernel_runs` when the program ran several times).
+    pub kernel: Counts,
+    /// Each native run's counts, when there were several: the kernel's own run-to-run noise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel_runs: Vec<Counts>,
+    /// `agree` when every figure is within the tolerance, else `differ`.
+    pub verdict: String,
+}
+
+impl ValidateCase {
+    /// `agree` when the faults and every size's allocations of `model` are within
+    /// `tolerance_percent` of the kernel's (0: exactly equal), else `differ`.
+    pub fn verdict_of(model: &Counts, kernel: &Counts, tolerance_percent: f64) -> &'static str {
+        let within = |m: u64, k: u64| m.abs_diff(k) as f64 <= tolerance_percent / 100.0 * k as f64;
+        let sizes = model.allocs.keys().chain(kernel.allocs.keys());
+        let allocs_ok = sizes.into_iter().all(|s| {
+            within(
+                model.allocs.get(s).copied().unwrap_or(0),
+                kernel.allocs.get(s).copied().unwrap_or(0),
+            )
+        });
+        if within(model.faults, kernel.faults) && allocs_ok {
+            "agree"
+        } else {
+            "differ"
+        }
+    }
+}
+
+/// A validate result: every case, with the tolerance the verdicts used.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ValidateResult {
+    /// Always [`VALIDATE_SCHEMA`].
+    pub schema: String,
+    /// The tolerance of the verdicts, in percent of the kernel's figure (0: exact).
+    pub tolerance_percent: f64,
+    /// The cases, in the order they ran.
+    pub cases: Vec<ValidateCase>,
+    /// Where the result came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
+}
+
+impl ValidateResult {
+    /// An empty result with the tolerance its verdicts use.
+    pub fn new(tolerance_percent: f64) -> ValidateResult {
+        ValidateResult {
+            schema: VALIDATE_SCHEMA.into(),
+            tolerance_percent,
+            ..Default::default()
+        }
+    }
+
+    /// The cases whose verdict is not `agree`.
+    pub fn differing(&self) -> usize {
+        self.cases.iter().filter(|c| c.verdict != "agree").count()
+    }
+}
+
+/// `model` against `kernel` as a signed percentage of the kernel's figure (`+5.0%`), or `=`
+/// when equal; `new` when the kernel's is 0 and the model's not.
+pub fn difference(model: u64, kernel: u64) -> String {
+    if model == kernel {
+        return "=".into();
+    }
+    if kernel == 0 {
+        return "new".into();
+    }
+    format!(
+        "{:+.1}%",
+        (model as f64 - kernel as f64) / kernel as f64 * 100.0
+    )
+}
+
+/// The text table: one row per case, the model's figures beside the kernel's with their
+/// difference, the kernel's spread over repeated runs where there were several, and the verdict.
+pub fn validate_table(r: &ValidateResult) -> String {
+    let head = [
+        "workload",
+        "config",
+        "thp",
+        "faults model",
+        "faults kernel",
+        "diff",
+        "kernel spread",
+        "allocs model",
+        "allocs kernel",
+        "verdict",
+    ];
+    let rows: Vec<[String; 10]> = r
+        .cases
+        .iter()
+        .map(|c| {
+            let spread = match (
+                c.kernel_runs.iter().map(|k| k.faults).min(),
+                c.kernel_runs.iter().map(|k| k.faults).max(),
+            ) {
+                (Some(lo), Some(hi)) if c.kernel_runs.len() > 1 => format!("{lo}..{hi}"),
+                _ => "-".into(),
+            };
+            [
+                c.workload.clone(),
+                c.config.clone(),
+                c.thp.clone(),
+                c.model.faults.to_string(),
+                c.kernel.faults.to_string(),
+                difference(c.model.faults, c.kernel.faults),
+                spread,
+                c.model.allocs_text(),
+                c.kernel.allocs_text(),
+                c.verdict.clone(),
+            ]
+        })
+        .collect();
+    let mut widths = head.map(|h| h.chars().count());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let numeric = |i: usize| (3..=6).contains(&i);
+    let mut out = String::new();
+    let line = |out: &mut String, cells: &[String]| {
+        let mut text = String::new();
+        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            let pad = w.saturating_sub(cell.chars().count());
+            if i > 0 {
+                text.push_str("  ");
+            }
+            if numeric(i) {
+                text.push_str(&" ".repeat(pad));
+                text.push_str(cell);
+            } else {
+                text.push_str(cell);
+                text.push_str(&" ".repeat(pad));
+            }
+        }
+        let _ = writeln!(out, "{}", text.trim_end());
+    };
+    line(&mut out, &head.map(String::from));
+    let _ = writeln!(
+        out,
+        "{}",
+        "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1))
+    );
+    for row in &rows {
+        line(&mut out, row);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_allocation_the_kernel_did_not_make_differs_at_any_tolerance() {
+        let model = Counts::new(10, [("2M", 1)]);
+        let kernel = Counts::new(10, []);
+        assert_eq!(ValidateCase::verdict_of(&model, &kernel, 50.0), "differ");
+        assert_eq!(ValidateCase::verdict_of(&kernel, &kernel, 0.0), "agree");
+    }
+
+    #[test]
+    fn differences_are_signed_percentages_of_the_kernel() {
+        assert_eq!(difference(90, 100), "-10.0%");
+        assert_eq!(difference(100, 100), "=");
+        assert_eq!(difference(3, 0), "new");
+    }
+
+    #[test]
+    fn the_table_shows_the_spread_of_repeated_runs() {
+        let mut r = ValidateResult::new(5.0);
+        r.cases.push(ValidateCase {
+            workload: "xz -9".into(),
+            config: "64K".into(),
+            thp: "always".into(),
+            model: Counts::new(100, [("64K", 4)]),
+            kernel: Counts::new(98, [("64K", 4)]),
+            kernel_runs: vec![
+                Counts::new(97, []),
+                Counts::new(98, []),
+                Counts::new(99, []),
+            ],
+            verdict: "agree".into(),
+        });
+        let t = validate_table(&r);
+        assert!(t.contains("97..99"), "{t}");
+        assert!(t.contains("+2.0%"), "{t}");
+        assert!(t.contains("4×64K"), "{t}");
+        let json = serde_json::to_string(&r).unwrap();
+        assert!(
+            json.starts_with(r#"{"schema":"pagelab.validate/1""#),
+            "{json}"
+        );
+        let back: ValidateResult = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, r);
+    }
+}
