@@ -213,7 +213,7 @@ fn every_kind_of_report_renders_in_a_real_browser() {
     assert!(html_text.contains("faults by the page size they mapped"));
     check(&chrome, &sim_html, "policies", &[&sim]);
 
-    // A sweep: one workload at three table sizes, a curve per page size.
+    // A sweep: one workload at three table sizes, a curve per page size and their ratios.
     let sweep = dir.join("sweep");
     run(pagelab()
         .args(["study", "--page-sizes", "4K,64K,2M", "-o"])
@@ -226,7 +226,7 @@ fn every_kind_of_report_renders_in_a_real_browser() {
     let sweep_html = sweep.join("report.html");
     assert!(std::fs::read_to_string(&sweep_html)
         .unwrap()
-        .contains("TLB misses against table"));
+        .contains("dTLB miss % against table"));
     check(&chrome, &sweep_html, "sweep", &[&sweep.join("result.json")]);
 
     // The lab's results, measured on a real machine (tests/data/lab), through pagelab report.

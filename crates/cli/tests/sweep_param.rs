@@ -5,33 +5,50 @@
 
 mod common;
 
+use std::path::PathBuf;
+
 fn pagelab(args: &[&str]) -> std::process::Output {
     common::pagelab().args(args).output().expect("pagelab runs")
 }
 
-#[test]
-fn a_sweep_of_the_heap_is_one_study_with_figure_4s_breaks() {
-    let dir = common::tmp("sweep");
-    let (json, svg) = (dir.join("f.json"), dir.join("f.svg"));
-    let out = pagelab(&[
-        "sim",
-        "--machine",
-        "pentium4",
-        "--page-sizes",
-        "4K,4M",
-        "--workload",
-        "stride:heap=3584K..11M/128K,every=16,iters=10,init=false",
-        "--json",
-        json.to_str().unwrap(),
-        "--svg",
-        svg.to_str().unwrap(),
-    ]);
+/// Runs `pagelab sim ARGS --json JSON --html HTML` (in `dir`), which must
+/// succeed; gives its stdout and the two paths.
+fn sim(dir: &std::path::Path, args: &[&str]) -> (String, PathBuf, PathBuf) {
+    let (json, html) = (dir.join("r.json"), dir.join("r.html"));
+    let out = common::pagelab()
+        .arg("sim")
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .arg("--html")
+        .arg(&html)
+        .output()
+        .expect("pagelab runs");
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let table = String::from_utf8(out.stdout).unwrap();
+    (String::from_utf8(out.stdout).unwrap(), json, html)
+}
+
+#[test]
+fn a_sweep_of_the_heap_is_one_study_with_figure_4s_breaks() {
+    let dir = common::tmp("sweep");
+    let svg = dir.join("f.svg");
+    let (table, json, html) = sim(
+        &dir,
+        &[
+            "--machine",
+            "pentium4",
+            "--page-sizes",
+            "4K,4M",
+            "--workload",
+            "stride:heap=3584K..11M/128K,every=16,iters=10,init=false",
+            "--svg",
+            svg.to_str().unwrap(),
+        ],
+    );
     assert!(
         table.contains("heap from 3584K to 11M (61 values)"),
         "{table}"
@@ -72,6 +89,104 @@ fn a_sweep_of_the_heap_is_one_study_with_figure_4s_breaks() {
     );
     let plot = std::fs::read_to_string(&svg).unwrap();
     assert!(plot.contains("memory cycles per load against heap") && plot.contains("4K/4M"));
+
+    // The HTML report draws the same numbers: each line's points are the
+    // results' cycles per load, and the ratio plot 4K's over 4M's.
+    let plots = html_plots(&html);
+    let curve = plot_titled(&plots, "stride: memory cycles per load against heap");
+    same(&points(curve, "4K"), &k4);
+    same(&points(curve, "4M"), &m4);
+    let ratio = plot_titled(&plots, "stride: memory cycles per load ratio against heap");
+    let want: Vec<(u64, f64)> = k4.iter().zip(&m4).map(|(a, b)| (a.0, a.1 / b.1)).collect();
+    same(&points(ratio, "4K/4M"), &want);
+    assert_eq!(curve["x_unit"], "bytes");
+}
+
+#[test]
+fn a_policy_sweep_without_caches_is_drawn_as_its_miss_rates() {
+    let dir = common::tmp("sweep-policy");
+    let (_, json, html) = sim(
+        &dir,
+        &[
+            "--policy",
+            "base:4K",
+            "--policy",
+            "linux-thp:enabled=always",
+            "--workload",
+            "gups:table=4M,updates=10000..40000/10000",
+        ],
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rate = |policy: &str| -> Vec<(u64, f64)> {
+        let results = v["results"].as_array().unwrap();
+        results
+            .iter()
+            .map(|r| {
+                let updates = r["source"]["params"]["updates"].as_str().unwrap();
+                let run = r["runs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|run| run["policy"] == policy)
+                    .unwrap();
+                let (a, m) = (
+                    run["dtlb_accesses"].as_f64().unwrap(),
+                    run["dtlb_misses"].as_f64().unwrap(),
+                );
+                (updates.parse().unwrap(), 100.0 * m / a)
+            })
+            .collect()
+    };
+    let plots = html_plots(&html);
+    let curve = plot_titled(&plots, "gups: dTLB miss % against updates");
+    let base = rate("base:4K");
+    assert_eq!(base.len(), 4);
+    same(&points(curve, "base:4K"), &base);
+    let thp = rate("linux-thp:enabled=always");
+    same(&points(curve, "linux-thp:enabled=always"), &thp);
+}
+
+/// The same points, up to the last bits serde_json's float parsing may lose.
+fn same(got: &[(u64, f64)], want: &[(u64, f64)]) {
+    assert_eq!(got.len(), want.len(), "{got:?} against {want:?}");
+    for (g, w) in got.iter().zip(want) {
+        assert!(
+            g.0 == w.0 && (g.1 - w.1).abs() <= 1e-12 * w.1.abs(),
+            "{g:?} against {w:?}"
+        );
+    }
+}
+
+/// The plots' data a report embeds.
+fn html_plots(html: &std::path::Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(html).unwrap();
+    let open = "id=\"pagelab-plots\">";
+    let start = text.find(open).expect("the plots' data") + open.len();
+    let end = start + text[start..].find("</script>").unwrap();
+    serde_json::from_str(&text[start..end]).unwrap()
+}
+
+fn plot_titled<'a>(plots: &'a [serde_json::Value], title: &str) -> &'a serde_json::Value {
+    let titles: Vec<&serde_json::Value> = plots.iter().map(|p| &p["title"]).collect();
+    plots
+        .iter()
+        .find(|p| p["title"] == title)
+        .unwrap_or_else(|| panic!("no plot `{title}` among {titles:?}"))
+}
+
+/// A line's points as (parameter value, metric).
+fn points(plot: &serde_json::Value, series: &str) -> Vec<(u64, f64)> {
+    let s = plot["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == series)
+        .unwrap_or_else(|| panic!("no series {series} in {plot}"));
+    let pts = s["points"].as_array().unwrap();
+    pts.iter()
+        .map(|p| (p[0].as_f64().unwrap() as u64, p[1].as_f64().unwrap()))
+        .collect()
 }
 
 #[test]

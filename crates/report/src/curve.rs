@@ -136,6 +136,32 @@ fn points(results: &[SimResult], param: &str) -> Result<Points> {
     })
 }
 
+/// One line of a sweep: its label, and its (parameter value, metric) points
+/// in the results' order.
+pub type Line = (String, Vec<(u64, f64)>);
+
+/// The sweep as lines, one per series (page size or policy), of the metric
+/// [`Metric::of`] picks; then, with two series or more, the first series'
+/// metric over each other's, labelled `first/other`. The text table, the SVG
+/// and the HTML report draw these same numbers.
+pub fn lines(results: &[SimResult], param: &str) -> Result<(Metric, Vec<Line>, Vec<Line>)> {
+    let p = points(results, param)?;
+    let line = |i: usize| -> Line {
+        let pts = p.rows.iter().filter_map(|(v, ys)| Some((*v, ys[i]?)));
+        (p.labels[i].clone(), pts.collect())
+    };
+    let ratios = (1..p.labels.len())
+        .map(|i| {
+            let pts = p
+                .rows
+                .iter()
+                .filter_map(|(v, ys)| Some((*v, ratio(ys[0], ys[i])?)));
+            (format!("{}/{}", p.labels[0], p.labels[i]), pts.collect())
+        })
+        .collect();
+    Ok((p.metric, (0..p.labels.len()).map(line).collect(), ratios))
+}
+
 fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
         (Some(a), Some(b)) if b > 0.0 => Some(a / b),
@@ -184,20 +210,22 @@ pub fn table(results: &[SimResult], param: &str) -> Result<String> {
         .as_deref()
         .map(|m| format!(" · machine: {m}"))
         .unwrap_or_default();
-    let first = p.rows.first().map_or(0, |x| x.0);
-    let last = p.rows.last().map_or(0, |x| x.0);
+    // Each value as the results write it: a size (`128K`) or a count.
+    let text = |r: &SimResult| r.source.params.get(param).cloned().unwrap_or_default();
+    let first = text(r);
+    let last = results.last().map(text).unwrap_or_default();
     let heading = format!(
         "{} {} ({}) · {param} from {} to {} ({} values) · TLB: {tlb}{machine}\n",
         r.source.kind,
         r.source.name,
         fixed.join(", "),
-        size_text(first),
-        size_text(last),
+        first,
+        last,
         p.rows.len()
     );
     let mut rows = vec![head];
-    for (v, ys) in &p.rows {
-        let mut row = vec![size_text(*v)];
+    for (r, (_, ys)) in results.iter().zip(&p.rows) {
+        let mut row = vec![text(r)];
         row.extend(ys.iter().map(|y| match (y, p.metric) {
             (None, _) => "-".to_string(),
             (Some(y), Metric::CyclesPerAccess | Metric::CyclesPerLoad) => format!("{y:.2}"),
@@ -244,7 +272,11 @@ pub fn plot_svg(results: &[SimResult], param: &str, path: impl AsRef<Path>) -> R
 /// The sweep as SVG: the metric against the parameter, one line per series;
 /// beside it, with two series or more, the first's metric over the others'.
 pub fn svg_string(results: &[SimResult], param: &str) -> Result<String> {
-    let p = points(results, param)?;
+    let (metric, series, ratios) = lines(results, param)?;
+    let as_f64 = |lines: Vec<Line>| -> Vec<(String, Vec<(f64, f64)>)> {
+        let f = |(l, pts): Line| (l, pts.into_iter().map(|(v, y)| (v as f64, y)).collect());
+        lines.into_iter().map(f).collect()
+    };
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (1200, 480)).into_drawing_area();
@@ -255,50 +287,16 @@ pub fn svg_string(results: &[SimResult], param: &str) -> Result<String> {
             .as_deref()
             .map(|m| format!(" on {m}"))
             .unwrap_or_default();
-        let (left, right) = if p.labels.len() > 1 {
+        let (left, right) = if series.len() > 1 {
             root.split_horizontally(720)
         } else {
             root.split_horizontally(1200)
         };
-        let series: Vec<(String, Vec<(f64, f64)>)> = p
-            .labels
-            .iter()
-            .enumerate()
-            .map(|(i, l)| {
-                (
-                    l.clone(),
-                    p.rows
-                        .iter()
-                        .filter_map(|(v, ys)| Some((*v as f64, ys[i]?)))
-                        .collect(),
-                )
-            })
-            .collect();
-        let title = format!("{source}{machine}: {} against {param}", p.metric.title());
-        draw_lines(&left, &title, param, p.metric.title(), &series, true)?;
-        if p.labels.len() > 1 {
-            let ratios: Vec<(String, Vec<(f64, f64)>)> = p
-                .labels
-                .iter()
-                .enumerate()
-                .skip(1)
-                .map(|(i, l)| {
-                    let pts = p
-                        .rows
-                        .iter()
-                        .filter_map(|(v, ys)| Some((*v as f64, ratio(ys[0], ys[i])?)))
-                        .collect();
-                    (format!("{}/{l}", p.labels[0]), pts)
-                })
-                .collect();
-            draw_lines(
-                &right,
-                "ratio",
-                param,
-                &format!("{} ratio", p.metric.title()),
-                &ratios,
-                false,
-            )?;
+        let title = format!("{source}{machine}: {} against {param}", metric.title());
+        draw_lines(&left, &title, param, metric.title(), &as_f64(series), true)?;
+        if !ratios.is_empty() {
+            let y_title = format!("{} ratio", metric.title());
+            draw_lines(&right, "ratio", param, &y_title, &as_f64(ratios), false)?;
         }
         root.present()?;
     }

@@ -1,6 +1,7 @@
 //! The report's interactive plots, described as data for `report.js` to draw.
 
 use crate::colors::{label_colour, other_colour, size_colour};
+use crate::curve::Line;
 use crate::lab::{LabConfig, LabResult, Summary};
 use crate::recommend::lab::{is_baseline, stride_params};
 use crate::schema::{RunStats, SimResult};
@@ -118,18 +119,17 @@ pub(crate) fn study_plots(prefix: &str, results: &[SimResult]) -> Vec<Plot> {
     plots
 }
 
-/// Sweeps: three or more fixed-size results of the same workload that differ in exactly one
-/// numeric parameter; TLB misses against that parameter, one line per page size.
+/// Sweeps: three or more results of the same workload that differ in exactly one numeric
+/// parameter (what `FROM..TO/STEP` makes). Each is drawn as `pagelab sim` tabulates it
+/// ([`crate::curve::lines`]): its metric (cycles per load or per access when the machine has
+/// caches, else the dTLB miss rate) against the parameter, one line per page size or policy;
+/// and with two series or more, the first's metric over each other's.
 fn sweeps(prefix: &str, results: &[SimResult]) -> Vec<Plot> {
-    let fixed: Vec<&SimResult> = results
-        .iter()
-        .filter(|r| r.runs.iter().all(|run| run.mm.is_none()))
-        .collect();
     let mut plots = Vec::new();
     let mut done: Vec<(String, String)> = Vec::new();
-    for a in &fixed {
+    for a in results {
         for key in a.source.params.keys() {
-            let group: Vec<(f64, &SimResult)> = fixed
+            let mut group: Vec<(f64, &SimResult)> = results
                 .iter()
                 .filter(|b| {
                     b.source.name == a.source.name
@@ -139,54 +139,56 @@ fn sweeps(prefix: &str, results: &[SimResult]) -> Vec<Plot> {
                             .iter()
                             .all(|(k, v)| k == key || a.source.params.get(k) == Some(v))
                 })
-                .filter_map(|b| Some((number(b.source.params.get(key)?)?, *b)))
+                .filter_map(|b| Some((number(b.source.params.get(key)?)?, b)))
                 .collect();
             let id = (a.source.name.clone(), key.clone());
             if group.len() < 3 || done.contains(&id) {
                 continue;
             }
             done.push(id);
-            let mut plot = Plot::bars(
-                format!("{prefix}-sweep{}", plots.len()),
-                format!("{}: TLB misses against {key}", a.source.name),
-                key,
-                "TLB misses",
-                "count",
-                true,
-            );
-            plot.kind = "lines";
-            plot.x_log = true;
-            plot.x_unit = if group
-                .iter()
-                .any(|(_, r)| r.source.params[key].ends_with(['K', 'M', 'G']))
-            {
-                "bytes"
-            } else {
-                "count"
+            group.sort_by(|p, q| p.0.total_cmp(&q.0));
+            let group: Vec<SimResult> = group.into_iter().map(|(_, r)| r.clone()).collect();
+            let Ok((metric, series, ratios)) = crate::curve::lines(&group, key) else {
+                continue;
             };
-            let mut sizes: Vec<PageSize> = group
+            let bytes = group
                 .iter()
-                .flat_map(|(_, r)| r.runs.iter().map(|run| run.page_size))
-                .collect();
-            sizes.sort();
-            sizes.dedup();
-            for size in sizes {
-                let mut points: Vec<[f64; 2]> = group
-                    .iter()
-                    .filter_map(|(x, r)| {
-                        let run = r.runs.iter().find(|run| run.page_size == size)?;
-                        Some([*x, (run.itlb_misses + run.dtlb_misses) as f64])
-                    })
-                    .collect();
-                points.sort_by(|p, q| p[0].total_cmp(&q[0]));
-                plot.series.push(Series {
-                    name: size.to_string(),
-                    colour: size_colour(size).into(),
-                    points,
-                    ..Default::default()
-                });
+                .any(|r| r.source.params[key].ends_with(['K', 'M', 'G']));
+            let (lo, hi) = series
+                .iter()
+                .flat_map(|(_, pts)| pts.iter().map(|p| p.0))
+                .fold((u64::MAX, 0), |(lo, hi), v| (lo.min(v), hi.max(v)));
+            let mut plot = |title: String, y: String, unit: &'static str, lines: Vec<Line>| {
+                let mut plot = Plot::bars(
+                    format!("{prefix}-sweep{}", plots.len()),
+                    title,
+                    key,
+                    &y,
+                    unit,
+                    false,
+                );
+                plot.kind = "lines";
+                // A range of two decades or more reads better on a log axis.
+                plot.x_log = lo > 0 && hi / lo >= 100;
+                plot.x_unit = if bytes { "bytes" } else { "count" };
+                for (i, (name, pts)) in lines.into_iter().enumerate() {
+                    plot.series.push(Series {
+                        colour: label_colour(name.split('/').next_back().unwrap_or(&name), i)
+                            .into(),
+                        name,
+                        points: pts.into_iter().map(|(x, y)| [x as f64, y]).collect(),
+                        ..Default::default()
+                    });
+                }
+                plots.push(plot);
+            };
+            let name = &a.source.name;
+            let title = format!("{name}: {} against {key}", metric.title());
+            plot(title, metric.title().into(), "count", series);
+            if !ratios.is_empty() {
+                let title = format!("{name}: {} ratio against {key}", metric.title());
+                plot(title, format!("{} ratio", metric.title()), "x", ratios);
             }
-            plots.push(plot);
         }
     }
     plots
