@@ -280,11 +280,13 @@ pub struct ConvertArgs {
     pub to: Option<String>,
 }
 
-const EX_STUDY: &str = "Examples:
+const EX_STUDY: &str =
+    "The answer is the last lines printed; open pagelab-study/report.html for the plots.
+
+Examples:
   pagelab study                                   # the default workloads; writes pagelab-study/
   pagelab study --page-sizes 4K,16K,64K,2M gups:table=64M stride:heap=32M
-  pagelab study --max-memory-growth 10% -- xz -3 -c big.tar
-The answer is the last lines printed; open pagelab-study/report.html for the plots.";
+  pagelab study --max-memory-growth 10% -- xz -3 -c big.tar";
 
 const EX_SIM: &str = "Examples:
   pagelab sim --trace prog.lackey.zst --html report.html

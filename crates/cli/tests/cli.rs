@@ -480,7 +480,11 @@ fn every_command_help_ends_with_an_example_and_policy_help_lists_every_policy() 
         let help = String::from_utf8(run(pagelab().args([c, "--help"])).stdout).unwrap();
         let tail: Vec<&str> = help.lines().rev().take(6).collect();
         assert!(
-            tail.iter().any(|l| l.starts_with("Example")) && tail[0].contains("pagelab"),
+            tail.iter().any(|l| l.starts_with("Example"))
+                && tail[0].starts_with("  ")
+                && ["pagelab ", "sudo pagelab "]
+                    .iter()
+                    .any(|p| tail[0].trim_start().starts_with(p)),
             "`pagelab {c} --help` does not end with an example:\n{help}"
         );
     }
