@@ -10,6 +10,7 @@ command -v zstd >/dev/null 2>&1 || need+=(zstd)
 command -v xz >/dev/null 2>&1 || need+=(xz-utils)
 command -v gzip >/dev/null 2>&1 || need+=(gzip)
 command -v qemu-x86_64 >/dev/null 2>&1 || need+=(qemu-user)
+command -v strace >/dev/null 2>&1 || need+=(strace)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then

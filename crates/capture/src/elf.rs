@@ -49,6 +49,8 @@ pub struct ElfImage {
     pub path: PathBuf,
     /// `e_type`.
     pub kind: ElfKind,
+    /// `e_entry`: the first instruction, at its link address.
+    pub entry: u64,
     /// Its `PT_LOAD` headers, in file order.
     pub loads: Vec<Segment>,
     /// The interpreter its `PT_INTERP` names, if any.
@@ -146,6 +148,7 @@ impl ElfImage {
                 format!("{machine} is not x86-64 ({EM_X86_64})"),
             ));
         }
+        let entry = u64_at("e_entry", 24)?;
         let phoff = u64_at("e_phoff", 32)? as usize;
         let phentsize = u16_at("e_phentsize", 54)? as usize;
         let phnum = u16_at("e_phnum", 56)? as usize;
@@ -218,6 +221,7 @@ impl ElfImage {
         Ok(ElfImage {
             path: path.to_path_buf(),
             kind,
+            entry,
             loads,
             interp,
         })

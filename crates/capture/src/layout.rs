@@ -23,10 +23,13 @@
 //! - `MAP_FIXED` is the hint itself; `MAP_FIXED_NOREPLACE` the hint or
 //!   `EEXIST`.
 //!
+//! - A file mapping that reaches 2M past a 2M boundary of its offset is
+//!   searched with 2M more and placed where its address matches its offset
+//!   modulo 2M (the filesystem's `thp_get_unmapped_area`), unless its hint
+//!   was free.
+//!
 //! What it does not model is refused ([`Unmodelled`]), never guessed: shared
-//! anonymous memory (shmem's own placement), file mappings long enough for
-//! a filesystem's huge-page alignment (2M past the first 2M boundary of the
-//! offset), `MAP_32BIT`, `MAP_HUGETLB`, hints above 47 bits and the
+//! anonymous memory (shmem's own placement), `MAP_32BIT`, `MAP_HUGETLB`, hints above 47 bits and the
 //! bottom-up fallback when no range below `mmap_base` is free.
 //! `crates/capture/tests/layout.rs` holds it to the kernel itself.
 
@@ -59,6 +62,11 @@ pub struct LayoutParams {
     /// Whether the kernel has transparent huge pages (the 2M alignment of
     /// large anonymous mappings), whatever the THP mode.
     pub thp: bool,
+    /// Whether file mappings are aligned for huge pages as anonymous ones
+    /// are (2M past a 2M boundary of their offset): the filesystem's
+    /// `get_unmapped_area` is `thp_get_unmapped_area` (ext4, xfs, btrfs on
+    /// 64-bit kernels with THP).
+    pub file_thp: bool,
     /// Bytes of the vDSO's data pages (`[vvar]` and `[vvar_vclock]`), mapped
     /// below its code: 24K on Linux 6.18's x86-64.
     pub vdso_data: u64,
@@ -72,6 +80,7 @@ impl Default for LayoutParams {
             rlimit_stack: Some(8 << 20),
             mmap_min_addr: 65536,
             thp: true,
+            file_thp: true,
             vdso_data: 6 * PAGE,
             vdso_text: 2 * PAGE,
         }
@@ -116,6 +125,19 @@ impl LinuxLayout {
             mmap_base: (TASK_SIZE - gap).next_multiple_of(PAGE),
             areas: BTreeMap::new(),
         }
+    }
+
+    /// The mappings, in address order: start, length and whether each grows down.
+    pub fn areas(&self) -> impl Iterator<Item = (VirtAddr, u64, bool)> + '_ {
+        self.areas
+            .iter()
+            .map(|(s, a)| (VirtAddr(*s), a.end - s, a.grows_down))
+    }
+
+    /// Whether `[start, start + len)` is free of mappings.
+    pub fn is_free(&self, start: VirtAddr, len: u64) -> bool {
+        let (s, e) = page_range(start.0, len);
+        !self.overlaps(s, e)
     }
 
     /// Where the top-down search starts (`mm->mmap_base`).
@@ -195,23 +217,35 @@ impl LinuxLayout {
             let off_align = req.offset.next_multiple_of(PMD);
             let off_end = req.offset.saturating_add(len);
             if off_end > off_align && off_end - off_align >= PMD {
-                return Err(Unmodelled::Rule(
-                    "file mappings of 2M past a 2M boundary (the filesystem's huge-page alignment)",
-                ));
+                if !self.params.file_thp {
+                    return Err(Unmodelled::Rule(
+                        "file mappings of 2M past a 2M boundary on a filesystem without huge-page alignment",
+                    ));
+                }
+                if let Some(at) = self.thp_area(hint, len, req.offset) {
+                    return Ok(at);
+                }
             }
             return self.topdown(hint, len);
         }
         if self.params.thp && len.is_multiple_of(PMD) {
-            // __thp_get_unmapped_area: 2M more, then the highest 2M boundary inside.
-            if let Ok(ret) = self.topdown(hint, len + PMD) {
-                if ret.0 == hint {
-                    return Ok(ret);
-                }
-                let sub = ret.0.wrapping_neg() & (PMD - 1);
-                return Ok(VirtAddr(if sub == 0 { ret.0 + PMD } else { ret.0 + sub }));
+            if let Some(at) = self.thp_area(hint, len, 0) {
+                return Ok(at);
             }
         }
         self.topdown(hint, len)
+    }
+
+    /// `__thp_get_unmapped_area`: a search for 2M more, then the place in it
+    /// whose address matches the offset modulo 2M, as high as it goes; a free
+    /// hint as it is.
+    fn thp_area(&self, hint: u64, len: u64, offset: u64) -> Option<VirtAddr> {
+        let ret = self.topdown(hint, len + PMD).ok()?.0;
+        if ret == hint {
+            return Some(VirtAddr(ret));
+        }
+        let sub = offset.wrapping_sub(ret) & (PMD - 1);
+        Some(VirtAddr(if sub == 0 { ret + PMD } else { ret + sub }))
     }
 
     /// Places `req` and adds it; returns where it went.

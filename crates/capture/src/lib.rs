@@ -46,6 +46,7 @@ mod decode;
 pub mod elf;
 pub mod format;
 pub mod layout;
+pub mod relocate;
 mod script;
 mod spawn;
 pub mod syscalls;

@@ -1,0 +1,684 @@
+//! Relocation of a captured trace to Linux's layout: each mapping the trace
+//! records is placed again by [`LinuxLayout`]'s rules, the program's own
+//! mappings where `execve` puts them ([`LinuxLayout::exec`]), and every
+//! reference and address-space event is moved from the captured address to
+//! the model's, mapping by mapping.
+//!
+//! What moves where:
+//!
+//! - the program's and interpreter's segments by their load biases (the
+//!   captured ones from [`CapturedImage`]);
+//! - the stack top to top: the captured stack's top byte to the kernel's
+//!   `STACK_TOP`;
+//! - each mmap (a [`Event::MapRequest`] then its [`Event::Map`]) where the
+//!   model places the request, its hint moved first when it points into a
+//!   mapping the relocation knows (ld.so maps a library's segments
+//!   `MAP_FIXED` into its own reservation);
+//! - mremap's result (a [`Event::Map`] without request, as the decoder
+//!   writes it): grown in place when the model's layout has room after the
+//!   old mapping, else placed as mmap places a request of its length with no
+//!   hint (`mremap` with `MREMAP_MAYMOVE`);
+//! - the program break from the model's `start_brk`, by as much as the
+//!   captured one moved from its first value (the first `brk` returns it).
+//!
+//! munmap, mprotect and madvise are cut at mapping boundaries and moved
+//! piece by piece. What the relocation cannot place is an error naming the
+//! event, never a guess: a reference outside every mapping it knows, a
+//! request the layout does not model, a process that execs (its new
+//! program is not recorded in the trace).
+
+use crate::elf::ElfImage;
+use crate::layout::{ExecLayout, LinuxLayout, RegionKind, Unmodelled, STACK_TOP};
+use pagelab_core::{Backing, Event, MapEvent, MapRequest, Sharing, VirtAddr};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
+
+const PAGE: u64 = 4096;
+
+/// Where the capture (QEMU user mode) put the program it started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CapturedImage {
+    /// What the program's link addresses were moved by.
+    pub program_bias: u64,
+    /// What the interpreter's were moved by, when it has one.
+    pub interp_bias: Option<u64>,
+    /// The captured stack: its first byte and its end.
+    pub stack: (u64, u64),
+}
+
+/// Why a captured trace cannot be relocated: the event (counted from 0) and
+/// what about it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("event {index} of the trace (process {pid}): {what}")]
+pub struct RelocateError {
+    /// The event's position in the trace.
+    pub index: u64,
+    /// The process it belongs to.
+    pub pid: u32,
+    /// What could not be relocated.
+    pub what: String,
+}
+
+/// A captured range `[start, end)` and where it lies in the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Piece {
+    end: u64,
+    model: u64,
+}
+
+/// One process's address space, captured and modelled.
+#[derive(Clone, Debug)]
+struct Space {
+    layout: LinuxLayout,
+    /// Captured start to piece.
+    pieces: BTreeMap<u64, Piece>,
+    /// The captured break's first value, and the model's.
+    brk: Option<(u64, u64)>,
+    /// The model's `start_brk`.
+    start_brk: u64,
+    /// The captured break's current end.
+    brk_end: u64,
+    pending: Option<MapRequest>,
+    /// Whether the last event was an munmap (the decoder writes a moving
+    /// mremap as munmap then map).
+    after_unmap: bool,
+}
+
+impl Space {
+    fn find(&self, addr: u64) -> Option<(u64, Piece)> {
+        let (s, p) = self.pieces.range(..=addr).next_back()?;
+        (p.end > addr).then_some((*s, *p))
+    }
+
+    fn translate(&self, addr: u64) -> Option<u64> {
+        self.find(addr).map(|(s, p)| p.model + (addr - s))
+    }
+
+    /// Forgets the captured range `[s, e)`, cutting pieces it overlaps.
+    fn cut(&mut self, s: u64, e: u64) {
+        let hit: Vec<(u64, Piece)> = self
+            .pieces
+            .range(..e)
+            .rev()
+            .take_while(|(_, p)| p.end > s)
+            .map(|(k, p)| (*k, *p))
+            .collect();
+        for (k, p) in hit {
+            self.pieces.remove(&k);
+            if k < s {
+                self.pieces.insert(k, Piece { end: s, ..p });
+            }
+            if p.end > e {
+                self.pieces.insert(
+                    e,
+                    Piece {
+                        end: p.end,
+                        model: p.model + (e - k),
+                    },
+                );
+            }
+        }
+    }
+
+    fn add(&mut self, start: u64, len: u64, model: u64) {
+        self.cut(start, start + len);
+        self.pieces.insert(
+            start,
+            Piece {
+                end: start + len,
+                model,
+            },
+        );
+    }
+
+    /// `[s, e)` cut at piece boundaries: the model's range of each known
+    /// piece, and whether any part was unknown.
+    fn ranges(&self, s: u64, e: u64) -> (Vec<(u64, u64)>, bool) {
+        let mut out = Vec::new();
+        for (k, p) in self.pieces.range(..e).rev().take_while(|(_, p)| p.end > s) {
+            let lo = (*k).max(s);
+            out.push((p.model + (lo - k), p.end.min(e) - lo));
+        }
+        out.reverse();
+        let covered: u64 = out.iter().map(|r| r.1).sum();
+        (out, covered < e - s)
+    }
+}
+
+/// Relocates a captured trace's events, one at a time, to Linux's layout.
+#[derive(Debug)]
+pub struct Relocator {
+    /// The image the first process starts with, until its first event.
+    first: Option<Space>,
+    spaces: FxHashMap<u32, Space>,
+    pid: u32,
+    index: u64,
+}
+
+impl Relocator {
+    /// A relocator for a trace whose first process's program (with `interp`)
+    /// the model laid out as `model` in `layout` (both from
+    /// [`LinuxLayout::exec`]) and the capture as `captured`.
+    pub fn new(
+        layout: LinuxLayout,
+        model: &ExecLayout,
+        interp: Option<&ElfImage>,
+        captured: &CapturedImage,
+    ) -> Result<Relocator, RelocateError> {
+        let mut space = Space {
+            layout,
+            pieces: BTreeMap::new(),
+            brk: None,
+            start_brk: model.start_brk.0,
+            brk_end: 0,
+            pending: None,
+            after_unmap: false,
+        };
+        let err = |what: String| RelocateError {
+            index: 0,
+            pid: 0,
+            what,
+        };
+        if interp.is_some() != captured.interp_bias.is_some() {
+            return Err(err(
+                "the captured image and the program disagree on an interpreter".into(),
+            ));
+        }
+        for r in &model.regions {
+            let captured_start = match r.kind {
+                RegionKind::Program | RegionKind::ProgramBss => r
+                    .start
+                    .0
+                    .wrapping_sub(model.load_bias)
+                    .wrapping_add(captured.program_bias),
+                RegionKind::Interpreter | RegionKind::InterpreterBss => r
+                    .start
+                    .0
+                    .wrapping_sub(model.interp_bias)
+                    .wrapping_add(captured.interp_bias.unwrap_or(0)),
+                // The vDSO of the capture (QEMU's own, if any) is not placed.
+                RegionKind::Stack | RegionKind::VdsoData | RegionKind::Vdso => continue,
+            };
+            space.add(captured_start, r.len, r.start.0);
+        }
+        let (lo, hi) = captured.stack;
+        if hi <= lo || hi - lo > STACK_TOP / 2 {
+            return Err(err(format!("captured stack {lo:#x}-{hi:#x} is no range")));
+        }
+        space.add(lo, hi - lo, STACK_TOP - (hi - lo));
+        Ok(Relocator {
+            first: Some(space),
+            spaces: FxHashMap::default(),
+            pid: 0,
+            index: 0,
+        })
+    }
+
+    /// The model's address space of process `pid` as it stands.
+    pub fn layout(&self, pid: u32) -> Option<&LinuxLayout> {
+        self.spaces.get(&pid).map(|s| &s.layout)
+    }
+
+    /// Appends `ev`, relocated, to `out` (a range cut at mapping boundaries
+    /// becomes several events).
+    pub fn apply(&mut self, ev: Event, out: &mut Vec<Event>) -> Result<(), RelocateError> {
+        let index = self.index;
+        self.index += 1;
+        if let Event::Switch(t) = ev {
+            self.pid = t.pid;
+            if let Some(first) = self.first.take() {
+                self.spaces.insert(t.pid, first);
+            }
+            out.push(ev);
+            return Ok(());
+        }
+        let pid = self.pid;
+        let err = |what: String| RelocateError { index, pid, what };
+        let Some(space) = self.spaces.get_mut(&pid) else {
+            return Err(err(
+                "no process is current (no switch record before it)".into()
+            ));
+        };
+        let after_unmap =
+            std::mem::replace(&mut space.after_unmap, matches!(ev, Event::Unmap { .. }));
+        match ev {
+            Event::Ref(mut r) => {
+                if r.addr.0 < STACK_TOP {
+                    r.addr = VirtAddr(space.translate(r.addr.0).ok_or_else(|| {
+                        err(format!(
+                            "a reference at {:#x} lies in no mapping the relocation knows",
+                            r.addr.0
+                        ))
+                    })?);
+                }
+                out.push(Event::Ref(r));
+            }
+            Event::MapRequest(req) => space.pending = Some(*req),
+            Event::Map(m) => {
+                let m = *m;
+                let at = match space.pending.take() {
+                    Some(mut req) => {
+                        let fixed = req.flags & (MapRequest::FIXED | MapRequest::FIXED_NOREPLACE);
+                        match space.translate(req.hint.0) {
+                            Some(h) if req.hint.0 != 0 => req.hint = VirtAddr(h),
+                            _ if fixed != 0 => {
+                                return Err(err(format!(
+                                    "MAP_FIXED at {:#x}, in no mapping the relocation knows",
+                                    req.hint.0
+                                )))
+                            }
+                            _ => {}
+                        }
+                        let at = space.layout.map(&req).map_err(|e| unplaced(&err, &m, e))?;
+                        out.push(Event::MapRequest(Box::new(req)));
+                        at
+                    }
+                    None => remapped(space, &m, after_unmap).map_err(|e| unplaced(&err, &m, e))?,
+                };
+                space.layout.insert(at, m.len, false);
+                space.add(m.start.0, m.len, at.0);
+                out.push(Event::Map(Box::new(MapEvent { start: at, ..m })));
+            }
+            Event::Unmap { start, len } => {
+                let (e, ranges) = cut_range(space, start.0, len);
+                space.cut(start.0, e);
+                for (s, l) in ranges {
+                    space.layout.remove(VirtAddr(s), l);
+                    out.push(Event::Unmap {
+                        start: VirtAddr(s),
+                        len: l,
+                    });
+                }
+            }
+            Event::Protect { start, len, prot } => {
+                for (s, l) in known(space, start.0, len, &err)? {
+                    out.push(Event::Protect {
+                        start: VirtAddr(s),
+                        len: l,
+                        prot,
+                    });
+                }
+            }
+            Event::Advise { start, len, advice } => {
+                for (s, l) in known(space, start.0, len, &err)? {
+                    out.push(Event::Advise {
+                        start: VirtAddr(s),
+                        len: l,
+                        advice,
+                    });
+                }
+            }
+            Event::Brk { end } => {
+                let end = end.0.next_multiple_of(PAGE);
+                let (cap, model) = *space.brk.get_or_insert((end, space.start_brk));
+                let new = model + end.saturating_sub(cap);
+                let old = model + space.brk_end.saturating_sub(cap);
+                if new > old {
+                    if !space.layout.is_free(VirtAddr(old), new - old) {
+                        return Err(err(format!(
+                            "the program break grows into a mapping of the model's at {old:#x}"
+                        )));
+                    }
+                    space.layout.insert(VirtAddr(old), new - old, false);
+                } else if new < old {
+                    space.layout.remove(VirtAddr(new), old - new);
+                }
+                space.cut(cap, cap.max(space.brk_end));
+                if end > cap {
+                    space.add(cap, end - cap, model);
+                }
+                space.brk_end = end;
+                out.push(Event::Brk {
+                    end: VirtAddr(new),
+                });
+            }
+            Event::Fork { child } => {
+                let copy = Space {
+                    pending: None,
+                    ..space.clone()
+                };
+                self.spaces.insert(child, copy);
+                out.push(ev);
+            }
+            Event::Exit { .. } => {
+                out.push(ev);
+            }
+            Event::Exec => {
+                return Err(err(
+                    "the process execs: the trace does not record the new program, so its layout cannot be modelled".into(),
+                ))
+            }
+            Event::Switch(_) => unreachable!("handled above"),
+        }
+        Ok(())
+    }
+}
+
+fn unplaced(err: &impl Fn(String) -> RelocateError, m: &MapEvent, e: Unmodelled) -> RelocateError {
+    err(format!(
+        "the mapping of {:#x} bytes captured at {:#x}: {e}",
+        m.len, m.start.0
+    ))
+}
+
+/// Where mremap's result goes in the model: grown in place (no munmap
+/// before it) after the mapping it extends, if there is room, else where
+/// mmap puts its length.
+fn remapped(space: &Space, m: &MapEvent, moved: bool) -> Result<VirtAddr, Unmodelled> {
+    let below = m.start.0.checked_sub(1).and_then(|a| space.translate(a));
+    if let Some(below) = below.filter(|_| !moved) {
+        let after = VirtAddr(below + 1);
+        if space.layout.is_free(after, m.len) {
+            return Ok(after);
+        }
+    }
+    let shared = m.sharing == Sharing::Shared;
+    let (flags, offset) = match m.backing {
+        Backing::Anon => (MapRequest::ANONYMOUS, 0),
+        Backing::File { offset, .. } => (0, offset),
+    };
+    space.layout.place(&MapRequest {
+        hint: VirtAddr(0),
+        len: m.len,
+        prot: m.prot,
+        flags: flags
+            | if shared {
+                MapRequest::SHARED
+            } else {
+                MapRequest::PRIVATE
+            },
+        file: None,
+        offset,
+    })
+}
+
+/// The captured range's end and its known pieces in the model (munmap of
+/// what is not mapped does nothing).
+fn cut_range(space: &Space, start: u64, len: u64) -> (u64, Vec<(u64, u64)>) {
+    let e = start.saturating_add(len);
+    (e, space.ranges(start, e).0)
+}
+
+/// The captured range's pieces in the model; an error if any part is unknown.
+fn known(
+    space: &Space,
+    start: u64,
+    len: u64,
+    err: &impl Fn(String) -> RelocateError,
+) -> Result<Vec<(u64, u64)>, RelocateError> {
+    let (ranges, unknown) = space.ranges(start, start.saturating_add(len));
+    if unknown {
+        return Err(err(format!(
+            "the range {start:#x}+{len:#x} is partly in no mapping the relocation knows"
+        )));
+    }
+    Ok(ranges)
+}
+
+impl CapturedImage {
+    /// Where QEMU user mode put a program, from its `-d page` log (the
+    /// block after "page layout changed following binary load"): the
+    /// program's bias from `brk` (the end of its bss), the interpreter's
+    /// from `entry` (its entry point), the stack from the row holding
+    /// `start_stack`.
+    pub fn from_qemu_log(
+        log: &str,
+        program: &ElfImage,
+        interp: Option<&ElfImage>,
+    ) -> Result<CapturedImage, String> {
+        let block = log
+            .split_once("page layout changed following binary load")
+            .ok_or("no \"page layout changed following binary load\" in QEMU's -d page log")?
+            .1;
+        let mut rows = Vec::new();
+        let mut field = FxHashMap::default();
+        for line in block.lines().skip(1) {
+            let mut w = line.split_whitespace();
+            let (Some(a), Some(b)) = (w.next(), w.next()) else {
+                break;
+            };
+            let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
+            if let Some((s, e)) = a.split_once('-') {
+                match (hex(s), hex(e)) {
+                    (Some(s), Some(e)) => rows.push((s, e)),
+                    _ => return Err(format!("QEMU's -d page log: bad row `{line}`")),
+                }
+            } else if a == "start" {
+                continue;
+            } else if let Some(v) = hex(b) {
+                field.insert(a.to_string(), v);
+            } else {
+                break;
+            }
+            if a == "auxv_start" {
+                break;
+            }
+        }
+        let get = |k: &str| {
+            field
+                .get(k)
+                .copied()
+                .ok_or_else(|| format!("QEMU's -d page log has no `{k}`"))
+        };
+        let end = program.loads.iter().map(|s| s.vaddr + s.memsz).max();
+        let program_bias = get("brk")?.wrapping_sub(end.unwrap_or(0));
+        let entry = get("entry")?;
+        let interp_bias = interp.map(|i| entry.wrapping_sub(i.entry));
+        if interp.is_none() && entry.wrapping_sub(program.entry) != program_bias {
+            return Err(format!(
+                "QEMU's -d page log: entry {entry:#x} and brk disagree on where {} lies",
+                program.path.display()
+            ));
+        }
+        if program_bias % PAGE != 0 || interp_bias.is_some_and(|b| b % PAGE != 0) {
+            return Err("QEMU's -d page log: a load bias that is no multiple of 4K".into());
+        }
+        let sp = get("start_stack")?;
+        let stack = rows
+            .into_iter()
+            .find(|(s, e)| (*s..*e).contains(&sp))
+            .ok_or_else(|| format!("QEMU's -d page log: no row holds start_stack {sp:#x}"))?;
+        Ok(CapturedImage {
+            program_bias,
+            interp_bias,
+            stack,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::elf::{ElfKind, Segment};
+    use crate::layout::{ExecRequest, LayoutParams};
+    use pagelab_core::{AccessKind, MemRef, Prot, ThreadId};
+
+    fn image() -> ElfImage {
+        ElfImage {
+            path: "prog".into(),
+            kind: ElfKind::Dyn,
+            entry: 0x1000,
+            loads: vec![Segment {
+                offset: 0,
+                vaddr: 0,
+                filesz: 0x1800,
+                memsz: 0x3000,
+                align: 4096,
+                prot: Prot(Prot::READ | Prot::WRITE),
+            }],
+            interp: None,
+        }
+    }
+
+    fn reloc() -> (Relocator, ExecLayout) {
+        let exe = image();
+        let req = ExecRequest {
+            program: &exe,
+            interp: None,
+            strings: 100,
+        };
+        let (layout, model) = LinuxLayout::exec(LayoutParams::default(), &req).unwrap();
+        let captured = CapturedImage {
+            program_bias: 0x40_0000_0000,
+            interp_bias: None,
+            stack: (0x40_0100_0000, 0x40_0180_0000),
+        };
+        let r = Relocator::new(layout, &model, None, &captured).unwrap();
+        (r, model)
+    }
+
+    fn run(r: &mut Relocator, evs: Vec<Event>) -> Result<Vec<Event>, RelocateError> {
+        let mut out = Vec::new();
+        for e in evs {
+            r.apply(e, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    fn at(addr: u64) -> Event {
+        Event::Ref(MemRef {
+            addr: VirtAddr(addr),
+            size: 8,
+            kind: AccessKind::Load,
+        })
+    }
+
+    /// An mmap the capture placed at `start`, with no hint unless fixed.
+    fn anon(start: u64, len: u64, flags: u32) -> [Event; 2] {
+        let req = MapRequest {
+            hint: VirtAddr(if flags & MapRequest::FIXED != 0 {
+                start
+            } else {
+                0
+            }),
+            len,
+            prot: Prot(3),
+            flags: MapRequest::PRIVATE | MapRequest::ANONYMOUS | flags,
+            file: None,
+            offset: 0,
+        };
+        [
+            Event::MapRequest(Box::new(req)),
+            Event::Map(Box::new(MapEvent {
+                start: VirtAddr(start),
+                len,
+                prot: Prot(3),
+                backing: Backing::Anon,
+                sharing: Sharing::Private,
+            })),
+        ]
+    }
+
+    #[test]
+    fn program_stack_break_and_mmaps_move_to_the_model() {
+        let (mut r, model) = reloc();
+        let bias = model.load_bias;
+        let mut evs = vec![Event::Switch(ThreadId { pid: 7, tid: 7 })];
+        evs.push(at(0x40_0000_1008)); // program
+        evs.push(at(0x40_017f_fff0)); // stack, 16 bytes below its top
+        evs.push(Event::Brk {
+            end: VirtAddr(0x40_0000_3000),
+        });
+        evs.push(Event::Brk {
+            end: VirtAddr(0x40_0002_3000),
+        });
+        evs.push(at(0x40_0001_0000)); // heap
+        let [q, m] = anon(0x40_0800_0000, 2 << 20, 0);
+        evs.extend([q, m, at(0x40_0810_0000)]);
+        let [q, m] = anon(0x40_0800_1000, 4096, MapRequest::FIXED);
+        evs.extend([q, m]);
+        let out = run(&mut r, evs).unwrap();
+        let refs: Vec<u64> = out
+            .iter()
+            .filter_map(|e| match e {
+                Event::Ref(m) => Some(m.addr.0),
+                _ => None,
+            })
+            .collect();
+        // The program (a static PIE here) and the vDSO lie just below
+        // mmap_base; a 4M search below them, then its 2M boundary.
+        let thp = 0x7fff_f7c0_0000;
+        assert_eq!(
+            refs,
+            [
+                bias + 0x1008,
+                STACK_TOP - 16,
+                model.start_brk.0 + 0xd000,
+                thp + 0x10_0000
+            ]
+        );
+        let maps: Vec<u64> = out
+            .iter()
+            .filter_map(|e| match e {
+                Event::Map(m) => Some(m.start.0),
+                _ => None,
+            })
+            .collect();
+        // The 2M one on a 2M boundary below the vDSO; the fixed one inside it.
+        assert_eq!(maps, [thp, thp + 0x1000]);
+        assert!(out.contains(&Event::Brk {
+            end: VirtAddr(model.start_brk.0 + 0x2_0000)
+        }));
+    }
+
+    #[test]
+    fn ranges_are_cut_at_mapping_boundaries_and_unknown_addresses_refused() {
+        let (mut r, model) = reloc();
+        let mut evs = vec![Event::Switch(ThreadId { pid: 7, tid: 7 })];
+        evs.push(Event::Brk {
+            end: VirtAddr(0x40_0000_3000),
+        });
+        evs.push(Event::Brk {
+            end: VirtAddr(0x40_0000_5000),
+        });
+        // One captured range over the program and its break: two pieces.
+        evs.push(Event::Protect {
+            start: VirtAddr(0x40_0000_2000),
+            len: 0x2000,
+            prot: Prot(1),
+        });
+        let out = run(&mut r, evs).unwrap();
+        let cut: Vec<(u64, u64)> = out
+            .iter()
+            .filter_map(|e| match e {
+                Event::Protect { start, len, .. } => Some((start.0, *len)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            cut,
+            [
+                (model.load_bias + 0x2000, 0x1000),
+                (model.start_brk.0, 0x1000)
+            ]
+        );
+        let e = run(&mut r, vec![at(0x50_0000_0000)]).unwrap_err();
+        assert_eq!(e.index, 4);
+        assert!(e.what.contains("0x5000000000 lies in no mapping"), "{e}");
+        let e = run(&mut r, vec![Event::Exec]).unwrap_err();
+        assert!(e.what.contains("execs"), "{e}");
+    }
+
+    #[test]
+    fn mremap_grows_in_place_when_the_model_has_room_else_moves() {
+        let (mut r, _) = reloc();
+        let mut evs = vec![Event::Switch(ThreadId { pid: 7, tid: 7 })];
+        evs.extend(anon(0x40_0900_0000, 0x4000, 0));
+        // Grown in place by the capture: a Map right after the old end.
+        let [_, grow] = anon(0x40_0900_4000, 0x2000, 0);
+        evs.push(grow);
+        let out = run(&mut r, evs).unwrap();
+        let maps: Vec<(u64, u64)> = out
+            .iter()
+            .filter_map(|e| match e {
+                Event::Map(m) => Some((m.start.0, m.len)),
+                _ => None,
+            })
+            .collect();
+        // The first is topmost below the vDSO, so nothing lies right after
+        // it but the vDSO: the model has no room and moves the growth.
+        assert_eq!(maps.len(), 2);
+        assert_ne!(maps[1].0, maps[0].0 + maps[0].1);
+        assert_eq!(maps[1], (maps[0].0 - 0x2000, 0x2000));
+    }
+}
