@@ -141,6 +141,8 @@ pub(crate) fn simulate(
                 machine,
                 page_cluster: None,
                 highpte: false,
+                bind: None,
+                mempolicy: None,
             },
         )?;
         pagelab_engine::run_policies(&mut *src, &pcfg, &mut ())?

@@ -211,6 +211,18 @@ pub struct SimArgs {
     /// with --machine and --policy), out of low memory.
     #[arg(long, requires_all = ["machine", "policy"])]
     pub highpte: bool,
+    /// Bind processes to these CPUs, like taskset: `0`, `0-3`, `0,4` (with
+    /// --machine and --policy, on a machine of several NUMA nodes). They are
+    /// placed on the list's CPUs round-robin in the order they first run;
+    /// without --bind, on every CPU of the machine.
+    #[arg(long, value_name = "CPUS", requires_all = ["machine", "policy"])]
+    pub bind: Option<String>,
+    /// The memory policy of every process on a machine of several NUMA nodes
+    /// (with --machine and --policy): local (the default: the local node
+    /// first, then the others upward), membind:NODES, interleave:NODES or
+    /// preferred:NODE, as numactl's; NODES like 0,2 or 0-3 or all.
+    #[arg(long, value_name = "POLICY", requires_all = ["machine", "policy"])]
+    pub mempolicy: Option<String>,
     /// Stop at the first contradictory event (unmap of nothing, a reference outside
     /// every VMA in a trace with map events) instead of counting it (with --policy).
     #[arg(long, requires = "policy")]

@@ -112,6 +112,10 @@ pub struct PolicyArgs<'a> {
     pub page_cluster: Option<u32>,
     /// `--highpte`: level-1 page tables in high memory.
     pub highpte: bool,
+    /// `--bind CPUS`: the CPUs processes are bound to, placed round-robin.
+    pub bind: Option<&'a str>,
+    /// `--mempolicy POLICY`: the memory policy on a NUMA machine.
+    pub mempolicy: Option<&'a str>,
 }
 
 /// The configuration of the policy runs over the TLB of `study`.
@@ -135,7 +139,11 @@ pub fn policy_config(study: &StudyConfig, a: &PolicyArgs<'_>) -> Result<PolicyCo
                     e.message
                 )
             })?;
-            machine_phys(m, a.phys, a.memory)?
+            let (phys, mut platform) = machine_phys(m, a.phys, a.memory)?;
+            if let Some(p) = &mut platform {
+                p.placement = placement(p, a.bind, a.mempolicy)?;
+            }
+            (phys, platform)
         }
         None => (phys_config(a.phys, a.memory)?, None),
     };
@@ -151,6 +159,55 @@ pub fn policy_config(study: &StudyConfig, a: &PolicyArgs<'_>) -> Result<PolicyCo
         cow,
         platform,
     })
+}
+
+/// `--bind` and `--mempolicy` on the machine of `p`, checked against its
+/// CPUs and nodes.
+fn placement(
+    p: &pagelab_mm::platform::Platform,
+    bind: Option<&str>,
+    mempolicy: Option<&str>,
+) -> Result<pagelab_mm::placement::Placement> {
+    let mut out = pagelab_mm::placement::Placement::default();
+    if bind.is_none() && mempolicy.is_none() {
+        return Ok(out);
+    }
+    if p.numa.nodes.len() < 2 {
+        let flag = if bind.is_some() {
+            "--bind"
+        } else {
+            "--mempolicy"
+        };
+        anyhow::bail!("{flag}: the machine has one NUMA node; --bind and --mempolicy need a machine of several nodes (ia32-pae, or a file with [numa] nodes)");
+    }
+    if let Some(c) = bind {
+        out.cpus = Some(parse_cpus(c).map_err(|e| anyhow::anyhow!("--bind {c}: {e}"))?);
+    }
+    if let Some(m) = mempolicy {
+        out.policy = m
+            .parse::<pagelab_mm::phys::nodes::MemPolicy>()
+            .map_err(|e| anyhow::anyhow!("--mempolicy {m}: {e}"))?;
+    }
+    out.check(&p.numa).map_err(anyhow::Error::msg)?;
+    Ok(out)
+}
+
+/// A CPU list: `0,2`, `0-3`, `0-3,8`.
+fn parse_cpus(s: &str) -> Result<Vec<u32>, String> {
+    let num = |t: &str| {
+        t.trim()
+            .parse::<u32>()
+            .map_err(|_| format!("`{t}` is not a CPU number; write a list like 0,2 or 0-3"))
+    };
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        match part.split_once('-') {
+            Some((a, b)) if num(a)? <= num(b)? => out.extend(num(a)?..=num(b)?),
+            Some(_) => return Err(format!("`{part}` is an empty range: write LOW-HIGH")),
+            None => out.push(num(part)?),
+        }
+    }
+    Ok(out)
 }
 
 /// The machine's physical memory, replaced by `--phys` and resized by

@@ -48,6 +48,9 @@ fn result(args: &[&str], name: &str) -> serde_json::Value {
 
 const W: &str = "gups:updates=20000,table=4M";
 
+/// `sim` under `base:4K` on ia32-pae.
+const PAE_4K: [&str; 5] = ["sim", "--machine", "ia32-pae", "--policy", "base:4K"];
+
 #[test]
 fn the_x86_64_preset_is_todays_default_machine() {
     for policy in [
@@ -125,15 +128,7 @@ fn what_a_machine_cannot_map_is_refused() {
     ]);
     assert!(e.contains("64K base pages") && e.contains("base:4K"), "{e}");
     // The built-in workloads are 64-bit processes: a 32-bit machine's model refuses them.
-    let e = fail(&[
-        "sim",
-        "--machine",
-        "ia32-pae",
-        "--policy",
-        "base:4K",
-        "--workload",
-        W,
-    ]);
+    let e = fail(&[&PAE_4K[..], &["--workload", W]].concat());
     assert!(
         e.contains("outside the 32-bit virtual address space"),
         "{e}"
@@ -208,4 +203,69 @@ fn machines_lists_the_presets_and_the_papers_mem_map() {
         e.contains("--page-cluster 3: 3 is not allowed: pages per cluster is a power of two"),
         "{e}"
     );
+}
+
+#[test]
+fn numa_placement_and_memory_policy_from_the_command_line() {
+    let numa = |extra: &[&str], name: &str| {
+        let shm = [
+            "--workload",
+            "shm-fanout:procs=8,segment=64M",
+            "--bind",
+            "0,4",
+        ];
+        let args = [&PAE_4K[..], &shm, extra].concat();
+        result(&args, name)["runs"][0]["numa"].clone()
+    };
+    let per_node = |n: &serde_json::Value, f: &str| -> Vec<u64> {
+        let nodes = n["nodes"].as_array().unwrap();
+        nodes.iter().map(|x| x[f].as_u64().unwrap()).collect()
+    };
+    // The parent on CPU 0, the children on CPUs 4, 0, 4, ...: the first
+    // child (node 1) faults the 16384 shared pages in, all on its own node;
+    // each of the 8 children reads every page, 4 of them from node 0.
+    let n = numa(&[], "local");
+    assert_eq!(per_node(&n, "processes"), [5, 4, 0, 0]);
+    assert_eq!(per_node(&n, "allocs"), [0, 16384, 0, 0]);
+    assert_eq!(
+        (n["local_refs"].as_u64(), n["remote_refs"].as_u64()),
+        (Some(65536), Some(65536))
+    );
+    // Interleaved over the four nodes: a quarter of the pages on each, and
+    // each child finds a quarter of them on its own node.
+    let n = numa(&["--mempolicy", "interleave:all"], "interleave");
+    assert_eq!(per_node(&n, "allocs"), [4096; 4]);
+    assert_eq!(
+        (n["local_allocs"].as_u64(), n["remote_allocs"].as_u64()),
+        (Some(4096), Some(12288))
+    );
+    assert_eq!(
+        (n["local_refs"].as_u64(), n["remote_refs"].as_u64()),
+        (Some(32768), Some(98304))
+    );
+    let base = [&PAE_4K[..], &["--workload", W]].concat();
+    let e = fail(&[&base[..], &["--bind", "0-31"]].concat());
+    assert!(
+        e.contains("--bind: CPU 16 does not exist: the machine has 16 CPUs (0..=15)"),
+        "{e}"
+    );
+    let e = fail(&[&base[..], &["--bind", "2-1"]].concat());
+    assert!(e.contains("--bind 2-1: `2-1` is an empty range"), "{e}");
+    let e = fail(&[&base[..], &["--mempolicy", "membind:4"]].concat());
+    assert!(
+        e.contains("--mempolicy membind:4: node 4 does not exist: the machine has 4 nodes"),
+        "{e}"
+    );
+    let e = fail(&[
+        "sim",
+        "--machine",
+        "x86-64",
+        "--policy",
+        "base:4K",
+        "--workload",
+        W,
+        "--bind",
+        "0",
+    ]);
+    assert!(e.contains("--bind: the machine has one NUMA node"), "{e}");
 }

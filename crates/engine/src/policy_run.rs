@@ -3,7 +3,7 @@
 //! and a TLB hierarchy holding entries of whatever size the page table maps.
 
 use crate::driver::{EngineError, Progress, BATCH};
-use pagelab_core::{Event, MemRef, PageSize, SourceInfo, VirtAddr};
+use pagelab_core::{Event, MemRef, PageSize, Pfn, SourceInfo, VirtAddr};
 use pagelab_mm::phys::{FrameAllocator, PhysConfig};
 use pagelab_mm::policy::PolicySpec;
 use pagelab_mm::system::{Invalidate, Mm};
@@ -51,6 +51,9 @@ struct PolicyRun {
     /// Reclaim runs seen: a run clears referenced bits, so repeats must be
     /// translated again (setting them) after one.
     reclaims: u64,
+    /// Per side, the 4K frame of the last translated access: a repeat is
+    /// counted against its node on a NUMA machine.
+    numa_last: [Pfn; 2],
 }
 
 impl PolicyRun {
@@ -72,6 +75,7 @@ impl PolicyRun {
             last_writable: [false; 2],
             filtered: [0; 2],
             reclaims: 0,
+            numa_last: [Pfn(0); 2],
         })
     }
 
@@ -166,6 +170,9 @@ impl PolicyRun {
         if one_page && small == self.last[side] && (!write || self.last_writable[side]) {
             self.accesses[side] += 1;
             self.filtered[side] += 1;
+            if self.mm.is_numa() {
+                self.mm.count_refs(self.numa_last[side], 1);
+            }
             return Ok(());
         }
         self.last[side] = if one_page { small } else { u64::MAX };
@@ -179,6 +186,11 @@ impl PolicyRun {
             }
             self.last_writable[side] = t.flags.contains(pagelab_mm::pagetable::PteFlags::WRITE);
             self.accesses[side] += 1;
+            if self.mm.is_numa() {
+                let pfn = t.frame_of(addr, self.mm.machine().base());
+                self.numa_last[side] = pfn;
+                self.mm.count_refs(pfn, 1);
+            }
             if self.tlb.access_addr(s, addr, t.size) == Outcome::Miss {
                 self.misses[side] += 1;
                 self.walk_refs += u64::from(t.levels);
@@ -261,6 +273,10 @@ impl PolicyRun {
                     .mm
                     .kernel_stats()
                     .and_then(|k| serde_json::to_value(k).ok()),
+                numa: self
+                    .mm
+                    .numa_stats()
+                    .and_then(|n| serde_json::to_value(n).ok()),
             }),
             cost: None,
         }

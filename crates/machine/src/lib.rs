@@ -304,6 +304,7 @@ impl Machine {
             geometry: self.geometry,
             kernel: self.kernel.clone(),
             numa: self.numa.clone(),
+            placement: Default::default(),
         }
     }
 

@@ -2,44 +2,27 @@
 //! memory in closed form, and the failure Bligh and Hansen (OLS 2003) describes when they
 //! and mem_map no longer fit (with `highpte` and page clustering as the ways out).
 
-use pagelab_core::{AccessKind, Event, MemRef, ThreadId, VirtAddr};
-use pagelab_engine::{run_policies, PolicyConfig};
-use pagelab_machine::{preset, Machine};
+mod common;
 
-use pagelab_trace::Events;
+use common::{store, switch};
+use pagelab_core::Event;
+use pagelab_machine::{preset, Machine};
 
 /// `procs` processes, each writing one word in each of the first `regions`
 /// 2M regions of its address space: one PTE page per region.
 fn spread(procs: u32, regions: u64) -> Vec<Event> {
     let mut ev = Vec::new();
     for pid in 1..=procs {
-        ev.push(Event::Switch(ThreadId { pid, tid: pid }));
+        ev.push(switch(pid));
         for r in 0..regions {
-            ev.push(Event::Ref(MemRef {
-                addr: VirtAddr((r << 21) + 4096),
-                size: 4,
-                kind: AccessKind::Store,
-            }));
+            ev.push(store((r << 21) + 4096));
         }
     }
     ev
 }
 
 fn run(m: &Machine, events: Vec<Event>) -> Result<serde_json::Value, String> {
-    let cfg = PolicyConfig {
-        policies: vec!["base:4K".parse().unwrap()],
-        tlb: m
-            .tlb
-            .clone()
-            .unwrap_or_else(|| pagelab_tlb::preset(pagelab_tlb::DEFAULT_PRESET).unwrap()),
-        phys: m.phys.clone(),
-        strict: false,
-        cow: Default::default(),
-        platform: Some(m.platform()),
-    };
-    let r =
-        run_policies(&mut Events(events.into_iter()), &cfg, &mut ()).map_err(|e| e.to_string())?;
-    Ok(r.runs[0].mm.as_ref().unwrap().kernel.clone().unwrap())
+    Ok(common::run(m, events)?["kernel"].clone())
 }
 
 /// Per process on PAE: the 32-byte PDPT, a 4K PMD page per 1G touched, a 4K PTE page per 2M.
@@ -51,8 +34,7 @@ fn tables(regions: u64) -> u64 {
 /// (tests/data/pae-small.toml): its low memory fills in tens of processes, so
 /// each case runs in well under a second where ia32-pae's 896M took minutes.
 fn small() -> Machine {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/pae-small.toml");
-    pagelab_machine::resolve(path).unwrap()
+    common::machine("pae-small.toml")
 }
 
 /// 64 regions of 2M per process: one PMD page and 64 PTE pages.

@@ -12,7 +12,8 @@
 //! - [`policy`]: superpage policies (seam: `Policy`), one file each.
 //! - [`system`]: the model stepped event by event under one policy.
 //! - [`platform`] and [`kmem`]: the modelled machine's geometry, kernel and
-//!   NUMA nodes (read from a machine file by `pagelab-machine`).
+//!   NUMA nodes (read from a machine file by `pagelab-machine`); [`placement`]:
+//!   which CPU, and so which node, each process runs on.
 //! - [`sharing`]: many processes sharing memory: page tables and reverse maps.
 
 pub mod cache;
@@ -23,6 +24,7 @@ pub mod kmem;
 pub mod machine;
 pub mod pagetable;
 pub mod phys;
+pub mod placement;
 pub mod platform;
 pub mod policy;
 pub mod reclaim;

@@ -17,4 +17,6 @@ pub struct Platform {
     pub kernel: KernelConfig,
     /// CPUs and NUMA nodes.
     pub numa: NumaConfig,
+    /// Where processes run and their memory policy (used with several nodes).
+    pub placement: crate::placement::Placement,
 }

@@ -11,6 +11,8 @@ use crate::reclaim::{Reclaimer, Swap};
 use crate::vma::Vma;
 use pagelab_core::{Advice, Backing, Event, PageSize, VirtAddr};
 
+mod platform;
+
 /// Inferred VMAs cover naturally aligned blocks of this size.
 pub const INFER_GRANULE: PageSize = PageSize::M2;
 
@@ -39,6 +41,8 @@ pub struct Mm {
     base: PageSize,
     /// The kernel's memory, on a machine given by a platform.
     kernel: Option<crate::kmem::KernelStats>,
+    /// Which CPU each process runs on, on a machine of several NUMA nodes.
+    cpus: Option<crate::placement::Cpus>,
 }
 
 impl Mm {
@@ -54,7 +58,7 @@ impl Mm {
         phys: &PhysConfig,
         platform: Option<&crate::platform::Platform>,
     ) -> Result<Mm, MmError> {
-        let machine = Machine::new(&MachineConfig {
+        let mut machine = Machine::new(&MachineConfig {
             phys: phys.clone(),
             base: spec.base(),
             geometry: platform.map(|p| p.geometry),
@@ -63,7 +67,17 @@ impl Mm {
             MmError::Policy(m) => MmError::Policy(format!("policy `{spec}`: {m}")),
             e => e,
         })?;
+        let cpus = match platform {
+            Some(p) if p.numa.nodes.len() > 1 => {
+                p.placement.check(&p.numa).map_err(MmError::Policy)?;
+                let policy = p.placement.policy.clone().resolve_all(p.numa.nodes.len());
+                machine.phys = crate::phys::PhysMem::with_numa(phys, &p.numa, policy)?;
+                Some(crate::placement::Cpus::new(&p.numa, &p.placement))
+            }
+            _ => None,
+        };
         Ok(Mm {
+            cpus,
             machine,
             policy: spec.build(),
             spec: spec.clone(),
@@ -75,20 +89,6 @@ impl Mm {
             base: spec.base(),
             kernel: crate::kmem::KernelStats::on(platform, phys, spec.base())?,
         })
-    }
-
-    /// The kernel's memory over the run (with a platform).
-    pub fn kernel_stats(&self) -> Option<&crate::kmem::KernelStats> {
-        self.kernel.as_ref()
-    }
-
-    fn account_kernel(&mut self) -> Result<(), MmError> {
-        if let Some(k) = &mut self.kernel {
-            let m = &self.machine;
-            let level1 = if k.highpte { m.level1_table_bytes() } else { 0 };
-            k.record(m.page_table_bytes(), level1)?;
-        }
-        Ok(())
     }
 
     /// The policy this run models.
@@ -197,6 +197,7 @@ impl Mm {
     /// a retry when memory runs out), swap-in accounting, then kswapd.
     fn fault(&mut self, addr: VirtAddr, instr: bool, write: bool) -> Result<Translation, MmError> {
         let pid = self.pid;
+        self.place();
         // Checked before any policy sees the address: an inferred VMA cannot
         // reach past the last byte, and policies would call the failure to
         // map it a shortage of memory.
@@ -371,6 +372,9 @@ impl Mm {
             Event::Switch(t) => {
                 let changed = t.pid != self.pid;
                 self.pid = t.pid;
+                if changed {
+                    self.place();
+                }
                 Ok(if changed {
                     Invalidate::All
                 } else {

@@ -43,7 +43,17 @@ pub(crate) fn refs_line(r: &SimResult) -> String {
 pub(crate) fn rows(r: &SimResult) -> Vec<Vec<String>> {
     let mut rows: Vec<Vec<String>> = if r.runs.iter().any(|run| run.mm.is_some()) {
         let reclaim = any_reclaim(r);
-        r.runs.iter().map(|run| policy_row(run, reclaim)).collect()
+        let numa = any_numa(r);
+        r.runs
+            .iter()
+            .map(|run| {
+                let mut cells = policy_row(run, reclaim);
+                if numa {
+                    cells.extend(numa_cells(run));
+                }
+                cells
+            })
+            .collect()
     } else {
         r.runs.iter().map(|run| row(run).to_vec()).collect()
     };
@@ -89,6 +99,9 @@ pub(crate) fn headers(r: &SimResult) -> Vec<&'static str> {
         if any_reclaim(r) {
             h.extend(RECLAIM_HEADERS);
         }
+        if any_numa(r) {
+            h.extend(NUMA_HEADERS);
+        }
         h
     } else {
         HEADERS.to_vec()
@@ -105,6 +118,41 @@ fn any_reclaim(r: &SimResult) -> bool {
         .iter()
         .filter_map(|run| run.mm.as_ref())
         .any(|mm| mm.reclaimed_bytes > 0 || mm.major_faults > 0 || mm.swap_bytes > 0)
+}
+
+/// Whether some run of `r` was on a machine of several NUMA nodes.
+fn any_numa(r: &SimResult) -> bool {
+    r.runs
+        .iter()
+        .filter_map(|run| run.mm.as_ref())
+        .any(|mm| mm.numa.is_some())
+}
+
+/// The NUMA columns (on a machine of several nodes): allocations and
+/// references local and remote to the CPU of the process that made them.
+pub(crate) const NUMA_HEADERS: [&str; 5] = [
+    "local alloc",
+    "remote alloc",
+    "local refs",
+    "remote refs",
+    "remote%",
+];
+
+fn numa_cells(run: &RunStats) -> Vec<String> {
+    let n = run.mm.as_ref().and_then(|mm| mm.numa.as_ref());
+    let get = |k: &str| n.and_then(|n| n.get(k)).and_then(|v| v.as_u64());
+    let count = |k: &str| get(k).map_or("-".to_string(), thousands);
+    let share = match (get("local_refs"), get("remote_refs")) {
+        (Some(l), Some(r)) if l + r > 0 => format!("{:.1}%", r as f64 * 100.0 / (l + r) as f64),
+        _ => "-".to_string(),
+    };
+    vec![
+        count("local_allocs"),
+        count("remote_allocs"),
+        count("local_refs"),
+        count("remote_refs"),
+        share,
+    ]
 }
 
 /// Columns of a run of the memory-management model under a policy.

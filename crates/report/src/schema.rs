@@ -210,6 +210,11 @@ pub struct PolicyStats {
     /// and the peak of the page tables the kernel kept there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<serde_json::Value>,
+    /// On a machine of several NUMA nodes: the memory policy, local and
+    /// remote allocations (count and bytes) and references, and per node its
+    /// memory, processes, allocations and references.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa: Option<serde_json::Value>,
 }
 
 impl RunStats {

@@ -48,6 +48,8 @@ pub fn run(a: SimArgs) -> Result<()> {
                 machine: machine.as_ref(),
                 page_cluster: a.page_cluster,
                 highpte: a.highpte,
+                bind: a.bind.as_deref(),
+                mempolicy: a.mempolicy.as_deref(),
             },
         )?)
     };

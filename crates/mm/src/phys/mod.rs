@@ -33,6 +33,7 @@ mod bitset;
 mod buddy;
 mod config;
 mod lru;
+pub mod nodes;
 pub mod numa;
 mod stats;
 pub mod watermarks;

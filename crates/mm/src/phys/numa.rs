@@ -28,6 +28,13 @@ pub struct NodeConfig {
     pub memory: Bytes,
     /// The CPUs on the node (numbers below `cpus`).
     pub cpus: Vec<u32>,
+    /// The node's distance to every node, itself included, as the ACPI SLIT
+    /// gives them (10 to itself, 11 to 254 to others; Linux's
+    /// `/sys/devices/system/node/nodeN/distance`). Absent on every node: all
+    /// remote nodes are equally far, and an allocation falls back round-robin
+    /// by node number upward from the local node (004 paper, section 9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distances: Option<Vec<u32>>,
 }
 
 impl NumaConfig {
@@ -38,6 +45,7 @@ impl NumaConfig {
             nodes: vec![NodeConfig {
                 memory,
                 cpus: (0..cpus).collect(),
+                distances: None,
             }],
         }
     }
@@ -88,6 +96,7 @@ impl NumaConfig {
                 }
             }
         }
+        self.validate_distances()?;
         if total != memory.0 {
             return bad(
                 "numa.nodes.memory",
@@ -104,6 +113,61 @@ impl NumaConfig {
             );
         }
         Ok(())
+    }
+
+    /// Distances: on every node or on none, one per node, 10 to itself and
+    /// 11 to 254 to the others.
+    fn validate_distances(&self) -> Result<(), ConfigError> {
+        let bad = |message| {
+            Err(ConfigError {
+                field: "numa.nodes.distances",
+                message,
+            })
+        };
+        let given = self.nodes.iter().filter(|n| n.distances.is_some()).count();
+        if given == 0 {
+            return Ok(());
+        }
+        let n = self.nodes.len();
+        for (i, node) in self.nodes.iter().enumerate() {
+            let Some(d) = &node.distances else {
+                return bad(format!(
+                    "node {i} has no distances, but other nodes do: give them on every node or on none"
+                ));
+            };
+            if d.len() != n {
+                return bad(format!(
+                    "node {i} lists {} distances: give one per node ({n}), itself included",
+                    d.len()
+                ));
+            }
+            for (j, &x) in d.iter().enumerate() {
+                let ok = if i == j {
+                    x == 10
+                } else {
+                    (11..=254).contains(&x)
+                };
+                if !ok {
+                    return bad(format!(
+                        "node {i} to node {j}: {x} is not allowed: a node is 10 from itself and 11 to 254 from the others (ACPI SLIT)"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The nodes an allocation on `local` tries, in order: `local` first,
+    /// then the others nearest first, ties (and machines without distances)
+    /// round-robin by node number upward from `local`.
+    pub fn fallback_order(&self, local: usize) -> Vec<usize> {
+        let n = self.nodes.len();
+        let mut order: Vec<usize> = (0..n).map(|k| (local + k) % n).collect();
+        if let Some(d) = self.nodes.get(local).and_then(|x| x.distances.as_ref()) {
+            // A stable sort keeps the round-robin order among equal distances.
+            order.sort_by_key(|&j| if j == local { 0 } else { d[j] });
+        }
+        order
     }
 
     /// The node of `cpu` (node 0 for a CPU not listed).

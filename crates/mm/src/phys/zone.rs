@@ -2,6 +2,8 @@
 //! with a fallback order and an optional large-page zone reserved at boot.
 
 use super::config::{Layout, FRAME_BYTES};
+use super::nodes::{MemPolicy, NumaState};
+use super::numa::NumaConfig;
 use super::stats::{unusable_index, Fragmentation, PhysStats, ZoneStats};
 use super::{
     BuddyAllocator, ConfigError, FrameAllocator, Lru, PhysConfig, PhysError, SuperpageReclaim,
@@ -16,6 +18,8 @@ pub struct Zone {
     pub kind: ZoneKind,
     /// The zone's frames.
     pub buddy: BuddyAllocator,
+    /// The NUMA node the zone lies on (0 on a machine of one node).
+    pub node: usize,
 }
 
 /// Physical memory: zones in ascending physical order, a fallback order, and
@@ -35,14 +39,85 @@ pub struct PhysMem {
     watermarks: Vec<Watermarks>,
     reclaim: bool,
     superpages: SuperpageReclaim,
+    /// Nodes, on a NUMA machine.
+    numa: Option<NumaState>,
 }
 
 impl PhysMem {
     /// Physical memory laid out as `cfg` says, all free.
     pub fn new(cfg: &PhysConfig) -> Result<PhysMem, ConfigError> {
-        let layout: Layout = cfg.layout()?;
+        Self::build(cfg, cfg.layout()?, None)
+    }
+
+    /// Physical memory laid out as `cfg` says, with every zone split at the
+    /// boundaries of `numa`'s nodes (node 0 lowest), allocating under
+    /// `policy`. `numa` must hold exactly `cfg`'s memory.
+    pub fn with_numa(
+        cfg: &PhysConfig,
+        numa: &NumaConfig,
+        policy: MemPolicy,
+    ) -> Result<PhysMem, ConfigError> {
+        numa.validate(cfg.memory)?;
+        policy
+            .check(numa.nodes.len())
+            .map_err(|message| ConfigError {
+                field: "numa",
+                message: format!("memory policy {policy}: {message}"),
+            })?;
+        let mut layout = cfg.layout()?;
+        let mut ends = Vec::new();
+        let mut end = 0;
+        for n in &numa.nodes {
+            end += n.memory.0 / FRAME_BYTES;
+            ends.push(end);
+        }
         let mut zones = Vec::new();
+        let mut nodes = Vec::new();
         for &(kind, start, frames) in &layout.zones {
+            let mut at = start;
+            while at < start + frames {
+                let node = ends.partition_point(|&e| e <= at);
+                let stop = ends[node].min(start + frames);
+                zones.push((kind, at, stop - at));
+                nodes.push(node);
+                at = stop;
+            }
+        }
+        if zones.len() > 63 {
+            return Err(ConfigError {
+                field: "numa.nodes",
+                message: format!(
+                    "{} zones over the nodes: at most 63 (nodes x zones per node)",
+                    zones.len()
+                ),
+            });
+        }
+        let frames: Vec<u64> = zones.iter().map(|z| z.2).collect();
+        layout.watermarks =
+            super::watermarks::per_zone(cfg.watermarks.as_ref(), cfg.memory.0, &frames);
+        layout.zones = zones;
+        let ranks: Vec<(usize, usize)> = layout
+            .zones
+            .iter()
+            .zip(&nodes)
+            .map(|(z, &node)| {
+                let rank = layout.fallback.iter().position(|&k| k == z.0);
+                (node, rank.unwrap_or(usize::MAX))
+            })
+            .collect();
+        let state = NumaState::new(numa, &ranks, policy);
+        let mut mem = Self::build(cfg, layout, Some(nodes))?;
+        mem.numa = Some(state);
+        Ok(mem)
+    }
+
+    fn build(
+        cfg: &PhysConfig,
+        layout: Layout,
+        nodes: Option<Vec<usize>>,
+    ) -> Result<PhysMem, ConfigError> {
+        let mut zones = Vec::new();
+        for (i, &(kind, start, frames)) in layout.zones.iter().enumerate() {
             let buddy =
                 BuddyAllocator::new(Pfn(start), frames, Order(layout.max_order)).map_err(|e| {
                     ConfigError {
@@ -50,7 +125,8 @@ impl PhysMem {
                         message: e.to_string(),
                     }
                 })?;
-            zones.push(Zone { kind, buddy });
+            let node = nodes.as_ref().map_or(0, |n| n[i]);
+            zones.push(Zone { kind, buddy, node });
         }
         let index = |k: ZoneKind| zones.iter().position(|z| z.kind == k);
         let fallback = layout.fallback.iter().filter_map(|&k| index(k)).collect();
@@ -67,7 +143,18 @@ impl PhysMem {
             watermarks: layout.watermarks,
             reclaim: cfg.reclaim,
             superpages: cfg.reclaim_superpages,
+            numa: None,
         })
+    }
+
+    /// The NUMA state, on a machine of several nodes.
+    pub fn numa(&self) -> Option<&NumaState> {
+        self.numa.as_ref()
+    }
+
+    /// The NUMA state, to set the running process and count references.
+    pub fn numa_mut(&mut self) -> Option<&mut NumaState> {
+        self.numa.as_mut()
     }
 
     /// The zones, in ascending physical order.
@@ -154,6 +241,49 @@ impl PhysMem {
             || self.large_order.is_some_and(|l| order >= l)
     }
 
+    /// `ZonePref::Any` on a NUMA machine: the zones of the policy's node
+    /// order (only the bound nodes' under `membind`). With reclaim on, a
+    /// first pass passes over zones an allocation would take below their low
+    /// watermark, as Linux's fast path does, so that a full local node falls
+    /// back to the next node before kswapd is woken; a second pass takes any
+    /// free block.
+    fn alloc_numa(&mut self, order: Order) -> Option<Pfn> {
+        let numa = self.numa.as_mut().expect("NUMA machine");
+        let (list, mask) = numa.zonelist();
+        let list: Vec<usize> = list
+            .iter()
+            .copied()
+            .filter(|&z| mask.is_none_or(|m| m.contains(&self.zones[z].node)))
+            .collect();
+        let need = 1u64 << order.0;
+        let passes: &[bool] = if self.reclaim {
+            &[true, false]
+        } else {
+            &[false]
+        };
+        for &watch in passes {
+            for (i, &z) in list.iter().enumerate() {
+                if !self.allowed(z, order.0) {
+                    continue;
+                }
+                let free = self.zones[z].buddy.free_frames();
+                if watch && free < need + self.watermarks[z].low {
+                    continue;
+                }
+                if let Some(pfn) = self.zones[z].buddy.alloc(order) {
+                    if i > 0 {
+                        self.fallbacks += 1;
+                    }
+                    if let Some(n) = self.numa.as_mut() {
+                        n.count_alloc(z, need);
+                    }
+                    return Some(pfn);
+                }
+            }
+        }
+        None
+    }
+
     fn record_failure(&mut self, order: u8) {
         let i = order as usize;
         if i >= self.failures.len() {
@@ -196,6 +326,7 @@ impl FrameAllocator for PhysMem {
             ZonePref::Only(kind) => self
                 .zone_id(kind)
                 .and_then(|id| self.zones[id.0].buddy.alloc(order)),
+            ZonePref::Any if self.numa.is_some() => self.alloc_numa(order),
             ZonePref::Any => {
                 let mut tried = 0;
                 let mut got = None;
@@ -256,7 +387,10 @@ impl FrameAllocator for PhysMem {
             .iter()
             .enumerate()
             .map(|(i, z)| ZoneStats {
-                name: z.kind.name().into(),
+                name: match self.numa {
+                    Some(_) => format!("node{}/{}", z.node, z.kind.name()),
+                    None => z.kind.name().into(),
+                },
                 buddy: z.buddy.buddy_stats(),
                 lru: self.lru.zone_stats(ZoneId(i)),
             })
