@@ -68,13 +68,13 @@ impl PageSize {
 
     /// log2 of the size in bytes.
     #[inline]
-    pub fn shift(self) -> u32 {
+    pub const fn shift(self) -> u32 {
         self.shift as u32
     }
 
     /// The size in bytes.
     #[inline]
-    pub fn bytes(self) -> u64 {
+    pub const fn bytes(self) -> u64 {
         1u64 << self.shift
     }
 

@@ -36,6 +36,8 @@ pub(crate) const DOC: WorkloadDoc = WorkloadDoc {
 };
 
 /// 32-bit process layout: program text, heap, libraries, stack.
+/// The base page: what a process touches and the unit of every size here.
+const BASE: u64 = PageSize::MIN.bytes();
 const TEXT: u64 = 0x0804_8000;
 const HEAP: u64 = 0x0900_0000;
 const LIBS: u64 = 0x4000_0000;
@@ -69,7 +71,7 @@ impl Config {
     pub(crate) fn parse(p: &Params) -> Result<Config, WorkloadError> {
         let page = |key: &str| -> Result<u64, WorkloadError> {
             let v = p.size(key, 0, LIB_STRIDE - (64 << 10))?;
-            if v % 4096 != 0 {
+            if v % BASE != 0 {
                 return Err(p.bad(key, "write a multiple of 4K below 16M"));
             }
             Ok(v)
@@ -94,7 +96,7 @@ impl Config {
         let rx = Prot(Prot::READ | Prot::EXEC);
         let rw = Prot(Prot::READ | Prot::WRITE);
         let file = |file_id, offset| Backing::File { file_id, offset };
-        let part = |bytes: u64| ((bytes / 4096) as f64 * self.touch).ceil() as u64;
+        let part = |bytes: u64| ((bytes / BASE) as f64 * self.touch).ceil() as u64;
         let mut r = vec![
             Region::new(TEXT, self.text, rx, file(PROGRAM_FILE, 0), part(self.text)),
             Region::new(
@@ -102,9 +104,9 @@ impl Config {
                 self.data,
                 rw,
                 file(PROGRAM_FILE, self.text),
-                self.data / 4096,
+                self.data / BASE,
             ),
-            Region::new(HEAP, self.anon, rw, Backing::Anon, self.anon / 4096),
+            Region::new(HEAP, self.anon, rw, Backing::Anon, self.anon / BASE),
         ];
         for i in 0..self.libs {
             let base = LIBS + i * LIB_STRIDE;
@@ -115,7 +117,7 @@ impl Config {
                 self.libdata,
                 rw,
                 file(f, self.lib),
-                self.libdata / 4096,
+                self.libdata / BASE,
             ));
         }
         r.push(Region::new(
@@ -123,7 +125,7 @@ impl Config {
             STACK_LEN,
             rw,
             Backing::Anon,
-            STACK_LEN / 4096,
+            STACK_LEN / BASE,
         ));
         r.retain(|x| x.len > 0);
         r
@@ -147,7 +149,7 @@ impl Config {
             ),
             Region::new(
                 LIBS,
-                self.lib.max(4096),
+                self.lib.max(BASE),
                 rx,
                 Backing::File {
                     file_id: libc,
@@ -199,7 +201,7 @@ impl Region {
             len,
             prot,
             backing,
-            touched: touched.min(len / 4096),
+            touched: touched.min(len / BASE),
         }
     }
 

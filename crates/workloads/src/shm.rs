@@ -29,6 +29,8 @@ pub(crate) const DOC: WorkloadDoc = WorkloadDoc {
 
 /// The shared segment's file id in the trace.
 pub(crate) const SEGMENT_FILE: u64 = 0x5348_4d00;
+/// The base page, the unit of an shm segment.
+const BASE: u64 = PageSize::MIN.bytes();
 
 /// The effective parameters.
 #[derive(Clone, Debug)]
@@ -63,8 +65,8 @@ impl Config {
             _ => return Err(p.bad("backing", "write shm, thp or hugetlb")),
         };
         let hpage = p.pow2_size("hpage", 8 << 10, 1 << 30)?;
-        let unit = if backing == "hugetlb" { hpage } else { 4096 };
-        let segment = p.size("segment", 4096, 1 << 40)?;
+        let unit = if backing == "hugetlb" { hpage } else { BASE };
+        let segment = p.size("segment", BASE, 1 << 40)?;
         if segment % unit != 0 {
             return Err(p.bad("segment", format!("write a multiple of {}", fmt_size(unit))));
         }
@@ -73,7 +75,7 @@ impl Config {
             return Err(p.bad("addr", format!("write a multiple of {}", fmt_size(unit))));
         }
         let touch = fraction(p, "touch")?;
-        let pages = segment / 4096;
+        let pages = segment / BASE;
         Ok(Config {
             procs: p.count("procs", 1, 1_000_000)?,
             segment,

@@ -261,7 +261,10 @@ fn movable_pages(m: &Machine, k: u8) -> Owners {
     let mut owners = Owners::new();
     for pid in m.pids() {
         let Some(p) = m.proc(pid) else { continue };
-        for page in p.pt.mappings_in(VirtAddr(0), u64::MAX >> 16) {
+        // The whole address space, as wide as the machine's page table reaches (48 bits on
+        // x86-64, 57 with five levels).
+        let all = 1u64 << p.pt.geometry().va_bits();
+        for page in p.pt.mappings_in(VirtAddr(0), all) {
             let page = page.to_phys(base);
             let frames = page.size.frames();
             let anon = p
