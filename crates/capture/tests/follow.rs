@@ -56,10 +56,9 @@ fn lives(events: &[Event]) -> BTreeMap<u32, Life> {
     out
 }
 
-fn script(name: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("pagelab-follow-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
+/// An executable file `name` in `dir` holding `text`.
+fn script(dir: &tempfile::TempDir, name: &str, text: &str) -> std::path::PathBuf {
+    let p = dir.path().join(name);
     std::fs::write(&p, text).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -127,20 +126,23 @@ fn scripts_and_exec_chains_are_followed_to_the_program_they_run() {
     // A shim as pyenv writes them: env finds sh, sh runs a script whose
     // interpreter is perl (under Valgrind, whose Lackey takes half a minute
     // for perl, sh), which exits with the code it was given.
+    let dir = tempfile::tempdir().unwrap();
     let perl_script = script(
+        &dir,
         "inner.pl",
         &format!(
             "#!{} -w\nmy $s = 0; $s += $_ for 1..20000; exit($ARGV[0]);\n",
             perl.display()
         ),
     );
-    let sh_script = script("inner.sh", "#!/bin/sh\nexit $1\n");
+    let sh_script = script(&dir, "inner.sh", "#!/bin/sh\nexit $1\n");
     for backend in backends() {
         let inner = match backend {
             Backend::Qemu => &perl_script,
             Backend::Valgrind => &sh_script,
         };
         let shim = script(
+            &dir,
             "shim",
             &format!("#!/usr/bin/env sh\nexec {} \"$@\"\n", inner.display()),
         );
@@ -157,7 +159,6 @@ fn scripts_and_exec_chains_are_followed_to_the_program_they_run() {
         }
         assert_eq!(l.exit, Some(7), "{backend}");
     }
-    let _ = std::fs::remove_dir_all(perl_script.parent().unwrap());
 }
 
 #[test]
@@ -169,12 +170,13 @@ fn a_python_script_runs_python() {
         eprintln!("SKIPPED: /usr/bin/python3 or QEMU is not installed");
         return;
     }
+    let dir = tempfile::tempdir().unwrap();
     let prog = script(
+        &dir,
         "prog.py",
         "#!/usr/bin/python3 -S\nimport sys\nd = {i: str(i) for i in range(2000)}\nsys.exit(4)\n",
     );
     let (ev, code) = capture(Backend::Qemu, prog.to_str().unwrap(), &[], None);
-    let _ = std::fs::remove_file(&prog);
     assert_eq!(code, 4);
     let lives = lives(&ev);
     let l = life(&lives, root(&lives, &ev));

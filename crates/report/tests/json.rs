@@ -5,12 +5,6 @@ use pagelab_report::{
     SIM_SCHEMA,
 };
 
-fn temp(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("pagelab-report-json-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
 #[test]
 fn sim_result_has_the_documented_shape() {
     let r = common::crafty();
@@ -39,7 +33,8 @@ fn sim_result_has_the_documented_shape() {
 
 #[test]
 fn round_trips_through_a_file() {
-    let path = temp("study.json");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("study.json");
     let study = common::study();
     write_json(&path, &study).unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
