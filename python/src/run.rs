@@ -143,6 +143,7 @@ pub(crate) fn simulate(
                 highpte: false,
                 bind: None,
                 mempolicy: None,
+                asids: None,
             },
         )?;
         pagelab_engine::run_policies(&mut *src, &pcfg, &mut ())?

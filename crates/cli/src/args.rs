@@ -211,6 +211,11 @@ pub struct SimArgs {
     /// with --machine and --policy), out of low memory.
     #[arg(long, requires_all = ["machine", "policy"])]
     pub highpte: bool,
+    /// Keep TLB entries across process switches, tagged with N address-space
+    /// IDs handed out round-robin as Linux does on x86 (which uses 6); by
+    /// default every switch flushes the TLB (with --policy).
+    #[arg(long, value_name = "N", requires = "policy", value_parser = clap::value_parser!(u32).range(1..))]
+    pub asids: Option<u32>,
     /// Bind processes to these CPUs, like taskset: `0`, `0-3`, `0,4` (with
     /// --machine and --policy, on a machine of several NUMA nodes). They are
     /// placed on the list's CPUs round-robin in the order they first run;

@@ -116,6 +116,8 @@ pub struct PolicyArgs<'a> {
     pub bind: Option<&'a str>,
     /// `--mempolicy POLICY`: the memory policy on a NUMA machine.
     pub mempolicy: Option<&'a str>,
+    /// `--asids N`: TLB entries kept across switches under N tags.
+    pub asids: Option<u32>,
 }
 
 /// The configuration of the policy runs over the TLB of `study`.
@@ -153,7 +155,10 @@ pub fn policy_config(study: &StudyConfig, a: &PolicyArgs<'_>) -> Result<PolicyCo
         .map_err(|e: String| anyhow::anyhow!("--cow {}: {e}", a.cow))?;
     Ok(PolicyConfig {
         policies,
-        tlb: study.tlb.clone(),
+        tlb: pagelab_tlb::TlbConfig {
+            asids: a.asids.or(study.tlb.asids),
+            ..study.tlb.clone()
+        },
         phys,
         strict: a.strict,
         cow,

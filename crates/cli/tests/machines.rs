@@ -269,3 +269,29 @@ fn numa_placement_and_memory_policy_from_the_command_line() {
     ]);
     assert!(e.contains("--bind: the machine has one NUMA node"), "{e}");
 }
+
+#[test]
+fn asids_beyond_the_tag_bits_are_refused() {
+    // The hand-computed cases are in crates/engine/tests/asids.rs.
+    let la57 = ["sim", "--machine", "x86-64-la57", "--policy", "base:4K"];
+    let e = fail(&[&la57[..], &["--asids", "200", "--workload", W]].concat());
+    assert!(
+        e.contains("--asids 200: at most 128 on a machine of 57-bit virtual addresses"),
+        "{e}"
+    );
+    run(&[&la57[..], &["--asids", "128", "--workload", W]].concat());
+    let out = pagelab()
+        .args([
+            "sim",
+            "--policy",
+            "base:4K",
+            "--asids",
+            "0",
+            "--workload",
+            W,
+        ])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && e.contains("--asids"), "{e}");
+}

@@ -15,6 +15,7 @@
 //! assert_eq!(study.finish(Default::default()).runs[0].faults, 3);
 //! ```
 
+mod asids;
 mod cost;
 mod driver;
 mod machine_cost;

@@ -2,6 +2,7 @@
 //! Each run steps a [`Mm`] (VMAs, page tables, physical memory, the policy)
 //! and a TLB hierarchy holding entries of whatever size the page table maps.
 
+use crate::asids::Asids;
 use crate::driver::{EngineError, Progress, BATCH};
 use pagelab_core::{Event, MemRef, PageSize, Pfn, SourceInfo, VirtAddr};
 use pagelab_mm::phys::{FrameAllocator, PhysConfig};
@@ -54,16 +55,21 @@ struct PolicyRun {
     /// Per side, the 4K frame of the last translated access: a repeat is
     /// counted against its node on a NUMA machine.
     numa_last: [Pfn; 2],
+    /// Tagged TLB entries kept across process switches (`--asids`).
+    asids: Option<Asids>,
 }
 
 impl PolicyRun {
     fn new(spec: &PolicySpec, cfg: &PolicyConfig) -> Result<PolicyRun, EngineError> {
+        let mut mm = Mm::on(spec, &cfg.phys, cfg.platform.as_ref())
+            .map_err(|e| EngineError::Model(e.to_string()))?;
+        mm.set_cow(cfg.cow);
         Ok(PolicyRun {
-            mm: {
-                let mut mm = Mm::on(spec, &cfg.phys, cfg.platform.as_ref())
-                    .map_err(|e| EngineError::Model(e.to_string()))?;
-                mm.set_cow(cfg.cow);
-                mm
+            asids: match cfg.tlb.asids {
+                Some(n) => Some(
+                    Asids::new(n, mm.machine().geometry().va_bits()).map_err(EngineError::Model)?,
+                ),
+                None => None,
             },
             tlb: TlbHierarchy::new(&cfg.tlb)?,
             accesses: [0; 2],
@@ -76,6 +82,7 @@ impl PolicyRun {
             filtered: [0; 2],
             reclaims: 0,
             numa_last: [Pfn(0); 2],
+            mm,
         })
     }
 
@@ -103,11 +110,9 @@ impl PolicyRun {
                 other => {
                     self.last = [u64::MAX; 2];
                     let before = self.anomalies();
-                    match self.mm.event(other).map_err(at(i))? {
-                        Invalidate::Nothing => {}
-                        Invalidate::Range(s, e) => self.tlb.invalidate_range(s, e - s),
-                        Invalidate::All => self.tlb.flush(),
-                    }
+                    let pid = self.mm.pid();
+                    let inv = self.mm.event(other).map_err(at(i))?;
+                    self.invalidate(other, pid, inv);
                     if strict && self.anomalies() > before {
                         return Err(EngineError::Model(format!(
                             "record {}: {other:?} contradicts the trace so far (--strict)",
@@ -146,10 +151,36 @@ impl PolicyRun {
         Ok(())
     }
 
-    /// Forgets translations a policy changed on its own (promotion, collapse).
+    /// Forgets the translations event `ev` of process `pid` changed. With
+    /// ASIDs a switch keeps every process's entries, an exit or exec leaves
+    /// them for the slot's next owner, and the rest touch `pid`'s only.
+    fn invalidate(&mut self, ev: &Event, pid: u32, inv: Invalidate) {
+        let tlb = &mut self.tlb;
+        match (&mut self.asids, inv) {
+            (_, Invalidate::Nothing) => {}
+            (None, Invalidate::Range(s, e)) => tlb.invalidate_range(s, e - s),
+            (None, Invalidate::All) => tlb.flush(),
+            (Some(a), Invalidate::Range(s, e)) => a.invalidate(s, e, tlb),
+            (Some(a), Invalidate::All) => match ev {
+                Event::Switch(t) => {
+                    a.switch(t.pid, tlb);
+                }
+                Event::Exit { .. } | Event::Exec => a.drop_space(pid),
+                _ => a.flush_current(tlb),
+            },
+        }
+    }
+
+    /// Forgets translations a policy changed on its own (promotion, collapse),
+    /// in every address space.
     fn invalidate_remapped(&mut self) {
         for (s, e) in self.mm.take_invalidations() {
-            self.tlb.invalidate_range(s, e - s);
+            match &self.asids {
+                Some(a) => self
+                    .tlb
+                    .invalidate_range_masked(s, e - s, a.untagged_mask()),
+                None => self.tlb.invalidate_range(s, e - s),
+            }
             self.last = [u64::MAX; 2];
         }
     }
@@ -191,7 +222,11 @@ impl PolicyRun {
                 self.numa_last[side] = pfn;
                 self.mm.count_refs(pfn, 1);
             }
-            if self.tlb.access_addr(s, addr, t.size) == Outcome::Miss {
+            let tagged = match &mut self.asids {
+                Some(a) => a.tag(self.mm.pid(), addr, &mut self.tlb),
+                None => addr,
+            };
+            if self.tlb.access_addr(s, tagged, t.size) == Outcome::Miss {
                 self.misses[side] += 1;
                 self.walk_refs += u64::from(t.levels);
             }

@@ -34,6 +34,12 @@ pub struct TlbConfig {
     /// Data-side second level (with `l2i`, instead of `l2`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub l2d: Option<LevelConfig>,
+    /// Address-space IDs the kernel tags entries with (x86's PCIDs, of which
+    /// Linux uses 6 per CPU; arm64's ASIDs): a process switch keeps the
+    /// entries of the last N processes instead of emptying the TLB. Absent:
+    /// every switch flushes. `--asids N` sets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asids: Option<u32>,
 }
 
 /// One level: one or more arrays looked up together, each for some page sizes.
@@ -140,6 +146,12 @@ impl TlbConfig {
         for (name, level) in self.levels() {
             validate_level(name, level).map_err(|(place, message)| err(&place, message))?;
         }
+        if self.asids == Some(0) {
+            return Err(err(
+                "asids",
+                "0 is not allowed: give at least 1 address-space ID, or leave asids out for a TLB flushed at every process switch".into(),
+            ));
+        }
         Ok(())
     }
 
@@ -157,6 +169,12 @@ impl TlbConfig {
             };
             let arrays: Vec<String> = level.arrays.iter().map(describe_array).collect();
             out.push_str(&format!("\n  {label:<12} {}", arrays.join(" + ")));
+        }
+        if let Some(n) = self.asids {
+            out.push_str(&format!(
+                "\n  {:<12} {n}, kept across process switches",
+                "ASIDs"
+            ));
         }
         out
     }

@@ -371,11 +371,19 @@ impl TlbHierarchy {
 
     /// Removes every entry, of any size, overlapping bytes `[start, start + len)`.
     pub fn invalidate_range(&mut self, start: VirtAddr, len: u64) {
+        self.invalidate_range_masked(start, len, u64::MAX);
+    }
+
+    /// Removes every entry whose address, with only the bits of `mask` kept,
+    /// overlaps bytes `[start, start + len)`: with the bits above a tag
+    /// cleared from `mask`, the range in every address space at once (see
+    /// [`TlbConfig::asids`](crate::TlbConfig)).
+    pub fn invalidate_range_masked(&mut self, start: VirtAddr, len: u64, mask: u64) {
         let end = start.saturating_add(len);
         for level in self.levels_mut() {
             for a in &mut level.arrays {
                 a.invalidate_where(|v, s| {
-                    let first = v.start(s);
+                    let first = VirtAddr(v.start(s).0 & mask);
                     first < end && first.saturating_add(s.bytes()) > start
                 });
             }

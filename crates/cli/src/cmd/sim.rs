@@ -50,6 +50,7 @@ pub fn run(a: SimArgs) -> Result<()> {
                 highpte: a.highpte,
                 bind: a.bind.as_deref(),
                 mempolicy: a.mempolicy.as_deref(),
+                asids: a.asids,
             },
         )?)
     };
