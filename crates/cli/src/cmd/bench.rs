@@ -45,6 +45,18 @@ pub struct BenchArgs {
     /// Small sizes and few iterations everywhere (for tests and a first look).
     #[arg(long)]
     pub quick: bool,
+    /// Print the model's estimate beside each measured kernel under each configuration of
+    /// one page size: the model's workload of the same parameters, timed on `--machine`
+    /// (docs/cost.md).
+    #[arg(long)]
+    pub predict: bool,
+    /// The machine `--predict` models: a preset with caches or a machine file.
+    #[arg(long, value_name = "NAME|FILE", default_value = super::bench_predict::DEFAULT_MACHINE, requires = "predict")]
+    pub machine: String,
+    /// The virtualisation `--predict` models: nested:host=4K|2M|1G, or none. The default is
+    /// this machine's (a KVM guest; the host's page size is assumed).
+    #[arg(long, value_name = "VIRT", default_value = super::bench_predict::DEFAULT_VIRT, requires = "predict")]
+    pub virt: String,
     /// Kernels, as NAME[:key=value,...]: stride, stream, gups, chase, fault (all of them
     /// when none is given); `stride` without heap= or every= is the paper's sweep.
     #[arg(value_name = "KERNEL")]
@@ -148,6 +160,19 @@ pub fn run(a: BenchArgs) -> Result<i32> {
              for figures to keep, use a release build (target/release/pagelab)"
         );
     }
+    // The model runs first: a bad machine fails before the measurements, and the
+    // measurements run on a machine the model no longer loads.
+    let predictions = if a.predict {
+        let virt = (a.virt != "none").then_some(a.virt.as_str());
+        let predictions = super::bench_predict::predict(&specs, &pages, &a.machine, virt)?;
+        let model = match virt {
+            Some(v) => format!("{} {v}", a.machine),
+            None => a.machine.clone(),
+        };
+        Some((predictions, model))
+    } else {
+        None
+    };
     let exe = std::env::current_exe().context("finding the pagelab binary")?;
     let session = match knobs {
         None => Some(KnobSession::begin(&sysfs)?),
@@ -184,12 +209,19 @@ pub fn run(a: BenchArgs) -> Result<i32> {
         pagelab_report::lab_plot::plot_bench_svg(&result, path)?;
         outln!("wrote {}", path.display())?;
     }
+    let lab = result.clone();
     let result = pagelab_report::AnyResult::Lab(result);
     if let Some(path) = &a.html {
         super::report::write_one(path, result.clone(), &rule)?;
         outln!("wrote {}", path.display())?;
     }
     super::report::print_answer(&result, &rule)?;
+    if let Some((predictions, model)) = &predictions {
+        out!(
+            "\n{}",
+            pagelab_report::lab_table::predict_table(&lab, predictions, model)
+        )?;
+    }
     Ok(0)
 }
 

@@ -1,6 +1,7 @@
 //! One module per subcommand; shared set-up lives here.
 
 pub mod bench;
+pub mod bench_predict;
 pub mod capture;
 pub mod convert;
 pub mod list;

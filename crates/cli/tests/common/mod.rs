@@ -81,3 +81,15 @@ pub fn full_stdout_is_a_clean_error(commands: &[&[&str]]) -> bool {
     }
     true
 }
+
+/// The standard output of a run that must have succeeded (the panic shows its standard
+/// output and error).
+pub fn stdout_of_success(out: &std::process::Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}

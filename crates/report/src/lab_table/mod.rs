@@ -1,9 +1,11 @@
 //! The lab's text tables, made from a [`LabResult`] alone: `pagelab run`'s ([`run_table`]),
-//! `pagelab bench`'s ([`bench_tables`]) and `pagelab validate`'s ([`validate_table`]).
+//! `pagelab bench`'s ([`bench_tables`], and with `--predict` [`predict_table`]) and `pagelab validate`'s ([`validate_table`]).
 
 mod bench;
+mod predict;
 
 pub use bench::{bench_tables, BenchKernel};
+pub use predict::{predict_table, same_ranking, speedups_2m, KernelPrediction, SPEEDUP_TOLERANCE};
 
 use crate::{columns, LabConfig, LabResult, Measurement};
 use pagelab_core::PageSize;

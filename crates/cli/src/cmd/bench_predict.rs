@@ -1,0 +1,189 @@
+//! `pagelab bench --predict`: the model's estimate of each native kernel, from the model's
+//! workload of the same name and parameters, timed on a machine with caches (this machine's
+//! preset by default, nested paging included).
+//!
+//! A kernel's measured figure is a steady state (the fastest warm round of `stride`, the
+//! best pass of `stream`, a long loop of `gups` and `chase`, all after the data was written
+//! once), so the estimate is one too: the model runs the workload twice, with `a` and `b`
+//! units of work after the same initialisation, and the estimate is the difference of the
+//! two runs' cycles over `b - a`. The cold misses, the initialisation and the program's
+//! start cancel out; what is left is what each further unit of work costs.
+
+use anyhow::{Context, Result};
+use pagelab_core::PageSize;
+use pagelab_lab::native::KernelSpec;
+use pagelab_report::lab_table::KernelPrediction;
+use pagelab_workloads::fmt_size;
+
+/// The machine `--predict` models by default: this development machine's core.
+pub const DEFAULT_MACHINE: &str = "zen4";
+/// The virtualisation `--predict` models by default. This machine is a KVM guest, whose
+/// host page size cannot be seen from inside; KVM backs a guest with transparent huge pages
+/// when the host has them, so 2M is assumed.
+pub const DEFAULT_VIRT: &str = "nested:host=2M";
+
+/// The two model workloads that estimate one kernel, and the units of work between them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelPair {
+    /// The workload with fewer units of work.
+    pub small: String,
+    /// The workload with more.
+    pub large: String,
+    /// Units of work (`large` minus `small`): accesses, elements, updates or steps.
+    pub ops: u64,
+}
+
+/// The model workloads of `spec` (none for `fault`, whose cost, first touch, the model does
+/// not time). Data starts 2M-aligned, as the native kernels map it.
+pub fn model_pair(spec: &KernelSpec) -> Option<ModelPair> {
+    let pair = |f: &dyn Fn(u64) -> String, a: u64, b: u64, per: u64| ModelPair {
+        small: f(a),
+        large: f(b),
+        ops: (b - a) * per,
+    };
+    Some(match spec {
+        KernelSpec::Stride(s) => pair(
+            &|iters| {
+                format!(
+                    "stride:heap={},page={},line={},every={},iters={iters},align=2M",
+                    fmt_size(s.heap),
+                    fmt_size(s.page),
+                    s.line,
+                    s.every
+                )
+            },
+            3,
+            6,
+            (s.heap / s.page).div_ceil(s.every),
+        ),
+        KernelSpec::Stream(s) => pair(
+            &|iters| format!("stream:n={},iters={iters},align=2M", s.n),
+            1,
+            2,
+            4 * s.n,
+        ),
+        KernelSpec::Gups(g) => pair(
+            &|updates| {
+                format!(
+                    "gups:table={},updates={updates},seed={},align=2M",
+                    fmt_size(g.table),
+                    g.seed
+                )
+            },
+            g.updates / 2,
+            g.updates.max(2),
+            1,
+        ),
+        KernelSpec::Chase(c) => pair(
+            &|steps| {
+                format!(
+                    "chase:nodes={},node={},steps={steps},seed={},align=2M",
+                    c.nodes, c.node, c.seed
+                )
+            },
+            c.steps / 2,
+            c.steps.max(2),
+            1,
+        ),
+        KernelSpec::Fault(_) => return None,
+    })
+}
+
+/// Whether the speed-up goal holds `spec`: stride heaps of 16M and more, gups and chase.
+pub fn goal_holds(spec: &KernelSpec) -> bool {
+    match spec {
+        KernelSpec::Stride(s) => s.heap >= 16 << 20,
+        KernelSpec::Gups(_) | KernelSpec::Chase(_) => true,
+        KernelSpec::Stream(_) | KernelSpec::Fault(_) => false,
+    }
+}
+
+/// The model's cycles per unit of work of every kernel under every configuration of a
+/// single page size (a configuration of several sizes is not one fixed size, which is what
+/// the model's study runs). `machine` is a preset or file with caches; `virt` as `--virt`.
+pub fn predict(
+    specs: &[KernelSpec],
+    configs: &[Vec<PageSize>],
+    machine: &str,
+    virt: Option<&str>,
+) -> Result<Vec<KernelPrediction>> {
+    let mut sizes: Vec<PageSize> = configs
+        .iter()
+        .filter(|c| c.len() == 1)
+        .map(|c| c[0])
+        .collect();
+    sizes.sort();
+    sizes.dedup();
+    let text: Vec<String> = sizes.iter().map(PageSize::to_string).collect();
+    let (cfg, m) =
+        pagelab::model::machine_study_config(Some(machine), Some(&text.join(",")), None)?;
+    if pagelab::model::cost_config(m.as_ref(), &cfg, None)?.is_none() {
+        anyhow::bail!(
+            "--predict --machine {machine}: the machine gives no caches and latencies to time \
+             a run with; give one with a [caches] section, such as {DEFAULT_MACHINE} (see \
+             `pagelab machines`)"
+        );
+    }
+    let cost = pagelab::model::cost_config(m.as_ref(), &cfg, virt)?
+        .context("a machine with caches gives a cost model")?;
+    let mut out = Vec::new();
+    for spec in specs {
+        let Some(pair) = model_pair(spec) else {
+            continue;
+        };
+        let mut cycles = Vec::new();
+        for w in [&pair.small, &pair.large] {
+            let progress = &mut crate::progress::Progress::new(&format!("model of {spec}"));
+            let mut src = pagelab::builtin::open(w)?;
+            let r = pagelab_engine::run_cost_study(&mut *src, &cfg, &cost, progress)
+                .with_context(|| format!("the model of `{spec}` ({w})"))?;
+            cycles.push(
+                r.runs
+                    .iter()
+                    .map(|run| run.cost.as_ref().map_or(0, |c| c.cycles))
+                    .collect::<Vec<u64>>(),
+            );
+        }
+        out.push(KernelPrediction {
+            subject: spec.to_string(),
+            goal: goal_holds(spec),
+            cycles_per_op: sizes
+                .iter()
+                .zip(cycles[1].iter().zip(&cycles[0]))
+                .map(|(s, (&b, &a))| (s.to_string(), b.saturating_sub(a) as f64 / pair.ops as f64))
+                .collect(),
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pagelab_lab::native::{expand, Scale};
+
+    fn one(text: &str) -> KernelSpec {
+        expand(text, Scale::Full).unwrap().swap_remove(0)
+    }
+
+    #[test]
+    fn each_kernel_maps_to_the_model_workload_of_its_parameters() {
+        let p = model_pair(&one("stride:heap=16M,every=16,iters=7")).unwrap();
+        assert_eq!(
+            p.small,
+            "stride:heap=16M,page=4K,line=64,every=16,iters=3,align=2M"
+        );
+        assert_eq!(p.ops, 3 * 256);
+        let p = model_pair(&one("gups:table=8M,updates=1000,seed=3")).unwrap();
+        assert_eq!(p.large, "gups:table=8M,updates=1000,seed=3,align=2M");
+        assert_eq!((p.small.contains("updates=500,"), p.ops), (true, 500));
+        let p = model_pair(&one("chase:nodes=100,node=128,steps=11")).unwrap();
+        assert_eq!(p.small, "chase:nodes=100,node=128,steps=5,seed=1,align=2M");
+        assert_eq!(p.ops, 6);
+        assert_eq!(model_pair(&one("stream:n=1000")).unwrap().ops, 4000);
+        assert_eq!(model_pair(&one("fault:size=4M")), None);
+        assert!(goal_holds(&one("stride:heap=16M,every=1")));
+        assert!(!goal_holds(&one("stride:heap=8M,every=1")));
+        assert!(!goal_holds(&one("stream")));
+    }
+}

@@ -1,0 +1,120 @@
+//! `pagelab bench --predict`: the model's cycles per operation printed beside each measured
+//! configuration are exactly the steady state `pagelab sim` gives for the same workload (the
+//! difference of two runs over the work between them), and a machine the model cannot time
+//! with is refused before anything is measured. As root on a kernel with 2M THP the 2M
+//! configuration runs as well; elsewhere the 4K baseline alone (said on standard error).
+
+mod common;
+
+use common::{pagelab, stdout_of_success, tmp};
+use std::path::Path;
+
+/// A small gups: a 1M table, 20,000 updates (well under a second natively and modelled).
+const KERNEL: &str = "gups:table=1M,updates=20000";
+
+fn two_mega_thp() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED (2M half): changing the THP knobs needs root");
+        return false;
+    }
+    let knob = "/sys/kernel/mm/transparent_hugepage/hugepages-2048kB/enabled";
+    if !Path::new(knob).exists() {
+        eprintln!("SKIPPED (2M half): {knob} does not exist");
+        return false;
+    }
+    true
+}
+
+/// Each page size's `cost.cycles` of `pagelab sim` on this machine's model.
+fn sim_cycles(workload: &str, sizes: &str) -> Vec<u64> {
+    let dir = tmp("predict-sim");
+    let path = dir.join("r.json");
+    stdout_of_success(
+        &pagelab()
+            .args(["sim", "--machine", "zen4", "--virt", "nested:host=2M"])
+            .args(["--workload", workload, "--page-sizes", sizes, "--json"])
+            .arg(&path)
+            .output()
+            .unwrap(),
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["cost"]["cycles"].as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+fn predict_prints_the_models_steady_state_beside_each_configuration() {
+    let sizes: &[&str] = if two_mega_thp() {
+        &["4K", "2M"]
+    } else {
+        &["4K"]
+    };
+    let mut cmd = pagelab();
+    cmd.args(["bench", "--repeat", "1", "--predict", KERNEL]);
+    for s in sizes {
+        cmd.args(["--pages", s]);
+    }
+    let stdout = stdout_of_success(&cmd.output().unwrap());
+    let table = stdout
+        .split_once("beside the model (zen4 nested:host=2M")
+        .unwrap_or_else(|| panic!("no prediction table in:\n{stdout}"))
+        .1;
+    // The model's own figures: 10,000 more updates after the same start.
+    let workload = |n: u32| format!("gups:table=1M,updates={n},seed=1,align=2M");
+    let (a, b) = (
+        sim_cycles(&workload(10000), &sizes.join(",")),
+        sim_cycles(&workload(20000), &sizes.join(",")),
+    );
+    for (i, size) in sizes.iter().enumerate() {
+        let row: Vec<&str> = table
+            .lines()
+            .map(|l| {
+                l.trim_start_matches("gups:table=1M,updates=20000,seed=1")
+                    .trim()
+            })
+            .find(|l| l.split_whitespace().next() == Some(size))
+            .unwrap_or_else(|| panic!("no {size} row in:\n{table}"))
+            .split_whitespace()
+            .collect();
+        let expected = (b[i] - a[i]) as f64 / 10000.0;
+        assert_eq!(row[4], format!("{expected:.1}"), "{size} in:\n{table}");
+        // The measured figure is the bench's own ns per update, a positive time.
+        assert!(row[1].parse::<f64>().unwrap() > 0.0, "{table}");
+    }
+    let goal = if sizes.len() == 2 {
+        "of 1 kernels"
+    } else {
+        "0 of 0 kernels"
+    };
+    assert!(
+        table.contains("(stride heaps of 16M and more, gups, chase): ") && table.contains(goal),
+        "{table}"
+    );
+}
+
+#[test]
+fn predict_refuses_a_machine_without_caches_before_measuring() {
+    let out = pagelab()
+        .args([
+            "bench",
+            "--predict",
+            "--machine",
+            "x86-64",
+            "--pages",
+            "4K",
+            KERNEL,
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("x86-64"), "{stderr}");
+    assert!(stderr.contains("caches"), "{stderr}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("median of"));
+}
