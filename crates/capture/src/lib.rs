@@ -47,6 +47,7 @@ pub mod elf;
 pub mod format;
 pub mod layout;
 pub mod relocate;
+mod relocated;
 mod script;
 mod spawn;
 pub mod syscalls;
@@ -55,6 +56,7 @@ mod valgrind;
 mod window;
 
 pub use decode::PluginReader;
+pub use relocated::{Relocated, RelocationSetup};
 pub use spawn::{exit_code, interrupted, Backend, Capture, CaptureCommand, StdoutTo};
 pub use tools::{
     execprog_path, find_qemu, find_valgrind, layoutprog_path, parse_qemu_version, plugin_api_for,

@@ -79,6 +79,8 @@ struct Space {
     /// The captured break's current end.
     brk_end: u64,
     pending: Option<MapRequest>,
+    /// The piece the last reference hit (references run in long streaks).
+    last: std::cell::Cell<(u64, Piece)>,
     /// Whether the last event was an munmap (the decoder writes a moving
     /// mremap as munmap then map).
     after_unmap: bool,
@@ -91,11 +93,18 @@ impl Space {
     }
 
     fn translate(&self, addr: u64) -> Option<u64> {
-        self.find(addr).map(|(s, p)| p.model + (addr - s))
+        let (s, p) = self.last.get();
+        if (s..p.end).contains(&addr) {
+            return Some(p.model + (addr - s));
+        }
+        let (s, p) = self.find(addr)?;
+        self.last.set((s, p));
+        Some(p.model + (addr - s))
     }
 
     /// Forgets the captured range `[s, e)`, cutting pieces it overlaps.
     fn cut(&mut self, s: u64, e: u64) {
+        self.last.set((0, Piece { end: 0, model: 0 }));
         let hit: Vec<(u64, Piece)> = self
             .pieces
             .range(..e)
@@ -172,6 +181,7 @@ impl Relocator {
             start_brk: model.start_brk.0,
             brk_end: 0,
             pending: None,
+            last: std::cell::Cell::new((0, Piece { end: 0, model: 0 })),
             after_unmap: false,
         };
         let err = |what: String| RelocateError {

@@ -152,6 +152,14 @@ fn target_fd() -> i32 {
 impl Capture {
     /// Starts `cmd.program` under `cmd.backend`.
     pub fn spawn(cmd: &CaptureCommand) -> Result<Capture, CaptureError> {
+        Capture::spawn_with(cmd, &[])
+    }
+
+    /// [`Capture::spawn`] with more arguments for the backend, before the program's.
+    pub(crate) fn spawn_with(
+        cmd: &CaptureCommand,
+        backend_args: &[std::ffi::OsString],
+    ) -> Result<Capture, CaptureError> {
         let program = tools::which(&cmd.program)
             .ok_or_else(|| CaptureError::NoProgram(cmd.program.to_string_lossy().into_owned()))?;
         let fd = target_fd();
@@ -167,7 +175,7 @@ impl Capture {
                 let mut c = Command::new(qemu);
                 let mut arg = plugin.into_os_string();
                 arg.push(format!(",fd={fd},mem={mem_fd}"));
-                c.arg("-plugin").arg(arg);
+                c.arg("-plugin").arg(arg).args(backend_args);
                 c
             }
             Backend::Valgrind => {

@@ -145,7 +145,22 @@ pub struct StudyArgs {
     #[command(flatten)]
     pub program: ProgramArgs,
     #[command(flatten)]
+    pub layout: LayoutArgs,
+    #[command(flatten)]
     pub window: WindowArgs,
+}
+
+/// Which address-space layout a captured program is modelled in.
+#[derive(Args, Debug, Clone, Default)]
+pub struct LayoutArgs {
+    /// Address-space layout of a program captured with `-- PROGRAM`: linux
+    /// (each mapping placed as Linux places it without randomisation, as
+    /// under `setarch -R`, and the trace relocated there; the default with
+    /// the qemu backend) or captured (the addresses QEMU gave it; the
+    /// default otherwise). Trace files and workloads keep their addresses.
+    /// See docs/layout.md.
+    #[arg(long, value_name = "LAYOUT")]
+    pub layout: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -243,6 +258,8 @@ pub struct SimArgs {
     pub cow: String,
     #[command(flatten)]
     pub program: ProgramArgs,
+    #[command(flatten)]
+    pub layout: LayoutArgs,
     #[command(flatten)]
     pub window: WindowArgs,
 }

@@ -1,9 +1,10 @@
 //! `pagelab capture`, and the sources of `study`/`sim -- PROGRAM` and of `--skip`/`--limit`.
 
-use crate::args::{CaptureArgs, ProgramArgs, SimArgs, StudyArgs, WindowArgs};
+use crate::args::{CaptureArgs, LayoutArgs, ProgramArgs, SimArgs, StudyArgs, WindowArgs};
 use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
-use pagelab_capture::{Backend, Capture, CaptureCommand, StdoutTo, Window};
+use pagelab_capture::layout::LayoutParams;
+use pagelab_capture::{Backend, Capture, CaptureCommand, Relocated, StdoutTo, Window};
 use pagelab_core::{Event, SourceInfo};
 use pagelab_trace::{NativeWriter, PageBatch, PageFilter, TraceError, TraceSource};
 use std::io::Write;
@@ -115,9 +116,48 @@ fn windowed(source: Source, w: &WindowArgs) -> Source {
     }
 }
 
-/// The program to capture as a source that reports its exit status, windowed.
-fn program_source(p: &ProgramArgs, w: &WindowArgs) -> Result<Option<Source>> {
-    Ok(spawn(p, StdoutTo::Inherit)?.map(|c| windowed(Box::new(Reported::new(c)), w)))
+/// Whether `--layout` asks for Linux's layout of the program `p` names:
+/// the default with the qemu backend; an error for anything else than a
+/// program.
+fn linux_layout(p: &ProgramArgs, l: &LayoutArgs) -> Result<bool> {
+    let qemu = p.backend == "qemu";
+    match l.layout.as_deref() {
+        None => Ok(qemu && !p.program.is_empty()),
+        Some("captured") => Ok(false),
+        Some("linux") if p.program.is_empty() => bail!(
+            "--layout linux relocates a program captured with `-- PROGRAM`: a trace file does not record where the capture loaded the program, and a workload has no captured layout"
+        ),
+        Some("linux") if !qemu => bail!(
+            "--layout linux needs the qemu backend: the {} backend records no mappings",
+            p.backend
+        ),
+        Some("linux") => Ok(true),
+        Some(other) => bail!("--layout {other}: expected linux or captured"),
+    }
+}
+
+/// The program to capture as a source that reports its exit status, in
+/// the layout asked for, windowed.
+fn program_source(p: &ProgramArgs, l: &LayoutArgs, w: &WindowArgs) -> Result<Option<Source>> {
+    if !linux_layout(p, l)? {
+        return Ok(spawn(p, StdoutTo::Inherit)?.map(|c| windowed(Box::new(Reported::new(c)), w)));
+    }
+    let (program, args) = p.program.split_first().expect("linux_layout checked");
+    let cmd = CaptureCommand {
+        backend: Backend::Qemu,
+        program: program.clone(),
+        args: args.to_vec(),
+        stdout: StdoutTo::Inherit,
+    };
+    let (capture, setup) =
+        Capture::spawn_relocatable(&cmd, LayoutParams::default()).with_context(|| {
+            format!(
+                "capturing `{}` in Linux's layout",
+                program.to_string_lossy()
+            )
+        })?;
+    let src = Relocated::new(Reported::new(capture), setup);
+    Ok(Some(windowed(Box::new(src), w)))
 }
 
 /// Captures the program `p` names (its standard output discarded) as the source `f` reads,
@@ -135,7 +175,7 @@ pub(crate) fn with_program<T>(
 
 /// The input of `pagelab sim`: a trace, a workload or a program, windowed.
 pub fn sim_source(a: &SimArgs) -> Result<Source> {
-    if let Some(src) = program_source(&a.program, &a.window)? {
+    if let Some(src) = program_source(&a.program, &a.layout, &a.window)? {
         if a.trace.is_some() || a.workload.is_some() {
             bail!("give one input: --trace, --workload or `-- PROGRAM`, not several");
         }
@@ -160,7 +200,7 @@ pub fn workload_source(spec: &str, w: &WindowArgs) -> Result<Source> {
 
 /// The inputs of `pagelab study` with their labels: the program after `--`, or the workloads.
 pub fn study_sources(a: &StudyArgs, specs: &[String]) -> Result<(Vec<String>, Vec<Source>)> {
-    if let Some(src) = program_source(&a.program, &a.window)? {
+    if let Some(src) = program_source(&a.program, &a.layout, &a.window)? {
         if !a.workloads.is_empty() {
             bail!("give workloads or `-- PROGRAM`, not both");
         }
