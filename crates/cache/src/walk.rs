@@ -226,7 +226,14 @@ pub struct PageTable {
     /// Its frames (tables and, for the run's own data, pages).
     pub frames: Frames,
     va_mask: u64,
+    /// The last pages [`PageTable::page_of`] looked up, direct-mapped by page
+    /// number: `(vpn, frame)`. A page's frame never changes once given, so
+    /// an entry is never stale; it spares the hash map most lookups.
+    recent: Box<[(u64, u64); RECENT]>,
 }
+
+/// Entries of [`PageTable`]'s memo of recent pages (a power of two).
+const RECENT: usize = 256;
 
 impl PageTable {
     /// An empty table; frames are handed out from `base` on.
@@ -236,6 +243,7 @@ impl PageTable {
             layout,
             walk_caches: WalkCaches::new(walk_cache_entries),
             frames: Frames::new(base),
+            recent: Box::new([(u64::MAX, 0); RECENT]),
             va_mask: if bits >= 64 {
                 u64::MAX
             } else {
@@ -249,7 +257,14 @@ impl PageTable {
     #[inline]
     pub fn page_of(&mut self, va: u64) -> u64 {
         let shift = self.layout.page_shift;
-        self.frames.page((va & self.va_mask) >> shift, shift)
+        let vpn = (va & self.va_mask) >> shift;
+        let slot = &mut self.recent[vpn as usize & (RECENT - 1)];
+        if slot.0 == vpn {
+            return slot.1;
+        }
+        let frame = self.frames.page(vpn, shift);
+        *slot = (vpn, frame);
+        frame
     }
 
     /// The start level of a walk for `va` after asking the walk caches (the
