@@ -52,6 +52,7 @@ fuzz_target!(|data: &[u8]| {
         phys,
         strict: false,
         cow: CowMode::Whole,
+        file_faults: Default::default(),
         platform: None,
     };
     match run_policies(&mut VecSource::new(events), &cfg, &mut ()) {

@@ -66,6 +66,7 @@ fuzz_target!(|data: &[u8]| {
         phys: PhysConfig::new(pagelab_core::Bytes(memory_mb << 20)),
         strict,
         cow,
+        file_faults: Default::default(),
         platform: None,
     };
     if let Err(e) = run_policies(&mut src, &cfg, &mut ()) {

@@ -144,6 +144,8 @@ pub(crate) fn simulate(
                 bind: None,
                 mempolicy: None,
                 asids: None,
+                page_cache: None,
+                fault_around: None,
             },
         )?;
         pagelab_engine::run_policies(&mut *src, &pcfg, &mut ())?

@@ -333,6 +333,7 @@ fn policy(path: &str, spec: &str) -> u64 {
         phys: pagelab_mm::phys::PhysConfig::new(pagelab_core::Bytes(4 << 30)),
         strict: false,
         cow: Default::default(),
+        file_faults: Default::default(),
         platform: None,
     };
     let mut src = pagelab_trace::open(path, None).unwrap();

@@ -256,6 +256,17 @@ pub struct SimArgs {
         requires = "policy"
     )]
     pub cow: String,
+    /// File-backed faults as Linux takes them (with --policy): the page cache holds
+    /// every file before the run (warm) or none (cold: a miss reads the 128K around
+    /// it and is a major fault), and each read fault maps the cached pages of its
+    /// fault-around window (--fault-around, 64K by default). Without either flag
+    /// each file fault maps its own page and reads it.
+    #[arg(long, value_name = "warm|cold", requires = "policy")]
+    pub page_cache: Option<String>,
+    /// Linux's fault_around_bytes for --page-cache (with --policy): 4K turns
+    /// fault-around off.
+    #[arg(long, value_name = "SIZE", requires = "policy")]
+    pub fault_around: Option<String>,
     #[command(flatten)]
     pub program: ProgramArgs,
     #[command(flatten)]

@@ -118,6 +118,41 @@ pub struct PolicyArgs<'a> {
     pub mempolicy: Option<&'a str>,
     /// `--asids N`: TLB entries kept across switches under N tags.
     pub asids: Option<u32>,
+    /// `--page-cache warm|cold`.
+    pub page_cache: Option<&'a str>,
+    /// `--fault-around SIZE`.
+    pub fault_around: Option<&'a str>,
+}
+
+/// Pages readahead reads around a page-cache miss by default (`read_ahead_kb` 128K).
+const DEFAULT_READAROUND_PAGES: u64 = 32;
+
+/// Linux's file faults as `--page-cache` and `--fault-around` ask, or the model's plain
+/// ones (each fault maps and reads its own page) when neither is given.
+pub fn file_faults(
+    page_cache: Option<&str>,
+    fault_around: Option<&str>,
+) -> Result<pagelab_mm::fault_around::FileFaults> {
+    if page_cache.is_none() && fault_around.is_none() {
+        return Ok(Default::default());
+    }
+    let warm = match page_cache.unwrap_or("warm") {
+        "warm" => true,
+        "cold" => false,
+        other => anyhow::bail!("--page-cache {other}: write warm or cold"),
+    };
+    let window = match fault_around {
+        None => 64 << 10,
+        Some(s) => s
+            .parse::<pagelab_core::PageSize>()
+            .map_err(|e| anyhow::anyhow!("--fault-around {s}: {e}"))?
+            .bytes(),
+    };
+    Ok(pagelab_mm::fault_around::FileFaults::linux(
+        window,
+        DEFAULT_READAROUND_PAGES,
+        warm,
+    ))
 }
 
 /// The configuration of the policy runs over the TLB of `study`.
@@ -162,6 +197,7 @@ pub fn policy_config(study: &StudyConfig, a: &PolicyArgs<'_>) -> Result<PolicyCo
         phys,
         strict: a.strict,
         cow,
+        file_faults: file_faults(a.page_cache, a.fault_around)?,
         platform,
     })
 }

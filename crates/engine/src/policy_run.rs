@@ -27,6 +27,8 @@ pub struct PolicyConfig {
     pub strict: bool,
     /// How a write to a shared private superpage is copied.
     pub cow: pagelab_mm::fault::CowMode,
+    /// Fault-around, read-around and a warm page cache for file faults (default: all off).
+    pub file_faults: pagelab_mm::fault_around::FileFaults,
     /// The modelled machine's page-table geometry, kernel and nodes (`None`:
     /// today's default machine, the geometry following each policy's base page).
     pub platform: Option<pagelab_mm::platform::Platform>,
@@ -64,6 +66,7 @@ impl PolicyRun {
         let mut mm = Mm::on(spec, &cfg.phys, cfg.platform.as_ref())
             .map_err(|e| EngineError::Model(e.to_string()))?;
         mm.set_cow(cfg.cow);
+        mm.set_file_faults(cfg.file_faults);
         Ok(PolicyRun {
             asids: match cfg.tlb.asids {
                 Some(n) => Some(

@@ -29,6 +29,7 @@ fn misses(asids: Option<u32>, events: &[Event]) -> u64 {
         phys: PhysConfig::new(Bytes(64 << 20)),
         strict: false,
         cow: Default::default(),
+        file_faults: Default::default(),
         platform: None,
     };
     let r = run_policies(&mut Events(Vec::from(events).into_iter()), &cfg, &mut ()).unwrap();

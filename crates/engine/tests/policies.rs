@@ -31,6 +31,7 @@ fn base_policies_equal_the_fixed_size_study_on_a_real_trace() {
             phys: PhysConfig::new(Bytes(1 << 30)),
             strict: false,
             cow: Default::default(),
+            file_faults: Default::default(),
             platform: None,
         };
         let got = run_policies(&mut Events(events.clone().into_iter()), &cfg, &mut ()).unwrap();
@@ -66,6 +67,7 @@ fn linux_thp_on_a_real_trace_uses_2m_pages_when_always() {
         phys: PhysConfig::new(Bytes(1 << 30)),
         strict: false,
         cow: Default::default(),
+        file_faults: Default::default(),
         platform: None,
     };
     let got = run_policies(&mut Events(events.into_iter()), &cfg, &mut ()).unwrap();
@@ -103,6 +105,7 @@ fn strict_mode_rejects_contradictions_with_their_position() {
         phys: PhysConfig::new(Bytes(1 << 30)),
         strict: false,
         cow: Default::default(),
+        file_faults: Default::default(),
         platform: None,
     };
     let lenient = run_policies(&mut Events(events.clone().into_iter()), &cfg, &mut ()).unwrap();

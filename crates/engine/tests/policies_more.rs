@@ -20,6 +20,7 @@ fn run(events: &[Event], policies: &[&str]) -> Vec<RunStats> {
         phys: PhysConfig::new(Bytes(1 << 30)),
         strict: true,
         cow: Default::default(),
+        file_faults: Default::default(),
         platform: None,
     };
     let events: Vec<Event> = events.to_vec();

@@ -38,6 +38,7 @@ fn run(mode: SuperpageReclaim) -> RunStats {
         phys,
         strict: false,
         cow: Default::default(),
+        file_faults: Default::default(),
         platform: None,
     };
     let mut r = run_policies(&mut Events(events.into_iter()), &cfg, &mut ()).unwrap();

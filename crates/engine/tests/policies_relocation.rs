@@ -22,6 +22,7 @@ fn relocation_on_a_real_trace_collapses_and_misses_less_than_4k() {
         phys: PhysConfig::new(Bytes(1 << 30)),
         strict: false,
         cow: Default::default(),
+        file_faults: Default::default(),
         platform: None,
     };
     let got = run_policies(&mut Events(events.into_iter()), &cfg, &mut ()).unwrap();

@@ -33,6 +33,7 @@ fn reservation_on_a_real_trace_populates_base_pages_and_promotes() {
         phys: PhysConfig::new(Bytes(1 << 30)),
         strict: false,
         cow: Default::default(),
+        file_faults: Default::default(),
         platform: None,
     };
     let got = run_policies(&mut Events(events.into_iter()), &cfg, &mut ()).unwrap();

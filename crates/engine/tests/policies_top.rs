@@ -32,6 +32,7 @@ fn run(events: Vec<Event>, policy: &str) -> Result<(), String> {
         phys: PhysConfig::new(Bytes(64 << 20)),
         strict: false,
         cow: Default::default(),
+        file_faults: Default::default(),
         platform: None,
     };
     run_policies(&mut Events(events.into_iter()), &cfg, &mut ())

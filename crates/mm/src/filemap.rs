@@ -72,7 +72,10 @@ pub fn file_fault(
         .ok_or_else(|| MmError::Policy(format!("page cache lost file {file_id} page {start}")))?;
     let newly = !folio.is_read(i);
     let complete = folio.set_read(i, pages);
-    if read_in || newly {
+    if read_in {
+        crate::fault_around::read_around(m, file_id, index);
+    }
+    if (read_in || newly) && !m.file_faults.warm {
         m.stats.major_faults += 1;
         m.stats.file_read_bytes += if read_in && !newly { fsize.bytes() } else { bb };
     }
@@ -112,6 +115,9 @@ pub fn file_fault(
     }
     m.map_file(pid, va, fpfn + i * Pfn::count_in(bb), base, flags)?;
     m.count_fault(base);
+    if !write {
+        crate::fault_around::fault_around(m, pid, vma, va, flags)?;
+    }
     Ok(None)
 }
 

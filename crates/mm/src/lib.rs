@@ -19,6 +19,7 @@
 pub mod cache;
 pub mod counters;
 pub mod fault;
+pub mod fault_around;
 pub mod filemap;
 pub mod kmem;
 pub mod machine;

@@ -94,6 +94,8 @@ pub struct Machine {
     zero: [Option<Pfn>; 2],
     /// Counters.
     pub stats: MmStats,
+    /// Fault-around, read-around and a warm page cache for file faults (all off by default).
+    pub file_faults: crate::fault_around::FileFaults,
 }
 
 impl Machine {
@@ -121,6 +123,7 @@ impl Machine {
             wake: 0,
             zero: [None; 2],
             stats: MmStats::default(),
+            file_faults: Default::default(),
         })
     }
 

@@ -355,6 +355,11 @@ impl Mm {
         self.cow = mode;
     }
 
+    /// Fault-around, read-around and the page cache's start for file faults (default: off).
+    pub fn set_file_faults(&mut self, f: crate::fault_around::FileFaults) {
+        self.machine.file_faults = f;
+    }
+
     /// The process whose references come next.
     pub fn pid(&self) -> u32 {
         self.pid

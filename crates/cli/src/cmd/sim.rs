@@ -51,6 +51,8 @@ pub fn run(a: SimArgs) -> Result<()> {
                 bind: a.bind.as_deref(),
                 mempolicy: a.mempolicy.as_deref(),
                 asids: a.asids,
+                page_cache: a.page_cache.as_deref(),
+                fault_around: a.fault_around.as_deref(),
             },
         )?)
     };

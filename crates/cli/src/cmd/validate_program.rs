@@ -8,6 +8,7 @@ use crate::progress::Progress;
 use anyhow::{anyhow, bail, Context, Result};
 use pagelab_lab::sysfs::{Sysfs, ThpMode};
 use pagelab_lab::validate::program::{self, NativeCase, ProgramOptions};
+use pagelab_mm::fault_around::FileFaults;
 use pagelab_mm::policy::PolicySpec;
 use pagelab_report::validate::{validate_table, Counts, ValidateCase, ValidateResult};
 use pagelab_report::{Measurement, RunStats};
@@ -45,7 +46,7 @@ pub fn run(a: &ValidateArgs, sysfs: &Sysfs) -> Result<i32> {
     let mut settings: Vec<String> = native.iter().map(|c| c.settings.clone()).collect();
     settings.sort();
     settings.dedup();
-    let cfg = model_config(&settings)?;
+    let cfg = model_config(&settings, file_faults())?;
     let model_progress = Progress::new("validate: capturing and modelling");
     let (sim, code) = super::capture::with_program(&a.program, |src| {
         let mut p = model_progress;
@@ -90,7 +91,10 @@ fn parse_tolerance(text: &str) -> Result<f64> {
 
 /// One `linux-thp` run per setting, on the model's default machine (4G: more than the
 /// programs validated need, so no allocation fails in the model, as none does on the host).
-fn model_config(settings: &[String]) -> Result<pagelab_engine::PolicyConfig> {
+fn model_config(
+    settings: &[String],
+    file_faults: FileFaults,
+) -> Result<pagelab_engine::PolicyConfig> {
     let policies = settings
         .iter()
         .map(|s| {
@@ -106,8 +110,29 @@ fn model_config(settings: &[String]) -> Result<pagelab_engine::PolicyConfig> {
         phys: pagelab_mm::phys::PhysConfig::new(pagelab_core::Bytes(4 << 30)),
         strict: false,
         cow: Default::default(),
+        file_faults,
         platform: None,
     })
+}
+
+/// File faults as the kernel takes them for the native runs: fault-around of the kernel's
+/// `fault_around_bytes` (64K when debugfs does not show it), the read-around of the device
+/// holding `/usr/lib` (where the programs' libraries are), and a warm page cache, since the
+/// repeated native runs find the program's files cached (the median discards a first cold
+/// run). Said on standard error.
+fn file_faults() -> FileFaults {
+    let (window, read) = program::fault_around_bytes();
+    let ra = program::read_ahead_pages(std::path::Path::new("/usr/lib")).unwrap_or(32);
+    eprintln!(
+        "pagelab: modelling file faults with fault-around of {} ({}), read-around of {ra} pages, page cache warm",
+        pagelab_core::Bytes(window),
+        if read {
+            "the kernel's fault_around_bytes"
+        } else {
+            "the kernel's default; debugfs does not show fault_around_bytes here"
+        }
+    );
+    FileFaults::linux(window, ra, true)
 }
 
 /// The case of one configuration: the model's run beside the median of the native runs.

@@ -125,3 +125,36 @@ pub fn run_native(
     session.restore()?;
     Ok(out)
 }
+
+/// Where the kernel exposes `fault_around_bytes` (debugfs, when mounted).
+pub const FAULT_AROUND_FILE: &str = "/sys/kernel/debug/fault_around_bytes";
+
+/// Linux's default `fault_around_bytes`.
+pub const DEFAULT_FAULT_AROUND: u64 = 64 << 10;
+
+/// The kernel's `fault_around_bytes` and whether it was read (`false`: debugfs does not
+/// expose it here, and the default, 64K, is assumed).
+pub fn fault_around_bytes() -> (u64, bool) {
+    match std::fs::read_to_string(FAULT_AROUND_FILE)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+    {
+        Some(n) => (n, true),
+        None => (DEFAULT_FAULT_AROUND, false),
+    }
+}
+
+/// The read-around window, in 4K pages, of the block device holding `path`: its
+/// `read_ahead_kb` (`/sys/class/bdi/MAJOR:MINOR/read_ahead_kb`); `None` when the device has
+/// none (tmpfs) or it cannot be read.
+pub fn read_ahead_pages(path: &std::path::Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(path).ok()?.dev();
+    let bdi = format!(
+        "/sys/class/bdi/{}:{}/read_ahead_kb",
+        libc::major(dev),
+        libc::minor(dev)
+    );
+    let kb: u64 = std::fs::read_to_string(bdi).ok()?.trim().parse().ok()?;
+    Some(kb / 4)
+}

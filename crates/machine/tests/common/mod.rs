@@ -54,6 +54,7 @@ pub fn run_with(
         phys: m.phys.clone(),
         strict: false,
         cow: Default::default(),
+        file_faults: Default::default(),
         platform: Some(platform),
     };
     let r =
