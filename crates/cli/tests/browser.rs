@@ -230,7 +230,7 @@ fn every_kind_of_report_renders_in_a_real_browser() {
     check(&chrome, &sweep_html, "sweep", &[&sweep.join("result.json")]);
 
     // The lab's results, measured on a real machine (tests/data/lab), through pagelab report.
-    for kind in ["run", "bench", "validate"] {
+    for kind in ["run", "bench", "validate", "validate-program"] {
         let result = data(&format!("lab/{kind}.json"));
         let html = dir.join(format!("{kind}.html"));
         run(pagelab().arg("report").arg(&result).arg("-o").arg(&html));

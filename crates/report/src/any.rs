@@ -1,9 +1,11 @@
-//! Any saved pagelab result: a simulation, a study or a lab result, read by its `schema`.
+//! Any saved pagelab result: a simulation, a study, a lab result or a validation, read by its
+//! `schema`.
 
 use crate::json::{parse, LoadedResult};
 use crate::lab::{LabResult, LAB_SCHEMA};
 use crate::recommend::{self, Recommendation, Rule};
 use crate::schema::{SimResult, StudyResult, SIM_SCHEMA, STUDY_SCHEMA};
+use crate::validate::{ValidateResult, VALIDATE_SCHEMA};
 use crate::Provenance;
 use anyhow::{bail, Context, Result};
 use std::path::Path;
@@ -17,10 +19,12 @@ pub enum AnyResult {
     Study(StudyResult),
     /// `pagelab.lab/1`: `pagelab run`, `bench` or `validate`.
     Lab(LabResult),
+    /// `pagelab.validate/1`: `pagelab validate --json` (the model held to the kernel).
+    Validate(ValidateResult),
 }
 
 /// The schemas [`parse_any`] reads.
-pub const KNOWN_SCHEMAS: [&str; 3] = [SIM_SCHEMA, STUDY_SCHEMA, LAB_SCHEMA];
+pub const KNOWN_SCHEMAS: [&str; 4] = [SIM_SCHEMA, STUDY_SCHEMA, LAB_SCHEMA, VALIDATE_SCHEMA];
 
 impl AnyResult {
     /// What made it, as people say it: `study`, `sim`, `run`, `bench`, `validate`.
@@ -29,6 +33,7 @@ impl AnyResult {
             AnyResult::Sim(_) => "sim",
             AnyResult::Study(_) => "study",
             AnyResult::Lab(l) => &l.command,
+            AnyResult::Validate(_) => "validate",
         }
     }
 
@@ -38,6 +43,7 @@ impl AnyResult {
             AnyResult::Sim(r) => recommend::study::all(std::slice::from_ref(r), rule),
             AnyResult::Study(s) => recommend::study::all(&s.results, rule),
             AnyResult::Lab(l) => recommend::lab::all(l, rule),
+            AnyResult::Validate(v) => crate::validate::recommendations(v),
         }
     }
 
@@ -47,6 +53,7 @@ impl AnyResult {
             AnyResult::Sim(r) => r.provenance.as_ref(),
             AnyResult::Study(s) => s.provenance.as_ref(),
             AnyResult::Lab(l) => l.provenance.as_ref(),
+            AnyResult::Validate(v) => v.provenance.as_ref(),
         }
     }
 }
@@ -82,6 +89,11 @@ pub fn parse_any(text: &str, origin: &str) -> Result<AnyResult> {
         let lab: LabResult = serde_json::from_value(value)
             .with_context(|| format!("`{origin}` says schema `{schema}` but does not match it"))?;
         return Ok(AnyResult::Lab(lab));
+    }
+    if schema == VALIDATE_SCHEMA {
+        let v: ValidateResult = serde_json::from_value(value)
+            .with_context(|| format!("`{origin}` says schema `{schema}` but does not match it"))?;
+        return Ok(AnyResult::Validate(v));
     }
     if !KNOWN_SCHEMAS.contains(&schema.as_str()) {
         if schema.starts_with("pagelab.") {

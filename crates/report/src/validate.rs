@@ -121,6 +121,17 @@ impl ValidateResult {
         }
     }
 
+    /// The workloads (or programs) of the cases, each once, in the order run.
+    pub fn workloads(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for c in &self.cases {
+            if !out.contains(&c.workload.as_str()) {
+                out.push(&c.workload);
+            }
+        }
+        out
+    }
+
     /// The cases whose verdict is not `agree`.
     pub fn differing(&self) -> usize {
         self.cases.iter().filter(|c| c.verdict != "agree").count()
@@ -145,6 +156,46 @@ pub fn difference(model: u64, kernel: u64) -> String {
 /// The text table: one row per case, the model's figures beside the kernel's with their
 /// difference, the kernel's spread over repeated runs where there were several, and the verdict.
 pub fn validate_table(r: &ValidateResult) -> String {
+    let (head, rows) = validate_rows(r);
+    let mut widths = head.map(|h| h.chars().count());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let numeric = |i: usize| (3..=6).contains(&i);
+    let mut out = String::new();
+    let line = |out: &mut String, cells: &[String]| {
+        let mut text = String::new();
+        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            let pad = w.saturating_sub(cell.chars().count());
+            if i > 0 {
+                text.push_str("  ");
+            }
+            if numeric(i) {
+                text.push_str(&" ".repeat(pad));
+                text.push_str(cell);
+            } else {
+                text.push_str(cell);
+                text.push_str(&" ".repeat(pad));
+            }
+        }
+        let _ = writeln!(out, "{}", text.trim_end());
+    };
+    line(&mut out, &head.map(String::from));
+    let _ = writeln!(
+        out,
+        "{}",
+        "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1))
+    );
+    for row in &rows {
+        line(&mut out, row);
+    }
+    out
+}
+
+/// The table's header and rows: one row per case (the text table and the HTML report's).
+pub(crate) fn validate_rows(r: &ValidateResult) -> ([&'static str; 10], Vec<[String; 10]>) {
     let head = [
         "workload",
         "config",
@@ -182,41 +233,57 @@ pub fn validate_table(r: &ValidateResult) -> String {
             ]
         })
         .collect();
-    let mut widths = head.map(|h| h.chars().count());
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let numeric = |i: usize| (3..=6).contains(&i);
-    let mut out = String::new();
-    let line = |out: &mut String, cells: &[String]| {
-        let mut text = String::new();
-        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
-            let pad = w.saturating_sub(cell.chars().count());
-            if i > 0 {
-                text.push_str("  ");
-            }
-            if numeric(i) {
-                text.push_str(&" ".repeat(pad));
-                text.push_str(cell);
-            } else {
-                text.push_str(cell);
-                text.push_str(&" ".repeat(pad));
-            }
-        }
-        let _ = writeln!(out, "{}", text.trim_end());
+    (head, rows)
+}
+
+/// One sentence per workload, in the order run: whether the model and the kernel agreed
+/// within the tolerance under every configuration, else how many differ and the largest
+/// difference in faults.
+pub fn recommendations(r: &ValidateResult) -> Vec<crate::recommend::Recommendation> {
+    let (within, beyond) = if r.tolerance_percent == 0.0 {
+        ("exactly".to_string(), String::new())
+    } else {
+        let t = r.tolerance_percent;
+        (format!("within {t}%"), format!(" by more than {t}%"))
     };
-    line(&mut out, &head.map(String::from));
-    let _ = writeln!(
-        out,
-        "{}",
-        "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1))
-    );
-    for row in &rows {
-        line(&mut out, row);
-    }
-    out
+    r.workloads()
+        .into_iter()
+        .map(|w| {
+            let cases: Vec<&ValidateCase> = r.cases.iter().filter(|c| c.workload == w).collect();
+            let differ: Vec<&&ValidateCase> =
+                cases.iter().filter(|c| c.verdict != "agree").collect();
+            let sentence = if differ.is_empty() {
+                let under = match cases.len() {
+                    1 => format!("under its one configuration ({} {})", cases[0].config, cases[0].thp),
+                    n => format!("under all {n} configurations"),
+                };
+                format!(
+                    "{w}: the model and the kernel agree {within} on faults and allocations per size {under}."
+                )
+            } else {
+                let gap = |c: &ValidateCase| c.model.faults.abs_diff(c.kernel.faults);
+                let worst = differ.iter().max_by_key(|c| gap(c)).expect("one differs");
+                let labels: Vec<String> =
+                    differ.iter().map(|c| format!("{} {}", c.config, c.thp)).collect();
+                format!(
+                    "{w}: the model and the kernel DIFFER{beyond} under {} of {} configurations ({}); the largest fault difference is under {} {}: model {}, kernel {} ({}).",
+                    differ.len(),
+                    cases.len(),
+                    labels.join(", "),
+                    worst.config,
+                    worst.thp,
+                    worst.model.faults,
+                    worst.kernel.faults,
+                    difference(worst.model.faults, worst.kernel.faults)
+                )
+            };
+            crate::recommend::Recommendation {
+                subject: w.to_string(),
+                choice: Some(if differ.is_empty() { "agree" } else { "differ" }.to_string()),
+                sentence,
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -265,5 +332,39 @@ mod tests {
         );
         let back: ValidateResult = serde_json::from_str(&json).unwrap();
         assert_eq!(back, r);
+    }
+
+    #[test]
+    fn the_answer_names_the_cases_that_differ_and_the_largest_gap() {
+        let case = |config: &str, model: u64, kernel: u64, tol: f64| {
+            let (m, k) = (Counts::new(model, []), Counts::new(kernel, []));
+            ValidateCase {
+                workload: "ls /".into(),
+                config: config.into(),
+                thp: "always".into(),
+                verdict: ValidateCase::verdict_of(&m, &k, tol).into(),
+                model: m,
+                kernel: k,
+                kernel_runs: Vec::new(),
+            }
+        };
+        let mut r = ValidateResult::new(5.0);
+        r.cases = vec![
+            case("4K", 158, 131, 5.0),
+            case("64K", 87, 129, 5.0),
+            case("2M", 100, 99, 5.0),
+        ];
+        let rec = recommendations(&r);
+        assert_eq!(rec.len(), 1);
+        assert_eq!(
+            rec[0].sentence,
+            "ls /: the model and the kernel DIFFER by more than 5% under 2 of 3 configurations (4K always, 64K always); the largest fault difference is under 64K always: model 87, kernel 129 (-32.6%)."
+        );
+        let mut exact = ValidateResult::new(0.0);
+        exact.cases = vec![case("4K", 10, 10, 0.0)];
+        assert_eq!(
+            recommendations(&exact)[0].sentence,
+            "ls /: the model and the kernel agree exactly on faults and allocations per size under its one configuration (4K always)."
+        );
     }
 }

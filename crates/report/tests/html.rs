@@ -165,3 +165,51 @@ fn anything_but_a_known_result_is_refused_saying_why() {
         AnyResult::Lab(_)
     ));
 }
+
+#[test]
+fn a_validation_of_real_programs_opens_with_its_verdict_and_draws_model_beside_kernel() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/data/lab/validate-program.json"
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    let any = parse_any(&text, "validate-program.json").unwrap();
+    assert!(matches!(any, AnyResult::Validate(_)));
+    assert_eq!(any.command(), "validate");
+    let rec = any.recommendations(&Rule::default());
+    assert_eq!(rec.len(), 2, "one sentence per program");
+    assert!(
+        rec[0]
+            .sentence
+            .contains("DIFFER by more than 5% under 3 of 3")
+            && rec[0].sentence.contains("model 218, kernel 332 (-34.3%)"),
+        "{}",
+        rec[0].sentence
+    );
+    assert!(
+        rec[1].sentence.contains("agree within 5%"),
+        "{}",
+        rec[1].sentence
+    );
+    let html = render(
+        &[Named {
+            name: "validate-program.json".into(),
+            result: any,
+        }],
+        &Rule::default(),
+    )
+    .unwrap();
+    let s = structure(&html);
+    assert!(html.find("id=answer").unwrap() < html.find("class=plot ").unwrap());
+    // The table holds every case, and the plot the model's and the kernel's faults, with the
+    // kernel's range over its runs as error bars.
+    assert_eq!(s.matches("<tr><td>sh -c ").count(), 3, "{s}");
+    assert!(
+        s.contains("\"title\": \"true: faults, model and kernel\""),
+        "{s}"
+    );
+    assert!(
+        s.contains("322.0") && s.contains("331.0"),
+        "the 4K case's range: {s}"
+    );
+}

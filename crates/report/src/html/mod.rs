@@ -174,6 +174,17 @@ fn column(prefix: &str, n: &Named) -> (Vec<plots::Plot>, String) {
             }
             (plots::lab_plots(prefix, l), settings)
         }
+        AnyResult::Validate(v) => {
+            let (head, rows) = crate::validate::validate_rows(v);
+            let head: Vec<String> = head.iter().map(|h| h.to_string()).collect();
+            let rows: Vec<Vec<String>> = rows.into_iter().map(Vec::from).collect();
+            body.push_str(&tables::table(&format!("{prefix}-cases"), &head, &rows));
+            let settings = vec![
+                ("command".to_string(), "validate".to_string()),
+                ("tolerance".to_string(), format!("{}%", v.tolerance_percent)),
+            ];
+            (plots::validate_plots(prefix, v), settings)
+        }
     };
     body.push_str("<h3>Provenance</h3>\n");
     body.push_str(&tables::provenance(n.result.provenance(), &settings));

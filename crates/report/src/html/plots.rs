@@ -194,6 +194,56 @@ fn sweeps(prefix: &str, results: &[SimResult]) -> Vec<Plot> {
     plots
 }
 
+/// A validation: per workload, its faults under each configuration, the model's bars beside
+/// the kernel's (with the kernel's range over repeated runs as error bars).
+pub(crate) fn validate_plots(prefix: &str, v: &crate::validate::ValidateResult) -> Vec<Plot> {
+    v.workloads()
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let cases: Vec<_> = v.cases.iter().filter(|c| c.workload == *w).collect();
+            let mut plot = Plot::bars(
+                format!("{prefix}-v{i}"),
+                format!("{w}: faults, model and kernel"),
+                "",
+                "faults",
+                "count",
+                false,
+            );
+            plot.categories = cases
+                .iter()
+                .map(|c| format!("{} {}", c.config, c.thp))
+                .collect();
+            let values = |f: &dyn Fn(&crate::validate::ValidateCase) -> u64| {
+                cases.iter().map(|c| Some(f(c) as f64)).collect()
+            };
+            plot.series.push(Series {
+                name: "model".into(),
+                colour: other_colour(0).into(),
+                values: values(&|c| c.model.faults),
+                ..Default::default()
+            });
+            let err = cases
+                .iter()
+                .map(|c| {
+                    let runs = c.kernel_runs.iter().map(|k| k.faults as f64);
+                    let lo = runs.clone().fold(f64::MAX, f64::min);
+                    let hi = runs.fold(f64::MIN, f64::max);
+                    (c.kernel_runs.len() > 1).then_some([lo, hi])
+                })
+                .collect();
+            plot.series.push(Series {
+                name: "kernel".into(),
+                colour: other_colour(1).into(),
+                values: values(&|c| c.kernel.faults),
+                err,
+                ..Default::default()
+            });
+            plot
+        })
+        .collect()
+}
+
 /// A parameter value as a number: `4M` as bytes, `100` as itself.
 fn number(text: &str) -> Option<f64> {
     if let Ok(v) = text.parse::<f64>() {
