@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cargo fmt --all -- --check
 cargo clippy --locked --workspace --all-targets -- -D warnings
-cargo test --locked --workspace
+cargo test --locked --workspace --no-fail-fast
 # The Python package against the command line, on a real Dask cluster (python/tests).
 (cd python && ../.venv/bin/pytest -q -p no:cacheprovider)
 # The Python path's rates beside the command line's, and a sweep serial, on a
