@@ -12,6 +12,24 @@ pub fn pagelab() -> Command {
     Command::new(env!("CARGO_BIN_EXE_pagelab"))
 }
 
+/// The commands `pagelab --help` lists (without `help`), and that help text.
+pub fn commands() -> (Vec<String>, String) {
+    let out = pagelab().arg("--help").output().unwrap();
+    assert!(out.status.success(), "pagelab --help failed");
+    let top = String::from_utf8(out.stdout).unwrap();
+    let list = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_string)
+        .collect::<Vec<_>>();
+    assert!(list.len() >= 10, "too few commands in:\n{top}");
+    (list, top)
+}
+
 /// A file of the repository's `tests/data`.
 pub fn data(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
