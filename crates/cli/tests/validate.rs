@@ -69,6 +69,8 @@ fn model_and_kernel_agree_and_knobs_come_back() {
         ])
         .args(["--pages", "16K,128K,2M", "--json"])
         .arg(&json)
+        .arg("--html")
+        .arg(dir.join("v.html"))
         .args([
             "stride:heap=4M,iters=1",
             "chase:nodes=65536,steps=1000,init=false",
@@ -80,6 +82,19 @@ fn model_and_kernel_agree_and_knobs_come_back() {
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("agree on all 8 cases"), "{stdout}");
     assert_eq!(knobs(), before, "validate left a knob changed");
+    // The HTML is the report of the JSON's schema, the answer one sentence per workload.
+    let html = std::fs::read_to_string(dir.join("v.html")).unwrap();
+    for w in [
+        "stride:heap=4M,iters=1",
+        "chase:nodes=65536,steps=1000,init=false",
+    ] {
+        let sentence = format!("{w}: the model and the kernel agree exactly");
+        assert!(stdout.contains(&sentence), "{stdout}");
+        assert!(
+            html.contains(&format!("{w}: faults, model and kernel")),
+            "{w}"
+        );
+    }
     let r: pagelab_report::validate::ValidateResult =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(r.schema, "pagelab.validate/1");
@@ -130,6 +145,8 @@ fn a_program_is_run_in_both_modes_and_modelled_once() {
         ])
         .args(["--repeat", "2", "--tolerance", "50%", "--json"])
         .arg(&json)
+        .arg("--html")
+        .arg(dir.join("v.html"))
         .args(["--", "sh", "-c", "echo hello"])
         .output()
         .unwrap();
@@ -143,6 +160,15 @@ fn a_program_is_run_in_both_modes_and_modelled_once() {
     let r: pagelab_report::validate::ValidateResult =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(r.tolerance_percent, 50.0);
+    let html = std::fs::read_to_string(dir.join("v.html")).unwrap();
+    assert!(
+        html.contains("sh -c &#39;echo hello&#39;: faults, model and kernel"),
+        "no plot of the program in the HTML"
+    );
+    assert!(
+        stdout.contains("sh -c 'echo hello': the model and the kernel"),
+        "no answer: {stdout}"
+    );
     let labels: Vec<(&str, &str)> = r
         .cases
         .iter()

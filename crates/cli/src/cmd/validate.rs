@@ -99,17 +99,10 @@ pub fn run(a: ValidateArgs) -> Result<i32> {
     progress.finish();
     result.provenance = Some(super::report::provenance(None, Vec::new())?);
     out!("{}", pagelab_report::lab_table::validate_table(&result))?;
-    if let Some(path) = &a.json {
-        pagelab_report::write_json(path, &validate::validate_result(&result))?;
-        outln!("wrote {}", path.display())?;
-    }
-    // Validation has no budget to weigh: the default rule only words the verdicts.
+    // One schema for the JSON, the HTML and `pagelab report` of either: pagelab.validate/1.
+    let any = pagelab_report::AnyResult::Validate(validate::validate_result(&result));
+    write_outputs(&a, &any)?;
     let rule = pagelab_report::recommend::Rule::default();
-    let any = pagelab_report::AnyResult::Lab(result.clone());
-    if let Some(path) = &a.html {
-        super::report::write_one(path, any.clone(), &rule)?;
-        outln!("wrote {}", path.display())?;
-    }
     let differ = result
         .configs
         .iter()
@@ -128,6 +121,24 @@ pub fn run(a: ValidateArgs) -> Result<i32> {
     }
     super::report::print_answer(&any, &rule)?;
     Ok(0)
+}
+
+/// Writes a validation's `--json` and `--html`, each saying where it wrote.
+pub(super) fn write_outputs(a: &ValidateArgs, any: &pagelab_report::AnyResult) -> Result<()> {
+    if let (Some(path), pagelab_report::AnyResult::Validate(v)) = (&a.json, any) {
+        pagelab_report::write_json(path, v)?;
+        outln!("wrote {}", path.display())?;
+    }
+    if let Some(path) = &a.html {
+        // Validation has no budget to weigh: the default rule only words the verdicts.
+        super::report::write_one(
+            path,
+            any.clone(),
+            &pagelab_report::recommend::Rule::default(),
+        )?;
+        outln!("wrote {}", path.display())?;
+    }
+    Ok(())
 }
 
 /// The configurations `--pages` asks for, or the default: 4K, each THP size alone, all.

@@ -68,11 +68,10 @@ pub fn run(a: &ValidateArgs, sysfs: &Sysfs) -> Result<i32> {
     }
     result.provenance = Some(super::report::provenance(None, Vec::new())?);
     out!("{}", validate_table(&result))?;
-    if let Some(path) = &a.json {
-        pagelab_report::write_json(path, &result)?;
-        outln!("wrote {}", path.display())?;
-    }
     let (differ, n) = (result.differing(), result.cases.len());
+    let any = pagelab_report::AnyResult::Validate(result);
+    super::validate::write_outputs(a, &any)?;
+    super::report::print_answer(&any, &pagelab_report::recommend::Rule::default())?;
     if differ > 0 {
         bail!("the model and the kernel differ beyond {tolerance}% on {differ} of {n} cases");
     }
