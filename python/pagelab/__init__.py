@@ -79,6 +79,7 @@ def _model(
     strict: bool = False,
     cow: str = "whole",
     machine: str | os.PathLike[str] | None = None,
+    virt: str | None = None,
 ) -> dict[str, Any]:
     """The model's words, as ``_native`` takes them."""
     if isinstance(policies, str):
@@ -92,6 +93,7 @@ def _model(
         "memory": None if memory is None else _size_word(memory),
         "strict": bool(strict),
         "cow": cow,
+        "virt": virt,
     }
 
 
@@ -138,6 +140,7 @@ def study(
     skip: int = 0,
     limit: int | None = None,
     max_ref_size: str | int | None = None,
+    virt: str | None = None,
 ) -> Result:
     """The page-size study of one trace or of workloads, as ``pagelab study``/``pagelab sim``.
 
@@ -153,10 +156,27 @@ def study(
     64K a trace may otherwise hold, as ``--max-ref-size``; it is set for the
     process during the call.
 
+    A ``machine`` with caches and latencies (``"zen4"``, ``"pentium4"``, ...:
+    docs/cost.md) times every run, as the command line does: each run gets
+    its ``cost`` (``cost.cycles``, ``cost.cycles_per_ref``, ``cost.walk_refs``,
+    ``cost.walk_cycles``, ``cost.walk_cache_hits``, ``cost.caches`` per level
+    with data and page-table lines apart, ...) and ``speedup_over_4k``.
+    ``virt="nested:host=2M"`` (or ``4K``, ``1G``) models a guest under nested
+    paging, as ``--virt``; it needs such a machine.
+
     Raises :class:`PagelabError` with the command line's message on bad input.
     """
     return sim(
-        trace, workload, page_sizes, tlb, machine, format=format, skip=skip, limit=limit, max_ref_size=max_ref_size
+        trace,
+        workload,
+        page_sizes,
+        tlb,
+        machine,
+        format=format,
+        skip=skip,
+        limit=limit,
+        max_ref_size=max_ref_size,
+        virt=virt,
     )
 
 
@@ -176,6 +196,7 @@ def sim(
     skip: int = 0,
     limit: int | None = None,
     max_ref_size: str | int | None = None,
+    virt: str | None = None,
 ) -> Result:
     """``pagelab sim``: the study, or with ``policies`` the memory-management model.
 
@@ -183,9 +204,10 @@ def sim(
     ``"linux-thp:enabled=always"``), all run in one pass; ``phys`` (a TOML
     layout), ``memory`` (``"4G"``), ``strict`` and ``cow`` (``"whole"`` or
     ``"base"``) as the options of the same names. Other arguments as
-    :func:`study`.
+    :func:`study`. The policy runs are not timed (the study is), as on the
+    command line.
     """
-    model = _model(page_sizes, tlb, policies, phys, memory, strict, cow, machine)
+    model = _model(page_sizes, tlb, policies, phys, memory, strict, cow, machine, virt)
     if trace is not None and workload is not None:
         raise PagelabError("give one input: a trace (trace=PATH) or a workload (workload=SPEC), not both")
     if trace is None and workload is None:

@@ -22,6 +22,7 @@ class ModelWords(TypedDict):
     memory: str | None
     strict: bool
     cow: str
+    virt: str | None
 
 def run(source: SourceWords, model: ModelWords) -> str:
     """The ``pagelab.sim/1`` JSON of one input under the model (GIL released)."""

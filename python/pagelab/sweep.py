@@ -41,7 +41,8 @@ def sweep(
     an optional ``"name"`` and ``"max_ref_size"`` (as :func:`pagelab.sim` takes it).
     ``configs``: dicts of :func:`pagelab.sim` keyword arguments
     (``machine``, ``page_sizes``, ``tlb``, ``policies``, ``phys``, ``memory``, ``strict``,
-    ``cow``) with an optional ``"name"``, or a mapping from names to such dicts.
+    ``cow``, ``virt``) with an optional ``"name"``, or a mapping from names to such dicts.
+    A machine with caches (``"zen4"``) times its runs: the ``cost.*`` columns.
     ``executor``: any :class:`concurrent.futures.Executor`; by default a
     process pool with one worker per core, started through a fork server (a
     script calls ``sweep`` under ``if __name__ == "__main__":`` for it).
@@ -182,7 +183,7 @@ def _source_entry(s: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, An
     return {"workload": text, "name": text}
 
 
-CONFIG_KEYS = {"name", "machine", "page_sizes", "tlb", "policies", "phys", "memory", "strict", "cow"}
+CONFIG_KEYS = {"name", "machine", "page_sizes", "tlb", "policies", "phys", "memory", "strict", "cow", "virt"}
 
 
 def _config_entries(

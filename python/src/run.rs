@@ -34,6 +34,7 @@ pub struct ModelWords {
     memory: Option<String>,
     strict: bool,
     cow: String,
+    virt: Option<String>,
 }
 
 impl SourceWords {
@@ -74,6 +75,7 @@ impl ModelWords {
         if !self.policies.is_empty() {
             call.push(format!("cow={}", self.cow));
         }
+        push(&mut call, "virt", self.virt.as_deref());
         call
     }
 }
@@ -119,6 +121,9 @@ pub fn run(py: Python<'_>, source: SourceWords, model: ModelWords) -> PyResult<S
 
 /// The study of `src` under `model` (the policy runs when it names policies), as JSON, with
 /// its provenance: `call` (the Python call, as [`ModelWords::call`] words it) and `inputs`.
+/// The study is timed, as `pagelab sim` times it, when the machine has caches (and under
+/// nested paging when `virt` is `nested:host=SIZE`); the policy runs are not, as on the
+/// command line.
 pub(crate) fn simulate(
     mut src: Source,
     cfg: &StudyConfig,
@@ -127,8 +132,12 @@ pub(crate) fn simulate(
     call: Vec<String>,
     inputs: Vec<pagelab_report::InputChecksum>,
 ) -> Result<String> {
+    let cost = pagelab::model::cost_config(machine, cfg, model.virt.as_deref())?;
     let mut result: SimResult = if model.policies.is_empty() {
-        pagelab_engine::run_study(&mut *src, cfg, &mut ())?
+        match &cost {
+            Some(c) => pagelab_engine::run_cost_study(&mut *src, cfg, c, &mut ())?,
+            None => pagelab_engine::run_study(&mut *src, cfg, &mut ())?,
+        }
     } else {
         let pcfg = pagelab::model::policy_config(
             cfg,
