@@ -94,3 +94,29 @@ fn a_captured_program_is_relocated_by_default_and_keeps_every_reference() {
     let walks = |v: &serde_json::Value| v["runs"][0]["walk_refs"].as_u64().unwrap();
     assert_ne!(walks(&linux), walks(&captured));
 }
+
+#[test]
+fn a_program_that_cannot_be_relocated_is_stopped_for_that_reason() {
+    if !qemu() {
+        return;
+    }
+    // The shell execs: the trace does not say which program, so Linux's
+    // layout cannot be modelled; the program is stopped because of that
+    // error, not "after the last reference of the window" (there is none).
+    let out = pagelab()
+        .args([
+            "sim",
+            "--policy",
+            "linux-thp",
+            "--",
+            "sh",
+            "-c",
+            "/bin/true",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("execs"), "{err}");
+    assert!(!err.contains("last reference of the window"), "{err}");
+}

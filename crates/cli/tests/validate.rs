@@ -222,6 +222,12 @@ fn a_program_and_workloads_together_are_refused() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--tolerance is for a program"), "{err}");
+    let out = pagelab()
+        .args(["validate", "--layout", "linux", "stride:heap=64K"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--layout is for a program"), "{err}");
 }
 
 #[test]

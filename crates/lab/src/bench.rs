@@ -105,6 +105,7 @@ fn run_all(
                     argv,
                     env: Vec::new(),
                     capture_stdout: true,
+                    no_randomize: false,
                 };
                 let measured = measure(measurer, &run, &mut |pid| match session.as_mut() {
                     Some(s) => s.note_program(pid, "pagelab bench-child"),

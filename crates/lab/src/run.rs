@@ -222,6 +222,7 @@ pub fn run(
             argv: argv.to_vec(),
             env: runner::config_env(&c.pages, req.mode, c.heap_hugetlb, req.shim)?,
             capture_stdout: false,
+            no_randomize: false,
         };
         for j in 0..req.repeat {
             progress(&format!(

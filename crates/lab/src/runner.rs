@@ -41,6 +41,8 @@ pub struct RunSpec {
     /// Collect the program's standard output into [`RunOutcome::stdout`] instead of letting it
     /// through.
     pub capture_stdout: bool,
+    /// Run the program without address-space randomisation (as `setarch -R`).
+    pub no_randomize: bool,
 }
 
 pub use crate::measure::RunOutcome;
@@ -102,7 +104,13 @@ pub(crate) fn execute(
     // SAFETY: die_with_parent makes only async-signal-safe system calls (prctl, getppid, kill),
     // as code between fork and exec must.
     unsafe {
-        cmd.pre_exec(move || pagelab_sys::process::die_with_parent(parent));
+        let no_randomize = spec.no_randomize;
+        cmd.pre_exec(move || {
+            if no_randomize {
+                pagelab_sys::process::no_randomize()?;
+            }
+            pagelab_sys::process::die_with_parent(parent)
+        });
     }
     let hw = HwCounters::open();
     hw.enable();

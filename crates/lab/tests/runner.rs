@@ -19,6 +19,7 @@ fn spec(argv: &[&str]) -> RunSpec {
         argv: argv.iter().map(OsString::from).collect(),
         env: Vec::new(),
         capture_stdout: true,
+        no_randomize: false,
     }
 }
 

@@ -86,6 +86,24 @@ pub fn die_with_parent(parent: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// For `CommandExt::pre_exec`: turns address-space randomisation off for the program about
+/// to be executed, as `setarch -R` does (the personality flag `ADDR_NO_RANDOMIZE`, kept with
+/// the others), so the kernel places its mappings where a model of Linux's layout without
+/// randomisation does. `personality` is async-signal-safe.
+pub fn no_randomize() -> io::Result<()> {
+    // SAFETY: personality only reads and sets an integer of this process; 0xffffffff queries.
+    let current = unsafe { libc::personality(0xffff_ffff) };
+    if current < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let flags = current as libc::c_ulong | libc::ADDR_NO_RANDOMIZE as libc::c_ulong;
+    // SAFETY: as above.
+    if unsafe { libc::personality(flags) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// For `CommandExt::pre_exec`: makes descriptor number `target` a copy of open descriptor
 /// `fd`, without close-on-exec, so the program about to be executed inherits it at that
 /// number. `dup2` itself, since rustix's wants the target as an owned, open descriptor, which

@@ -23,7 +23,7 @@ pub fn run(a: CaptureArgs) -> Result<i32> {
     } else {
         StdoutTo::Inherit
     };
-    let mut src = Reported::new(spawn(&a.program, stdout)?.context("give the program to capture after `--`, e.g. `pagelab capture -o out.trace -- gzip -9 file`")?);
+    let mut src = Reported::new(Inner::Captured(spawn(&a.program, stdout)?.context("give the program to capture after `--`, e.g. `pagelab capture -o out.trace -- gzip -9 file`")?));
     // The trace file appears only when the capture is whole.
     let out = pagelab_core::Output::create(&a.output)
         .with_context(|| format!("creating {}", a.output))?;
@@ -119,7 +119,7 @@ fn windowed(source: Source, w: &WindowArgs) -> Source {
 /// Whether `--layout` asks for Linux's layout of the program `p` names:
 /// the default with the qemu backend; an error for anything else than a
 /// program.
-fn linux_layout(p: &ProgramArgs, l: &LayoutArgs) -> Result<bool> {
+pub(crate) fn linux_layout(p: &ProgramArgs, l: &LayoutArgs) -> Result<bool> {
     let qemu = p.backend == "qemu";
     match l.layout.as_deref() {
         None => Ok(qemu && !p.program.is_empty()),
@@ -136,18 +136,18 @@ fn linux_layout(p: &ProgramArgs, l: &LayoutArgs) -> Result<bool> {
     }
 }
 
-/// The program to capture as a source that reports its exit status, in
-/// the layout asked for, windowed.
-fn program_source(p: &ProgramArgs, l: &LayoutArgs, w: &WindowArgs) -> Result<Option<Source>> {
+/// The program `p` names, captured with its standard output sent to `stdout`, in the
+/// layout `l` asks for, as a source that reports how it ended.
+fn program_capture(p: &ProgramArgs, l: &LayoutArgs, stdout: StdoutTo) -> Result<Option<Reported>> {
     if !linux_layout(p, l)? {
-        return Ok(spawn(p, StdoutTo::Inherit)?.map(|c| windowed(Box::new(Reported::new(c)), w)));
+        return Ok(spawn(p, stdout)?.map(|c| Reported::new(Inner::Captured(c))));
     }
     let (program, args) = p.program.split_first().expect("linux_layout checked");
     let cmd = CaptureCommand {
         backend: Backend::Qemu,
         program: program.clone(),
         args: args.to_vec(),
-        stdout: StdoutTo::Inherit,
+        stdout,
     };
     let (capture, setup) =
         Capture::spawn_relocatable(&cmd, LayoutParams::default()).with_context(|| {
@@ -156,19 +156,27 @@ fn program_source(p: &ProgramArgs, l: &LayoutArgs, w: &WindowArgs) -> Result<Opt
                 program.to_string_lossy()
             )
         })?;
-    let src = Relocated::new(Reported::new(capture), setup);
-    Ok(Some(windowed(Box::new(src), w)))
+    Ok(Some(Reported::new(Inner::Linux(Relocated::new(
+        capture, setup,
+    )))))
 }
 
-/// Captures the program `p` names (its standard output discarded) as the source `f` reads,
-/// and returns what `f` made with the program's exit status (128 + signal when interrupted).
+/// The program to capture as a source that reports its exit status, in
+/// the layout asked for, windowed.
+fn program_source(p: &ProgramArgs, l: &LayoutArgs, w: &WindowArgs) -> Result<Option<Source>> {
+    Ok(program_capture(p, l, StdoutTo::Inherit)?.map(|src| windowed(Box::new(src), w)))
+}
+
+/// Captures the program `p` names (its standard output discarded) in the layout `l` asks
+/// for, as the source `f` reads, and returns what `f` made with the program's exit status
+/// (128 + signal when interrupted).
 pub(crate) fn with_program<T>(
     p: &ProgramArgs,
+    l: &LayoutArgs,
     f: impl FnOnce(&mut (dyn TraceSource + Send)) -> Result<T>,
 ) -> Result<(T, i32)> {
-    let capture =
-        spawn(p, StdoutTo::File("/dev/null".into()))?.context("give the program after `--`")?;
-    let mut src = Reported::new(capture);
+    let mut src = program_capture(p, l, StdoutTo::File("/dev/null".into()))?
+        .context("give the program after `--`")?;
     let made = f(&mut src)?;
     Ok((made, src.finish(false)))
 }
@@ -213,17 +221,50 @@ pub fn study_sources(a: &StudyArgs, specs: &[String]) -> Result<(Vec<String>, Ve
     Ok((specs.to_vec(), sources))
 }
 
+/// A capture as read: at its own addresses, or relocated to Linux's layout.
+enum Inner {
+    Captured(Capture),
+    Linux(Relocated<Capture>),
+}
+
+impl Inner {
+    fn capture(&mut self) -> &mut Capture {
+        match self {
+            Inner::Captured(c) => c,
+            Inner::Linux(r) => r.inner_mut(),
+        }
+    }
+
+    fn source(&mut self) -> &mut dyn TraceSource {
+        match self {
+            Inner::Captured(c) => c,
+            Inner::Linux(r) => r,
+        }
+    }
+
+    fn source_ref(&self) -> &dyn TraceSource {
+        match self {
+            Inner::Captured(c) => c,
+            Inner::Linux(r) => r,
+        }
+    }
+}
+
 /// A capture that tells on standard error how the program ended.
 struct Reported {
-    capture: Capture,
+    inner: Inner,
     code: Option<i32>,
+    /// Whether reading the trace failed (the program is then stopped for that reason,
+    /// not because a window ended).
+    failed: bool,
 }
 
 impl Reported {
-    fn new(capture: Capture) -> Self {
+    fn new(inner: Inner) -> Self {
         Reported {
-            capture,
+            inner,
             code: None,
+            failed: false,
         }
     }
 
@@ -238,10 +279,15 @@ impl Reported {
     }
 
     fn report(&mut self, cut: bool) -> i32 {
-        let name = self.capture.info().name;
-        let Some(status) = self.capture.status() else {
-            self.capture.stop();
-            eprintln!("pagelab: stopped `{name}` after the last reference of the window");
+        let name = self.inner.source_ref().info().name;
+        let capture = self.inner.capture();
+        let Some(status) = capture.status() else {
+            capture.stop();
+            if self.failed {
+                eprintln!("pagelab: stopped `{name}`: its trace could not be read on (said above)");
+            } else {
+                eprintln!("pagelab: stopped `{name}` after the last reference of the window");
+            }
             return 0;
         };
         let code = pagelab_capture::exit_code(status);
@@ -255,19 +301,31 @@ impl Reported {
         }
         code
     }
+
+    /// `more` of a fill, noting a failure and reporting the end.
+    fn ended(&mut self, more: Result<bool, TraceError>) -> Result<bool, TraceError> {
+        match more {
+            Ok(false) => {
+                self.finish(false);
+                Ok(false)
+            }
+            Err(e) => {
+                self.failed = true;
+                Err(e)
+            }
+            more => more,
+        }
+    }
 }
 
 impl TraceSource for Reported {
     fn fill(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError> {
-        let more = self.capture.fill(out, max)?;
-        if !more {
-            self.finish(false);
-        }
-        Ok(more)
+        let more = self.inner.source().fill(out, max);
+        self.ended(more)
     }
 
     fn info(&self) -> SourceInfo {
-        self.capture.info()
+        self.inner.source_ref().info()
     }
 
     // The capture filters as it decodes: the study takes that path.
@@ -277,15 +335,12 @@ impl TraceSource for Reported {
         out: &mut PageBatch,
         max: usize,
     ) -> Result<bool, TraceError> {
-        let more = self.capture.fill_pages(filter, out, max)?;
-        if !more {
-            self.finish(false);
-        }
-        Ok(more)
+        let more = self.inner.source().fill_pages(filter, out, max);
+        self.ended(more)
     }
 
     fn parses_to_pages(&self) -> bool {
-        self.capture.parses_to_pages()
+        self.inner.source_ref().parses_to_pages()
     }
 }
 

@@ -44,6 +44,8 @@ pub struct ValidateArgs {
     /// kernel held.
     #[command(flatten)]
     pub program: crate::args::ProgramArgs,
+    #[command(flatten)]
+    pub layout: crate::args::LayoutArgs,
 }
 
 /// The hidden child of `pagelab validate`: replays one workload at its own
@@ -68,6 +70,7 @@ pub fn run(a: ValidateArgs) -> Result<i32> {
     for (flag, given) in [
         ("--tolerance", a.tolerance.is_some()),
         ("--repeat", a.repeat.is_some()),
+        ("--layout", a.layout.layout.is_some()),
     ] {
         if given {
             bail!("{flag} is for a program (`-- PROGRAM`): workloads are held exact, in one run");

@@ -33,11 +33,15 @@ pub fn run(a: &ValidateArgs, sysfs: &Sysfs) -> Result<i32> {
         .backend
         .parse::<pagelab_capture::Backend>()
         .context("--backend")?;
+    // In Linux's layout the model places mappings without randomisation, so the kernel
+    // runs the program so too (as under `setarch -R`): 2M alignment then agrees.
+    let linux = super::capture::linux_layout(&a.program, &a.layout)?;
     let opts = ProgramOptions {
         argv: a.program.program.clone(),
         configs: super::validate::configs(a, sysfs)?,
         modes,
         repeat,
+        no_randomize: linux,
     };
     let progress = Progress::new("validate");
     let native = program::run_native(sysfs, &opts, |m| progress.step(m))?;
@@ -48,7 +52,7 @@ pub fn run(a: &ValidateArgs, sysfs: &Sysfs) -> Result<i32> {
     settings.dedup();
     let cfg = model_config(&settings, file_faults())?;
     let model_progress = Progress::new("validate: capturing and modelling");
-    let (sim, code) = super::capture::with_program(&a.program, |src| {
+    let (sim, code) = super::capture::with_program(&a.program, &a.layout, |src| {
         let mut p = model_progress;
         Ok(pagelab_engine::run_policies(src, &cfg, &mut p)?)
     })?;

@@ -29,6 +29,9 @@ pub struct ProgramOptions {
     pub modes: Vec<ThpMode>,
     /// Native runs per (configuration, mode), for the kernel's run-to-run noise.
     pub repeat: usize,
+    /// Run the program without address-space randomisation (as `setarch -R`), where the
+    /// model lays it out as Linux does without randomisation.
+    pub no_randomize: bool,
 }
 
 /// One configuration in one mode, as the kernel ran it.
@@ -62,6 +65,7 @@ pub fn run_native(
         argv: opts.argv.clone(),
         env: Vec::new(),
         capture_stdout: true,
+        no_randomize: opts.no_randomize,
     };
     let name = spec.argv.first().cloned().unwrap_or_default();
     let mut out = Vec::new();
