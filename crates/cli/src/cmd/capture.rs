@@ -156,9 +156,9 @@ fn program_capture(p: &ProgramArgs, l: &LayoutArgs, stdout: StdoutTo) -> Result<
                 program.to_string_lossy()
             )
         })?;
-    Ok(Some(Reported::new(Inner::Linux(Relocated::new(
+    Ok(Some(Reported::new(Inner::Linux(Box::new(Relocated::new(
         capture, setup,
-    )))))
+    ))))))
 }
 
 /// The program to capture as a source that reports its exit status, in
@@ -224,7 +224,7 @@ pub fn study_sources(a: &StudyArgs, specs: &[String]) -> Result<(Vec<String>, Ve
 /// A capture as read: at its own addresses, or relocated to Linux's layout.
 enum Inner {
     Captured(Capture),
-    Linux(Relocated<Capture>),
+    Linux(Box<Relocated<Capture>>),
 }
 
 impl Inner {
@@ -238,14 +238,14 @@ impl Inner {
     fn source(&mut self) -> &mut dyn TraceSource {
         match self {
             Inner::Captured(c) => c,
-            Inner::Linux(r) => r,
+            Inner::Linux(r) => r.as_mut(),
         }
     }
 
     fn source_ref(&self) -> &dyn TraceSource {
         match self {
             Inner::Captured(c) => c,
-            Inner::Linux(r) => r,
+            Inner::Linux(r) => r.as_ref(),
         }
     }
 }
