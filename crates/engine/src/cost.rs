@@ -23,6 +23,9 @@ pub struct CostConfig {
 }
 
 const SIDES: [Side; 2] = [Side::Instr, Side::Data];
+/// The smallest page's shift: a fetch that stays within one such page stays within one page of
+/// every run, so it translates once per run (and repeats one the last fetch translated).
+const MIN_PAGE_SHIFT: u32 = PageSize::MIN.shift();
 /// The host's frames start far above the guest's, so the two never meet.
 const HOST_BASE: u64 = 1 << 44;
 
@@ -130,7 +133,7 @@ impl Run {
     #[inline]
     fn instr(&mut self, addr: u64, last: u64, hit: &[u32; 3]) -> bool {
         let (_, mut walked) = self.translate(0, addr, hit);
-        if last >> 12 != addr >> 12 {
+        if last >> MIN_PAGE_SHIFT != addr >> MIN_PAGE_SHIFT {
             walked |= self.translate(0, last, hit).1;
         }
         walked
@@ -233,12 +236,13 @@ impl CostStudy {
             let (addr, last) = (r.addr.0, r.last_byte().0);
             if r.kind == AccessKind::Instr {
                 self.instrs += 1;
-                let page = addr >> 12;
-                if page == self.last_instr_page && last >> 12 == page {
+                let page = addr >> MIN_PAGE_SHIFT;
+                let one_page = last >> MIN_PAGE_SHIFT == page;
+                if page == self.last_instr_page && one_page {
                     self.instr_repeats += 1;
                     continue;
                 }
-                self.last_instr_page = if last >> 12 == page { page } else { u64::MAX };
+                self.last_instr_page = if one_page { page } else { u64::MAX };
                 let mut walked = false;
                 for run in &mut self.runs {
                     walked |= run.instr(addr, last, &hit);
