@@ -5,6 +5,8 @@
 use pagelab_core::Prot;
 use std::path::{Path, PathBuf};
 
+/// The base page (x86-64's 4K), from `pagelab_core`.
+const PAGE: u64 = pagelab_core::PageSize::MIN.bytes();
 const PT_LOAD: u32 = 1;
 const PT_INTERP: u32 = 3;
 const ET_EXEC: u16 = 2;
@@ -195,7 +197,7 @@ impl ElfImage {
                             "the segment runs past the top of the address space".into(),
                         ));
                     }
-                    if (s.vaddr ^ s.offset) & 0xfff != 0 {
+                    if (s.vaddr ^ s.offset) & (PAGE - 1) != 0 {
                         return Err(bad(
                             "p_vaddr",
                             at + 16,
@@ -230,7 +232,7 @@ impl ElfImage {
     /// The span of its segments, from the first one's page to the last one's
     /// end (`total_mapping_size`).
     pub fn total_size(&self) -> u64 {
-        let lo = self.loads.iter().map(|s| s.vaddr & !0xfff).min();
+        let lo = self.loads.iter().map(|s| s.vaddr & !(PAGE - 1)).min();
         let hi = self.loads.iter().map(|s| s.vaddr + s.memsz).max();
         hi.unwrap_or(0) - lo.unwrap_or(0)
     }
@@ -244,8 +246,8 @@ impl ElfImage {
             .filter(|a| a.is_power_of_two())
             .max()
             .unwrap_or(0)
-            .next_multiple_of(4096)
-            .max(4096)
+            .next_multiple_of(PAGE)
+            .max(PAGE)
     }
 }
 

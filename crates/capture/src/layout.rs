@@ -41,7 +41,8 @@ pub use exec::{
     exec_strings, ExecLayout, ExecRequest, Region, RegionKind, ELF_ET_DYN_BASE, STACK_TOP,
 };
 
-const PAGE: u64 = 4096;
+/// The base page (x86-64's 4K), from `pagelab_core`.
+const PAGE: u64 = pagelab_core::PageSize::MIN.bytes();
 const PMD: u64 = 2 << 20;
 /// The top of the default address window (`DEFAULT_MAP_WINDOW`, 47 bits).
 pub const TASK_SIZE: u64 = (1 << 47) - PAGE;
@@ -357,20 +358,20 @@ mod tests {
     fn requests_go_top_down_and_large_anonymous_ones_on_2m_boundaries() {
         let mut l = LinuxLayout::new(LayoutParams::default());
         let top = 0x7fff_f7ff_f000;
-        assert_eq!(l.map(&anon(0, 4096)), Ok(VirtAddr(top - 4096)));
+        assert_eq!(l.map(&anon(0, PAGE)), Ok(VirtAddr(top - PAGE)));
         assert_eq!(l.map(&anon(0, PMD)), Ok(VirtAddr(0x7fff_f7c0_0000)));
         // Not a multiple of 2M: right below, unaligned.
         assert_eq!(
-            l.map(&anon(0, PMD + 4096)),
-            Ok(VirtAddr(0x7fff_f7c0_0000 - PMD - 4096))
+            l.map(&anon(0, PMD + PAGE)),
+            Ok(VirtAddr(0x7fff_f7c0_0000 - PMD - PAGE))
         );
         // A free hint is taken; a taken one is not.
         assert_eq!(
-            l.map(&anon(0x6000_0000_0123, 4096)),
+            l.map(&anon(0x6000_0000_0123, PAGE)),
             Ok(VirtAddr(0x6000_0000_0000))
         );
         assert_ne!(
-            l.place(&anon(0x6000_0000_0000, 4096)),
+            l.place(&anon(0x6000_0000_0000, PAGE)),
             Ok(VirtAddr(0x6000_0000_0000))
         );
         // The 2M one left almost 2M free above it (its alignment): 3M fits
@@ -378,6 +379,6 @@ mod tests {
         let three = anon(0, 3 << 20);
         assert!(l.place(&three).unwrap().0 < 0x7fff_f7c0_0000);
         l.remove(VirtAddr(0x7fff_f7c0_0000), PMD);
-        assert_eq!(l.place(&three), Ok(VirtAddr(top - 4096 - (3 << 20))));
+        assert_eq!(l.place(&three), Ok(VirtAddr(top - PAGE - (3 << 20))));
     }
 }

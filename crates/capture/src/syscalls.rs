@@ -26,7 +26,8 @@ pub mod nr {
     pub const EXIT_GROUP: u64 = 231;
 }
 
-const PAGE: u64 = 4096;
+/// The base page (x86-64's 4K), from `pagelab_core`.
+const PAGE: u64 = pagelab_core::PageSize::MIN.bytes();
 const MAP_SHARED: u64 = 0x01;
 const MAP_SHARED_VALIDATE: u64 = 0x03;
 const MAP_ANONYMOUS: u64 = 0x20;
