@@ -275,13 +275,13 @@ impl Machine {
         if phys.memory != self.phys.memory {
             let n = self.numa.nodes.len() as u64;
             let each = phys.memory.0 / n;
-            if each * n != phys.memory.0 || !each.is_multiple_of(4096) {
+            if each * n != phys.memory.0 || !each.is_multiple_of(PageSize::MIN.bytes()) {
                 return Err(MachineError::Invalid {
                     file: origin.to_string(),
                     field: "memory".into(),
                     message: format!(
-                        "{} cannot be spread evenly over the {n} NUMA nodes of machine {}: give a multiple of {n} x 4K",
-                        phys.memory, self.name
+                        "{} cannot be spread evenly over the {n} NUMA nodes of machine {}: give a multiple of {n} x {}",
+                        phys.memory, self.name, PageSize::MIN
                     ),
                 });
             }

@@ -10,7 +10,7 @@
 //!   made writable in place.
 
 use crate::machine::{Machine, MmError};
-use crate::pagetable::{PageTable, PteFlags, RadixPageTable, Translation};
+use crate::pagetable::{PageTable, PteFlags, Translation};
 use crate::vma::Vma;
 use pagelab_core::{Pfn, Prot, Sharing, VirtAddr};
 
@@ -98,7 +98,7 @@ pub fn fork(m: &mut Machine, parent: u32, child: u32) -> Result<(), MmError> {
     let p = m.proc_mut(parent);
     let aspace = p.aspace.clone();
     let mappings = p.pt.mappings_in(VirtAddr(0), va_end - VirtAddr(0));
-    let mut pt = RadixPageTable::new(*m.geometry());
+    let mut pt = m.new_page_table();
     let base = m.base();
     for mp in mappings {
         let private = aspace

@@ -7,12 +7,15 @@
 
 use crate::cache::PageCache;
 pub use crate::counters::{MmStats, PerSize};
-use crate::pagetable::{Geometry, PageTable, PhysMapping, PtError, PteFlags, RadixPageTable};
+use crate::pagetable::{
+    Geometry, PageTable, PhysMapping, PtError, PteFlags, RadixPageTable, TableTally,
+};
 use crate::phys::{FrameAllocator, PhysConfig, PhysError, PhysMem, ZonePref};
 use crate::reclaim::Residency;
 use crate::vma::AddressSpace;
 use pagelab_core::{Order, PageSize, Pfn, VirtAddr};
 use rustc_hash::FxHashMap;
+use std::sync::Arc;
 
 /// Why the model could not go on. Contradictory trace events are not errors:
 /// they are counted in [`MmStats`] (and refused by the engine under `--strict`).
@@ -79,6 +82,9 @@ pub struct Machine {
     pub phys: PhysMem,
     geometry: Geometry,
     procs: FxHashMap<u32, Proc>,
+    /// The page-table bytes of every process in `procs`, kept by their tables
+    /// as they allocate and free table nodes (see [`Machine::check_page_tables`]).
+    tally: Arc<TableTally>,
     /// References to 4K frames beyond the first, for frames mapped more than
     /// once (after fork) or held by the page cache; a frame absent here has
     /// exactly one reference: the one mapping that holds it.
@@ -118,6 +124,7 @@ impl Machine {
             phys,
             geometry,
             procs: FxHashMap::default(),
+            tally: Arc::default(),
             shared: FxHashMap::default(),
             cache: PageCache::new(cfg.base),
             wake: 0,
@@ -145,11 +152,17 @@ impl Machine {
 
     /// Process `pid`, created empty on first use.
     pub fn proc_mut(&mut self, pid: u32) -> &mut Proc {
-        let geometry = &self.geometry;
+        let (geometry, tally) = (&self.geometry, &self.tally);
         self.procs.entry(pid).or_insert_with(|| Proc {
             aspace: AddressSpace::new(),
-            pt: RadixPageTable::new(*geometry),
+            pt: RadixPageTable::new_in(*geometry, tally),
         })
+    }
+
+    /// An empty page table of the machine's geometry, for a process about to
+    /// be inserted (fork): its tables count in the machine's total at once.
+    pub fn new_page_table(&self) -> RadixPageTable {
+        RadixPageTable::new_in(self.geometry, &self.tally)
     }
 
     /// Process `pid`, if it exists.
@@ -164,28 +177,46 @@ impl Machine {
         v
     }
 
-    /// Removes a process, returning it (its pages are still allocated).
+    /// Removes a process, returning it (its pages are still allocated); its
+    /// page table no longer counts in the machine's.
     pub fn remove_proc(&mut self, pid: u32) -> Option<Proc> {
-        self.procs.remove(&pid)
+        let mut p = self.procs.remove(&pid)?;
+        p.pt.attach(&Arc::default());
+        Some(p)
     }
 
-    /// Inserts a process (fork).
-    pub fn insert_proc(&mut self, pid: u32, p: Proc) {
+    /// Inserts a process (fork); its page table counts in the machine's
+    /// (a process it replaces no longer does).
+    pub fn insert_proc(&mut self, pid: u32, mut p: Proc) {
+        p.pt.attach(&self.tally);
         self.procs.insert(pid, p);
     }
 
-    /// Sum of every process's page-table memory.
+    /// Sum of every process's page-table memory: a running total, not a sum
+    /// taken now.
     pub fn page_table_bytes(&self) -> u64 {
-        self.procs.values().map(|p| p.pt.memory_bytes()).sum()
+        self.tally.bytes()
     }
 
-    /// Sum of every process's level-1 page tables (PTE pages), in bytes.
+    /// Sum of every process's level-1 page tables (PTE pages), in bytes: a
+    /// running total.
     pub fn level1_table_bytes(&self) -> u64 {
-        let per = self.geometry.table_bytes(1);
-        self.procs
-            .values()
-            .map(|p| p.pt.stats().tables_per_level.first().copied().unwrap_or(0) * per)
-            .sum()
+        self.tally.level1_bytes()
+    }
+
+    /// Checks the running totals of page-table memory against a sum over
+    /// every process taken now.
+    pub fn check_page_tables(&self) -> Result<(), String> {
+        let all: u64 = self.procs.values().map(|p| p.pt.memory_bytes()).sum();
+        let level1: u64 = self.procs.values().map(|p| p.pt.level1_bytes()).sum();
+        if (all, level1) != (self.page_table_bytes(), self.level1_table_bytes()) {
+            return Err(format!(
+                "page-table running total {} bytes ({} in level-1 tables), but the processes' tables sum to {all} ({level1})",
+                self.page_table_bytes(),
+                self.level1_table_bytes()
+            ));
+        }
+        Ok(())
     }
 
     /// Allocates a naturally aligned block for a `size` page, or `None` when

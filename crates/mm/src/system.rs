@@ -533,6 +533,7 @@ impl Mm {
         for pid in self.machine.pids() {
             self.machine.proc(pid).expect("listed").aspace.check()?;
         }
+        self.machine.check_page_tables()?;
         fault::check_frames(&self.machine, self.policy.held_frames())?;
         crate::reclaim::check(&self.machine, &self.swap)?;
         self.policy.check(&self.machine)?;

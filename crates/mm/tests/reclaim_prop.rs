@@ -2,12 +2,20 @@
 //! reclaim runs often: every policy, superpages reclaimed whole or split,
 //! anonymous and file mappings, fork. Every invariant (frames, reference
 //! counts, LRU lists and owners, swapped ranges holding no frames, the
-//! policy's own) is checked after every step; at the end, with every
-//! process gone, only the page cache holds memory and swap is empty.
+//! policy's own, the machine's running total of page-table bytes against a
+//! sum over its processes) is checked after every step; at the end, with every
+//! process gone, only the page cache holds memory and swap is empty. Each
+//! stream runs on today's default machine, on x86-64 with its kernel's
+//! memory accounted, or on a 32-bit PAE machine with high memory and
+//! high page tables (so that level-1 tables are totalled apart).
 
-use pagelab_core::{Backing, Bytes, Event, MapEvent, Prot, Sharing, ThreadId, VirtAddr};
+use pagelab_core::{Backing, Bytes, Event, MapEvent, PageSize, Prot, Sharing, ThreadId, VirtAddr};
+use pagelab_mm::kmem::KernelConfig;
 use pagelab_mm::machine::MmError;
+use pagelab_mm::pagetable::{Geometry, GeometrySpec};
+use pagelab_mm::phys::numa::NumaConfig;
 use pagelab_mm::phys::{FrameAllocator, PhysConfig, SuperpageReclaim};
+use pagelab_mm::platform::Platform;
 use pagelab_mm::policy::PolicySpec;
 use pagelab_mm::system::Mm;
 use proptest::prelude::*;
@@ -80,15 +88,45 @@ fn policy() -> impl Strategy<Value = &'static str> {
     ]
 }
 
-fn run(policy: &str, split: bool, ops: Vec<Op>) -> Result<(), TestCaseError> {
+/// The machine a stream runs on: 0 today's default (no platform), 1 x86-64,
+/// 2 IA32 PAE with 2M of low memory and high page tables.
+fn platform(which: u8, memory: Bytes) -> Option<Platform> {
+    let geometry = match which {
+        1 => Geometry::x86_64(),
+        2 => Geometry::from_spec(&GeometrySpec {
+            base: PageSize::K4,
+            bits_per_level: vec![9, 9, 2],
+            leaf_levels: vec![1, 2],
+            max_run_shift: vec![],
+            entry_bytes: 8,
+        })
+        .unwrap(),
+        _ => return None,
+    };
+    Some(Platform {
+        geometry,
+        kernel: KernelConfig {
+            highpte: which == 2,
+            ..KernelConfig::default()
+        },
+        numa: NumaConfig::uniform(memory, 1),
+        placement: Default::default(),
+    })
+}
+
+fn run(policy: &str, split: bool, machine: u8, ops: Vec<Op>) -> Result<(), TestCaseError> {
     let spec: PolicySpec = policy.parse().unwrap();
     let mut phys = PhysConfig::new(Bytes(4 * M));
+    let platform = platform(machine, phys.memory);
+    if platform.as_ref().is_some_and(|p| p.kernel.highpte) {
+        phys.highmem = Some(Bytes(2 * M));
+    }
     phys.reclaim_superpages = if split {
         SuperpageReclaim::Split
     } else {
         SuperpageReclaim::Whole
     };
-    let mut m = Mm::new(&spec, &phys).unwrap();
+    let mut m = Mm::on(&spec, &phys, platform.as_ref()).unwrap();
     let rw = |w: bool| {
         if w {
             Prot(Prot::READ | Prot::WRITE)
@@ -180,11 +218,15 @@ proptest! {
 
     #[test]
     fn random_events_with_reclaim_keep_every_invariant(
-        policy in policy(),
+        (machine, policy) in prop_oneof![
+            3 => (Just(0u8), policy()),
+            // The platforms' geometries map 4K and 2M pages only.
+            1 => (1..3u8, prop_oneof![Just("base:4K"), Just("linux-thp:enabled=always")]),
+        ],
         split in any::<bool>(),
         ops in prop::collection::vec(op(), 1..40),
     ) {
-        run(policy, split, ops)?;
+        run(policy, split, machine, ops)?;
     }
 }
 
@@ -205,7 +247,16 @@ fn a_stream_larger_than_memory_reclaims_under_every_policy() {
             "reservation",
             "relocation",
         ] {
-            run(policy, split, ops.clone()).unwrap();
+            // Once on x86-64 and IA32 PAE too (with base pages: their
+            // geometries map none of the other policies' in-between sizes).
+            let machines = if policy == "base:4K" && !split {
+                0..3
+            } else {
+                0..1
+            };
+            for machine in machines {
+                run(policy, split, machine, ops.clone()).unwrap();
+            }
         }
     }
 }
@@ -219,6 +270,7 @@ fn a_page_filling_memory_beside_the_huge_zero_page_stays_mapped() {
     run(
         "linux-thp:enabled=always,64K=always",
         false,
+        0,
         vec![Op::Map(495, 1553), Op::TouchRun(832, 3)],
     )
     .unwrap();

@@ -30,10 +30,12 @@
 mod geometry;
 mod radix;
 mod reference;
+mod tally;
 
 pub use geometry::{Geometry, GeometryError, GeometrySpec, Placement, MAX_LEVELS};
 pub use radix::{RadixPageTable, MAX_PFN};
 pub use reference::ReferencePageTable;
+pub use tally::TableTally;
 
 use pagelab_core::{BasePfn, PageSize, Pfn, VirtAddr};
 use serde::Serialize;

@@ -13,8 +13,9 @@ use super::{
     mapping_of, Geometry, Mapping, PageTable, PageTableStats, ProtectReport, PtError, Split,
     Translation,
 };
-use super::{PteFlags, MAX_LEVELS};
+use super::{PteFlags, TableTally, MAX_LEVELS};
 use pagelab_core::{BasePfn, PageSize, VirtAddr};
+use std::sync::Arc;
 
 /// The largest frame number an entry can hold.
 pub const MAX_PFN: u64 = (1 << 48) - 1;
@@ -55,8 +56,10 @@ fn flags_of(e: u64) -> PteFlags {
 }
 
 /// A radix page table with leaves at any leaf level of its [`Geometry`] and
-/// contiguous runs of entries for the sizes between.
-#[derive(Clone, Debug)]
+/// contiguous runs of entries for the sizes between. Its memory counts in
+/// the [`TableTally`] it is attached to (its own unless given one); a clone
+/// starts a tally of its own.
+#[derive(Debug)]
 pub struct RadixPageTable {
     geo: Geometry,
     levels: u8,
@@ -76,11 +79,49 @@ pub struct RadixPageTable {
     allocated: u64,
     freed: u64,
     splits: u64,
+    tally: Arc<TableTally>,
+}
+
+impl Clone for RadixPageTable {
+    fn clone(&self) -> Self {
+        let tally = Arc::new(TableTally::default());
+        tally.add(self.memory, self.level1_bytes());
+        RadixPageTable {
+            geo: self.geo,
+            levels: self.levels,
+            shift: self.shift,
+            mask: self.mask,
+            va_bits: self.va_bits,
+            pool: self.pool.clone(),
+            free: self.free.clone(),
+            root: self.root,
+            tables: self.tables,
+            leaves: self.leaves,
+            memory: self.memory,
+            peak_memory: self.peak_memory,
+            allocated: self.allocated,
+            freed: self.freed,
+            splits: self.splits,
+            tally,
+        }
+    }
+}
+
+impl Drop for RadixPageTable {
+    fn drop(&mut self) {
+        self.tally.sub(self.memory, self.level1_bytes());
+    }
 }
 
 impl RadixPageTable {
-    /// An empty table (only the root) of the given geometry.
+    /// An empty table (only the root) of the given geometry, counted in a
+    /// tally of its own.
     pub fn new(geo: Geometry) -> RadixPageTable {
+        RadixPageTable::new_in(geo, &Arc::new(TableTally::default()))
+    }
+
+    /// An empty table (only the root) of the given geometry, counted in `tally`.
+    pub fn new_in(geo: Geometry, tally: &Arc<TableTally>) -> RadixPageTable {
         let levels = geo.levels();
         let mut shift = [0; MAX_LEVELS + 1];
         let mut mask = [0; MAX_LEVELS + 1];
@@ -104,9 +145,26 @@ impl RadixPageTable {
             allocated: 0,
             freed: 0,
             splits: 0,
+            tally: Arc::clone(tally),
         };
         pt.root = pt.alloc_table(levels);
         pt
+    }
+
+    /// Moves this table's memory from the tally it counts in to `tally`.
+    pub fn attach(&mut self, tally: &Arc<TableTally>) {
+        if Arc::ptr_eq(&self.tally, tally) {
+            return;
+        }
+        let (bytes, level1) = (self.memory, self.level1_bytes());
+        self.tally.sub(bytes, level1);
+        tally.add(bytes, level1);
+        self.tally = Arc::clone(tally);
+    }
+
+    /// Bytes of this table's level-1 tables (PTE pages).
+    pub fn level1_bytes(&self) -> u64 {
+        self.tables[1] * self.geo.table_bytes(1)
     }
 
     #[inline]
@@ -127,7 +185,9 @@ impl RadixPageTable {
         };
         self.tables[level as usize] += 1;
         self.allocated += 1;
-        self.memory += self.geo.table_bytes(level);
+        let bytes = self.geo.table_bytes(level);
+        self.memory += bytes;
+        self.tally.add(bytes, if level == 1 { bytes } else { 0 });
         self.peak_memory = self.peak_memory.max(self.memory);
         off
     }
@@ -136,7 +196,9 @@ impl RadixPageTable {
         self.free[level as usize].push(off);
         self.tables[level as usize] -= 1;
         self.freed += 1;
-        self.memory -= self.geo.table_bytes(level);
+        let bytes = self.geo.table_bytes(level);
+        self.memory -= bytes;
+        self.tally.sub(bytes, if level == 1 { bytes } else { 0 });
     }
 
     /// The page size of a leaf entry found at `level`.

@@ -3,7 +3,7 @@
 
 use super::config::de_bytes;
 use super::ConfigError;
-use pagelab_core::Bytes;
+use pagelab_core::{Bytes, PageSize};
 use serde::{Deserialize, Serialize};
 
 /// The largest CPU count a machine may have.
@@ -67,12 +67,13 @@ impl NumaConfig {
         let mut owner = vec![None; self.cpus as usize];
         let mut total = 0u64;
         for (i, n) in self.nodes.iter().enumerate() {
-            if n.memory.0 == 0 || !n.memory.0.is_multiple_of(4096) {
+            if n.memory.0 == 0 || !n.memory.0.is_multiple_of(PageSize::MIN.bytes()) {
                 return bad(
                     "numa.nodes.memory",
                     format!(
-                        "node {i}: {} is not allowed: a non-zero multiple of 4K",
-                        n.memory
+                        "node {i}: {} is not allowed: a non-zero multiple of {}",
+                        n.memory,
+                        PageSize::MIN
                     ),
                 );
             }
