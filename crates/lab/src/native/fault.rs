@@ -3,11 +3,12 @@
 use super::params::{size_text, Pairs};
 use super::{first_touch, record_loop, Advice, Metrics, Phase, Scale};
 use anyhow::Result;
+use pagelab_core::PageSize;
 use std::fmt;
 
 const KEYS: [&str; 1] = ["size"];
 /// The granule of the first touch: one write per base page.
-const TOUCH: usize = 4096;
+const TOUCH: usize = PageSize::K4.bytes() as usize;
 
 /// One fault-cost run: map `size` bytes and write one 8-byte word per 4K (the first
 /// touch, timed: `first_touch_ns_per_mb`, `ns_per_page`, `first_touch_faults`); then
@@ -48,7 +49,7 @@ impl Fault {
             let len = r.len();
             touch(r.as_mut_ptr(), len, 1);
         })?;
-        let pages = self.size / TOUCH as u64;
+        let pages = PageSize::K4.pages_in(self.size);
         m.insert(
             "ns_per_page".into(),
             m["first_touch_seconds"] * 1e9 / pages as f64,

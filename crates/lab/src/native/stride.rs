@@ -3,6 +3,7 @@
 use super::params::{size_text, Pairs};
 use super::{first_touch, record_loop, Advice, Metrics, Phase, Scale};
 use anyhow::{bail, Result};
+use pagelab_core::PageSize;
 use std::fmt;
 
 /// Loads one timed round makes at least (`iters=auto`), full scale.
@@ -84,7 +85,7 @@ impl Stride {
         every: Option<u64>,
         scale: Scale,
     ) -> Result<Stride> {
-        let page = p.pow2_size("page", 4096, 64, 1 << 30)?;
+        let page = p.pow2_size("page", PageSize::K4.bytes(), 64, PageSize::G1.bytes())?;
         let heap = match heap {
             Some(h) => h,
             None => p.size("heap", 4 << 20, page, 1 << 40)?,

@@ -2,6 +2,7 @@
 //! touches exactly the pages it should.
 
 use super::*;
+use pagelab_core::PageSize;
 
 #[test]
 fn stride_without_heap_or_every_is_the_papers_sweep() {
@@ -81,7 +82,7 @@ fn first_touch_takes_one_fault_per_4k_page() {
     ] {
         let k = KernelSpec::parse(spec, Scale::Full).unwrap();
         let m = k.run(Advice::NoHugePage).unwrap();
-        let pages = (k.data_bytes() / 4096) as f64;
+        let pages = PageSize::K4.pages_in(k.data_bytes()) as f64;
         let faults = m["first_touch_faults"];
         assert!(
             faults >= pages && faults <= pages + 8.0,
