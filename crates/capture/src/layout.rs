@@ -106,6 +106,18 @@ struct Area {
     grows_down: bool,
 }
 
+impl crate::intervals::Interval for Area {
+    fn end(&self) -> u64 {
+        self.end
+    }
+    fn ending_at(self, end: u64) -> Self {
+        Area { end, ..self }
+    }
+    fn from(self, _start: u64, _at: u64) -> Self {
+        self
+    }
+}
+
 /// A process's address space as Linux lays it out.
 #[derive(Clone, Debug)]
 pub struct LinuxLayout {
@@ -158,22 +170,7 @@ impl LinuxLayout {
     /// Removes `[start, start + len)` (munmap), cutting mappings it overlaps.
     pub fn remove(&mut self, start: VirtAddr, len: u64) {
         let (s, e) = page_range(start.0, len);
-        let hit: Vec<(u64, Area)> = self
-            .areas
-            .range(..e)
-            .rev()
-            .take_while(|(_, a)| a.end > s)
-            .map(|(k, a)| (*k, *a))
-            .collect();
-        for (k, a) in hit {
-            self.areas.remove(&k);
-            if k < s {
-                self.areas.insert(k, Area { end: s, ..a });
-            }
-            if a.end > e {
-                self.areas.insert(e, a);
-            }
-        }
+        crate::intervals::cut(&mut self.areas, s, e);
     }
 
     /// Where the kernel places `req` in this address space (the space is not changed).

@@ -45,6 +45,7 @@ pub mod arena;
 mod decode;
 pub mod elf;
 pub mod format;
+mod intervals;
 pub mod layout;
 pub mod relocate;
 mod relocated;

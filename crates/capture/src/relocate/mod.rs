@@ -67,6 +67,21 @@ struct Piece {
     model: u64,
 }
 
+impl crate::intervals::Interval for Piece {
+    fn end(&self) -> u64 {
+        self.end
+    }
+    fn ending_at(self, end: u64) -> Self {
+        Piece { end, ..self }
+    }
+    fn from(self, start: u64, at: u64) -> Self {
+        Piece {
+            end: self.end,
+            model: self.model + (at - start),
+        }
+    }
+}
+
 /// One process's address space, captured and modelled.
 #[derive(Clone, Debug)]
 struct Space {
@@ -106,28 +121,7 @@ impl Space {
     /// Forgets the captured range `[s, e)`, cutting pieces it overlaps.
     fn cut(&mut self, s: u64, e: u64) {
         self.last.set((0, Piece { end: 0, model: 0 }));
-        let hit: Vec<(u64, Piece)> = self
-            .pieces
-            .range(..e)
-            .rev()
-            .take_while(|(_, p)| p.end > s)
-            .map(|(k, p)| (*k, *p))
-            .collect();
-        for (k, p) in hit {
-            self.pieces.remove(&k);
-            if k < s {
-                self.pieces.insert(k, Piece { end: s, ..p });
-            }
-            if p.end > e {
-                self.pieces.insert(
-                    e,
-                    Piece {
-                        end: p.end,
-                        model: p.model + (e - k),
-                    },
-                );
-            }
-        }
+        crate::intervals::cut(&mut self.pieces, s, e);
     }
 
     fn add(&mut self, start: u64, len: u64, model: u64) {
