@@ -103,8 +103,7 @@ pub fn run(a: ValidateArgs) -> Result<i32> {
     result.provenance = Some(super::report::provenance(None, Vec::new())?);
     out!("{}", pagelab_report::lab_table::validate_table(&result))?;
     // One schema for the JSON, the HTML and `pagelab report` of either: pagelab.validate/1.
-    let any = pagelab_report::AnyResult::Validate(validate::validate_result(&result));
-    write_outputs(&a, &any)?;
+    let any = write_outputs(&a, validate::validate_result(&result))?;
     let rule = pagelab_report::recommend::Rule::default();
     let differ = result
         .configs
@@ -127,11 +126,17 @@ pub fn run(a: ValidateArgs) -> Result<i32> {
 }
 
 /// Writes a validation's `--json` and `--html`, each saying where it wrote.
-pub(super) fn write_outputs(a: &ValidateArgs, any: &pagelab_report::AnyResult) -> Result<()> {
-    if let (Some(path), pagelab_report::AnyResult::Validate(v)) = (&a.json, any) {
-        pagelab_report::write_json(path, v)?;
+/// Writes `--json` and `--html` of one validation (pagelab.validate/1 both) and returns
+/// the result as the report's `AnyResult`, for the answer lines.
+pub(super) fn write_outputs(
+    a: &ValidateArgs,
+    result: pagelab_report::validate::ValidateResult,
+) -> Result<pagelab_report::AnyResult> {
+    if let Some(path) = &a.json {
+        pagelab_report::write_json(path, &result)?;
         outln!("wrote {}", path.display())?;
     }
+    let any = pagelab_report::AnyResult::Validate(result);
     if let Some(path) = &a.html {
         // Validation has no budget to weigh: the default rule only words the verdicts.
         super::report::write_one(
@@ -141,7 +146,7 @@ pub(super) fn write_outputs(a: &ValidateArgs, any: &pagelab_report::AnyResult) -
         )?;
         outln!("wrote {}", path.display())?;
     }
-    Ok(())
+    Ok(any)
 }
 
 /// The configurations `--pages` asks for, or the default: 4K, each THP size alone, all.

@@ -73,8 +73,7 @@ pub fn run(a: &ValidateArgs, sysfs: &Sysfs) -> Result<i32> {
     result.provenance = Some(super::report::provenance(None, Vec::new())?);
     out!("{}", validate_table(&result))?;
     let (differ, n) = (result.differing(), result.cases.len());
-    let any = pagelab_report::AnyResult::Validate(result);
-    super::validate::write_outputs(a, &any)?;
+    let any = super::validate::write_outputs(a, result)?;
     super::report::print_answer(&any, &pagelab_report::recommend::Rule::default())?;
     if differ > 0 {
         bail!("the model and the kernel differ beyond {tolerance}% on {differ} of {n} cases");
