@@ -149,11 +149,53 @@ impl Space {
     }
 }
 
+/// The file identity the model gives the program's file, in the trace's
+/// `Backing::File` ids: far above the capture's own, which count up from 1
+/// in the order the trace first maps each file.
+pub const PROGRAM_FILE_ID: u64 = 1 << 62;
+/// The interpreter's (ld.so's) file identity, beside [`PROGRAM_FILE_ID`].
+pub const INTERP_FILE_ID: u64 = PROGRAM_FILE_ID + 1;
+
+/// The mappings `execve` made for `model` (from [`LinuxLayout::exec`]), as
+/// the trace's map events: each segment of the program's file and of the
+/// interpreter's, private and file-backed (so its read faults take the
+/// kernel's fault-around), and the bss pages past each file's, anonymous.
+/// The capture records no event for them (QEMU's loader makes them before
+/// the program's first instruction), so without these the model would infer
+/// anonymous mappings there and fault on every page of code.
+/// The stack stays inferred as before, and the vDSO is not placed.
+pub fn image_maps(model: &ExecLayout) -> impl Iterator<Item = MapEvent> + '_ {
+    model.regions.iter().filter_map(|r| {
+        let backing = match (r.kind, r.offset) {
+            (RegionKind::Program, Some(offset)) => Backing::File {
+                file_id: PROGRAM_FILE_ID,
+                offset,
+            },
+            (RegionKind::Interpreter, Some(offset)) => Backing::File {
+                file_id: INTERP_FILE_ID,
+                offset,
+            },
+            (RegionKind::ProgramBss | RegionKind::InterpreterBss, _) => Backing::Anon,
+            _ => return None,
+        };
+        Some(MapEvent {
+            start: r.start,
+            len: r.len,
+            prot: r.prot,
+            backing,
+            sharing: Sharing::Private,
+        })
+    })
+}
+
 /// Relocates a captured trace's events, one at a time, to Linux's layout.
 #[derive(Debug)]
 pub struct Relocator {
     /// The image the first process starts with, until its first event.
     first: Option<Space>,
+    /// The map events of the first process's image ([`image_maps`]), given
+    /// out after its first event.
+    image: Vec<MapEvent>,
     spaces: FxHashMap<u32, Space>,
     pid: u32,
     index: u64,
@@ -213,6 +255,7 @@ impl Relocator {
         space.add(lo, hi - lo, STACK_TOP - (hi - lo));
         Ok(Relocator {
             first: Some(space),
+            image: image_maps(model).collect(),
             spaces: FxHashMap::default(),
             pid: 0,
             index: 0,
@@ -231,10 +274,11 @@ impl Relocator {
         self.index += 1;
         if let Event::Switch(t) = ev {
             self.pid = t.pid;
+            out.push(ev);
             if let Some(first) = self.first.take() {
                 self.spaces.insert(t.pid, first);
+                out.extend(self.image.drain(..).map(|m| Event::Map(Box::new(m))));
             }
-            out.push(ev);
             return Ok(());
         }
         let pid = self.pid;

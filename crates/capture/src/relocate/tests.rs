@@ -124,8 +124,12 @@ fn program_stack_break_and_mmaps_move_to_the_model() {
             _ => None,
         })
         .collect();
-    // The 2M one on a 2M boundary below the vDSO; the fixed one inside it.
-    assert_eq!(maps, [thp, thp + 0x1000]);
+    // First the image's own (its segment and its bss), then the 2M one on
+    // a 2M boundary below the vDSO, and the fixed one inside it.
+    let image: Vec<u64> = image_maps(&model).map(|m| m.start.0).collect();
+    assert_eq!(image, [bias, bias + 0x2000]);
+    assert_eq!(maps[2..], [thp, thp + 0x1000]);
+    assert_eq!(maps[..2], image);
     assert!(out.contains(&Event::Brk {
         end: VirtAddr(model.start_brk.0 + 0x2_0000)
     }));
@@ -171,7 +175,7 @@ fn ranges_are_cut_at_mapping_boundaries_and_unknown_addresses_refused() {
 
 #[test]
 fn mremap_grows_in_place_when_the_model_has_room_else_moves() {
-    let (mut r, _) = reloc();
+    let (mut r, model) = reloc();
     let mut evs = vec![Event::Switch(ThreadId { pid: 7, tid: 7 })];
     evs.extend(anon(0x40_0900_0000, 0x4000, 0));
     // Grown in place by the capture: a Map right after the old end.
@@ -184,10 +188,94 @@ fn mremap_grows_in_place_when_the_model_has_room_else_moves() {
             Event::Map(m) => Some((m.start.0, m.len)),
             _ => None,
         })
+        .skip(image_maps(&model).count())
         .collect();
     // The first is topmost below the vDSO, so nothing lies right after
     // it but the vDSO: the model has no room and moves the growth.
     assert_eq!(maps.len(), 2);
     assert_ne!(maps[1].0, maps[0].0 + maps[0].1);
     assert_eq!(maps[1], (maps[0].0 - 0x2000, 0x2000));
+}
+
+#[test]
+fn the_image_is_mapped_from_its_files_after_the_first_switch() {
+    // A program with a text and a data segment (bss past it) and an
+    // interpreter: its map events say which file and offset each page of
+    // code and data comes from, so the model's file faults (and
+    // fault-around) see them; the bss is anonymous; nothing else is mapped.
+    let seg = |offset, vaddr, filesz, memsz, prot| Segment {
+        offset,
+        vaddr,
+        filesz,
+        memsz,
+        align: PAGE,
+        prot: Prot(prot),
+    };
+    let exe = ElfImage {
+        path: "prog".into(),
+        kind: ElfKind::Dyn,
+        entry: 0x1000,
+        loads: vec![
+            seg(0, 0, 0x5000, 0x5000, Prot::READ | Prot::EXEC),
+            seg(0x5010, 0x6010, 0x100, 0x3000, Prot::READ | Prot::WRITE),
+        ],
+        interp: Some("ld.so".into()),
+    };
+    let ld = ElfImage {
+        path: "ld.so".into(),
+        interp: None,
+        loads: vec![seg(0, 0, 0x2000, 0x2000, Prot::READ | Prot::EXEC)],
+        ..image()
+    };
+    let req = ExecRequest {
+        program: &exe,
+        interp: Some(&ld),
+        strings: 100,
+    };
+    let (layout, model) = LinuxLayout::exec(LayoutParams::default(), &req).unwrap();
+    let captured = CapturedImage {
+        program_bias: 0x40_0000_0000,
+        interp_bias: Some(0x40_1000_0000),
+        stack: (0x40_0100_0000, 0x40_0180_0000),
+    };
+    let mut r = Relocator::new(layout, &model, Some(&ld), &captured).unwrap();
+    let sw = Event::Switch(ThreadId { pid: 7, tid: 7 });
+    let out = run(&mut r, vec![sw.clone(), at(0x40_0000_1008), sw.clone()]).unwrap();
+    let (b, ib) = (model.load_bias, model.interp_bias);
+    let file = |id, offset| Backing::File {
+        file_id: id,
+        offset,
+    };
+    let want = [
+        (b, 0x5000, file(PROGRAM_FILE_ID, 0), Prot::READ | Prot::EXEC),
+        (
+            b + 0x6000,
+            0x1000,
+            file(PROGRAM_FILE_ID, 0x5000),
+            Prot::READ | Prot::WRITE,
+        ),
+        (b + 0x7000, 0x3000, Backing::Anon, Prot::READ | Prot::WRITE),
+        (ib, 0x2000, file(INTERP_FILE_ID, 0), Prot::READ | Prot::EXEC),
+    ];
+    assert_eq!(out[0], sw);
+    assert_eq!(out.len(), 1 + want.len() + 2, "{out:?}");
+    for (e, &(start, len, backing, prot)) in out[1..].iter().zip(&want) {
+        let Event::Map(m) = e else {
+            panic!("{e:?} where a map of the image was due")
+        };
+        assert_eq!(
+            **m,
+            MapEvent {
+                start: VirtAddr(start),
+                len,
+                prot: Prot(prot),
+                backing,
+                sharing: Sharing::Private,
+            }
+        );
+    }
+    // A reference into the text lands in the first map; the second switch
+    // maps nothing again.
+    assert_eq!(out[1 + want.len()], at(b + 0x1008));
+    assert_eq!(out[2 + want.len()], sw);
 }
