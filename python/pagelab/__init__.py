@@ -37,6 +37,7 @@ __all__ = [
     "TraceChunk",
     "capture",
     "default_workloads",
+    "expand_workload",
     "from_arrays",
     "read_trace",
     "sim",
@@ -147,7 +148,10 @@ def study(
     Give ``trace`` (a Lackey file, plain, zstd or xz, or a native trace) or
     ``workload`` (a spec such as ``"gups:table=64M"``, ``"gzip"`` for the
     bundled real trace, or a list of specs); with neither, the default set of
-    ``pagelab study``. ``page_sizes`` are powers of two from 4K to 1G, written
+    ``pagelab study``. A parameter written ``FROM..TO/STEP``
+    (``"stride:heap=128K..32M/128K,every=16"``) runs one result per value, as
+    ``pagelab sim --workload`` does (:func:`expand_workload`); each result
+    carries its value in ``source.params``. ``page_sizes`` are powers of two from 4K to 1G, written
     ``"4K"`` or as bytes; ``tlb`` a preset name (``pagelab presets``) or a TOML
     file; ``machine`` a machine preset (``pagelab machines``) or file, whose
     page sizes and TLB are then the defaults (else the study's eight sizes and
@@ -212,10 +216,24 @@ def sim(
         raise PagelabError("give one input: a trace (trace=PATH) or a workload (workload=SPEC), not both")
     if trace is None and workload is None:
         workload = _native.default_workloads()
+    if isinstance(workload, str) and _native.expand_workload(workload) is not None:
+        workload = [workload]
     with _ref_limit(max_ref_size):
         if isinstance(workload, (list, tuple)):
-            return Result.of_json([_native.run(_source(None, w, None, skip, limit), model) for w in workload])
+            specs = [spec for w in workload for spec in expand_workload(w)]
+            return Result.of_json([_native.run(_source(None, w, None, skip, limit), model) for w in specs])
         return Result.of_json([_native.run(_source(trace, workload, format, skip, limit), model)])
+
+
+def expand_workload(spec: str) -> list[str]:
+    """The workloads of ``spec``: one per value of a parameter written ``FROM..TO/STEP``
+    (``"stride:heap=128K..512K/128K,every=16"`` gives the specs of heaps 128K, 256K, 384K
+    and 512K, as ``pagelab sim --workload`` expands it), else ``[spec]``.
+
+    Raises :class:`PagelabError` with the command line's message on a range it refuses.
+    """
+    sweep = _native.expand_workload(spec)
+    return [spec] if sweep is None else list(sweep[2])
 
 
 def from_arrays(

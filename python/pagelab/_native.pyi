@@ -47,5 +47,8 @@ class TraceChunks(Iterator[tuple[bytes, bytes, bytes]]):
     def __iter__(self) -> TraceChunks: ...
     def __next__(self) -> tuple[bytes, bytes, bytes]: ...
 
+def expand_workload(spec: str) -> tuple[str, list[int], list[str]] | None:
+    """A spec with one ``FROM..TO/STEP`` parameter: (its name, its values, one spec per value); else None."""
+
 def set_max_ref_size(size: str) -> int:
     """Sets the process's largest reference a trace may hold (``--max-ref-size``); returns the one before, in bytes."""

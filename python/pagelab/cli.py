@@ -9,6 +9,7 @@ pagelab sweep``) reads::
     machines = ["x86-64", "arm64-64k"]        # and/or machines (pagelab machines), each a configuration
     policies = ["base:4K", "linux-thp:enabled=always"]   # optional: also run these, per TLB
     memory = "4G"                             # optional, for the policies
+    virt = "nested:host=2M"                   # optional: nested paging (--virt), machines with caches
     out = "pagelab-sweep"                     # optional; -o overrides
 
 and runs every source under every configuration (one study per TLB or
@@ -36,6 +37,7 @@ KEYS = {
     "machines": list,
     "policies": list,
     "memory": str,
+    "virt": str,
     "out": str,
 }
 
@@ -78,12 +80,14 @@ def read_sweep(path: str) -> tuple[list[Any], list[dict[str, Any]], str | None]:
     base: dict[str, Any] = {}
     if "page_sizes" in spec:
         base["page_sizes"] = spec["page_sizes"]
+    # Nested paging is the whole command's, as `--virt` is `pagelab sim`'s: every configuration.
+    virt = {"virt": spec["virt"]} if "virt" in spec else {}
     configs = []
     models = [("tlb", t) for t in spec.get("tlbs", [])] + [("machine", m) for m in spec.get("machines", [])]
     for key, value in models or [("tlb", "weisberg")]:
-        configs.append({"name": value, key: value, **base})
+        configs.append({"name": value, key: value, **base, **virt})
         if spec.get("policies"):
-            policy = {"policies": spec["policies"]}
+            policy = {"policies": spec["policies"], **virt}
             if "memory" in spec:
                 policy["memory"] = spec["memory"]
             configs.append({"name": f"{value} policies", key: value, **policy})

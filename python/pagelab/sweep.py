@@ -35,7 +35,8 @@ def sweep(
 ) -> Any:
     """Runs every source under every configuration; one DataFrame of every run.
 
-    ``sources``: workload specs (``"gups:table=64M"``, ``"gzip"``), trace
+    ``sources``: workload specs (``"gups:table=64M"``, ``"gzip"``; one with a parameter
+    written ``FROM..TO/STEP``, ``"gups:updates=10000..40000/10000"``, is one source per value), trace
     paths (anything with a ``/``), fsspec URLs (``"s3://bucket/t.trace"``),
     or dicts ``{"workload": ...}`` / ``{"trace": ..., "format": ...}`` with
     an optional ``"name"`` and ``"max_ref_size"`` (as :func:`pagelab.sim` takes it).
@@ -60,7 +61,7 @@ def tasks_of(
     configs: Iterable[Mapping[str, Any]] | Mapping[str, Mapping[str, Any]],
 ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """Every (source, config) pair, sources outermost, each entry with its ``name``."""
-    srcs = [_source_entry(s) for s in sources]
+    srcs = [one for s in sources for one in _expanded(_source_entry(s))]
     cfgs = _config_entries(configs)
     return [(s, c) for s in srcs for c in cfgs]
 
@@ -167,6 +168,31 @@ def _local_path(trace: str) -> tuple[str, bool]:
     return local, True
 
 
+def _expanded(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """A workload source whose spec has a ``FROM..TO/STEP`` parameter: one source per value,
+    each named by its own spec (a name given for the range prefixes them)."""
+    from . import expand_workload
+
+    if "workload" not in entry:
+        return [entry]
+    specs = expand_workload(entry["workload"])
+    if specs == [entry["workload"]]:
+        return [entry]
+    named = entry["name"] != entry["workload"]
+    return [{**entry, "workload": w, "name": f"{entry['name']} {w}" if named else w} for w in specs]
+
+
+def _is_range(text: str) -> bool:
+    """Whether ``text`` is a workload spec with a ``FROM..TO/STEP`` parameter (its ``/`` does
+    not make it a path)."""
+    from . import PagelabError, _native
+
+    try:
+        return _native.expand_workload(text) is not None
+    except PagelabError:
+        return False
+
+
 def _source_entry(s: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(s, Mapping):
         entry = dict(s)
@@ -178,7 +204,7 @@ def _source_entry(s: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, An
         entry.setdefault("name", str(entry.get("trace", entry.get("workload"))))
         return entry
     text = os.fspath(s)
-    if "/" in text:
+    if "/" in text and not _is_range(text):
         return {"trace": text, "name": text}
     return {"workload": text, "name": text}
 

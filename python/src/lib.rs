@@ -42,6 +42,15 @@ fn set_max_ref_size(size: &str) -> PyResult<u32> {
     Ok(before)
 }
 
+/// The workloads of a spec with one parameter written `FROM..TO/STEP`, as `pagelab sim
+/// --workload` expands it (`stride:heap=128K..512K/128K` gives one spec per heap): the
+/// parameter's name, its values and the specs; `None` when the spec sweeps nothing.
+#[pyfunction]
+fn expand_workload(spec: &str) -> PyResult<Option<(String, Vec<u64>, Vec<String>)>> {
+    let sweep = pagelab::param_sweep::expand(spec).map_err(|e| error(&e))?;
+    Ok(sweep.map(|s| (s.param, s.values, s.specs)))
+}
+
 /// The module `pagelab._native`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -52,6 +61,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(arrays::from_arrays, m)?)?;
     m.add_function(wrap_pyfunction!(html::write_html, m)?)?;
     m.add_function(wrap_pyfunction!(set_max_ref_size, m)?)?;
+    m.add_function(wrap_pyfunction!(expand_workload, m)?)?;
     m.add_class::<chunks::TraceChunks>()?;
     Ok(())
 }
