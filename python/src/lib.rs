@@ -42,11 +42,14 @@ fn set_max_ref_size(size: &str) -> PyResult<u32> {
     Ok(before)
 }
 
+/// A swept parameter's name, its values and one workload spec per value.
+type Expanded = (String, Vec<u64>, Vec<String>);
+
 /// The workloads of a spec with one parameter written `FROM..TO/STEP`, as `pagelab sim
 /// --workload` expands it (`stride:heap=128K..512K/128K` gives one spec per heap): the
 /// parameter's name, its values and the specs; `None` when the spec sweeps nothing.
 #[pyfunction]
-fn expand_workload(spec: &str) -> PyResult<Option<(String, Vec<u64>, Vec<String>)>> {
+fn expand_workload(spec: &str) -> PyResult<Option<Expanded>> {
     let sweep = pagelab::param_sweep::expand(spec).map_err(|e| error(&e))?;
     Ok(sweep.map(|s| (s.param, s.values, s.specs)))
 }
