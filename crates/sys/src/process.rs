@@ -90,6 +90,10 @@ pub fn die_with_parent(parent: u32) -> io::Result<()> {
 /// to be executed, as `setarch -R` does (the personality flag `ADDR_NO_RANDOMIZE`, kept with
 /// the others), so the kernel places its mappings where a model of Linux's layout without
 /// randomisation does. `personality` is async-signal-safe.
+///
+/// Through libc, not rustix like the other raw calls: rustix (1.1.6, the version locked)
+/// has no wrapper for `personality(2)` (its only "personality" is io_uring's credentials
+/// id), and a raw `syscall` would be no safer than libc's own wrapper.
 pub fn no_randomize() -> io::Result<()> {
     // SAFETY: personality only reads and sets an integer of this process; 0xffffffff queries.
     let current = unsafe { libc::personality(0xffff_ffff) };
