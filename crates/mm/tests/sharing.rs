@@ -217,6 +217,135 @@ fn hugetlb_maps_huge_leaves_and_pmd_sharing_shares_pud_ranges() {
     assert!(err.starts_with("hugetlb:") && err.contains("16G"), "{err}");
 }
 
+fn anon(start: u64, len: u64) -> Event {
+    map(start, len, Backing::Anon, Share::Private)
+}
+
+/// Process 1 maps `len` private anonymous bytes at `start`, writes every
+/// page, and forks process 2.
+fn forked(start: u64, len: u64) -> Vec<Event> {
+    let mut ev = vec![switch(1), anon(start, len)];
+    ev.extend((0..len / K4).map(|i| touch(start + i * K4, true)));
+    ev.push(Event::Fork { child: 2 });
+    ev
+}
+
+fn chain_bytes(st: &SharingStats) -> u64 {
+    st.rmap[&Method::PteChains].bytes
+}
+
+#[test]
+fn a_write_in_a_table_shared_at_fork_copies_that_table_only() {
+    let mut ev = forked(BASE, 2 * M2);
+    let st = run(Config::ia32_pae(PageTables::Private), &ev, true);
+    // Private: the child copies both PTE pages and their 1024 PTEs.
+    assert_eq!(st.page_tables.pages_by_level, [4, 6, 2]);
+    assert_eq!(chain_bytes(&st), 2 * 1024 * 8);
+    let cfg = Config::ia32_pae(PageTables::Shared);
+    let st = run(cfg.clone(), &ev, true);
+    assert_eq!(st.counts.fork_shared_tables, 2);
+    assert_eq!(st.page_tables.pages_by_level, [2, 6, 2]);
+    assert_eq!(st.page_tables.shared_pages_by_level, [2, 0, 0]);
+    assert_eq!(chain_bytes(&st), 1024 * 8);
+    // A read by either process goes through the shared table.
+    ev.extend([switch(2), touch(BASE + M2 + 8 * K4, false)]);
+    ev.extend([switch(1), touch(BASE + 9 * K4, false)]);
+    let st = run(cfg.clone(), &ev, true);
+    assert_eq!((st.counts.fork_unshares, st.counts.hits), (0, 2));
+    assert_eq!(st.page_tables.pages_by_level[0], 2);
+    // A write by the child inside the second table copies that one table
+    // (512 new PTEs), then copies the page it wrote.
+    ev.extend([switch(2), touch(BASE + M2 + 8 * K4, true)]);
+    let st = run(cfg.clone(), &ev, true);
+    assert_eq!(st.counts.fork_unshares, 1);
+    assert_eq!(st.counts.cow_copies, 1);
+    assert_eq!(st.page_tables.pages_by_level, [3, 6, 2]);
+    assert_eq!(chain_bytes(&st), (1024 + 512) * 8);
+    // An mprotect of one page of the first table copies it for the parent only.
+    ev.extend([
+        switch(1),
+        Event::Protect {
+            start: VirtAddr(BASE + 5 * K4),
+            len: K4,
+            prot: Prot(Prot::READ),
+        },
+    ]);
+    let st = run(cfg, &ev, true);
+    assert_eq!(st.counts.fork_unshares, 2);
+    assert_eq!(st.page_tables.pages_by_level, [4, 6, 2]);
+}
+
+#[test]
+fn the_last_user_takes_the_table_and_nothing_is_freed_twice() {
+    let cfg = Config::ia32_pae(PageTables::Shared);
+    // The child exits: the parent is the table's one user; its write takes
+    // the table over, with no copy and no new reverse-map entry.
+    let mut ev = forked(BASE, M2);
+    ev.extend([switch(2), Event::Exit { status: 0 }]);
+    ev.extend([switch(1), touch(BASE + 3 * K4, true)]);
+    let st = run(cfg.clone(), &ev, true);
+    assert_eq!((st.counts.fork_unshares, st.counts.fork_takeovers), (0, 1));
+    assert_eq!(st.page_tables.pages_by_level, [1, 3, 1]);
+    assert_eq!(st.page_tables.shared_pages_by_level, [0, 0, 0]);
+    assert_eq!(chain_bytes(&st), 512 * 8);
+    // Both leave without writing: the last one out frees the table once.
+    for last in [1u32, 2] {
+        let mut ev = forked(BASE, M2);
+        ev.extend([switch(3 - last), Event::Exit { status: 0 }]);
+        ev.extend([switch(last), Event::Exit { status: 0 }]);
+        let st = run(cfg.clone(), &ev, true);
+        assert_eq!(st.page_tables.page_table_bytes, 0);
+        assert_eq!(st.page_tables.pages_by_level, [0, 0, 0]);
+        let plain = &st.rmap[&Method::PteChains];
+        assert_eq!((plain.bytes, plain.adds, plain.removes), (0, 512, 512));
+    }
+}
+
+#[test]
+fn only_tables_wholly_inside_one_private_vma_are_shared_at_fork() {
+    // 4M from 4K past a 2M boundary: three PTE pages, one wholly inside.
+    let st = run(
+        Config::ia32_pae(PageTables::Shared),
+        &forked(BASE + K4, 2 * M2),
+        true,
+    );
+    assert_eq!(st.counts.fork_shared_tables, 1);
+    assert_eq!(st.page_tables.pages_by_level[0], 3 + 2);
+}
+
+/// One random event for sharing at fork: private mappings only, often whole
+/// aligned PTE ranges, long runs of references, and many forks.
+fn fork_event() -> impl Strategy<Value = Event> {
+    let page = 0u64..2048;
+    prop_oneof![
+        2 => (1u32..4).prop_map(switch),
+        2 => (0u64..4, 1u64..3, 0u8..3).prop_map(|(span, n, k)| {
+            let backing = if k == 0 { Backing::File { file_id: 1, offset: 0 } } else { Backing::Anon };
+            map(BASE + span * M2, n * M2, backing, Share::Private)
+        }),
+        1 => (page.clone(), 1u64..700).prop_map(|(p, n)| anon(BASE + p * K4, n * K4)),
+        1 => (page.clone(), 1u64..600).prop_map(|(p, n)| Event::Unmap {
+            start: VirtAddr(BASE + p * K4),
+            len: n * K4
+        }),
+        1 => (page.clone(), 1u64..8).prop_map(|(p, n)| Event::Protect {
+            start: VirtAddr(BASE + p * K4),
+            len: n * K4,
+            prot: Prot(Prot::READ)
+        }),
+        3 => (1u32..4).prop_map(|child| Event::Fork { child }),
+        1 => Just(Event::Exit { status: 0 }),
+        3 => (page.clone(), any::<bool>()).prop_map(|(p, w)| touch(BASE + p * K4 + 8, w)),
+        3 => (page, 1u64..600, any::<bool>()).prop_map(|(p, n, w)| {
+            Event::Advise {
+                start: VirtAddr(BASE + p * K4),
+                len: n,
+                advice: Advice::Other(if w { 1 } else { 0 }),
+            }
+        }),
+    ]
+}
+
 /// One random event over a small address space (4 PTE ranges), 5 pids, 2 files.
 fn event() -> impl Strategy<Value = Event> {
     let page = 0u64..2048;
@@ -275,35 +404,80 @@ fn expand(ev: Vec<Event>) -> Vec<Event> {
     out
 }
 
+/// The model and the reference count the same after every event of `ev`
+/// (every invariant checked too), and the batched path gives the same result.
+fn agrees_with_the_reference(mode: PageTables, ev: &[Event]) -> Result<(), TestCaseError> {
+    let cfg = Config::ia32_pae(mode);
+    let mut m = Sharing::new(cfg.clone()).unwrap();
+    let mut r = Reference::new(cfg.clone());
+    for (i, e) in ev.iter().enumerate() {
+        m.event(e).unwrap();
+        r.event(e);
+        m.check()
+            .map_err(|x| TestCaseError::fail(format!("event {i} {e:?}: {x}")))?;
+        let s = m.stats();
+        let (c, n) = (&r.counts, &s.counts);
+        prop_assert_eq!(
+            (
+                n.faults,
+                n.hits,
+                n.cow_copies,
+                n.fork_shared_tables,
+                n.fork_unshares,
+                n.fork_takeovers
+            ),
+            (
+                c.faults,
+                c.hits,
+                c.cow_copies,
+                c.fork_shared_tables,
+                c.fork_unshares,
+                c.fork_takeovers
+            ),
+            "event {} {:?}",
+            i,
+            e
+        );
+        prop_assert_eq!(
+            &s.page_tables.pages_by_level,
+            &c.tables,
+            "event {} {:?}",
+            i,
+            e
+        );
+        prop_assert_eq!(s.page_tables.page_table_bytes, c.pt_bytes);
+        prop_assert_eq!(s.page_tables.page_table_bytes_peak, c.pt_bytes_peak);
+        for (method, want) in &c.chains {
+            let got = &s.rmap[method];
+            let have = [
+                got.bytes,
+                got.objects,
+                got.bytes_peak,
+                got.objects_peak,
+                got.adds,
+                got.removes,
+                got.remove_entries_walked,
+            ];
+            prop_assert_eq!(&have, want, "{:?} after event {} {:?}", method, i, e);
+        }
+    }
+    let mut b = Sharing::new(cfg).unwrap();
+    b.events(ev).unwrap();
+    prop_assert_eq!(b.stats(), m.stats());
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     #[test]
     fn private_model_matches_the_materialising_reference(ev in prop::collection::vec(event(), 1..60)) {
-        let ev = expand(ev);
-        let cfg = Config::ia32_pae(PageTables::Private);
-        let mut m = Sharing::new(cfg.clone()).unwrap();
-        let mut r = Reference::new(cfg.clone());
-        for (i, e) in ev.iter().enumerate() {
-            m.event(e).unwrap();
-            r.event(e);
-            m.check().map_err(|x| TestCaseError::fail(format!("event {i} {e:?}: {x}")))?;
-            let s = m.stats();
-            let c = &r.counts;
-            prop_assert_eq!((s.counts.faults, s.counts.hits, s.counts.cow_copies), (c.faults, c.hits, c.cow_copies), "event {}", i);
-            prop_assert_eq!(&s.page_tables.pages_by_level, &c.tables, "event {}", i);
-            prop_assert_eq!(s.page_tables.page_table_bytes, c.pt_bytes);
-            prop_assert_eq!(s.page_tables.page_table_bytes_peak, c.pt_bytes_peak);
-            for (method, want) in &c.chains {
-                let got = &s.rmap[method];
-                let have = [got.bytes, got.objects, got.bytes_peak, got.objects_peak, got.adds, got.removes, got.remove_entries_walked];
-                prop_assert_eq!(&have, want, "{:?} after event {} {:?}", method, i, e);
-            }
-        }
-        // The batched path gives the same result as one event at a time.
-        let mut b = Sharing::new(cfg).unwrap();
-        b.events(&ev).unwrap();
-        prop_assert_eq!(b.stats(), m.stats());
+        agrees_with_the_reference(PageTables::Private, &expand(ev))?;
+    }
+
+    #[test]
+    fn tables_shared_at_fork_match_the_materialising_reference(ev in prop::collection::vec(fork_event(), 1..60)) {
+        agrees_with_the_reference(PageTables::Shared, &expand(ev))?;
     }
 
     #[test]

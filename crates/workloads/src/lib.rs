@@ -19,8 +19,9 @@
 //! | `chase`  | a pointer chase around one random cycle through all nodes |
 //! | `shm-fanout` | many processes attach one shared segment and touch its pages (Bligh and Hansen, OLS 2003) |
 //! | `forkexec` | an SDET-like churn of processes that fork, exec, map libraries and exit |
+//! | `prefork` | a server that writes its heap and forks workers that do not exec (copy-on-write) |
 //!
-//! The last two are workloads of many processes: their events include
+//! The last three are workloads of many processes: their events include
 //! `Switch`, `Fork`, `Map`, `Advise` and `Exit`, and they are meant for
 //! `pagelab sharing`; their references are data and instruction touches of
 //! pages, with no loop instructions around them.
@@ -60,6 +61,11 @@
 //!   `libs=4` libraries of `lib=1M` text and `libdata=16K` data, a heap of
 //!   `anon=1M`, touches `touch=0.5` of the text and all the rest in
 //!   `slices=4` turns, and exits.
+//! - `prefork`: a server maps `text=2M` of text and a `heap=64M` heap,
+//!   fetches all its text and writes all its heap, then keeps `procs=16`
+//!   workers (forked, no exec) running until `jobs=64` have run; each touches
+//!   the first `touch=1` of the heap in `slices=4` turns, `write=0.01` of the
+//!   touches stores spread evenly, and exits.
 //!
 //! [`catalog`] lists every workload with every parameter, its default and its
 //! meaning; [`default_set`] is what `pagelab study` runs with no arguments.
@@ -94,6 +100,7 @@ mod error;
 mod forkexec;
 mod gups;
 mod perm;
+mod prefork;
 mod shm;
 mod spec;
 mod stream;
@@ -108,13 +115,14 @@ use pagelab_trace::TraceSource;
 use spec::Params;
 
 /// Every workload's documentation, in catalog order.
-const DOCS: [&WorkloadDoc; 6] = [
+const DOCS: [&WorkloadDoc; 7] = [
     &stride::DOC,
     &stream::DOC,
     &gups::DOC,
     &chase::DOC,
     &shm::DOC,
     &forkexec::DOC,
+    &prefork::DOC,
 ];
 
 /// The effective configuration of one spec.
@@ -125,6 +133,7 @@ enum Config {
     Chase(chase::Config),
     ShmFanout(shm::Config),
     ForkExec(forkexec::Config),
+    Prefork(prefork::Config),
 }
 
 fn parse(spec: &str) -> Result<Config, WorkloadError> {
@@ -143,6 +152,7 @@ fn parse(spec: &str) -> Result<Config, WorkloadError> {
         "gups" => Config::Gups(gups::Config::parse(&params)?),
         "shm-fanout" => Config::ShmFanout(shm::Config::parse(&params)?),
         "forkexec" => Config::ForkExec(forkexec::Config::parse(&params)?),
+        "prefork" => Config::Prefork(prefork::Config::parse(&params)?),
         _ => Config::Chase(chase::Config::parse(&params)?),
     })
 }
@@ -165,6 +175,7 @@ pub fn open(spec: &str) -> Result<Box<dyn TraceSource + Send>, WorkloadError> {
         Config::Chase(c) => Box::new(Driver::new(chase::Chase::new(c))),
         Config::ShmFanout(c) => Box::new(Driver::new(shm::ShmFanout::new(c))),
         Config::ForkExec(c) => Box::new(Driver::new(forkexec::ForkExec::new(c))),
+        Config::Prefork(c) => Box::new(Driver::new(prefork::Prefork::new(c))),
     })
 }
 
@@ -182,6 +193,7 @@ pub fn total_refs(spec: &str) -> Result<u64, WorkloadError> {
         Config::Chase(c) => c.total_refs(),
         Config::ShmFanout(c) => c.total_refs(),
         Config::ForkExec(c) => c.total_refs(),
+        Config::Prefork(c) => c.total_refs(),
     })
 }
 

@@ -166,15 +166,63 @@ fn info_lists_every_effective_parameter() {
 fn default_set_opens_and_is_sized_for_a_quick_study() {
     let set = pagelab_workloads::default_set();
     // One spec per single-process workload; the many-process ones
-    // (shm-fanout, forkexec) are for `pagelab sharing`, not the study.
+    // (shm-fanout, forkexec, prefork) are for `pagelab sharing`, not the study.
     let single = pagelab_workloads::catalog()
         .iter()
-        .filter(|d| !["shm-fanout", "forkexec"].contains(&d.name))
+        .filter(|d| !["shm-fanout", "forkexec", "prefork"].contains(&d.name))
         .count();
     assert_eq!(set.len(), single);
     let total: u64 = set.iter().map(|s| total_refs(s).unwrap()).sum();
     assert!((10_000_000..=30_000_000).contains(&total), "{total}");
     for s in set {
         open(s).unwrap();
+    }
+}
+
+#[test]
+fn prefork_writes_the_heap_then_each_worker_touches_its_part() {
+    // 16 text + 256 heap pages by the server, then 5 workers x 128 pages
+    // (touch=0.5), a quarter of them stores spread evenly (every 4th page).
+    let spec = "prefork:procs=3,jobs=5,heap=1M,text=64K,touch=0.5,write=0.25,slices=3";
+    assert_eq!(total_refs(spec).unwrap(), 16 + 256 + 5 * 128);
+    let mut src = open(spec).unwrap();
+    let mut ev = Vec::new();
+    while src.fill(&mut ev, 1000).unwrap() {}
+    let (mut pid, mut live, mut most) = (0, HashSet::new(), 0);
+    let mut per: std::collections::BTreeMap<u32, Vec<(u64, AccessKind)>> = Default::default();
+    for e in &ev {
+        match e {
+            Event::Switch(t) => pid = t.pid,
+            Event::Fork { child } => {
+                assert_eq!(pid, 1, "only the server forks");
+                live.insert(*child);
+                most = most.max(live.len());
+            }
+            Event::Exit { .. } => assert!(live.remove(&pid)),
+            Event::Ref(r) => per.entry(pid).or_default().push((r.addr.0, r.kind)),
+            Event::Map(_) => assert_eq!(pid, 1),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(live.is_empty() && most == 3, "{most} workers at once");
+    assert_eq!(per[&1].len(), 272);
+    assert_eq!(per.len(), 6);
+    for w in 2..=6u32 {
+        let r = &per[&w];
+        let heap = 0x2000_0000u64;
+        let want: Vec<(u64, AccessKind)> = (0..128u64)
+            .map(|i| {
+                let store = (i + 1) % 4 == 0;
+                (
+                    heap + i * 4096,
+                    if store {
+                        AccessKind::Store
+                    } else {
+                        AccessKind::Load
+                    },
+                )
+            })
+            .collect();
+        assert_eq!(r, &want, "worker {w}");
     }
 }

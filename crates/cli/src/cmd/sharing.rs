@@ -33,7 +33,8 @@ pub struct SharingArgs {
     #[arg(long, value_name = "SIZE")]
     pub memory: Option<String>,
     /// Page-table sharing: private (today), shared (McCracken's shared PTE
-    /// pages) or hugetlb-pmd-share (Linux's PMD sharing for shared hugetlb).
+    /// pages: of shared mappings, and of private ones copy-on-write at fork)
+    /// or hugetlb-pmd-share (Linux's PMD sharing for shared hugetlb).
     #[arg(long, value_name = "MODE", default_value = "private")]
     pub page_tables: String,
     /// A hugetlb pool reserved at boot, SIZE:COUNT (like 2M:1024); repeat for several sizes.
@@ -140,6 +141,14 @@ pub fn table(s: &SharingStats, cfg: &Config) -> String {
         "{} processes at most ({} now), {} references: {} faults, {} hits, {} copy-on-write, {} unshares, {} outside VMAs",
         s.processes_peak, s.processes, s.counts.refs, s.counts.faults, s.counts.hits, s.counts.cow_copies, s.counts.unshares, s.counts.refs_outside_vmas
     );
+    let c = &s.counts;
+    if c.fork_shared_tables > 0 {
+        let _ = writeln!(
+            t,
+            "PTE pages shared at fork: {}; copied by a writer (or an mprotect, a fault, a partial unmap) while shared: {}; taken over by their last user: {}",
+            c.fork_shared_tables, c.fork_unshares, c.fork_takeovers
+        );
+    }
     let _ = writeln!(
         t,
         "page tables ({}): {} now, {} at the peak ({} of PTE pages); one process's own at most {}",

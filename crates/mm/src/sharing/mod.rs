@@ -40,6 +40,7 @@
 //! assert_eq!(s.page_tables.page_table_bytes, 3 * (5 * 4096 + 32));
 //! ```
 
+mod attach;
 pub mod chains;
 pub mod ivset;
 mod model;
@@ -68,7 +69,10 @@ pub enum PageTables {
     /// range of a shared mapping is shared by every process that maps the
     /// same object pages there with the same protection. Sharing ends when a
     /// process changes the protection of any page of the range, unmaps part
-    /// of it, or where the range is not wholly inside the mapping.
+    /// of it, or where the range is not wholly inside the mapping. At fork,
+    /// a PTE page wholly inside one private mapping is shared copy-on-write
+    /// with the child; a write or fault through it, or an mprotect or
+    /// partial unmap of its range, copies it for that process (`attach.rs`).
     Shared,
     /// Linux's `huge_pmd_share`: a PMD page covering a whole, PUD-aligned
     /// range of a shared hugetlb mapping is shared; everything else private.

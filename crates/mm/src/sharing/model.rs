@@ -8,12 +8,15 @@ use super::stats::SharingCounts;
 use super::tables::{Tables, Totals};
 use super::{Config, PageTables, SharingError};
 use pagelab_core::{Event, MemRef};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Chain-id storage is in chunks of this many pages.
 pub(crate) const CHUNK: u64 = 512;
-/// Mapper owners at or above this are shared tables, below are pids.
+/// Mapper owners at or above this are shared tables, below are pids and
+/// (from [`LABELS`]) PTE pages named afresh.
 pub(crate) const TABLE_OWNER: u32 = 1 << 31;
+/// The first name of a PTE page that is not a pid.
+pub(crate) const LABELS: u32 = 1 << 30;
 
 /// A file, shared-memory segment or anonymous object: its pages' chains.
 #[derive(Debug)]
@@ -93,6 +96,9 @@ pub(crate) struct SharedTable {
     /// Present leaves, by slot in the table.
     pub pop: IntervalSet,
     pub live: bool,
+    /// A PTE page shared at fork (copy-on-write): the name its PTEs carry in
+    /// reverse-map chains. None for a table shared by key.
+    pub label: Option<u32>,
 }
 
 /// Additions to the reverse map not yet told to [`RmapCosts`]: a run of
@@ -131,6 +137,11 @@ pub struct Sharing {
     pub(crate) pool_free: Vec<u64>,
     /// A process taken out of `procs` while its references run.
     pub(crate) cur: Option<Box<Process>>,
+    /// The last PTE-page name handed out (names above pids, below [`TABLE_OWNER`]).
+    pub(crate) next_label: u32,
+    /// Pids that name a PTE page shared at fork: a later process of that
+    /// pid names its own PTEs afresh.
+    pub(crate) label_pids: FxHashSet<u32>,
 }
 
 impl Sharing {
@@ -164,6 +175,8 @@ impl Sharing {
             processes_peak: 0,
             pool_free: cfg.hugetlb.iter().map(|p| p.count).collect(),
             cur: None,
+            next_label: LABELS,
+            label_pids: FxHashSet::default(),
             cfg,
         })
     }
@@ -219,6 +232,7 @@ impl Sharing {
     /// A new, empty process with its root table.
     pub(crate) fn born(&mut self) -> Box<Process> {
         let mut p = Box::new(Process::new());
+        p.label = self.label_for(self.pid);
         self.tb.process_born(
             &mut p,
             &mut self.pt,
@@ -359,6 +373,9 @@ impl Sharing {
                 return;
             }
         }
+        if !p.attached.is_empty() && self.through_fork_share(p, vpn, write) {
+            return;
+        }
         let leaf = self.leaf_for(p, vi, vpn);
         if leaf > 1 {
             return self.touch_huge(p, vi, vpn, leaf);
@@ -377,7 +394,7 @@ impl Sharing {
         } else {
             (v.obj, v.index(vpn))
         };
-        let m = self.mapper(self.pid, vpn as i64 - idx as i64);
+        let m = self.mapper(self.owner_at(p, vpn), vpn as i64 - idx as i64);
         self.add_mapping(obj, idx, m);
         self.tb.base_leaf_added(p, &mut self.pt, vpn);
     }
@@ -411,77 +428,10 @@ impl Sharing {
         self.n.faults += 1;
         let v = &p.vmas[vi];
         let (obj, idx) = (v.obj, v.index(li << sh));
-        let m = self.mapper(self.pid, (li << sh) as i64 - idx as i64);
+        let m = self.mapper(self.owner_at(p, li << sh), (li << sh) as i64 - idx as i64);
         self.add_mapping(obj, idx, m);
         p.pop[leaf as usize - 1].insert(li);
         self.tb.entry_added(p, &mut self.pt, leaf, li);
-    }
-
-    /// Through a shared table at `level`; false if this page cannot share
-    /// (it goes through the process's own tables).
-    #[inline]
-    pub(crate) fn touch_shared(&mut self, p: &mut Process, vi: usize, vpn: u64, level: u8) -> bool {
-        let g = self.cfg.geometry;
-        let span_sh = g.table_shift(level) - g.base().shift();
-        let leaf_sh = g.entry_shift(level) - g.base().shift();
-        let span = vpn >> span_sh;
-        let t = match p.attached.get(span) {
-            Some(t) => t,
-            None => {
-                let v = &p.vmas[vi];
-                let (s, e) = (span << span_sh, (span + 1) << span_sh);
-                let own = &p.pop[level as usize - 1];
-                if s < v.start || e > v.end || own.any_in(s >> leaf_sh, e >> leaf_sh) {
-                    return false;
-                }
-                let key = (v.obj, v.index(s), v.prot);
-                let t = self.table_for(key, level);
-                self.tables[t as usize].users += 1;
-                p.attached.insert(span, t);
-                self.tb.entry_added(p, &mut self.pt, level + 1, span);
-                t
-            }
-        };
-        let slot = (vpn >> leaf_sh) & (g.entries(level) - 1);
-        let tab = &mut self.tables[t as usize];
-        if tab.pop.contains(slot) {
-            self.n.hits += 1;
-            return true;
-        }
-        self.n.faults += 1;
-        tab.pop.insert(slot);
-        let (obj, first) = (tab.key.0, tab.key.1);
-        let idx = first + (slot << leaf_sh);
-        let m = self.mapper(TABLE_OWNER | t, -(first as i64));
-        self.add_mapping(obj, idx, m);
-        true
-    }
-
-    /// The shared table for `key`, made if there is none.
-    fn table_for(&mut self, key: (u32, u64, u8), level: u8) -> u32 {
-        if let Some(&t) = self.keyed.get(&key) {
-            return t;
-        }
-        let tab = SharedTable {
-            level,
-            key,
-            users: 0,
-            pop: IntervalSet::new(),
-            live: true,
-        };
-        let t = match self.free_tables.pop() {
-            Some(t) => {
-                self.tables[t as usize] = tab;
-                t
-            }
-            None => {
-                self.tables.push(tab);
-                (self.tables.len() - 1) as u32
-            }
-        };
-        self.keyed.insert(key, t);
-        self.tb.shared(&mut self.pt, level, true);
-        t
     }
 
     /// The VMA's own anonymous object (made, and linked, on first use), with
@@ -522,7 +472,8 @@ impl Sharing {
     /// A write to a present page of a private VMA: copy it unless this PTE is
     /// the only one mapping an anonymous page.
     fn cow(&mut self, p: &mut Process, vi: usize, vpn: u64) {
-        let m = self.mapper(self.pid, 0);
+        let own = self.owner_at(p, vpn);
+        let m = self.mapper(own, 0);
         let from = match p.vmas[vi].anon_of(vpn) {
             Some(o) => {
                 let len = self.chains.len(*self.objects[o as usize].slot(vpn));
@@ -534,7 +485,7 @@ impl Sharing {
             None => {
                 let v = &p.vmas[vi];
                 let idx = v.index(vpn);
-                (v.obj, idx, self.mapper(self.pid, vpn as i64 - idx as i64))
+                (v.obj, idx, self.mapper(own, vpn as i64 - idx as i64))
             }
         };
         self.n.cow_copies += 1;

@@ -1,7 +1,6 @@
 //! Events other than references: map, unmap, protect, advise, brk, fork, exit.
 
-use super::ivset::IntervalSet;
-use super::model::{Sharing, TABLE_OWNER};
+use super::model::Sharing;
 use super::process::{Process, Vma, NO_OBJECT};
 use super::rmap::PageKind;
 use super::{PageTables, SharingError};
@@ -224,7 +223,7 @@ impl Sharing {
                 let sh = g.entry_shift(l) - g.base().shift();
                 p.pop[l as usize - 1].any_in(v.start >> sh, v.end.div_ceil(1 << sh))
             });
-            if touched || p.attached.len() > 0 {
+            if touched || !p.attached.is_empty() {
                 self.n.events_on_nothing += 1;
                 continue;
             }
@@ -281,7 +280,7 @@ impl Sharing {
     }
 
     /// The level and span (in base pages, as a shift) of shared tables.
-    fn share_span(&self) -> Option<(u8, u32)> {
+    pub(crate) fn share_span(&self) -> Option<(u8, u32)> {
         let level = match self.cfg.page_tables {
             PageTables::Private => return None,
             PageTables::Shared => 1,
@@ -291,75 +290,6 @@ impl Sharing {
             level,
             self.cfg.geometry.table_shift(level) - self.base_shift(),
         ))
-    }
-
-    /// Ends sharing of every shared table of `p` over `[a, b)`: a span
-    /// wholly inside goes (`drop`) or is copied, one partly inside is copied.
-    fn unshare_range(&mut self, p: &mut Process, a: u64, b: u64, drop: bool) {
-        let Some((_, ssh)) = self.share_span() else {
-            return;
-        };
-        if a >= b {
-            return;
-        }
-        for (span, t) in p.attached.within(a >> ssh, ((b - 1) >> ssh) + 1) {
-            let (s, e) = (span << ssh, (span + 1) << ssh);
-            if drop && s >= a && e <= b {
-                self.detach(p, span, t);
-            } else {
-                self.unshare(p, span, t);
-            }
-        }
-    }
-
-    /// `p` stops using shared table `t` at `span`; the last user frees it.
-    pub(crate) fn detach(&mut self, p: &mut Process, span: u64, t: u32) {
-        let level = self.tables[t as usize].level;
-        p.attached.remove(span);
-        self.tb.entry_removed(p, &mut self.pt, level + 1, span);
-        let tab = &mut self.tables[t as usize];
-        tab.users -= 1;
-        if tab.users > 0 {
-            return;
-        }
-        tab.live = false;
-        let (key, runs) = (tab.key, tab.pop.runs().to_vec());
-        tab.pop = IntervalSet::new();
-        let leaf_sh = self.cfg.geometry.entry_shift(level) - self.base_shift();
-        let m = self.mapper(TABLE_OWNER | t, -(key.1 as i64));
-        for (s, e) in runs {
-            for slot in s..e {
-                self.remove_mapping(key.0, key.1 + (slot << leaf_sh), m);
-            }
-        }
-        self.keyed.remove(&key);
-        self.free_tables.push(t);
-        self.tb.shared(&mut self.pt, level, false);
-    }
-
-    /// `p` gets its own copy of shared table `t` at `span`, then detaches.
-    fn unshare(&mut self, p: &mut Process, span: u64, t: u32) {
-        self.n.unshares += 1;
-        let g = self.cfg.geometry;
-        let tab = &self.tables[t as usize];
-        let (level, key, runs) = (tab.level, tab.key, tab.pop.runs().to_vec());
-        let leaf_sh = g.entry_shift(level) - self.base_shift();
-        let ssh = g.table_shift(level) - self.base_shift();
-        for (s, e) in runs {
-            for slot in s..e {
-                let vpn = (span << ssh) + (slot << leaf_sh);
-                let idx = key.1 + (slot << leaf_sh);
-                let m = self.mapper(self.pid, vpn as i64 - idx as i64);
-                self.add_mapping(key.0, idx, m);
-                if level == 1 {
-                    self.tb.base_leaf_added(p, &mut self.pt, vpn);
-                } else {
-                    p.pop[level as usize - 1].insert(vpn >> leaf_sh);
-                    self.tb.entry_added(p, &mut self.pt, level, vpn >> leaf_sh);
-                }
-            }
-        }
-        self.detach(p, span, t);
     }
 
     /// Splits the VMA holding `at` (if `at` is inside it) in two.
@@ -410,7 +340,7 @@ impl Sharing {
     }
 
     /// Where the leaf at `vpn` of VMA `v` points: (object, page index, mapper).
-    fn target(&mut self, owner: u32, v: &mut Vma, vpn: u64) -> (u32, u64, u32) {
+    pub(crate) fn target(&mut self, owner: u32, v: &mut Vma, vpn: u64) -> (u32, u64, u32) {
         let (obj, idx) = match v.anon_of(vpn) {
             Some(o) => (o, vpn),
             None => (v.obj, v.index(vpn)),
@@ -430,7 +360,8 @@ impl Sharing {
             let removed = p.pop[level as usize - 1].remove_range(a >> sh, b.div_ceil(n));
             for &(s, e) in &removed {
                 for li in s..e {
-                    let (obj, idx, m) = self.target(self.pid, v, li << sh);
+                    let own = self.owner_at(p, li << sh);
+                    let (obj, idx, m) = self.target(own, v, li << sh);
                     self.remove_mapping(obj, idx, m);
                     if level > 1 {
                         self.tb.entry_removed(p, &mut self.pt, level, li);
@@ -448,10 +379,14 @@ impl Sharing {
 
     /// The current process forks `child`: 2.5's `copy_page_range` copies
     /// every present PTE (each a new reverse-map entry); shared tables are
-    /// used by the child too.
+    /// used by the child too, and with shared page tables the PTE pages
+    /// wholly inside a private VMA are shared rather than copied
+    /// ([`Sharing::share_at_fork`]).
     fn fork(&mut self, child: u32) {
         let mut parent = self.take();
         let mut c = self.born();
+        c.label = self.label_for(child);
+        self.share_at_fork(&mut parent);
         for v in &mut parent.vmas {
             let mut nv = v.clone();
             nv.anon = None;
@@ -478,7 +413,7 @@ impl Sharing {
                 for li in s..e {
                     let vpn = li << sh;
                     let Some(vi) = c.find(vpn) else { continue };
-                    let (obj, idx, m) = self.target(child, &mut c.vmas[vi], vpn);
+                    let (obj, idx, m) = self.target(c.label, &mut c.vmas[vi], vpn);
                     self.add_mapping(obj, idx, m);
                     if level == 1 {
                         self.tb.base_leaf_added(&mut c, &mut self.pt, vpn);

@@ -132,8 +132,16 @@ impl Attached {
             .collect()
     }
 
-    pub fn len(&self) -> u64 {
-        self.runs.iter().map(|r| r.2 as u64).sum()
+    /// Whether no table is attached.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    /// Whether a table is attached at any span in `[a, b)`.
+    pub fn any_within(&self, a: u64, b: u64) -> bool {
+        let i = self.runs.partition_point(|&(s, _, n)| s + n as u64 <= a);
+        self.runs.get(i).is_some_and(|&(s, _, _)| s < b)
     }
 }
 
@@ -156,6 +164,12 @@ pub(crate) struct Process {
     /// The heap's first and current end (brk), in bytes, once seen.
     pub brk: Option<(u64, u64)>,
     pub last_vma: usize,
+    /// The name its own PTEs carry in reverse-map chains (its pid, unless a
+    /// PTE page shared at fork still carries that pid).
+    pub label: u32,
+    /// PTE-page spans whose own PTEs carry another name than `label`: a
+    /// table it took over from a fork, or its copy of one (see `attach.rs`).
+    pub labels: FxHashMap<u64, u32>,
 }
 
 impl Process {
@@ -169,6 +183,8 @@ impl Process {
             bytes: 0,
             brk: None,
             last_vma: 0,
+            label: 0,
+            labels: FxHashMap::default(),
         }
     }
 

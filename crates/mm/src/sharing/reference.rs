@@ -1,10 +1,17 @@
 //! A reference for the sharing model that materialises everything: every
 //! PTE of every process, every page's chain as a list, every table counted
-//! from the PTEs after every event. Slow and simple, for tests (private
-//! page tables, base pages).
+//! from the PTEs after every event. Slow and simple, for tests (base pages;
+//! private page tables, or under [`PageTables::Shared`] McCracken's PTE
+//! pages shared at fork, for streams of private mappings only: tables shared
+//! by key are the model's alone).
+//!
+//! Every PTE has an id of its own, and a chain lists PTE ids: a PTE page
+//! shared at fork is one set of PTEs, kept as a table with a user count, and
+//! a process that must change it copies it (new ids) unless it is the last
+//! user.
 
 use super::rmap::{Method, RmapSizes};
-use super::Config;
+use super::{Config, PageTables};
 use pagelab_core::{Backing, Event, Sharing as Share};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -21,7 +28,17 @@ struct RVma {
 #[derive(Clone, Debug, Default)]
 struct RProc {
     vmas: Vec<RVma>,
-    ptes: BTreeMap<u64, u64>,
+    /// Own PTEs: virtual page -> (page id, PTE id).
+    ptes: BTreeMap<u64, (u64, u64)>,
+    /// PTE pages shared at fork, by span: table id.
+    shared: BTreeMap<u64, u64>,
+}
+
+/// A PTE page shared at fork.
+#[derive(Clone, Debug)]
+struct RTable {
+    users: u32,
+    ptes: BTreeMap<u64, (u64, u64)>,
 }
 
 /// What the reference counts, to compare with the model.
@@ -33,6 +50,12 @@ pub struct RefCounts {
     pub hits: u64,
     /// Copies made by writes.
     pub cow_copies: u64,
+    /// PTE pages shared at fork.
+    pub fork_shared_tables: u64,
+    /// Shared PTE pages copied by a user while others still used them.
+    pub fork_unshares: u64,
+    /// Shared PTE pages their last user took as its own.
+    pub fork_takeovers: u64,
     /// Page-table bytes now and at the peak.
     pub pt_bytes: u64,
     /// The most page-table bytes after any event.
@@ -52,15 +75,17 @@ pub struct Reference {
     pid: u32,
     files: HashMap<u64, u64>,
     file_pages: HashMap<(u64, u64), u64>,
-    /// Page id -> mappers (pid, vpn), newest first; anonymous or not.
-    pages: HashMap<u64, (bool, Vec<(u32, u64)>)>,
+    /// Page id -> the PTE ids mapping it, newest first; anonymous or not.
+    pages: HashMap<u64, (bool, Vec<u64>)>,
+    tables: BTreeMap<u64, RTable>,
     next: u64,
     /// The counts so far.
     pub counts: RefCounts,
 }
 
 impl Reference {
-    /// An empty reference for `cfg` (private page tables are assumed).
+    /// An empty reference for `cfg`: PTE pages are shared at fork under
+    /// [`PageTables::Shared`], never otherwise.
     pub fn new(cfg: Config) -> Reference {
         let mut counts = RefCounts::default();
         for m in [
@@ -77,6 +102,7 @@ impl Reference {
             files: HashMap::new(),
             file_pages: HashMap::new(),
             pages: HashMap::new(),
+            tables: BTreeMap::new(),
             next: 1,
             counts,
         }
@@ -91,23 +117,19 @@ impl Reference {
         self.procs.entry(self.pid).or_default()
     }
 
-    fn add(&mut self, page: u64, pid: u32, vpn: u64) {
-        let len = self.pages.get(&page).map_or(0, |p| p.1.len() as u64);
-        for (m, c) in self.counts.chains.iter_mut() {
+    /// A new PTE maps `page`: its id.
+    fn add(&mut self, page: u64) -> u64 {
+        for c in self.counts.chains.values_mut() {
             c[4] += 1;
-            let _ = (m, len);
         }
-        self.pages.entry(page).or_default().1.insert(0, (pid, vpn));
+        let id = self.id();
+        self.pages.entry(page).or_default().1.insert(0, id);
+        id
     }
 
-    fn remove(&mut self, page: u64, pid: u32, vpn: u64) {
+    fn remove(&mut self, page: u64, pte: u64) {
         let entry = self.pages.get_mut(&page).expect("mapped page");
-        let pos = entry
-            .1
-            .iter()
-            .position(|&x| x == (pid, vpn))
-            .expect("mapper") as u64
-            + 1;
+        let pos = entry.1.iter().position(|&x| x == pte).expect("mapper") as u64 + 1;
         let len = entry.1.len() as u64;
         entry.1.remove(pos as usize - 1);
         for (m, c) in self.counts.chains.iter_mut() {
@@ -159,18 +181,49 @@ impl Reference {
             Event::Unmap { start, len } => {
                 self.unmap(start.vpn(base).0, (*start + *len).vpn_ceil(base).0);
             }
+            Event::Protect { start, len, .. } => {
+                let (a, b) = (start.vpn(base).0, (*start + *len).vpn_ceil(base).0);
+                for span in self.spans_within(a, b) {
+                    self.own_table(span);
+                }
+                // mprotect splits the VMAs at its edges (never merged again, as
+                // in the model): a PTE range across the edge is in no one VMA.
+                let p = self.proc();
+                for at in [a, b] {
+                    if let Some(i) = p.vmas.iter().position(|v| v.start < at && at < v.end) {
+                        let v = p.vmas[i].clone();
+                        p.vmas[i].end = at;
+                        p.vmas.insert(
+                            i + 1,
+                            RVma {
+                                start: at,
+                                pgoff: v.pgoff + (at - v.start),
+                                ..v
+                            },
+                        );
+                    }
+                }
+            }
             Event::Fork { child } => {
                 if *child == self.pid || self.procs.contains_key(child) {
                     return;
+                }
+                self.proc();
+                if self.cow() {
+                    self.share_at_fork();
                 }
                 let parent = self.proc().clone();
                 let mut c = RProc {
                     vmas: parent.vmas.clone(),
                     ptes: BTreeMap::new(),
+                    shared: parent.shared.clone(),
                 };
-                for (&vpn, &page) in &parent.ptes {
-                    self.add(page, *child, vpn);
-                    c.ptes.insert(vpn, page);
+                for t in parent.shared.values() {
+                    self.tables.get_mut(t).expect("live table").users += 1;
+                }
+                for (&vpn, &(page, _)) in &parent.ptes {
+                    let id = self.add(page);
+                    c.ptes.insert(vpn, (page, id));
                 }
                 self.procs.insert(*child, c);
             }
@@ -187,10 +240,100 @@ impl Reference {
         self.settle();
     }
 
-    fn unmap(&mut self, a: u64, b: u64) {
-        let pid = self.pid;
+    fn cow(&self) -> bool {
+        self.cfg.page_tables == PageTables::Shared
+    }
+
+    fn span_shift(&self) -> u32 {
+        self.cfg.geometry.bits(1) as u32
+    }
+
+    /// The spans of the current process's shared PTE pages that meet `[a, b)`.
+    fn spans_within(&mut self, a: u64, b: u64) -> Vec<u64> {
+        let sh = self.span_shift();
+        if a >= b {
+            return Vec::new();
+        }
+        let (lo, hi) = (a >> sh, (b - 1) >> sh);
+        self.proc().shared.range(lo..=hi).map(|(&s, _)| s).collect()
+    }
+
+    /// At fork: each of the parent's own PTE pages wholly inside one private
+    /// VMA becomes a shared table (the child is attached by the caller).
+    fn share_at_fork(&mut self) {
+        let sh = self.span_shift();
         let p = self.proc();
-        let gone: Vec<(u64, u64)> = p.ptes.range(a..b).map(|(&v, &pg)| (v, pg)).collect();
+        let spans: BTreeSet<u64> = p.ptes.keys().map(|v| v >> sh).collect();
+        for span in spans {
+            let (s, e) = ((span << sh), (span + 1) << sh);
+            let p = self.procs.get_mut(&self.pid).expect("parent");
+            if !p
+                .vmas
+                .iter()
+                .any(|v| !v.shared && v.start <= s && e <= v.end)
+            {
+                continue;
+            }
+            let ptes: BTreeMap<u64, (u64, u64)> =
+                p.ptes.range(s..e).map(|(&v, &x)| (v, x)).collect();
+            for v in ptes.keys() {
+                p.ptes.remove(v);
+            }
+            self.next += 1;
+            let t = self.next;
+            p.shared.insert(span, t);
+            self.tables.insert(t, RTable { users: 1, ptes });
+            self.counts.fork_shared_tables += 1;
+        }
+    }
+
+    /// The current process gets its shared PTE page at `span` as its own:
+    /// a copy while others use it, the table itself if it is the last user.
+    fn own_table(&mut self, span: u64) {
+        let t = self.proc().shared.remove(&span).expect("attached");
+        let tab = self.tables.get_mut(&t).expect("live table");
+        if tab.users == 1 {
+            let tab = self.tables.remove(&t).expect("live table");
+            self.counts.fork_takeovers += 1;
+            self.proc().ptes.extend(tab.ptes);
+            return;
+        }
+        tab.users -= 1;
+        let ptes = tab.ptes.clone();
+        self.counts.fork_unshares += 1;
+        for (vpn, (page, _)) in ptes {
+            let id = self.add(page);
+            self.proc().ptes.insert(vpn, (page, id));
+        }
+        // The copy exists before the write, protect or unmap that needed it
+        // is carried out: its table and chain entries count towards the peaks.
+        self.settle();
+    }
+
+    /// The current process stops using its shared PTE page at `span`.
+    fn detach(&mut self, span: u64) {
+        let t = self.proc().shared.remove(&span).expect("attached");
+        let tab = self.tables.get_mut(&t).expect("live table");
+        tab.users -= 1;
+        if tab.users == 0 {
+            let tab = self.tables.remove(&t).expect("live table");
+            for (page, id) in tab.ptes.into_values() {
+                self.remove(page, id);
+            }
+        }
+    }
+
+    fn unmap(&mut self, a: u64, b: u64) {
+        let sh = self.span_shift();
+        for span in self.spans_within(a, b) {
+            if a <= span << sh && (span + 1) << sh <= b {
+                self.detach(span);
+            } else {
+                self.own_table(span);
+            }
+        }
+        let p = self.proc();
+        let gone: Vec<(u64, (u64, u64))> = p.ptes.range(a..b).map(|(&v, &x)| (v, x)).collect();
         let mut vmas = Vec::new();
         for v in std::mem::take(&mut p.vmas) {
             if v.end <= a || v.start >= b {
@@ -215,13 +358,13 @@ impl Reference {
         for (vpn, _) in &gone {
             p.ptes.remove(vpn);
         }
-        for (vpn, page) in gone {
-            self.remove(page, pid, vpn);
+        for (_, (page, id)) in gone {
+            self.remove(page, id);
         }
     }
 
     fn touch(&mut self, vpn: u64, write: bool) {
-        let pid = self.pid;
+        let sh = self.span_shift();
         let p = self.proc();
         let Some(v) = p
             .vmas
@@ -231,17 +374,25 @@ impl Reference {
         else {
             return;
         };
-        if let Some(&page) = p.ptes.get(&vpn) {
+        if let Some(&t) = p.shared.get(&(vpn >> sh)) {
+            if !write && self.tables[&t].ptes.contains_key(&vpn) {
+                self.counts.hits += 1;
+                return;
+            }
+            self.own_table(vpn >> sh);
+        }
+        let p = self.proc();
+        if let Some(&(page, pte)) = p.ptes.get(&vpn) {
             self.counts.hits += 1;
             if write && !v.shared {
                 let (anon, ref m) = self.pages[&page];
                 if !anon || m.len() > 1 {
                     self.counts.cow_copies += 1;
-                    self.remove(page, pid, vpn);
+                    self.remove(page, pte);
                     let new = self.id();
                     self.pages.insert(new, (true, Vec::new()));
-                    self.add(new, pid, vpn);
-                    self.proc().ptes.insert(vpn, new);
+                    let id = self.add(new);
+                    self.proc().ptes.insert(vpn, (new, id));
                 }
             }
             return;
@@ -264,8 +415,8 @@ impl Reference {
                 id
             }
         };
-        self.add(page, pid, vpn);
-        self.proc().ptes.insert(vpn, page);
+        let id = self.add(page);
+        self.proc().ptes.insert(vpn, (page, id));
     }
 
     /// Recounts tables and chain bytes from scratch and updates the peaks.
@@ -276,6 +427,7 @@ impl Reference {
         for p in self.procs.values() {
             let mut at: BTreeSet<u64> = p.ptes.keys().map(|v| v >> g.bits(1)).collect();
             tables[0] += at.len() as u64;
+            at.extend(p.shared.keys());
             for l in 2..levels as u8 {
                 let mut up: BTreeSet<u64> = at.iter().map(|i| i >> g.bits(l)).collect();
                 if self.cfg.prealloc_below_root && l as usize == levels - 1 {
@@ -286,6 +438,7 @@ impl Reference {
             }
             tables[levels - 1] += 1;
         }
+        tables[0] += self.tables.len() as u64;
         let bytes: u64 = (1..=levels)
             .map(|l| tables[l - 1] * g.table_bytes(l as u8))
             .sum();

@@ -104,6 +104,13 @@ impl Sharing {
             }
             return;
         }
+        let bs = self.tb.block_shift();
+        let forked = self.cfg.page_tables == super::PageTables::Shared
+            && (!p.labels.is_empty() || p.attached.any_within(a >> bs, ((b - 1) >> bs) + 1));
+        if forked {
+            // PTE pages shared at fork, or named apart: a page at a time.
+            return self.each(p, vi, a, b, write);
+        }
         let v = &p.vmas[vi];
         if v.leaf > 1 && !v.thp {
             // Hugetlb: the first page of each huge page decides, the rest hit.
@@ -135,7 +142,7 @@ impl Sharing {
     fn fault_range(&mut self, p: &mut Process, vi: usize, a: u64, b: u64) {
         let v = &p.vmas[vi];
         let (obj, idx0) = (v.obj, v.index(a));
-        let m = self.mapper(self.pid, a as i64 - idx0 as i64);
+        let m = self.mapper(p.label, a as i64 - idx0 as i64);
         let sh = self.tb.block_shift();
         let (first, last) = (a >> sh, (b - 1) >> sh);
         let free = |p: &Process, blk: u64| !p.pop[0].any_in(blk << sh, (blk + 1) << sh);

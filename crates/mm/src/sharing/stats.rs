@@ -46,10 +46,26 @@ pub struct SharingCounts {
     pub cow_copies: u64,
     /// Shared tables a process had to copy (protect, partial unmap).
     pub unshares: u64,
+    /// PTE pages shared at fork instead of copied (`--page-tables shared`;
+    /// left out of the JSON when none).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub fork_shared_tables: u64,
+    /// PTE pages shared at fork that a process copied before a write, a
+    /// fault, an mprotect or a partial unmap while others still used them.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub fork_unshares: u64,
+    /// PTE pages shared at fork that their last user took as its own,
+    /// without a copy.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub fork_takeovers: u64,
     /// References outside every VMA.
     pub refs_outside_vmas: u64,
     /// Events that changed nothing (a fork to a live pid, an empty map).
     pub events_on_nothing: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Everything one run of the sharing model counted.
@@ -256,7 +272,7 @@ impl Sharing {
                     users.get(&(t as u32))
                 ));
             }
-            if self.keyed.get(&tab.key) != Some(&(t as u32)) {
+            if tab.label.is_none() && self.keyed.get(&tab.key) != Some(&(t as u32)) {
                 return Err(format!("shared table {t} is not found by its key"));
             }
         }
