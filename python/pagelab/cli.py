@@ -4,6 +4,7 @@
 pagelab sweep``) reads::
 
     sources = ["stride", "gups:table=64M", "traces/cc1.lackey.zst", "s3://bucket/x.trace"]
+                                              # a FROM..TO/STEP parameter: one source per value
     page_sizes = ["4K", "64K", "2M"]          # the study's page sizes (default: the study's eight)
     tlbs = ["weisberg", "skylake"]            # presets or TOML files (default: weisberg)
     machines = ["x86-64", "arm64-64k"]        # and/or machines (pagelab machines), each a configuration
@@ -123,7 +124,7 @@ def sweep_command(path: str, dask: str | None, out: str | None) -> int:
     columns = [c for c in ("source", "config", "page_size", "policy", "itlb_misses", "dtlb_misses", "faults") if c in df]
     print(df[columns].to_string(index=False))
     print(
-        f"{len(df)} runs: {len(sources)} sources x {len(configs)} configurations in {seconds:.1f} s on {where}; "
+        f"{len(df)} runs: {len(tasks) // len(configs)} sources x {len(configs)} configurations in {seconds:.1f} s on {where}; "
         f"wrote {os.path.join(out, 'result.parquet')}, {os.path.join(out, 'result.json')} "
         f"and {os.path.join(out, 'report.html')}"
     )

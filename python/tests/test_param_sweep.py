@@ -9,6 +9,7 @@ import pytest
 
 import pagelab
 from conftest import cli_error, cli_sim, timeless
+from test_sweep_cli import run_cli
 from pagelab.sweep import SerialExecutor
 
 
@@ -60,3 +61,17 @@ def test_bad_ranges_raise_the_clis_message(cli, spec):
     with pytest.raises(pagelab.PagelabError) as e:
         pagelab.study(workload=spec)
     assert str(e.value) == cli_error(cli, "sim", "--workload", spec)
+
+
+def test_a_range_in_a_sweep_file(cli, tmp_path):
+    """`pagelab sweep` expands a source's range too: one source per value, the API's numbers."""
+    spec = "gups:updates=10000..30000/10000,table=4M"
+    sweep = tmp_path / "range.toml"
+    sweep.write_text(f'sources = ["{spec}"]\npage_sizes = ["4K", "2M"]\n')
+    p = run_cli(cli, "sweep", str(sweep), "-o", str(tmp_path / "out"))
+    assert p.returncode == 0, p.stderr
+    assert "6 runs: 3 sources x 1 configurations" in p.stdout
+    doc = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert [d["source"] for d in doc["results"]] == pagelab.expand_workload(spec)
+    ours = pagelab.study(workload=spec, page_sizes=["4K", "2M"])
+    assert [timeless(d["result"]) for d in doc["results"]] == [timeless(d) for d in ours.results]
