@@ -17,6 +17,8 @@ use pagelab_core::{Order, PageSize, Pfn, VirtAddr};
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
+mod frames;
+
 /// Why the model could not go on. Contradictory trace events are not errors:
 /// they are counted in [`MmStats`] (and refused by the engine under `--strict`).
 #[derive(Debug, thiserror::Error)]
@@ -346,60 +348,6 @@ impl Machine {
         Ok(())
     }
 
-    /// The shared zero page of `size` (4K, or the PMD size for the huge zero
-    /// page), frames in 4K units: allocated at first use and held by the
-    /// machine for good, like the kernel's `ZERO_PAGE` and huge zero folio.
-    pub fn zero_page(&mut self, size: PageSize) -> Result<Pfn, MmError> {
-        let slot = usize::from(size != PageSize::K4);
-        if let Some(p) = self.zero[slot] {
-            return Ok(p);
-        }
-        let pfn =
-            self.phys
-                .alloc(frames_order(size), ZonePref::Any)
-                .ok_or(MmError::OutOfMemory {
-                    addr: VirtAddr(0),
-                    size,
-                })?;
-        self.zero[slot] = Some(pfn);
-        Ok(pfn)
-    }
-
-    /// Maps the zero page of `size` read-only at `va` in `pid` (a read fault
-    /// on never-written anonymous memory), adding the mapping's reference.
-    pub fn map_zero(
-        &mut self,
-        pid: u32,
-        va: VirtAddr,
-        size: PageSize,
-        flags: PteFlags,
-    ) -> Result<(), MmError> {
-        let pfn = self.zero_page(size)?;
-        let ro = PteFlags(flags.0 & !PteFlags::WRITE.0);
-        self.map_pte(pid, va, pfn, size, ro, false)?;
-        self.share(pfn, size);
-        Ok(())
-    }
-
-    /// Whether the frame `pfn` (4K units) belongs to a zero page.
-    pub fn is_zero(&self, pfn: Pfn) -> bool {
-        self.zero_pages()
-            .any(|(z, size)| (z.0..z.0 + size.frames()).contains(&pfn.0))
-    }
-
-    /// The zero pages allocated so far (head frame in 4K units, size).
-    pub fn zero_pages(&self) -> impl Iterator<Item = (Pfn, PageSize)> + '_ {
-        let pmd = self.geometry.base().bytes() << 9;
-        self.zero.iter().enumerate().filter_map(move |(i, z)| {
-            let size = if i == 0 {
-                PageSize::K4
-            } else {
-                PageSize::from_bytes(pmd).unwrap_or(PageSize::M2)
-            };
-            z.map(|p| (p, size))
-        })
-    }
-
     /// The plain fault: allocates, zeroes and maps the `size` page holding
     /// `addr` in `pid` with `flags`, and counts it; out of memory is an error.
     pub fn fault_in(
@@ -465,62 +413,6 @@ impl Machine {
 }
 
 impl Machine {
-    /// Adds one reference to every frame of the `size` page at `pfn` (4K units).
-    pub fn share(&mut self, pfn: Pfn, size: PageSize) {
-        for f in pfn.0..pfn.0 + size.frames() {
-            *self.shared.entry(f).or_insert(1) += 1;
-        }
-    }
-
-    /// Drops one reference to every frame of page `m` (frames in 4K units) and
-    /// returns what lost its last reference, for the policy to free: the whole
-    /// page, nothing, or (when the page was partly copied on write elsewhere)
-    /// the 4K pieces no one else holds, their block split first.
-    pub fn unshare(&mut self, m: PhysMapping) -> Result<Vec<PhysMapping>, MmError> {
-        let mut orphans = Vec::new();
-        for f in m.pfn.0..m.pfn.0 + m.size.frames() {
-            match self.shared.get_mut(&f) {
-                Some(c) => {
-                    *c -= 1;
-                    if *c == 1 {
-                        self.shared.remove(&f);
-                    }
-                }
-                None => orphans.push(f),
-            }
-        }
-        if orphans.len() as u64 == m.size.frames() {
-            self.res.forget(&mut self.phys, m.pfn, m.size.frames());
-            return Ok(vec![m]);
-        }
-        for &f in &orphans {
-            self.res.forget(&mut self.phys, Pfn(f), 1);
-        }
-        if !orphans.is_empty() {
-            self.split_frames(m.pfn, m.size)?;
-        }
-        Ok(orphans
-            .into_iter()
-            .map(|f| PhysMapping {
-                start: m.start + (f - m.pfn.0) * PageSize::MIN.bytes(),
-                size: PageSize::MIN,
-                pfn: Pfn(f),
-                flags: m.flags,
-            })
-            .collect())
-    }
-
-    /// Whether no frame of the `size` page at `pfn` is referenced elsewhere.
-    pub fn exclusive(&self, pfn: Pfn, size: PageSize) -> bool {
-        self.shared.is_empty()
-            || (pfn.0..pfn.0 + size.frames()).all(|f| !self.shared.contains_key(&f))
-    }
-
-    /// References to the frame `pfn` (4K units): 1 unless shared.
-    pub fn refs(&self, pfn: Pfn) -> u32 {
-        self.shared.get(&pfn.0).copied().unwrap_or(1)
-    }
-
     /// The page cache.
     pub fn cache(&self) -> &PageCache {
         &self.cache
