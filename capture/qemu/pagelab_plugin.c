@@ -108,6 +108,7 @@ struct arena_header {
     uint64_t magic;
     uint64_t next_tb;      /* block id counter, shared across processes */
     pthread_mutex_t lock;  /* serialises block writes across processes */
+    uint64_t next_exec;    /* exec counter, shared across processes: names page logs */
 };
 
 static int out_fd = -1;
@@ -120,7 +121,9 @@ static struct tstate registry = {.next = &registry, .prev = &registry};
 static struct buf defs;            /* block definitions not yet written */
 static __thread struct tstate *tls __attribute__((tls_model("initial-exec")));
 static int mem_fd = -1;
-static int exec_pending;           /* this image was started by follow_exec: say so first */
+static uint64_t exec_pending;      /* this image was started by follow_exec: its number, said first */
+static uint64_t exec_strings;      /* the bytes of the strings its execve copied */
+static char page_log[4096];        /* pagelog=DIR: the directory of QEMU's page logs, or "" */
 
 static void complain(const char *what, int err)
 {
@@ -230,6 +233,27 @@ static void flush_thread(struct tstate *t)
     pthread_mutex_unlock(&reg_lock);
 }
 
+/* The EXEC record that opens an exec'd image: its number, the strings its
+ * execve copied, and the file that runs as an absolute path (the words
+ * after `strings` hold its bytes up to a NUL). Called on the first record,
+ * once QEMU has loaded the program; the slot is new, so there is room. */
+static void put_exec(struct tstate *t)
+{
+    char path[4096] = "";
+    const char *bin = qemu_plugin_path_to_binary();
+    if (bin == NULL || realpath(bin, path) == NULL) {
+        path[0] = 0;
+    }
+    free((void *)bin);
+    size_t path_words = strlen(path) / 8 + 1;
+    *t->b.pos++ = EXT(X_EXEC, 1 + path_words, exec_pending);
+    *t->b.pos++ = exec_strings;
+    memset(t->b.pos, 0, path_words * 8);
+    memcpy(t->b.pos, path, strlen(path));
+    t->b.pos += path_words;
+    exec_pending = 0;
+}
+
 static struct tstate *thread_init(void)
 {
     struct tstate *t = calloc(1, sizeof *t);
@@ -242,8 +266,7 @@ static struct tstate *thread_init(void)
     t->sc_num = -1;
     buf_get(&t->b, SLOT_THREAD, t->pid, t->tid);
     if (exec_pending) {
-        exec_pending = 0;
-        *t->b.pos++ = EXT(X_EXEC, 0, 0);
+        put_exec(t);
     }
     pthread_mutex_lock(&reg_lock);
     t->next = registry.next;
@@ -576,9 +599,9 @@ static void free_vec(char **v, size_t from)
  * only when it cannot (then QEMU goes on with the guest's own execve). */
 static void follow_exec(uint64_t path_p, uint64_t argv_p, uint64_t envp_p)
 {
-    /* Six slots in front: qemu -plugin SPEC -0 ARGV0 FILE; a script adds up
+    /* Ten slots in front: qemu -plugin SPEC [-d page -D LOG] -0 ARGV0 FILE; a script adds up
      * to two per level in front of the guest's argv[1..]. */
-    enum { FRONT = 6 + 2 * MAX_SCRIPT_DEPTH };
+    enum { FRONT = 10 + 2 * MAX_SCRIPT_DEPTH };
     char *path = guest_str(path_p);
     size_t argc = 0, envc = 0;
     char **argv = path != NULL ? guest_vec(argv_p, FRONT, &argc) : NULL;
@@ -627,16 +650,41 @@ static void follow_exec(uint64_t path_p, uint64_t argv_p, uint64_t envp_p)
         file = interp;
         depth++;
     }
-    snprintf(spec, sizeof spec, "%s,fd=%d,mem=%d,exec=1", plugin_file, out_fd, mem_fd);
+    /* The strings the kernel copies to the new stack: the file name, the
+     * arguments, the environment (binfmt_script's rewriting is approximated
+     * by the rewritten argv). */
+    uint64_t strings = strlen(file) + 1;
+    for (size_t i = first; argv[i] != NULL; i++) {
+        strings += strlen(argv[i]) + 1;
+    }
+    for (size_t i = 0; envp[i] != NULL; i++) {
+        strings += strlen(envp[i]) + 1;
+    }
+    uint64_t seq = __atomic_fetch_add(&hdr->next_exec, 1, __ATOMIC_RELAXED);
+    char log[4200];
+    int len = snprintf(spec, sizeof spec, "%s,fd=%d,mem=%d,exec=%llu,strings=%llu", plugin_file,
+                       out_fd, mem_fd, (unsigned long long)seq, (unsigned long long)strings);
+    if (page_log[0] != 0) {
+        len = snprintf(spec + len, sizeof spec - (size_t)len, ",pagelog=%s", page_log);
+        snprintf(log, sizeof log, "%s/exec-%llu.log", page_log, (unsigned long long)seq);
+    }
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0) {
         goto out;
     }
     exe[n] = 0;
-    /* argv[first] is argv0's slot: QEMU takes argv[0] from -0, the rest after FILE. */
-    char **q = argv + first - 5;
-    q[0] = exe, q[1] = "-plugin", q[2] = spec, q[3] = "-0", q[4] = argv0, q[5] = file;
+    /* argv[first] is argv0's slot: QEMU takes argv[0] from -0, the rest
+     * after FILE. With page logs on, the new image's goes to
+     * DIR/exec-SEQ.log, SEQ being the number its EXEC record carries. */
+    char **q = argv + first - (page_log[0] != 0 ? 9 : 5);
+    q[0] = exe, q[1] = "-plugin", q[2] = spec;
+    if (page_log[0] != 0) {
+        q[3] = "-d", q[4] = "page", q[5] = "-D", q[6] = log;
+        q += 4;
+    }
+    q[3] = "-0", q[4] = argv0, q[5] = file;
+    q = argv + first - (page_log[0] != 0 ? 9 : 5);
     /* The new QEMU inherits the output and the arena; a failed execve
      * leaves this one as it was. */
     fcntl(out_fd, F_SETFD, 0);
@@ -858,11 +906,18 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
             out_fd = atoi(argv[i] + 3);
         } else if (strncmp(argv[i], "mem=", 4) == 0) {
             mem_fd = atoi(argv[i] + 4);
-        } else if (strcmp(argv[i], "exec=1") == 0) {
+        } else if (strncmp(argv[i], "exec=", 5) == 0) {
+            exec_pending = strtoull(argv[i] + 5, NULL, 10);
             exec = 1;
+        } else if (strncmp(argv[i], "strings=", 8) == 0) {
+            exec_strings = strtoull(argv[i] + 8, NULL, 10);
+        } else if (strncmp(argv[i], "pagelog=", 8) == 0 &&
+                   strlen(argv[i] + 8) < sizeof page_log - 32) {
+            strcpy(page_log, argv[i] + 8);
         } else {
             fprintf(stderr,
-                    "pagelab plugin: unknown argument `%s` (expected fd=N, mem=M or exec=1)\n",
+                    "pagelab plugin: unknown argument `%s` (expected fd=N, mem=M, exec=SEQ, "
+                    "strings=N or pagelog=DIR)\n",
                     argv[i]);
             return -1;
         }
@@ -915,11 +970,15 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
             fprintf(stderr, "pagelab plugin: exec=1 needs the capture's arena as mem=M\n");
             return -1;
         }
-        exec_pending = 1;
+        if (exec_pending == 0) {
+            fprintf(stderr, "pagelab plugin: exec=SEQ needs a number from 1\n");
+            return -1;
+        }
         return 0;
     }
     hdr->magic = ARENA_MAGIC;
     hdr->next_tb = 1; /* 0 would read as the end of a slot's records */
+    hdr->next_exec = 1;
     pthread_mutexattr_t attr;
     pthread_mutexattr_init(&attr);
     pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);

@@ -89,5 +89,7 @@ size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *insn);
 uint64_t qemu_plugin_insn_vaddr(const struct qemu_plugin_insn *insn);
 unsigned int qemu_plugin_mem_size_shift(qemu_plugin_meminfo_t info);
 bool qemu_plugin_mem_is_store(qemu_plugin_meminfo_t info);
+/* The guest program's file as QEMU was given it (malloc'd; linux-user only). */
+const char *qemu_plugin_path_to_binary(void);
 
 #endif

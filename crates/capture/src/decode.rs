@@ -2,7 +2,9 @@
 
 use crate::format::{self, ADDR_MASK, MAX_INSNS, TB_ADDRS, TB_PER_INSN};
 use crate::syscalls::{nr, AddressSpaces};
-use pagelab_core::{AccessKind, Event, MemRef, PageSize, SourceInfo, ThreadId, VirtAddr};
+use pagelab_core::{
+    AccessKind, Event, ExecImage, MemRef, PageSize, SourceInfo, ThreadId, VirtAddr,
+};
 use pagelab_trace::{PageBatch, PageFilter, TraceError, TraceSource};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::io::Read;
@@ -486,7 +488,7 @@ impl<R: Read> PluginReader<R> {
                 self.finish_block(out);
                 self.switch_to_cur(out);
                 self.spaces.exec(self.cur.id.pid);
-                out.push(Event::Exec);
+                out.push(Event::Exec(self.exec_image(at, value, words)));
             }
             format::X_CHILD => {
                 need(1)?;
@@ -508,6 +510,27 @@ impl<R: Read> PluginReader<R> {
             other => return Err(self.corrupt(at, format!("unknown record type {other}"))),
         }
         Ok(())
+    }
+
+    /// The new program an EXEC record names (`value` its number, its words
+    /// the strings' bytes then the path up to a NUL); `None` for the older
+    /// record without words, or when the plugin could not name the file.
+    fn exec_image(&self, at: usize, value: u64, words: usize) -> Option<Box<ExecImage>> {
+        if words < 2 {
+            return None;
+        }
+        let mut path: Vec<u8> = (2..=words)
+            .flat_map(|i| self.word(at, i).to_le_bytes())
+            .collect();
+        path.truncate(path.iter().position(|&b| b == 0).unwrap_or(path.len()));
+        // realpath gives at most PATH_MAX (4096) bytes with its NUL.
+        (!path.is_empty() && path.len() < 4096).then(|| {
+            Box::new(ExecImage {
+                path,
+                strings: self.word(at, 1),
+                capture_id: value,
+            })
+        })
     }
 
     fn define(&mut self, at: usize, id: u64, words: usize) -> Result<(), TraceError> {

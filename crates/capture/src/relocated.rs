@@ -1,25 +1,73 @@
 //! A capture relocated to Linux's layout as it runs: QEMU is asked for its
 //! page log (`-d page`), which says where it loaded the program, and the
-//! trace's events pass through a [`Relocator`].
+//! trace's events pass through a [`Relocator`]. A program the capture
+//! execs is loaded by a new QEMU whose page log the plugin names after the
+//! exec's number (`exec-N.log`, the number the trace's exec record
+//! carries), and is laid out afresh, as `execve` gives it a new address
+//! space.
 
 use crate::elf::ElfImage;
 use crate::layout::{exec_strings, ExecRequest, LayoutParams, LinuxLayout};
 use crate::relocate::{CapturedImage, Relocator};
 use crate::{Backend, Capture, CaptureCommand, CaptureError};
-use pagelab_core::{Event, SourceInfo};
+use pagelab_core::{Event, ExecImage, SourceInfo};
 use pagelab_trace::{TraceError, TraceSource};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-/// What relocating a capture needs besides its events: the model's layout
-/// of the program and where QEMU's page log is.
+/// A program laid out as `execve` places it: the model's address space,
+/// where each mapping went, and the files.
 #[derive(Debug)]
-pub struct RelocationSetup {
+struct Image {
     layout: LinuxLayout,
     model: crate::layout::ExecLayout,
     program: ElfImage,
     interp: Option<ElfImage>,
+}
+
+impl Image {
+    /// `file` (an ELF) and its interpreter read and laid out with
+    /// `strings` bytes of strings on the stack.
+    fn load(params: LayoutParams, file: &Path, strings: u64) -> Result<Image, String> {
+        let program = ElfImage::read(file).map_err(|e| e.to_string())?;
+        let interp = program
+            .interp
+            .as_deref()
+            .map(ElfImage::read)
+            .transpose()
+            .map_err(|e| e.to_string())?;
+        let req = ExecRequest {
+            program: &program,
+            interp: interp.as_ref(),
+            strings,
+        };
+        let (layout, model) = LinuxLayout::exec(params, &req)
+            .map_err(|e| format!("Linux's layout of {}: {e}", file.display()))?;
+        Ok(Image {
+            layout,
+            model,
+            program,
+            interp,
+        })
+    }
+
+    /// Where QEMU put this image, from its page log `log`.
+    fn captured(&self, log: &Path) -> Result<CapturedImage, String> {
+        let text = std::fs::read_to_string(log)
+            .map_err(|e| format!("QEMU's page log {}: {e}", log.display()))?;
+        CapturedImage::from_qemu_log(&text, &self.program, self.interp.as_ref())
+    }
+}
+
+/// What relocating a capture needs besides its events: the model's layout
+/// of the program, the layout's parameters for the programs it execs, and
+/// where QEMU's page logs are.
+#[derive(Debug)]
+pub struct RelocationSetup {
+    /// The first program, until the relocator is made.
+    first: Option<Image>,
+    params: LayoutParams,
     /// QEMU's log directory (removed with the setup) and the program's pid.
     dir: PathBuf,
     pid: u32,
@@ -47,10 +95,6 @@ impl Capture {
         let program = crate::tools::which(&cmd.program)
             .ok_or_else(|| CaptureError::NoProgram(cmd.program.to_string_lossy().into_owned()))?;
         let (argv0, file, args) = crate::script::resolve_script(&program, &cmd.args)?;
-        let elf =
-            |p: &std::path::Path| ElfImage::read(p).map_err(|e| CaptureError::Other(e.to_string()));
-        let exe = elf(&file)?;
-        let interp = exe.interp.as_deref().map(elf).transpose()?;
         // The strings execve copies: the file name, the arguments, the environment.
         let argv: Vec<OsString> = std::iter::once(argv0).chain(args).collect();
         let env: Vec<Vec<u8>> = std::env::vars_os()
@@ -66,14 +110,7 @@ impl Capture {
             argv.iter().map(|a| a.as_bytes()),
             env.iter().map(|e| e.as_slice()),
         );
-        let req = ExecRequest {
-            program: &exe,
-            interp: interp.as_ref(),
-            strings,
-        };
-        let (layout, model) = LinuxLayout::exec(params, &req).map_err(|e| {
-            CaptureError::Other(format!("Linux's layout of {}: {e}", file.display()))
-        })?;
+        let first = Image::load(params, &file, strings).map_err(CaptureError::Other)?;
         let dir = std::env::temp_dir().join(format!(
             "pagelab-layout-{}-{}",
             std::process::id(),
@@ -85,7 +122,19 @@ impl Capture {
             .map_err(|e| CaptureError::io(format!("creating {}", dir.display()), e))?;
         let log = dir.join("qemu-%d.log");
         let extra: Vec<OsString> = vec!["-d".into(), "page".into(), "-D".into(), log.into()];
-        let capture = match Capture::spawn_with(cmd, &extra) {
+        // The plugin's arguments are split at commas: a directory with one
+        // cannot be passed (the temporary directory's name decides).
+        let dir_text = dir
+            .to_str()
+            .filter(|d| !d.contains(',') && !d.contains('%'));
+        let Some(dir_text) = dir_text else {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(CaptureError::Other(format!(
+                "the page-log directory {} has a comma, a % or is no UTF-8: set TMPDIR to another",
+                dir.display()
+            )));
+        };
+        let capture = match Capture::spawn_with(cmd, &format!(",pagelog={dir_text}"), &extra) {
             Ok(c) => c,
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&dir);
@@ -96,10 +145,8 @@ impl Capture {
         Ok((
             capture,
             RelocationSetup {
-                layout,
-                model,
-                program: exe,
-                interp,
+                first: Some(first),
+                params,
                 dir,
                 pid,
             },
@@ -111,9 +158,11 @@ impl Capture {
 /// started by [`Capture::spawn_relocatable`]) through a [`Relocator`].
 pub struct Relocated<S> {
     inner: S,
-    setup: Option<RelocationSetup>,
+    setup: RelocationSetup,
     reloc: Option<Relocator>,
     raw: Vec<Event>,
+    /// The file identity of each program and interpreter loaded so far.
+    files: rustc_hash::FxHashMap<PathBuf, u64>,
 }
 
 impl<S: TraceSource> Relocated<S> {
@@ -121,9 +170,10 @@ impl<S: TraceSource> Relocated<S> {
     pub fn new(inner: S, setup: RelocationSetup) -> Relocated<S> {
         Relocated {
             inner,
-            setup: Some(setup),
+            setup,
             reloc: None,
             raw: Vec::new(),
+            files: Default::default(),
         }
     }
 
@@ -140,28 +190,48 @@ impl<S: TraceSource> Relocated<S> {
     /// is written before the program's first instruction runs).
     fn relocator(&mut self) -> Result<&mut Relocator, TraceError> {
         if self.reloc.is_none() {
-            let setup = self
+            let log = self.setup.dir.join(format!("qemu-{}.log", self.setup.pid));
+            let first = self
                 .setup
-                .as_ref()
+                .first
+                .take()
                 .expect("set until the relocator is made");
-            let log = setup.dir.join(format!("qemu-{}.log", setup.pid));
-            let text = std::fs::read_to_string(&log)
-                .map_err(|e| self.error(format!("QEMU's page log {}: {e}", log.display())))?;
-            let captured =
-                CapturedImage::from_qemu_log(&text, &setup.program, setup.interp.as_ref())
-                    .map_err(|e| self.error(e))?;
-            let setup = self.setup.take().expect("checked above");
-            let r = Relocator::new(
-                setup.layout.clone(),
-                &setup.model,
-                setup.interp.as_ref(),
-                &captured,
-            )
-            .map_err(|e| self.error(e.to_string()))?;
+            let captured = first.captured(&log).map_err(|e| self.error(e))?;
+            self.files
+                .insert(canonical(&first.program.path), crate::relocate::PROGRAM_FILE_ID);
+            if let Some(i) = &first.interp {
+                self.files
+                    .insert(canonical(&i.path), crate::relocate::INTERP_FILE_ID);
+            }
+            let r = Relocator::new(first.layout, &first.model, first.interp.as_ref(), &captured)
+                .map_err(|e| self.error(e.to_string()))?;
             self.reloc = Some(r);
         }
         Ok(self.reloc.as_mut().expect("made above"))
     }
+
+    /// The new image an exec record names, laid out by Linux's rules and
+    /// where its QEMU put it.
+    fn exec_image(&self, img: &ExecImage) -> Result<(Image, CapturedImage), String> {
+        let file = Path::new(std::ffi::OsStr::from_bytes(&img.path));
+        let image = Image::load(self.setup.params, file, img.strings)?;
+        let log = self.setup.dir.join(format!("exec-{}.log", img.capture_id));
+        let captured = image.captured(&log)?;
+        Ok((image, captured))
+    }
+
+    /// The file identity of the image's `file`: the one it had if it was
+    /// loaded before, else a new one after the first image's two.
+    fn file_id(&mut self, file: &Path) -> u64 {
+        let next = crate::relocate::INTERP_FILE_ID + 1 + self.files.len() as u64;
+        *self.files.entry(canonical(file)).or_insert(next)
+    }
+}
+
+/// `file` with its links resolved (`/bin/sh` and `/usr/bin/dash` are one
+/// file), or as it is when that fails.
+fn canonical(file: &Path) -> PathBuf {
+    std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf())
 }
 
 impl<S: TraceSource> TraceSource for Relocated<S> {
@@ -171,11 +241,39 @@ impl<S: TraceSource> TraceSource for Relocated<S> {
         let more = self.inner.fill(&mut raw, max)?;
         if more {
             let name = self.inner.info().name;
-            let reloc = self.relocator()?;
+            let fail = |e: String| {
+                TraceError::Other(format!(
+                    "{name}: relocating to Linux's layout: {e} (--layout captured models the captured addresses)"
+                ))
+            };
+            self.relocator()?;
             for ev in raw.drain(..) {
-                reloc
-                    .apply(ev, out)
-                    .map_err(|e| TraceError::Other(format!("{name}: relocating to Linux's layout: {e} (--layout captured models the captured addresses)")))?;
+                let image = match &ev {
+                    Event::Exec(Some(img)) => Some(self.exec_image(img).map_err(|e| {
+                        fail(format!(
+                            "the program exec'd as {}: {e}",
+                            String::from_utf8_lossy(&img.path)
+                        ))
+                    })?),
+                    _ => None,
+                };
+                let done = match image {
+                    Some((image, captured)) => {
+                        let program = self.file_id(&image.program.path);
+                        let interp = image.interp.as_ref().map_or(0, |i| self.file_id(&i.path));
+                        self.reloc.as_mut().expect("made above").exec(
+                            ev,
+                            image.layout,
+                            &image.model,
+                            image.interp.as_ref(),
+                            &captured,
+                            (program, interp),
+                            out,
+                        )
+                    }
+                    None => self.reloc.as_mut().expect("made above").apply(ev, out),
+                };
+                done.map_err(|e| fail(e.to_string()))?;
             }
         }
         self.raw = raw;

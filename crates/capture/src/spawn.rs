@@ -152,12 +152,14 @@ fn target_fd() -> i32 {
 impl Capture {
     /// Starts `cmd.program` under `cmd.backend`.
     pub fn spawn(cmd: &CaptureCommand) -> Result<Capture, CaptureError> {
-        Capture::spawn_with(cmd, &[])
+        Capture::spawn_with(cmd, "", &[])
     }
 
-    /// [`Capture::spawn`] with more arguments for the backend, before the program's.
+    /// [`Capture::spawn`] with more arguments for QEMU's plugin (`plugin`,
+    /// `,key=value` each) and for the backend, before the program's.
     pub(crate) fn spawn_with(
         cmd: &CaptureCommand,
+        plugin: &str,
         backend_args: &[std::ffi::OsString],
     ) -> Result<Capture, CaptureError> {
         let program = tools::which(&cmd.program)
@@ -170,11 +172,11 @@ impl Capture {
             Backend::Qemu => {
                 let qemu = tools::find_qemu()?;
                 let api = tools::plugin_api_for(tools::qemu_version(&qemu)?);
-                let plugin = tools::plugin_path(api)?;
+                let lib = tools::plugin_path(api)?;
                 arena = Some(crate::arena::create()?);
                 let mut c = Command::new(qemu);
-                let mut arg = plugin.into_os_string();
-                arg.push(format!(",fd={fd},mem={mem_fd}"));
+                let mut arg = lib.into_os_string();
+                arg.push(format!(",fd={fd},mem={mem_fd}{plugin}"));
                 c.arg("-plugin").arg(arg).args(backend_args);
                 c
             }

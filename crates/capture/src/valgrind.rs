@@ -232,10 +232,10 @@ impl Lives {
                     self.stack.push(pid);
                     out.push(switch(pid));
                 }
-                Some(&cur) if cur == pid => out.push(Event::Exec),
+                Some(&cur) if cur == pid => out.push(Event::Exec(None)),
                 Some(_) => {
                     out.push(Event::Fork { child: pid });
-                    out.extend([switch(pid), Event::Exec]);
+                    out.extend([switch(pid), Event::Exec(None)]);
                     self.stack.push(pid);
                 }
             },
@@ -357,10 +357,10 @@ mod tests {
             out,
             [
                 sw(1),
-                Event::Exec,
+                Event::Exec(None),
                 Event::Fork { child: 2 },
                 sw(2),
-                Event::Exec,
+                Event::Exec(None),
                 sw(2),
                 Event::Exit { status: 0 },
                 sw(1),

@@ -37,7 +37,7 @@ fn lives(events: &[Event]) -> BTreeMap<u32, Life> {
                 }
                 *l.refs.last_mut().unwrap() += 1;
             }
-            Event::Exec => {
+            Event::Exec(_) => {
                 let l = out.entry(cur.pid).or_default();
                 if l.refs.is_empty() {
                     l.refs.push(0);

@@ -255,8 +255,25 @@ pub enum Event {
     },
     /// The current process replaced its program (execve): its address space,
     /// program break included, is gone, and the records that follow run in a
-    /// new, empty one under the same process id.
-    Exec,
+    /// new, empty one under the same process id. The new program, when the
+    /// capture recorded it (traces written before it did read as `None`).
+    Exec(Option<Box<ExecImage>>),
+}
+
+/// The program an `execve` started, as a capture recorded it: what the
+/// model needs to lay its address space out as the kernel does.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecImage {
+    /// The ELF file that runs (a `#!` script's interpreter, resolved as
+    /// `binfmt_script` does), an absolute path as bytes.
+    pub path: Vec<u8>,
+    /// The bytes of the strings `execve` copied to the new stack: the file
+    /// name, the arguments and the environment, each with its NUL.
+    pub strings: u64,
+    /// The capture's number of this exec (1, 2, ...), which names what the
+    /// capture kept of it besides the trace (QEMU's page log of the new
+    /// image); 0 when none.
+    pub capture_id: u64,
 }
 
 #[cfg(test)]

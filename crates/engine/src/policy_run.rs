@@ -168,7 +168,7 @@ impl PolicyRun {
                 Event::Switch(t) => {
                     a.switch(t.pid, tlb);
                 }
-                Event::Exit { .. } | Event::Exec => a.drop_space(pid),
+                Event::Exit { .. } | Event::Exec(_) => a.drop_space(pid),
                 _ => a.flush_current(tlb),
             },
         }

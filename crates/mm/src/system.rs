@@ -468,7 +468,7 @@ impl Mm {
             }
             // An exec ends the old program's address space as an exit does;
             // the process is made anew by its next record.
-            Event::Exit { .. } | Event::Exec => {
+            Event::Exit { .. } | Event::Exec(_) => {
                 let ranges: Vec<(VirtAddr, VirtAddr)> = match self.machine.proc(pid) {
                     Some(p) => p.aspace.iter().map(|v| (v.start, v.end)).collect(),
                     None => Vec::new(),

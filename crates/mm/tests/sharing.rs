@@ -374,7 +374,7 @@ fn event() -> impl Strategy<Value = Event> {
         }),
         (1u32..6).prop_map(|child| Event::Fork { child }),
         Just(Event::Exit { status: 0 }),
-        Just(Event::Exec),
+        Just(Event::Exec(None)),
         (page.clone(), any::<bool>()).prop_map(|(p, w)| touch(BASE + p * K4 + 8, w)),
         (page, 1u64..600, any::<bool>()).prop_map(|(p, n, w)| {
             Event::Advise {

@@ -24,8 +24,12 @@
 //! munmap, mprotect and madvise are cut at mapping boundaries and moved
 //! piece by piece. What the relocation cannot place is an error naming the
 //! event, never a guess: a reference outside every mapping it knows, a
-//! request the layout does not model, a process that execs (its new
-//! program is not recorded in the trace).
+//! request the layout does not model, a process that execs a program the
+//! trace does not name (traces written before exec records named it).
+//!
+//! An exec ([`Relocator::exec`]) replaces the process's space with a new
+//! one: the new program laid out by [`LinuxLayout::exec`] and moved from
+//! where the capture's new QEMU put it, as for the first program.
 
 use crate::elf::ElfImage;
 use crate::layout::{ExecLayout, LinuxLayout, RegionKind, Unmodelled, STACK_TOP};
@@ -165,14 +169,22 @@ pub const INTERP_FILE_ID: u64 = PROGRAM_FILE_ID + 1;
 /// anonymous mappings there and fault on every page of code.
 /// The stack stays inferred as before, and the vDSO is not placed.
 pub fn image_maps(model: &ExecLayout) -> impl Iterator<Item = MapEvent> + '_ {
-    model.regions.iter().filter_map(|r| {
+    image_maps_of(model, (PROGRAM_FILE_ID, INTERP_FILE_ID))
+}
+
+/// [`image_maps`] with the program's and the interpreter's file identities
+/// given (`files`): a program exec'd later is another file than the first
+/// (its own identity, so that the model's page cache does not share their
+/// pages), its interpreter usually the same ld.so.
+pub fn image_maps_of(model: &ExecLayout, files: (u64, u64)) -> impl Iterator<Item = MapEvent> + '_ {
+    model.regions.iter().filter_map(move |r| {
         let backing = match (r.kind, r.offset) {
             (RegionKind::Program, Some(offset)) => Backing::File {
-                file_id: PROGRAM_FILE_ID,
+                file_id: files.0,
                 offset,
             },
             (RegionKind::Interpreter, Some(offset)) => Backing::File {
-                file_id: INTERP_FILE_ID,
+                file_id: files.1,
                 offset,
             },
             (RegionKind::ProgramBss | RegionKind::InterpreterBss, _) => Backing::Anon,
@@ -211,6 +223,66 @@ impl Relocator {
         interp: Option<&ElfImage>,
         captured: &CapturedImage,
     ) -> Result<Relocator, RelocateError> {
+        let space =
+            Space::image(layout, model, interp, captured).map_err(|what| RelocateError {
+                index: 0,
+                pid: 0,
+                what,
+            })?;
+        Ok(Relocator {
+            first: Some(space),
+            image: image_maps(model).collect(),
+            spaces: FxHashMap::default(),
+            pid: 0,
+            index: 0,
+        })
+    }
+
+    /// Relocates `ev`, an exec of the current process, whose new program
+    /// (with `interp`) the model laid out as `model` in `layout` and the
+    /// capture as `captured`: the process's space is replaced by the new
+    /// program's, and the new image's segments are mapped from their files,
+    /// whose identities are `files` (the program's, the interpreter's: see
+    /// [`image_maps_of`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn exec(
+        &mut self,
+        ev: Event,
+        layout: LinuxLayout,
+        model: &ExecLayout,
+        interp: Option<&ElfImage>,
+        captured: &CapturedImage,
+        files: (u64, u64),
+        out: &mut Vec<Event>,
+    ) -> Result<(), RelocateError> {
+        let index = self.index;
+        self.index += 1;
+        let pid = self.pid;
+        let err = |what: String| RelocateError { index, pid, what };
+        if !matches!(ev, Event::Exec(_)) {
+            return Err(err(format!("{ev:?} given as an exec")));
+        }
+        if !self.spaces.contains_key(&pid) {
+            return Err(err("an exec of no current process".into()));
+        }
+        let space = Space::image(layout, model, interp, captured).map_err(err)?;
+        self.spaces.insert(pid, space);
+        out.push(ev);
+        out.extend(image_maps_of(model, files).map(|m| Event::Map(Box::new(m))));
+        Ok(())
+    }
+}
+
+impl Space {
+    /// The space of a program just loaded: its segments and stack where the
+    /// model put them (`model` in `layout`), keyed by where the capture put
+    /// them.
+    fn image(
+        layout: LinuxLayout,
+        model: &ExecLayout,
+        interp: Option<&ElfImage>,
+        captured: &CapturedImage,
+    ) -> Result<Space, String> {
         let mut space = Space {
             layout,
             pieces: BTreeMap::new(),
@@ -221,15 +293,8 @@ impl Relocator {
             last: std::cell::Cell::new((0, Piece { end: 0, model: 0 })),
             after_unmap: false,
         };
-        let err = |what: String| RelocateError {
-            index: 0,
-            pid: 0,
-            what,
-        };
         if interp.is_some() != captured.interp_bias.is_some() {
-            return Err(err(
-                "the captured image and the program disagree on an interpreter".into(),
-            ));
+            return Err("the captured image and the program disagree on an interpreter".into());
         }
         for r in &model.regions {
             let captured_start = match r.kind {
@@ -250,18 +315,14 @@ impl Relocator {
         }
         let (lo, hi) = captured.stack;
         if hi <= lo || hi - lo > STACK_TOP / 2 {
-            return Err(err(format!("captured stack {lo:#x}-{hi:#x} is no range")));
+            return Err(format!("captured stack {lo:#x}-{hi:#x} is no range"));
         }
         space.add(lo, hi - lo, STACK_TOP - (hi - lo));
-        Ok(Relocator {
-            first: Some(space),
-            image: image_maps(model).collect(),
-            spaces: FxHashMap::default(),
-            pid: 0,
-            index: 0,
-        })
+        Ok(space)
     }
+}
 
+impl Relocator {
     /// The model's address space of process `pid` as it stands.
     pub fn layout(&self, pid: u32) -> Option<&LinuxLayout> {
         self.spaces.get(&pid).map(|s| &s.layout)
@@ -392,9 +453,9 @@ impl Relocator {
             Event::Exit { .. } => {
                 out.push(ev);
             }
-            Event::Exec => {
+            Event::Exec(_) => {
                 return Err(err(
-                    "the process execs: the trace does not record the new program, so its layout cannot be modelled".into(),
+                    "the process execs a program the trace does not name (an older capture), so its layout cannot be modelled".into(),
                 ))
             }
             Event::Switch(_) => unreachable!("handled above"),

@@ -169,7 +169,7 @@ fn ranges_are_cut_at_mapping_boundaries_and_unknown_addresses_refused() {
     let e = run(&mut r, vec![at(0x50_0000_0000)]).unwrap_err();
     assert_eq!(e.index, 4);
     assert!(e.what.contains("0x5000000000 lies in no mapping"), "{e}");
-    let e = run(&mut r, vec![Event::Exec]).unwrap_err();
+    let e = run(&mut r, vec![Event::Exec(None)]).unwrap_err();
     assert!(e.what.contains("execs"), "{e}");
 }
 

@@ -40,7 +40,7 @@ impl Sharing {
                 self.fork(*child);
                 Ok(())
             }
-            Event::Exit { .. } | Event::Exec => {
+            Event::Exit { .. } | Event::Exec(_) => {
                 if !self.procs.contains_key(&self.pid) {
                     self.n.events_on_nothing += 1;
                     return Ok(());

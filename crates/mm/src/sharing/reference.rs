@@ -227,7 +227,7 @@ impl Reference {
                 }
                 self.procs.insert(*child, c);
             }
-            Event::Exit { .. } | Event::Exec => {
+            Event::Exit { .. } | Event::Exec(_) => {
                 self.unmap(0, self.cfg.user_top >> sh);
                 self.procs.remove(&self.pid);
                 self.settle();

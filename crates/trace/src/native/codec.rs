@@ -2,8 +2,8 @@
 
 use crate::{PageBatch, PageFilter};
 use pagelab_core::{
-    AccessKind, Advice, Backing, Event, FileIdentity, MapEvent, MapRequest, MemRef, Prot, Sharing,
-    ThreadId, VirtAddr,
+    AccessKind, Advice, Backing, Event, ExecImage, FileIdentity, MapEvent, MapRequest, MemRef,
+    Prot, Sharing, ThreadId, VirtAddr,
 };
 
 /// Reference tags are `kind * REF_STRIDE + size code`, below [`TAG_SWITCH`].
@@ -20,10 +20,24 @@ pub(crate) const TAG_FORK: u8 = 0xf6;
 pub(crate) const TAG_EXIT: u8 = 0xf7;
 pub(crate) const TAG_EXEC: u8 = 0xf8;
 pub(crate) const TAG_MAP_REQUEST: u8 = 0xf9;
+pub(crate) const TAG_EXEC_IMAGE: u8 = 0xfa;
 
-/// Longest encoding of any record (a file map request: tag, 6 varints of
-/// 64 bits and one of 32, 2 bytes).
+/// Longest exec'd program path a record carries (Linux's `PATH_MAX`).
+pub(crate) const MAX_EXEC_PATH: usize = 4096;
+
+/// Longest encoding of any record but an exec'd program's (a file map
+/// request: tag, 6 varints of 64 bits and one of 32, 2 bytes).
 pub(crate) const MAX_RECORD_LEN: usize = 1 + 6 * 10 + 5 + 2;
+
+/// Longest encoding of `e`: [`MAX_RECORD_LEN`], or more for an exec'd
+/// program's record (its path).
+#[inline]
+pub(crate) fn max_len(e: &Event) -> usize {
+    match e {
+        Event::Exec(Some(img)) => 1 + 3 * 10 + img.path.len(),
+        _ => MAX_RECORD_LEN,
+    }
+}
 
 /// Map flags: bit 0 shared, bit 1 file-backed.
 const MAP_SHARED: u8 = 1;
@@ -136,7 +150,14 @@ pub(crate) fn encode(out: &mut Vec<u8>, prev: &mut Prev, e: &Event) {
             out.push(TAG_EXIT);
             put_varint(out, zigzag(*status as i64));
         }
-        Event::Exec => out.push(TAG_EXEC),
+        Event::Exec(None) => out.push(TAG_EXEC),
+        Event::Exec(Some(img)) => {
+            out.push(TAG_EXEC_IMAGE);
+            put_varint(out, img.strings);
+            put_varint(out, img.capture_id);
+            put_varint(out, img.path.len() as u64);
+            out.extend_from_slice(&img.path);
+        }
         Event::MapRequest(r) => {
             out.push(TAG_MAP_REQUEST);
             put_varint(out, r.hint.0);
@@ -478,7 +499,26 @@ impl Cursor<'_> {
                         .map_err(|_| "exit status does not fit in 32 bits")?,
                 }
             }
-            TAG_EXEC => Event::Exec,
+            TAG_EXEC => Event::Exec(None),
+            TAG_EXEC_IMAGE => {
+                let strings = self.varint()?;
+                let capture_id = self.varint()?;
+                let len = self.varint()?;
+                if len > MAX_EXEC_PATH as u64 {
+                    return Err("exec record's path is longer than 4096 bytes");
+                }
+                let end = self.pos + len as usize;
+                if end > self.end {
+                    return Err(PAST_END);
+                }
+                let path = self.buf[self.pos..end].to_vec();
+                self.pos = end;
+                Event::Exec(Some(Box::new(ExecImage {
+                    path,
+                    strings,
+                    capture_id,
+                })))
+            }
             TAG_MAP_REQUEST => {
                 let hint = VirtAddr(self.varint()?);
                 let len = self.varint()?;

@@ -19,9 +19,10 @@ pub use writer::NativeWriter;
 pub const NATIVE_MAGIC: [u8; 8] = *b"PAGELABT";
 
 /// The format version this crate writes and reads.
-pub const NATIVE_VERSION: u16 = 2;
+pub const NATIVE_VERSION: u16 = 3;
 /// The oldest format version this crate reads (version 2 added the Exec and
-/// MapRequest records; a version-1 file is a version-2 file without them).
+/// MapRequest records, version 3 the exec'd program's record; an older file
+/// is a newer one without them).
 pub const NATIVE_OLDEST_VERSION: u16 = 1;
 
 /// Bytes in the file header: magic, version, flags, reserved.

@@ -1,6 +1,6 @@
 //! Writes the native format: header, zstd blocks, end marker.
 
-use super::codec::{encode, Prev, MAX_RECORD_LEN};
+use super::codec::{encode, max_len, Prev, MAX_EXEC_PATH};
 use super::{block_checksum, BLOCK_RAW_TARGET, NATIVE_MAGIC, NATIVE_VERSION};
 use pagelab_core::Event;
 use std::io::{self, Write};
@@ -64,7 +64,18 @@ impl<W: Write> NativeWriter<W> {
     /// Appends one event.
     #[inline]
     pub fn write(&mut self, event: &Event) -> io::Result<()> {
-        if self.raw.len() + MAX_RECORD_LEN > self.block_target {
+        if let Event::Exec(Some(img)) = event {
+            if img.path.len() > MAX_EXEC_PATH {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "an exec record's path of {} bytes (at most 4096)",
+                        img.path.len()
+                    ),
+                ));
+            }
+        }
+        if self.raw.len() + max_len(event) > self.block_target {
             self.flush_block()?;
         }
         encode(&mut self.raw, &mut self.prev, event);
