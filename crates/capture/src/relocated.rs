@@ -197,8 +197,10 @@ impl<S: TraceSource> Relocated<S> {
                 .take()
                 .expect("set until the relocator is made");
             let captured = first.captured(&log).map_err(|e| self.error(e))?;
-            self.files
-                .insert(canonical(&first.program.path), crate::relocate::PROGRAM_FILE_ID);
+            self.files.insert(
+                canonical(&first.program.path),
+                crate::relocate::PROGRAM_FILE_ID,
+            );
             if let Some(i) = &first.interp {
                 self.files
                     .insert(canonical(&i.path), crate::relocate::INTERP_FILE_ID);

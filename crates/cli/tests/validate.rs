@@ -209,10 +209,11 @@ fn a_program_is_run_in_both_modes_and_modelled_once() {
 
 /// A program that forks and execs (`sh -c 'ls / | wc -l'`: two children exec ls and wc),
 /// modelled in Linux's layout with each exec'd program laid out afresh, against the kernel
-/// at 4K. The model must count every process's faults: it may not fall below the lowest
-/// native run (a model that lost an exec'd image counts about a third). It counts more:
-/// +26% on Linux 6.18, the same excess of file faults as on single programs (ls alone
-/// +22%, docs/real-programs.md), so the tolerance is 50%, as for the test above.
+/// at 4K. Measured on Linux 6.18: model 262, kernel 319..328 (-20%). The model sees about
+/// 22 faults fewer per program image than the kernel (ls alone: 103 against 127,
+/// docs/real-programs.md: pages execve itself touches, the vDSO), three images here; so
+/// the model must lie between 70% of the lowest native run and 5% above the highest. A
+/// model that lost an exec'd program (its image, its faults) would fall far below.
 #[test]
 fn a_program_that_execs_is_modelled_in_linux_layout() {
     if let Some(why) = cannot_run() {
@@ -235,7 +236,9 @@ fn a_program_that_execs_is_modelled_in_linux_layout() {
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let c = &r.cases[0];
     let lowest = c.kernel_runs.iter().map(|k| k.faults).min().unwrap();
-    assert!(c.model.faults >= lowest, "{c:?}");
+    let highest = c.kernel_runs.iter().map(|k| k.faults).max().unwrap();
+    assert!(c.model.faults * 10 >= lowest * 7, "{c:?}");
+    assert!(c.model.faults * 100 <= highest * 105, "{c:?}");
 }
 
 #[test]
