@@ -199,6 +199,13 @@ pub(crate) const PADDING: usize = 32;
 /// the varint may run past the block's end, which the caller checks.
 #[inline(always)]
 fn varint_at(buf: &[u8], pos: usize) -> Option<(u64, usize)> {
+    varint_at_with::<false>(buf, pos)
+}
+
+/// [`varint_at`], its continuation bits squeezed out by one `pext` when
+/// `PEXT` (only inlined into code compiled for BMI2, on a CPU that has it).
+#[inline(always)]
+fn varint_at_with<const PEXT: bool>(buf: &[u8], pos: usize) -> Option<(u64, usize)> {
     // No shortcut for one-byte varints: in a mixed trace their branch would
     // mispredict often, and the word path costs a few cycles at most.
     let w = u64::from_le_bytes(buf[pos..pos + 8].try_into().unwrap());
@@ -207,6 +214,15 @@ fn varint_at(buf: &[u8], pos: usize) -> Option<(u64, usize)> {
         return None;
     }
     let bits = stops.trailing_zeros() + 1; // 8 * length in bytes
+    #[cfg(target_arch = "x86_64")]
+    if PEXT {
+        use std::arch::x86_64::{_bzhi_u64, _pext_u64};
+        // SAFETY: `PEXT` is true only where the CPU has BMI2: in
+        // `Cursor::decode_into_bmi2` (called under the `avx512` tier, which
+        // has it) and in a test that checks the CPU first.
+        let x = unsafe { _pext_u64(w, _bzhi_u64(0x7f7f_7f7f_7f7f_7f7f, bits)) };
+        return Some((x, bits as usize / 8));
+    }
     let mut x = if bits == 64 {
         w
     } else {
@@ -347,13 +363,40 @@ impl Cursor<'_> {
         out: &mut S,
         n: usize,
     ) -> (usize, Result<(), DecodeError>) {
+        self.decode_with::<S, false>(prev, out, n)
+    }
+
+    /// [`Cursor::decode_into`] compiled for BMI2, each varint squeezed by one `pext`.
+    ///
+    /// # Safety
+    /// The CPU must have BMI1 and BMI2 (the `avx512` tier has them).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "bmi1,bmi2,lzcnt,popcnt")]
+    #[inline(never)]
+    pub(crate) unsafe fn decode_into_bmi2<S: RecordSink>(
+        &mut self,
+        prev: &mut Prev,
+        out: &mut S,
+        n: usize,
+    ) -> (usize, Result<(), DecodeError>) {
+        self.decode_with::<S, true>(prev, out, n)
+    }
+
+    #[inline(always)]
+    fn decode_with<S: RecordSink, const PEXT: bool>(
+        &mut self,
+        prev: &mut Prev,
+        out: &mut S,
+        n: usize,
+    ) -> (usize, Result<(), DecodeError>) {
         let mut done = 0;
         while done < n {
             let pos = self.pos;
             let tag = self.buf[pos];
             // A reference with its size in the tag is the tag and one varint.
             let fast = if pos < self.end && tag < TAG_SWITCH && tag % REF_STRIDE != SIZE_ESCAPE {
-                varint_at(self.buf, pos + 1).filter(|&(_, len)| pos + 1 + len <= self.end)
+                varint_at_with::<PEXT>(self.buf, pos + 1)
+                    .filter(|&(_, len)| pos + 1 + len <= self.end)
             } else {
                 None
             };
@@ -543,5 +586,35 @@ impl Cursor<'_> {
             }
             _ => return Err("reserved record tag (written by a newer pagelab?)"),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `pext` squeeze gives the value and length of the portable one,
+    /// for every length from 1 to 8 bytes (and none for 9 or more).
+    #[test]
+    fn pext_varints_are_the_portable_ones() {
+        if !std::arch::is_x86_feature_detected!("bmi2") {
+            eprintln!("skipped: this CPU lacks BMI2, which the pext squeeze needs");
+            return;
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..4000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Values of every bit length from 0 to 63.
+            let v = x >> (i % 64);
+            let mut buf = Vec::new();
+            put_varint(&mut buf, v);
+            buf.extend_from_slice(&[0xff; 16]);
+            let portable = varint_at_with::<false>(&buf, 0);
+            assert_eq!(varint_at_with::<true>(&buf, 0), portable, "{v:#x}");
+            let len = buf.len() - 16;
+            assert_eq!(portable, (len <= 8).then_some((v, len)), "{v:#x}");
+        }
     }
 }

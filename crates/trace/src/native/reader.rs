@@ -252,6 +252,14 @@ impl<R: Read> NativeReader<R> {
             pos: self.pos,
         };
         let mut prev = self.prev;
+        #[cfg(target_arch = "x86_64")]
+        let (done, r) = if pagelab_core::isa::active() == pagelab_core::isa::Isa::Avx512 {
+            // SAFETY: the `avx512` tier is active, so the CPU has BMI1 and BMI2.
+            unsafe { cur.decode_into_bmi2(&mut prev, out, n) }
+        } else {
+            cur.decode_into(&mut prev, out, n)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
         let (done, r) = cur.decode_into(&mut prev, out, n);
         let failure = r.err().map(|reason| (cur.pos, reason));
         self.pos = cur.pos;
