@@ -26,6 +26,9 @@ pub struct Execution {
     pub wall: Duration,
     /// The program's own usage (its `wait4` resource usage, children it waited for included).
     pub usage: pagelab_sys::process::Usage,
+    /// The program's (minor, major) faults from its exec on ([`crate::perf::ExecFaults`]),
+    /// when the kernel counts them: `wait4`'s also hold those of the child before its exec.
+    pub exec_faults: Option<(u64, u64)>,
     /// How it ended.
     pub exit: ExitInfo,
     /// Hardware counters over the run: each a count or `None`, with the reason when any is
@@ -84,7 +87,9 @@ pub struct RunOutcome {
 }
 
 /// Runs `spec` once through `m` and makes its [`Measurement`]: wall, user and system time,
-/// minor and major faults, peak RSS (the shim's figure of the program's own peak when it
+/// minor and major faults (from the program's exec on when the measurer counts them so,
+/// else `wait4`'s, which also hold the child's before its exec; `wait4`'s stay in
+/// `metrics/rusage_minor_faults` and `metrics/rusage_major_faults`), peak RSS (the shim's figure of the program's own peak when it
 /// reported one, since `wait4`'s also counts pagelab's address space, which the child started
 /// in before `exec`; `wait4`'s stays in `metrics/rusage_maxrss_bytes`), the kernel counters'
 /// deltas and from them the THP allocations and fallbacks per size, hardware counters, the
@@ -105,6 +110,13 @@ pub fn measure(
     for (size, pages) in &e.pool_peaks {
         metrics.insert(format!("hugetlb_peak_in_use/{size}"), *pages as f64);
     }
+    // The program's own faults: from its exec on when the kernel counts them so, else
+    // wait4's; wait4's stay in the metrics either way.
+    metrics.insert("rusage_minor_faults".into(), e.usage.minor_faults as f64);
+    metrics.insert("rusage_major_faults".into(), e.usage.major_faults as f64);
+    let (faults, major_faults) = e
+        .exec_faults
+        .unwrap_or((e.usage.minor_faults, e.usage.major_faults));
     let mut peak_rss_bytes = e.usage.max_rss_bytes;
     if let Some((program_peak, figures)) = &e.shim {
         if *program_peak > 0 {
@@ -118,8 +130,8 @@ pub fn measure(
         wall_seconds: e.wall.as_secs_f64(),
         user_seconds: e.usage.user.as_secs_f64(),
         system_seconds: e.usage.system.as_secs_f64(),
-        faults: e.usage.minor_faults,
-        major_faults: e.usage.major_faults,
+        faults,
+        major_faults,
         faults_by_size: counters::faults_by_size(&delta),
         fallbacks_by_size: counters::fallbacks_by_size(&delta),
         kernel_counters: delta,

@@ -113,6 +113,8 @@ pub(crate) fn execute(
         });
     }
     let hw = HwCounters::open();
+    // Opened on this thread, which forks the program: its copy counts from its exec on.
+    let exec_faults = crate::perf::ExecFaults::open();
     hw.enable();
     let start = Instant::now();
     let mut child = match cmd.spawn() {
@@ -156,6 +158,7 @@ pub(crate) fn execute(
     Ok(Execution {
         wall,
         usage,
+        exec_faults: exec_faults.read(),
         exit: exit_info(ended),
         hw: hw.read(),
         pool_peaks,

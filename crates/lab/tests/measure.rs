@@ -239,3 +239,25 @@ fn bench_summarizes_each_childs_report_and_names_a_failing_child() {
         "{e:#}"
     );
 }
+
+/// A run's faults are the program's own, from its exec on, when the measurer counts them so;
+/// `wait4`'s (which also hold the child's faults before its exec) stay in the metrics, and
+/// without the exec count they are the figure.
+#[test]
+fn faults_are_counted_from_the_exec_when_the_kernel_can() {
+    let req = request(&[], 2);
+    let (r, _) = run_fake(
+        &req,
+        vec![
+            FakeRun::exits(0).faults(127).exec_faults(100, 2),
+            FakeRun::exits(0).faults(131),
+        ],
+    );
+    assert_eq!(r.configs.len(), 1);
+    let runs = &r.configs[0].runs;
+    assert_eq!((runs[0].faults, runs[0].major_faults), (100, 2));
+    assert_eq!(runs[0].metrics["rusage_minor_faults"], 127.0);
+    assert_eq!(runs[0].metrics["rusage_major_faults"], 0.0);
+    assert_eq!((runs[1].faults, runs[1].major_faults), (131, 0));
+    assert_eq!(runs[1].metrics["rusage_minor_faults"], 131.0);
+}

@@ -73,6 +73,13 @@ impl FakeRun {
         self
     }
 
+    /// The run's (minor, major) faults counted from the program's exec on, beside
+    /// [`FakeRun::faults`], `wait4`'s (which also hold the child's before its exec).
+    pub fn exec_faults(mut self, minor: u64, major: u64) -> FakeRun {
+        self.execution.exec_faults = Some((minor, major));
+        self
+    }
+
     /// The run moves counter `key` by `by`.
     pub fn counter(mut self, key: &str, by: i64) -> FakeRun {
         *self.counters.entry(key.to_string()).or_default() += by;
