@@ -4,8 +4,8 @@
 
 use arbitrary::{Result, Unstructured};
 use pagelab_core::{
-    AccessKind, Advice, Backing, Event, FileIdentity, MapEvent, MapRequest, MemRef, Prot, Sharing,
-    ThreadId, VirtAddr,
+    AccessKind, Advice, Backing, Event, ExecImage, FileIdentity, MapEvent, MapRequest, MemRef,
+    Prot, Sharing, ThreadId, VirtAddr,
 };
 
 /// Where addresses come from: each a base the fuzzer picks, plus an offset.
@@ -127,7 +127,15 @@ pub fn event(u: &mut Unstructured<'_>) -> Result<Event> {
         18 => Event::Exit {
             status: u.arbitrary()?,
         },
-        19 => Event::Exec,
+        19 => Event::Exec(if u.arbitrary()? {
+            Some(Box::new(ExecImage {
+                path: u.arbitrary()?,
+                strings: u.arbitrary()?,
+                capture_id: u.arbitrary()?,
+            }))
+        } else {
+            None
+        }),
         20 => Event::MapRequest(Box::new(MapRequest {
             hint: VirtAddr(addr(u)?),
             len: len(u)?,
