@@ -9,6 +9,7 @@
 
 mod ops;
 
+use super::tally::TallyStake;
 use super::{
     mapping_of, Geometry, Mapping, PageTable, PageTableStats, ProtectReport, PtError, Split,
     Translation,
@@ -59,7 +60,7 @@ fn flags_of(e: u64) -> PteFlags {
 /// contiguous runs of entries for the sizes between. Its memory counts in
 /// the [`TableTally`] it is attached to (its own unless given one); a clone
 /// starts a tally of its own.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct RadixPageTable {
     geo: Geometry,
     levels: u8,
@@ -74,43 +75,12 @@ pub struct RadixPageTable {
     tables: [u64; MAX_LEVELS + 1],
     /// Mapped pages per size, indexed by log2 of the size.
     leaves: [u64; 31],
-    memory: u64,
     peak_memory: u64,
     allocated: u64,
     freed: u64,
     splits: u64,
-    tally: Arc<TableTally>,
-}
-
-impl Clone for RadixPageTable {
-    fn clone(&self) -> Self {
-        let tally = Arc::new(TableTally::default());
-        tally.add(self.memory, self.level1_bytes());
-        RadixPageTable {
-            geo: self.geo,
-            levels: self.levels,
-            shift: self.shift,
-            mask: self.mask,
-            va_bits: self.va_bits,
-            pool: self.pool.clone(),
-            free: self.free.clone(),
-            root: self.root,
-            tables: self.tables,
-            leaves: self.leaves,
-            memory: self.memory,
-            peak_memory: self.peak_memory,
-            allocated: self.allocated,
-            freed: self.freed,
-            splits: self.splits,
-            tally,
-        }
-    }
-}
-
-impl Drop for RadixPageTable {
-    fn drop(&mut self) {
-        self.tally.sub(self.memory, self.level1_bytes());
-    }
+    /// Its bytes, counted in the tally it is attached to.
+    stake: TallyStake,
 }
 
 impl RadixPageTable {
@@ -140,12 +110,11 @@ impl RadixPageTable {
             root: 0,
             tables: [0; MAX_LEVELS + 1],
             leaves: [0; 31],
-            memory: 0,
             peak_memory: 0,
             allocated: 0,
             freed: 0,
             splits: 0,
-            tally: Arc::clone(tally),
+            stake: TallyStake::new(tally),
         };
         pt.root = pt.alloc_table(levels);
         pt
@@ -153,13 +122,7 @@ impl RadixPageTable {
 
     /// Moves this table's memory from the tally it counts in to `tally`.
     pub fn attach(&mut self, tally: &Arc<TableTally>) {
-        if Arc::ptr_eq(&self.tally, tally) {
-            return;
-        }
-        let (bytes, level1) = (self.memory, self.level1_bytes());
-        self.tally.sub(bytes, level1);
-        tally.add(bytes, level1);
-        self.tally = Arc::clone(tally);
+        self.stake.move_to(tally);
     }
 
     /// Bytes of this table's level-1 tables (PTE pages).
@@ -186,9 +149,8 @@ impl RadixPageTable {
         self.tables[level as usize] += 1;
         self.allocated += 1;
         let bytes = self.geo.table_bytes(level);
-        self.memory += bytes;
-        self.tally.add(bytes, if level == 1 { bytes } else { 0 });
-        self.peak_memory = self.peak_memory.max(self.memory);
+        self.stake.add(bytes, if level == 1 { bytes } else { 0 });
+        self.peak_memory = self.peak_memory.max(self.stake.bytes());
         off
     }
 
@@ -197,8 +159,7 @@ impl RadixPageTable {
         self.tables[level as usize] -= 1;
         self.freed += 1;
         let bytes = self.geo.table_bytes(level);
-        self.memory -= bytes;
-        self.tally.sub(bytes, if level == 1 { bytes } else { 0 });
+        self.stake.sub(bytes, if level == 1 { bytes } else { 0 });
     }
 
     /// The page size of a leaf entry found at `level`.
@@ -418,7 +379,7 @@ impl PageTable for RadixPageTable {
     }
 
     fn memory_bytes(&self) -> u64 {
-        self.memory
+        self.stake.bytes()
     }
 
     fn stats(&self) -> PageTableStats {
@@ -428,7 +389,7 @@ impl PageTable for RadixPageTable {
                 .filter(|&s| self.leaves[s as usize] > 0)
                 .filter_map(|s| Some((PageSize::from_shift(s)?, self.leaves[s as usize])))
                 .collect(),
-            memory_bytes: self.memory,
+            memory_bytes: self.stake.bytes(),
             peak_memory_bytes: self.peak_memory,
             tables_allocated: self.allocated,
             tables_freed: self.freed,
