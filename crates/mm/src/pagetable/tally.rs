@@ -123,7 +123,7 @@ mod tests {
     fn a_tally_is_the_sum_of_its_tables() {
         let geo = Geometry::x86_64();
         let shared = Arc::new(TableTally::default());
-        let mut a = RadixPageTable::new_in(geo.clone(), &shared);
+        let mut a = RadixPageTable::new_in(geo, &shared);
         let root = a.memory_bytes();
         assert_eq!(shared.bytes(), root);
         a.map(VirtAddr(0x4000_0000), BasePfn(7), PageSize::K4, PteFlags(1))
