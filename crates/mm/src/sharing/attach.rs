@@ -33,10 +33,16 @@ impl Sharing {
         p.labels.get(&span).copied().unwrap_or(p.label)
     }
 
-    /// A name never given before.
+    /// A name never given before. When none is left it sets `names_out`
+    /// and returns the last name again: the event that asked is refused
+    /// ([`Sharing::event`] returns [`Sharing::names_error`]) and the model
+    /// is not used after it, so the repeated name is never counted.
     pub(crate) fn fresh_label(&mut self) -> u32 {
+        if self.next_label + 1 >= self.label_limit {
+            self.names_out = true;
+            return self.next_label;
+        }
         self.next_label += 1;
-        assert!(self.next_label < TABLE_OWNER, "PTE-page names exhausted");
         self.next_label
     }
 

@@ -44,6 +44,8 @@ mod attach;
 pub mod chains;
 pub mod ivset;
 mod model;
+#[cfg(test)]
+mod names_tests;
 mod ops;
 mod process;
 pub mod reference;

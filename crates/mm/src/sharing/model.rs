@@ -142,6 +142,14 @@ pub struct Sharing {
     /// Pids that name a PTE page shared at fork: a later process of that
     /// pid names its own PTEs afresh.
     pub(crate) label_pids: FxHashSet<u32>,
+    /// Names below this are free to hand out ([`TABLE_OWNER`]; smaller in
+    /// tests, to run out).
+    pub(crate) label_limit: u32,
+    /// Forks carried out, for the message when names run out.
+    pub(crate) forks: u64,
+    /// Set when [`Sharing::fresh_label`] found no name left: the event that
+    /// asked is refused (`event` returns the error).
+    pub(crate) names_out: bool,
 }
 
 impl Sharing {
@@ -177,6 +185,9 @@ impl Sharing {
             cur: None,
             next_label: LABELS,
             label_pids: FxHashSet::default(),
+            label_limit: TABLE_OWNER,
+            forks: 0,
+            names_out: false,
             cfg,
         })
     }
@@ -195,9 +206,36 @@ impl Sharing {
     ///
     /// # Errors
     /// An event the model cannot represent: a range past user space, an
-    /// unaligned mapping, a hugetlb request the pool cannot serve.
+    /// unaligned mapping, a hugetlb request the pool cannot serve; or the
+    /// names of PTE pages shared at fork ran out (after 2^30 of them), in
+    /// which case the event was half carried out and the model must not be
+    /// used further.
     pub fn event(&mut self, ev: &Event) -> Result<(), SharingError> {
         self.n.events += 1;
+        let done = self.event_inner(ev);
+        if self.names_out {
+            return Err(self.names_error());
+        }
+        done
+    }
+
+    /// The error once PTE-page names have run out: what ran out, after how
+    /// many forks, and what to do.
+    pub(crate) fn names_error(&self) -> SharingError {
+        SharingError::Event {
+            index: self.n.events.saturating_sub(1),
+            why: format!(
+                "--page-tables shared: the model ran out of names for PTE pages shared at \
+                 fork after {} forks ({} PTE pages were shared at fork or copied from one, \
+                 each named once for the reverse map); split the trace into shorter runs \
+                 or use --page-tables private",
+                self.forks,
+                self.label_limit - LABELS - 1
+            ),
+        }
+    }
+
+    fn event_inner(&mut self, ev: &Event) -> Result<(), SharingError> {
         match ev {
             Event::Ref(r) => {
                 self.reference(r);

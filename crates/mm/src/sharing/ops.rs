@@ -383,6 +383,7 @@ impl Sharing {
     /// wholly inside a private VMA are shared rather than copied
     /// ([`Sharing::share_at_fork`]).
     fn fork(&mut self, child: u32) {
+        self.forks += 1;
         let mut parent = self.take();
         let mut c = self.born();
         c.label = self.label_for(child);

@@ -38,6 +38,9 @@ impl Sharing {
                         self.n.events += n;
                         self.n.refs += n;
                         self.run(page, n, w);
+                        if self.names_out {
+                            return Err(self.names_error());
+                        }
                         i = j;
                         continue;
                     }
