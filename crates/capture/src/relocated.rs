@@ -8,9 +8,9 @@
 
 use crate::elf::ElfImage;
 use crate::layout::{exec_strings, ExecRequest, LayoutParams, LinuxLayout};
-use crate::relocate::{CapturedImage, Relocator};
+use crate::relocate::{CapturedImage, ImageFiles, Relocator};
 use crate::{Backend, Capture, CaptureCommand, CaptureError};
-use pagelab_core::{Event, ExecImage, SourceInfo};
+use pagelab_core::{Event, ExecImage, FileIdentity, SourceInfo};
 use pagelab_trace::{TraceError, TraceSource};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
@@ -24,6 +24,7 @@ struct Image {
     model: crate::layout::ExecLayout,
     program: ElfImage,
     interp: Option<ElfImage>,
+    files: ImageFiles,
 }
 
 impl Image {
@@ -44,11 +45,16 @@ impl Image {
         };
         let (layout, model) = LinuxLayout::exec(params, &req)
             .map_err(|e| format!("Linux's layout of {}: {e}", file.display()))?;
+        let files = ImageFiles {
+            program: identity(file)?,
+            interp: program.interp.as_deref().map(identity).transpose()?,
+        };
         Ok(Image {
             layout,
             model,
             program,
             interp,
+            files,
         })
     }
 
@@ -58,6 +64,17 @@ impl Image {
             .map_err(|e| format!("QEMU's page log {}: {e}", log.display()))?;
         CapturedImage::from_qemu_log(&text, &self.program, self.interp.as_ref())
     }
+}
+
+/// `file`'s identity as the kernel knows it (links followed: `/bin/sh`
+/// and `/usr/bin/dash` are one file).
+fn identity(file: &Path) -> Result<FileIdentity, String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    Ok(FileIdentity {
+        dev: m.dev(),
+        ino: m.ino(),
+    })
 }
 
 /// What relocating a capture needs besides its events: the model's layout
@@ -161,8 +178,6 @@ pub struct Relocated<S> {
     setup: RelocationSetup,
     reloc: Option<Relocator>,
     raw: Vec<Event>,
-    /// The file identity of each program and interpreter loaded so far.
-    files: rustc_hash::FxHashMap<PathBuf, u64>,
 }
 
 impl<S: TraceSource> Relocated<S> {
@@ -173,7 +188,6 @@ impl<S: TraceSource> Relocated<S> {
             setup,
             reloc: None,
             raw: Vec::new(),
-            files: Default::default(),
         }
     }
 
@@ -197,16 +211,14 @@ impl<S: TraceSource> Relocated<S> {
                 .take()
                 .expect("set until the relocator is made");
             let captured = first.captured(&log).map_err(|e| self.error(e))?;
-            self.files.insert(
-                canonical(&first.program.path),
-                crate::relocate::PROGRAM_FILE_ID,
-            );
-            if let Some(i) = &first.interp {
-                self.files
-                    .insert(canonical(&i.path), crate::relocate::INTERP_FILE_ID);
-            }
-            let r = Relocator::new(first.layout, &first.model, first.interp.as_ref(), &captured)
-                .map_err(|e| self.error(e.to_string()))?;
+            let r = Relocator::new(
+                first.layout,
+                &first.model,
+                first.interp.as_ref(),
+                &captured,
+                &first.files,
+            )
+            .map_err(|e| self.error(e.to_string()))?;
             self.reloc = Some(r);
         }
         Ok(self.reloc.as_mut().expect("made above"))
@@ -221,19 +233,6 @@ impl<S: TraceSource> Relocated<S> {
         let captured = image.captured(&log)?;
         Ok((image, captured))
     }
-
-    /// The file identity of the image's `file`: the one it had if it was
-    /// loaded before, else a new one after the first image's two.
-    fn file_id(&mut self, file: &Path) -> u64 {
-        let next = crate::relocate::INTERP_FILE_ID + 1 + self.files.len() as u64;
-        *self.files.entry(canonical(file)).or_insert(next)
-    }
-}
-
-/// `file` with its links resolved (`/bin/sh` and `/usr/bin/dash` are one
-/// file), or as it is when that fails.
-fn canonical(file: &Path) -> PathBuf {
-    std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf())
 }
 
 impl<S: TraceSource> TraceSource for Relocated<S> {
@@ -260,19 +259,15 @@ impl<S: TraceSource> TraceSource for Relocated<S> {
                     _ => None,
                 };
                 let done = match image {
-                    Some((image, captured)) => {
-                        let program = self.file_id(&image.program.path);
-                        let interp = image.interp.as_ref().map_or(0, |i| self.file_id(&i.path));
-                        self.reloc.as_mut().expect("made above").exec(
-                            ev,
-                            image.layout,
-                            &image.model,
-                            image.interp.as_ref(),
-                            &captured,
-                            (program, interp),
-                            out,
-                        )
-                    }
+                    Some((image, captured)) => self.reloc.as_mut().expect("made above").exec(
+                        ev,
+                        image.layout,
+                        &image.model,
+                        image.interp.as_ref(),
+                        &captured,
+                        &image.files,
+                        out,
+                    ),
                     None => self.reloc.as_mut().expect("made above").apply(ev, out),
                 };
                 done.map_err(|e| fail(e.to_string()))?;

@@ -16,10 +16,11 @@
 
 use pagelab_capture::elf::ElfImage;
 use pagelab_capture::layout::{exec_strings, ExecRequest, LayoutParams, LinuxLayout};
-use pagelab_capture::relocate::{CapturedImage, Relocator};
+use pagelab_capture::relocate::{CapturedImage, ImageFiles, Relocator};
 use pagelab_capture::{Backend, Capture, CaptureCommand, StdoutTo};
-use pagelab_core::Event;
+use pagelab_core::{Event, FileIdentity};
 use pagelab_trace::TraceSource;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -132,7 +133,18 @@ fn case(program: &Path, args: &[&str]) -> Result<(usize, usize), String> {
         strings: exec_strings(b"", [], []),
     };
     let (layout, model) = LinuxLayout::exec(LayoutParams::default(), &req).unwrap();
-    let mut reloc = Relocator::new(layout, &model, interp.as_ref(), &captured).unwrap();
+    let id = |p: &Path| {
+        let m = std::fs::metadata(p).unwrap();
+        FileIdentity {
+            dev: m.dev(),
+            ino: m.ino(),
+        }
+    };
+    let files = ImageFiles {
+        program: id(program),
+        interp: exe.interp.as_deref().map(id),
+    };
+    let mut reloc = Relocator::new(layout, &model, interp.as_ref(), &captured, &files).unwrap();
     let mut capture = Capture::spawn(&CaptureCommand {
         backend: Backend::Qemu,
         program: program.into(),

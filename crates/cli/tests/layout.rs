@@ -119,3 +119,44 @@ fn a_program_that_cannot_be_relocated_is_stopped_for_that_reason() {
     assert!(err.contains("MAP_FIXED at 0x600001000000"), "{err}");
     assert!(!err.contains("last reference of the window"), "{err}");
 }
+
+#[test]
+fn a_file_exec_d_and_mmapped_is_read_into_the_page_cache_once() {
+    if !qemu() {
+        return;
+    }
+    // ld.so run as a program mmaps /bin/true (the capture's file id, by
+    // device and inode); the shell then execs /bin/true (an image the
+    // relocation maps). They are one file, so with a cold page cache the
+    // exec'd true reads nothing the first run had not read: the kernel
+    // would find every page it needs cached. Before one map served both,
+    // the exec'd image was another file to the model (one 128K readahead
+    // and one major fault more).
+    let Ok(ld) = std::fs::canonicalize("/lib64/ld-linux-x86-64.so.2") else {
+        eprintln!("SKIPPED: /lib64/ld-linux-x86-64.so.2 does not exist");
+        return;
+    };
+    let ld = ld.to_str().unwrap().to_owned();
+    let dir = tmp("one-file");
+    let run = |script: &str| {
+        let j = dir.join("sim.json");
+        let out = pagelab()
+            .args(["sim", "--policy", "linux-thp", "--page-cache", "cold"])
+            .arg("--json")
+            .arg(&j)
+            .args(["--", "sh", "-c", script])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let run = json(&j)["runs"][0].clone();
+        (run["major_faults"].clone(), run["file_read_bytes"].clone())
+    };
+    let once = run(&format!("{ld} /bin/true"));
+    let twice = run(&format!("{ld} /bin/true; /bin/true"));
+    assert!(once.0.as_u64().unwrap() > 0, "{once:?}");
+    assert_eq!(twice, once);
+}

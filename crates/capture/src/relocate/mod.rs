@@ -33,7 +33,7 @@
 
 use crate::elf::ElfImage;
 use crate::layout::{ExecLayout, LinuxLayout, RegionKind, Unmodelled, STACK_TOP};
-use pagelab_core::{Backing, Event, MapEvent, MapRequest, Sharing, VirtAddr};
+use pagelab_core::{Backing, Event, FileIdentity, MapEvent, MapRequest, Sharing, VirtAddr};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 
@@ -153,12 +153,67 @@ impl Space {
     }
 }
 
-/// The file identity the model gives the program's file, in the trace's
-/// `Backing::File` ids: far above the capture's own, which count up from 1
-/// in the order the trace first maps each file.
-pub const PROGRAM_FILE_ID: u64 = 1 << 62;
-/// The interpreter's (ld.so's) file identity, beside [`PROGRAM_FILE_ID`].
-pub const INTERP_FILE_ID: u64 = PROGRAM_FILE_ID + 1;
+/// The files a program image is loaded from, by their identities (the
+/// device and inode of their `stat`): the program's and its interpreter's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImageFiles {
+    /// The program's file.
+    pub program: FileIdentity,
+    /// The interpreter's (ld.so's), when the program has one.
+    pub interp: Option<FileIdentity>,
+}
+
+/// The model's file ids: one per file, numbered from 1 in the order the
+/// relocated trace first maps it, whether a loaded image or the program's
+/// own mmap maps it (so a program exec'd twice, or a file exec'd by one
+/// process and mmapped by another, shares its pages in the model's page
+/// cache as in the kernel's). The capture's own ids (the decoder's, which
+/// know nothing of the images) are translated through the identity their
+/// mmap request names.
+#[derive(Debug, Default)]
+struct FileIds {
+    ids: FxHashMap<FileIdentity, u64>,
+    /// The capture's id of each file it mapped, to the model's.
+    captured: FxHashMap<u64, u64>,
+}
+
+impl FileIds {
+    fn id(&mut self, file: FileIdentity) -> u64 {
+        let next = self.ids.len() as u64 + 1;
+        *self.ids.entry(file).or_insert(next)
+    }
+
+    /// The model's ids of an image's files (0 for no interpreter).
+    fn image(&mut self, files: &ImageFiles) -> (u64, u64) {
+        (
+            self.id(files.program),
+            files.interp.map_or(0, |f| self.id(f)),
+        )
+    }
+
+    /// `backing` with the model's file id: that of `file` (the identity
+    /// the mmap request named) or, without one (mremap's result), the one
+    /// the capture's id was given when it was first mapped.
+    fn backing(&mut self, backing: Backing, file: Option<FileIdentity>) -> Result<Backing, String> {
+        let Backing::File { file_id, offset } = backing else {
+            return Ok(backing);
+        };
+        let id = match file {
+            Some(f) => {
+                let id = self.id(f);
+                self.captured.insert(file_id, id);
+                id
+            }
+            None => *self.captured.get(&file_id).ok_or_else(|| {
+                format!("file {file_id} is mapped before any mmap request named its identity")
+            })?,
+        };
+        Ok(Backing::File {
+            file_id: id,
+            offset,
+        })
+    }
+}
 
 /// The mappings `execve` made for `model` (from [`LinuxLayout::exec`]), as
 /// the trace's map events: each segment of the program's file and of the
@@ -168,14 +223,7 @@ pub const INTERP_FILE_ID: u64 = PROGRAM_FILE_ID + 1;
 /// the program's first instruction), so without these the model would infer
 /// anonymous mappings there and fault on every page of code.
 /// The stack stays inferred as before, and the vDSO is not placed.
-pub fn image_maps(model: &ExecLayout) -> impl Iterator<Item = MapEvent> + '_ {
-    image_maps_of(model, (PROGRAM_FILE_ID, INTERP_FILE_ID))
-}
-
-/// [`image_maps`] with the program's and the interpreter's file identities
-/// given (`files`): a program exec'd later is another file than the first
-/// (its own identity, so that the model's page cache does not share their
-/// pages), its interpreter usually the same ld.so.
+/// `files` are the model's ids of the program's and the interpreter's files.
 pub fn image_maps_of(model: &ExecLayout, files: (u64, u64)) -> impl Iterator<Item = MapEvent> + '_ {
     model.regions.iter().filter_map(move |r| {
         let backing = match (r.kind, r.offset) {
@@ -205,10 +253,11 @@ pub fn image_maps_of(model: &ExecLayout, files: (u64, u64)) -> impl Iterator<Ite
 pub struct Relocator {
     /// The image the first process starts with, until its first event.
     first: Option<Space>,
-    /// The map events of the first process's image ([`image_maps`]), given
-    /// out after its first event.
+    /// The map events of the first process's image ([`image_maps_of`]),
+    /// given out after its first event.
     image: Vec<MapEvent>,
     spaces: FxHashMap<u32, Space>,
+    files: FileIds,
     pid: u32,
     index: u64,
 }
@@ -216,12 +265,14 @@ pub struct Relocator {
 impl Relocator {
     /// A relocator for a trace whose first process's program (with `interp`)
     /// the model laid out as `model` in `layout` (both from
-    /// [`LinuxLayout::exec`]) and the capture as `captured`.
+    /// [`LinuxLayout::exec`]) and the capture as `captured`, loaded from
+    /// `files`.
     pub fn new(
         layout: LinuxLayout,
         model: &ExecLayout,
         interp: Option<&ElfImage>,
         captured: &CapturedImage,
+        files: &ImageFiles,
     ) -> Result<Relocator, RelocateError> {
         let space =
             Space::image(layout, model, interp, captured).map_err(|what| RelocateError {
@@ -229,10 +280,13 @@ impl Relocator {
                 pid: 0,
                 what,
             })?;
+        let mut ids = FileIds::default();
+        let image = image_maps_of(model, ids.image(files)).collect();
         Ok(Relocator {
             first: Some(space),
-            image: image_maps(model).collect(),
+            image,
             spaces: FxHashMap::default(),
+            files: ids,
             pid: 0,
             index: 0,
         })
@@ -241,9 +295,8 @@ impl Relocator {
     /// Relocates `ev`, an exec of the current process, whose new program
     /// (with `interp`) the model laid out as `model` in `layout` and the
     /// capture as `captured`: the process's space is replaced by the new
-    /// program's, and the new image's segments are mapped from their files,
-    /// whose identities are `files` (the program's, the interpreter's: see
-    /// [`image_maps_of`]).
+    /// program's, and the new image's segments are mapped from `files`
+    /// (with the ids those files had before, if any).
     #[allow(clippy::too_many_arguments)]
     pub fn exec(
         &mut self,
@@ -252,7 +305,7 @@ impl Relocator {
         model: &ExecLayout,
         interp: Option<&ElfImage>,
         captured: &CapturedImage,
-        files: (u64, u64),
+        files: &ImageFiles,
         out: &mut Vec<Event>,
     ) -> Result<(), RelocateError> {
         let index = self.index;
@@ -268,7 +321,8 @@ impl Relocator {
         let space = Space::image(layout, model, interp, captured).map_err(err)?;
         self.spaces.insert(pid, space);
         out.push(ev);
-        out.extend(image_maps_of(model, files).map(|m| Event::Map(Box::new(m))));
+        let ids = self.files.image(files);
+        out.extend(image_maps_of(model, ids).map(|m| Event::Map(Box::new(m))));
         Ok(())
     }
 }
@@ -365,8 +419,13 @@ impl Relocator {
             }
             Event::MapRequest(req) => space.pending = Some(*req),
             Event::Map(m) => {
-                let m = *m;
-                let at = match space.pending.take() {
+                let mut m = *m;
+                let pending = space.pending.take();
+                m.backing = self
+                    .files
+                    .backing(m.backing, pending.and_then(|r| r.file))
+                    .map_err(err)?;
+                let at = match pending {
                     Some(mut req) => {
                         let fixed = req.flags & (MapRequest::FIXED | MapRequest::FIXED_NOREPLACE);
                         match space.translate(req.hint.0) {

@@ -1,7 +1,7 @@
 use super::*;
 use crate::elf::{ElfKind, Segment};
 use crate::layout::{ExecRequest, LayoutParams};
-use pagelab_core::{AccessKind, MemRef, Prot, ThreadId};
+use pagelab_core::{AccessKind, FileIdentity, MemRef, Prot, ThreadId};
 
 fn image() -> ElfImage {
     ElfImage {
@@ -20,6 +20,17 @@ fn image() -> ElfImage {
     }
 }
 
+/// The test program's file, and an interpreter's.
+const PROG: FileIdentity = FileIdentity { dev: 8, ino: 100 };
+const LD: FileIdentity = FileIdentity { dev: 8, ino: 200 };
+
+fn files(interp: Option<FileIdentity>) -> ImageFiles {
+    ImageFiles {
+        program: PROG,
+        interp,
+    }
+}
+
 fn reloc() -> (Relocator, ExecLayout) {
     let exe = image();
     let req = ExecRequest {
@@ -33,7 +44,7 @@ fn reloc() -> (Relocator, ExecLayout) {
         interp_bias: None,
         stack: (0x40_0100_0000, 0x40_0180_0000),
     };
-    let r = Relocator::new(layout, &model, None, &captured).unwrap();
+    let r = Relocator::new(layout, &model, None, &captured, &files(None)).unwrap();
     (r, model)
 }
 
@@ -126,7 +137,7 @@ fn program_stack_break_and_mmaps_move_to_the_model() {
         .collect();
     // First the image's own (its segment and its bss), then the 2M one on
     // a 2M boundary below the vDSO, and the fixed one inside it.
-    let image: Vec<u64> = image_maps(&model).map(|m| m.start.0).collect();
+    let image: Vec<u64> = image_maps_of(&model, (1, 0)).map(|m| m.start.0).collect();
     assert_eq!(image, [bias, bias + 0x2000]);
     assert_eq!(maps[2..], [thp, thp + 0x1000]);
     assert_eq!(maps[..2], image);
@@ -188,7 +199,7 @@ fn mremap_grows_in_place_when_the_model_has_room_else_moves() {
             Event::Map(m) => Some((m.start.0, m.len)),
             _ => None,
         })
-        .skip(image_maps(&model).count())
+        .skip(image_maps_of(&model, (1, 0)).count())
         .collect();
     // The first is topmost below the vDSO, so nothing lies right after
     // it but the vDSO: the model has no room and moves the growth.
@@ -238,7 +249,7 @@ fn the_image_is_mapped_from_its_files_after_the_first_switch() {
         interp_bias: Some(0x40_1000_0000),
         stack: (0x40_0100_0000, 0x40_0180_0000),
     };
-    let mut r = Relocator::new(layout, &model, Some(&ld), &captured).unwrap();
+    let mut r = Relocator::new(layout, &model, Some(&ld), &captured, &files(Some(LD))).unwrap();
     let sw = Event::Switch(ThreadId { pid: 7, tid: 7 });
     let out = run(&mut r, vec![sw.clone(), at(0x40_0000_1008), sw.clone()]).unwrap();
     let (b, ib) = (model.load_bias, model.interp_bias);
@@ -247,15 +258,15 @@ fn the_image_is_mapped_from_its_files_after_the_first_switch() {
         offset,
     };
     let want = [
-        (b, 0x5000, file(PROGRAM_FILE_ID, 0), Prot::READ | Prot::EXEC),
+        (b, 0x5000, file(1, 0), Prot::READ | Prot::EXEC),
         (
             b + 0x6000,
             0x1000,
-            file(PROGRAM_FILE_ID, 0x5000),
+            file(1, 0x5000),
             Prot::READ | Prot::WRITE,
         ),
         (b + 0x7000, 0x3000, Backing::Anon, Prot::READ | Prot::WRITE),
-        (ib, 0x2000, file(INTERP_FILE_ID, 0), Prot::READ | Prot::EXEC),
+        (ib, 0x2000, file(2, 0), Prot::READ | Prot::EXEC),
     ];
     assert_eq!(out[0], sw);
     assert_eq!(out.len(), 1 + want.len() + 2, "{out:?}");
@@ -278,4 +289,91 @@ fn the_image_is_mapped_from_its_files_after_the_first_switch() {
     // maps nothing again.
     assert_eq!(out[1 + want.len()], at(b + 0x1008));
     assert_eq!(out[2 + want.len()], sw);
+}
+
+/// An mmap of `file` (the capture's id `captured_id`) placed at `start`.
+fn file_map(start: u64, file: FileIdentity, captured_id: u64) -> [Event; 2] {
+    let [Event::MapRequest(mut req), Event::Map(mut m)] = anon(start, 0x2000, 0) else {
+        unreachable!("anon gives a request and a map")
+    };
+    req.flags = MapRequest::PRIVATE;
+    req.file = Some(file);
+    m.backing = Backing::File {
+        file_id: captured_id,
+        offset: 0,
+    };
+    [Event::MapRequest(req), Event::Map(m)]
+}
+
+fn file_ids(out: &[Event]) -> Vec<u64> {
+    out.iter()
+        .filter_map(|e| match e {
+            Event::Map(m) => match m.backing {
+                Backing::File { file_id, .. } => Some(file_id),
+                Backing::Anon => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_file_has_one_id_whether_loaded_as_an_image_or_mmapped() {
+    // The capture numbers the files it sees mmapped from 1 and knows
+    // nothing of the images: its 1 here is another file (LD) than the
+    // model's 1 (the program, PROG).
+    let (mut r, _) = reloc();
+    let mut evs = vec![Event::Switch(ThreadId { pid: 7, tid: 7 })];
+    evs.extend(file_map(0x40_0900_0000, LD, 1));
+    evs.extend(file_map(0x40_0a00_0000, PROG, 2));
+    // mremap's result names only the capture's id.
+    let [_, grown] = file_map(0x40_0a00_2000, PROG, 2);
+    evs.push(grown);
+    let out = run(&mut r, evs).unwrap();
+    assert_eq!(file_ids(&out), [1, 2, 1, 1]);
+    // LD exec'd later is the file the process mmapped first.
+    let exe = ElfImage {
+        path: "ld".into(),
+        ..image()
+    };
+    let req = ExecRequest {
+        program: &exe,
+        interp: None,
+        strings: 100,
+    };
+    let (layout, model) = LinuxLayout::exec(LayoutParams::default(), &req).unwrap();
+    let captured = CapturedImage {
+        program_bias: 0x40_0000_0000,
+        interp_bias: None,
+        stack: (0x40_0100_0000, 0x40_0180_0000),
+    };
+    let mut out = Vec::new();
+    let exec = Event::Exec(Some(Box::new(pagelab_core::ExecImage {
+        path: b"/ld".to_vec(),
+        strings: 100,
+        capture_id: 1,
+    })));
+    r.exec(
+        exec,
+        layout,
+        &model,
+        None,
+        &captured,
+        &files(None),
+        &mut out,
+    )
+    .unwrap();
+    let ld = ImageFiles {
+        program: LD,
+        interp: None,
+    };
+    let exec = Event::Exec(None);
+    let (layout, _) = LinuxLayout::exec(LayoutParams::default(), &req).unwrap();
+    r.exec(exec, layout, &model, None, &captured, &ld, &mut out)
+        .unwrap();
+    assert_eq!(file_ids(&out), [1, 2]);
+    // A capture's id no request named cannot be given one.
+    let [_, unnamed] = file_map(0x40_0b00_0000, PROG, 9);
+    let e = run(&mut r, vec![unnamed]).unwrap_err();
+    assert!(e.what.contains("file 9 is mapped before"), "{e}");
 }
