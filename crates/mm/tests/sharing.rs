@@ -276,6 +276,45 @@ fn a_write_in_a_table_shared_at_fork_copies_that_table_only() {
 }
 
 #[test]
+fn a_read_fault_in_a_table_shared_at_fork_fills_it_in_place() {
+    // McCracken's patch copies a PTE page shared at fork only on a write
+    // fault: a read fault fills the PTE in the page every sharer uses.
+    let cfg = Config::ia32_pae(PageTables::Shared);
+    let file = Backing::File {
+        file_id: 1,
+        offset: 0,
+    };
+    let mut ev = vec![switch(1), map(BASE, M2, file, Share::Private)];
+    ev.extend((0..256).map(|i| touch(BASE + 2 * i * K4, false)));
+    ev.push(Event::Fork { child: 2 });
+    ev.extend([switch(2), touch(BASE + K4, false)]);
+    let st = run(cfg.clone(), &ev, true);
+    assert_eq!(st.counts.fork_shared_tables, 1);
+    assert_eq!((st.counts.fork_unshares, st.counts.faults), (0, 257));
+    assert_eq!(st.page_tables.pages_by_level[0], 1);
+    // One PTE, one chain entry, for both processes.
+    assert_eq!(chain_bytes(&st), 257 * 8);
+    // The parent finds the child's PTE present.
+    ev.extend([switch(1), touch(BASE + K4, false)]);
+    let st = run(cfg.clone(), &ev, true);
+    assert_eq!((st.counts.faults, st.counts.hits), (257, 1));
+    // A write fault copies the table, as before.
+    ev.extend([switch(2), touch(BASE + 3 * K4, true)]);
+    let st = run(cfg.clone(), &ev, true);
+    assert_eq!(st.counts.fork_unshares, 1);
+    assert_eq!(st.page_tables.pages_by_level[0], 2);
+    // A read fault on anonymous memory copies it too (the model has no
+    // zero page: the faulting process gets a page of its own).
+    let mut ev = vec![switch(1), anon(BASE, M2), touch(BASE, true)];
+    ev.extend([Event::Fork { child: 2 }, switch(2), touch(BASE + K4, false)]);
+    let st = run(cfg, &ev, true);
+    assert_eq!(
+        (st.counts.fork_shared_tables, st.counts.fork_unshares),
+        (1, 1)
+    );
+}
+
+#[test]
 fn the_last_user_takes_the_table_and_nothing_is_freed_twice() {
     let cfg = Config::ia32_pae(PageTables::Shared);
     // The child exits: the parent is the table's one user; its write takes

@@ -145,7 +145,7 @@ pub fn table(s: &SharingStats, cfg: &Config) -> String {
     if c.fork_shared_tables > 0 {
         let _ = writeln!(
             t,
-            "PTE pages shared at fork: {}; copied by a writer (or an mprotect, a fault, a partial unmap) while shared: {}; taken over by their last user: {}",
+            "PTE pages shared at fork: {}; copied by a writer (or an mprotect, an anonymous fault, a partial unmap) while shared: {}; taken over by their last user: {}",
             c.fork_shared_tables, c.fork_unshares, c.fork_takeovers
         );
     }

@@ -6,11 +6,12 @@
 //! wholly inside one private VMA is shared with the child instead of copied
 //! (McCracken's copy-on-write page tables): one table, two users, no new
 //! reverse-map entries (a PTE in a shared page is one PTE). A process that
-//! then writes through it, faults a page into it, or protects or unmaps part
-//! of its range gets its own copy first (a new PTE page, and a new
+//! then writes through it, faults an anonymous page into it, or protects or
+//! unmaps part of its range gets its own copy first (a new PTE page, and a new
 //! reverse-map entry for each of its PTEs); when one user is left, the table
-//! becomes that process's own without a copy. A reference that finds its
-//! PTE present and does not write goes through the shared table.
+//! becomes that process's own without a copy. A read goes through the
+//! shared table, and a read fault on a file page fills the PTE in place
+//! (see [`Sharing::through_fork_share`]).
 //!
 //! A PTE is named in reverse-map chains by its table and displacement. A
 //! process's own PTEs carry its pid; a PTE page shared at fork keeps the name
@@ -178,11 +179,32 @@ impl Sharing {
         }
     }
 
-    /// A reference to `vpn` of a private VMA of `p`: true if it went
-    /// through a PTE page shared at fork (a read of a present page); a
-    /// write or a fault first gives `p` the table as its own (false).
+    /// A reference to `vpn` of private VMA `vi` of `p`: true if it went
+    /// through a PTE page shared at fork; a write first gives `p` the table
+    /// as its own (false).
+    ///
+    /// A read goes through the shared table: a hit if the PTE is present,
+    /// and otherwise a fault that fills the PTE in place, keeping the share,
+    /// as McCracken's patch did. In his `shpte` patches (linux-mm, "Rough cut
+    /// at shared page tables", 6 September 2002, and the later 2.5.41-mm
+    /// versions) `handle_mm_fault` copies the PTE page only when
+    /// `pte_needs_unshare` says so, and that returns 0 for a fault that is
+    /// not a write ("If this isn't a write fault we don't need to
+    /// unshare"); `handle_pte_fault` then fills the PTE in the page every
+    /// sharer uses. The model does this where the PTE maps the file's page
+    /// (a private file mapping with no anonymous copy there). A read fault
+    /// on anonymous memory, which the patch served with the zero page in
+    /// place, still copies the table here: the model has no zero page, and
+    /// gives the faulting process an anonymous page of its own, which the
+    /// other sharers must not see.
     #[inline]
-    pub(crate) fn through_fork_share(&mut self, p: &mut Process, vpn: u64, write: bool) -> bool {
+    pub(crate) fn through_fork_share(
+        &mut self,
+        p: &mut Process,
+        vi: usize,
+        vpn: u64,
+        write: bool,
+    ) -> bool {
         if self.cfg.page_tables != PageTables::Shared {
             return false;
         }
@@ -191,9 +213,22 @@ impl Sharing {
             return false;
         };
         let slot = vpn & ((1 << sh) - 1);
-        if !write && self.tables[t as usize].pop.contains(slot) {
-            self.n.hits += 1;
-            return true;
+        if !write {
+            let tab = &mut self.tables[t as usize];
+            if tab.pop.contains(slot) {
+                self.n.hits += 1;
+                return true;
+            }
+            if let Some(label) = tab.label {
+                let v = &mut p.vmas[vi];
+                if v.obj != NO_OBJECT && v.anon_of(vpn).is_none() {
+                    self.n.faults += 1;
+                    self.tables[t as usize].pop.insert(slot);
+                    let (obj, idx, m) = self.target(label, v, vpn);
+                    self.add_mapping(obj, idx, m);
+                    return true;
+                }
+            }
         }
         self.unshare(p, vpn >> sh, t);
         false

@@ -73,8 +73,9 @@ pub enum PageTables {
     /// process changes the protection of any page of the range, unmaps part
     /// of it, or where the range is not wholly inside the mapping. At fork,
     /// a PTE page wholly inside one private mapping is shared copy-on-write
-    /// with the child; a write or fault through it, or an mprotect or
-    /// partial unmap of its range, copies it for that process (`attach.rs`).
+    /// with the child; a write or an anonymous fault through it, or an
+    /// mprotect or partial unmap of its range, copies it for that process,
+    /// and a read fault on a file page fills the PTE in place (`attach.rs`).
     Shared,
     /// Linux's `huge_pmd_share`: a PMD page covering a whole, PUD-aligned
     /// range of a shared hugetlb mapping is shared; everything else private.

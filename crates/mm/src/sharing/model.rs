@@ -411,7 +411,7 @@ impl Sharing {
                 return;
             }
         }
-        if !p.attached.is_empty() && self.through_fork_share(p, vpn, write) {
+        if !p.attached.is_empty() && self.through_fork_share(p, vi, vpn, write) {
             return;
         }
         let leaf = self.leaf_for(p, vi, vpn);

@@ -379,6 +379,16 @@ impl Reference {
                 self.counts.hits += 1;
                 return;
             }
+            // McCracken's patch fills a read fault in the shared page; the
+            // model does so for file pages (anonymous ones copy the table).
+            if let (false, Some(o)) = (write, v.obj) {
+                self.counts.faults += 1;
+                let page = self.file_page(o, v.pgoff + (vpn - v.start));
+                let id = self.add(page);
+                let tab = self.tables.get_mut(&t).expect("live table");
+                tab.ptes.insert(vpn, (page, id));
+                return;
+            }
             self.own_table(vpn >> sh);
         }
         let p = self.proc();
@@ -399,16 +409,7 @@ impl Reference {
         }
         self.counts.faults += 1;
         let page = match v.obj {
-            Some(o) if v.shared || !write => {
-                let idx = v.pgoff + (vpn - v.start);
-                let n = self.next + 1;
-                let id = *self.file_pages.entry((o, idx)).or_insert(n);
-                if id == n {
-                    self.next = n;
-                }
-                self.pages.entry(id).or_insert((false, Vec::new()));
-                id
-            }
+            Some(o) if v.shared || !write => self.file_page(o, v.pgoff + (vpn - v.start)),
             _ => {
                 let id = self.id();
                 self.pages.insert(id, (true, Vec::new()));
@@ -417,6 +418,17 @@ impl Reference {
         };
         let id = self.add(page);
         self.proc().ptes.insert(vpn, (page, id));
+    }
+
+    /// The page id of page `idx` of file object `o`, made on first use.
+    fn file_page(&mut self, o: u64, idx: u64) -> u64 {
+        let n = self.next + 1;
+        let id = *self.file_pages.entry((o, idx)).or_insert(n);
+        if id == n {
+            self.next = n;
+        }
+        self.pages.entry(id).or_insert((false, Vec::new()));
+        id
     }
 
     /// Recounts tables and chain bytes from scratch and updates the peaks.
