@@ -1,8 +1,9 @@
 //! The parts of the fault path every policy shares: copy-on-write and fork
 //! (file-backed pages are in [`crate::filemap`]).
 //!
-//! - Fork gives the child every mapping of the parent; private writable pages
-//!   become read-only in both, with their frames shared.
+//! - Fork gives the child the mappings of the parent's VMAs that hold
+//!   anonymous pages (Linux leaves the rest to be faulted in again); private
+//!   writable pages become read-only in both, with their frames shared.
 //! - A write to a shared private page copies it: the whole superpage
 //!   ([`CowMode::Whole`], Linux) or only the base page written, the writer's
 //!   mapping split while the other keeps its superpage ([`CowMode::Base`],
@@ -10,9 +11,9 @@
 //!   made writable in place.
 
 use crate::machine::{Machine, MmError};
-use crate::pagetable::{PageTable, PteFlags, Translation};
+use crate::pagetable::{Mapping, PageTable, PteFlags, Translation};
 use crate::vma::Vma;
-use pagelab_core::{Pfn, Prot, Sharing, VirtAddr};
+use pagelab_core::{Backing, Pfn, Prot, Sharing, VirtAddr};
 
 /// How a write to a shared private superpage is resolved.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -91,19 +92,27 @@ pub fn cow_fault(
     Ok(freed)
 }
 
-/// Fork: the child `child` gets a copy of `parent`'s VMAs and mappings; private
-/// writable pages turn read-only in both and their frames are shared.
+/// Fork: the child `child` gets a copy of `parent`'s VMAs, and of the
+/// mappings of each VMA Linux copies ([`copies_at_fork`]); private writable
+/// pages turn read-only in both and their frames are shared.
 pub fn fork(m: &mut Machine, parent: u32, child: u32) -> Result<(), MmError> {
     let va_end = m.va_end();
     let p = m.proc_mut(parent);
     let aspace = p.aspace.clone();
     let mappings = p.pt.mappings_in(VirtAddr(0), va_end - VirtAddr(0));
+    let copied: rustc_hash::FxHashSet<VirtAddr> = aspace
+        .iter()
+        .filter(|v| copies_at_fork(m, v, &mappings))
+        .map(|v| v.start)
+        .collect();
     let mut pt = m.new_page_table();
     let base = m.base();
     for mp in mappings {
-        let private = aspace
-            .find(mp.start)
-            .is_some_and(|v| v.sharing == Sharing::Private);
+        let vma = aspace.find(mp.start);
+        if vma.is_some_and(|v| !copied.contains(&v.start)) {
+            continue;
+        }
+        let private = vma.is_some_and(|v| v.sharing == Sharing::Private);
         let mut flags = mp.flags;
         if private && flags.contains(PteFlags::WRITE) {
             flags = PteFlags(flags.0 & !PteFlags::WRITE.0);
@@ -118,6 +127,33 @@ pub fn fork(m: &mut Machine, parent: u32, child: u32) -> Result<(), MmError> {
     m.stats.peak_rss_bytes = m.stats.peak_rss_bytes.max(m.stats.rss_bytes);
     m.insert_proc(child, crate::machine::Proc { aspace, pt });
     Ok(())
+}
+
+/// Whether fork copies the page-table entries of `vma` (whose mappings are
+/// among `maps`) to the child. Linux copies them only for a VMA with an
+/// `anon_vma` (`vma_needs_copy` in mm/memory.c): one that holds anonymous
+/// pages. The rest (a program's text and read-only data, a shared file
+/// mapping) the child faults in again from the page cache, with
+/// fault-around, as the kernel's "fork becomes much lighter". The model
+/// takes "holds an anonymous page now" for having an `anon_vma`: a page of
+/// an anonymous VMA other than the zero page, or a page of a file VMA that
+/// is not the page cache's (a private copy).
+fn copies_at_fork(m: &Machine, vma: &Vma, maps: &[Mapping]) -> bool {
+    let base = m.base();
+    let lo = maps.partition_point(|mp| mp.start < vma.start);
+    let hi = maps.partition_point(|mp| mp.start < vma.end);
+    maps[lo..hi].iter().any(|mp| {
+        let pfn = mp.pfn.to_pfn(base);
+        match vma.backing {
+            Backing::Anon => !m.is_zero(pfn),
+            Backing::File { file_id, offset } => {
+                let index = (offset + (mp.start - vma.start)) / base.bytes();
+                m.cache().find(file_id, index).is_none_or(|(start, f)| {
+                    f.pfn + (index - start) * Pfn::count_in(base.bytes()) != pfn
+                })
+            }
+        }
+    })
 }
 
 /// Whether a write to `t` in `vma` is a copy-on-write fault.

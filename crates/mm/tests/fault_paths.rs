@@ -184,3 +184,31 @@ fn frames_orphaned_after_fork_go_back_to_the_policy() {
         .expect("reservation reports held_bytes");
     assert_eq!(used_frames(&m) * 4096, held);
 }
+
+#[test]
+fn fork_copies_the_entries_of_vmas_with_anonymous_pages_only() {
+    // Linux's copy_page_range skips a VMA without an anon_vma
+    // (vma_needs_copy, mm/memory.c): the child faults its file pages in
+    // again from the page cache. A file VMA with a private copy, and an
+    // anonymous one, are copied.
+    let mut m = mm("base:4K", 256 * M);
+    let file = |offset| Backing::File { file_id: 3, offset };
+    map_as(&mut m, 0x4000_0000, 16 * K, file(0), Sharing::Private); // text
+    map_as(&mut m, 0x4001_0000, 16 * K, file(0x10000), Sharing::Private); // data
+    map_as(&mut m, 0x4002_0000, 16 * K, Backing::Anon, Sharing::Private); // heap
+    access(&mut m, 0x4000_0000, false);
+    access(&mut m, 0x4001_0000, false);
+    access(&mut m, 0x4001_1000, true);
+    access(&mut m, 0x4002_0000, true);
+    ev(&mut m, Event::Fork { child: 5 });
+    switch(&mut m, 5);
+    let faults = |m: &Mm| m.machine().stats.faults;
+    let before = faults(&m);
+    access(&mut m, 0x4001_0000, false); // the cached page, copied with its VMA
+    access(&mut m, 0x4001_1000, false);
+    access(&mut m, 0x4002_0000, false);
+    assert_eq!(faults(&m), before);
+    access(&mut m, 0x4000_0000, false);
+    assert_eq!(faults(&m), before + 1);
+    assert_eq!(used_frames(&m), 5); // three cached pages, one copy, the heap page
+}
