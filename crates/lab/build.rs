@@ -1,7 +1,8 @@
 //! Builds the lab's C parts with the workspace's own build: the LD_PRELOAD shim
 //! (`capture/shim/pagelab_shim.c`, a shared library that the lab embeds and
 //! writes out at run time, so an installed binary carries it) and the shim's
-//! test program.
+//! test program, and the test program of the folios mapped at exit
+//! (`testprogs/folio_touch.c`).
 
 use std::path::{Path, PathBuf};
 
@@ -23,6 +24,14 @@ fn main() {
     println!(
         "cargo:rustc-env=PAGELAB_SHIM_TESTPROG={}",
         testprog.display()
+    );
+    let testprogs = root.join("crates/lab/testprogs");
+    println!("cargo:rerun-if-changed={}", testprogs.display());
+    let folio_touch = out.join("pagelab_folio_touch");
+    compile(&testprogs.join("folio_touch.c"), &folio_touch, &[], &[]);
+    println!(
+        "cargo:rustc-env=PAGELAB_FOLIO_TOUCH={}",
+        folio_touch.display()
     );
 }
 

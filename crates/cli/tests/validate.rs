@@ -4,11 +4,11 @@
 
 mod common;
 
-use common::{pagelab, tmp};
+use common::{pagelab, tmp, Scratch};
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// The tests that change the real knobs run one at a time, so one's before/after comparison
@@ -29,6 +29,17 @@ fn cannot_run() -> Option<String> {
         ));
     }
     None
+}
+
+/// For a test on the real kernel: the serial lock and a scratch directory named `name`, or
+/// `None` (saying why) where the test cannot run.
+fn guarded(name: &str) -> Option<(MutexGuard<'static, ()>, Scratch)> {
+    if let Some(why) = cannot_run() {
+        eprintln!("skipped: {why}");
+        return None;
+    }
+    let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    Some((serial, tmp(name)))
 }
 
 /// Every THP knob and its value, to check nothing is left changed.
@@ -55,13 +66,10 @@ fn knobs() -> Vec<(PathBuf, String)> {
 
 #[test]
 fn model_and_kernel_agree_and_knobs_come_back() {
-    if let Some(why) = cannot_run() {
-        eprintln!("skipped: {why}");
+    let Some((_serial, dir)) = guarded("agree") else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    };
     let before = knobs();
-    let dir = tmp("agree");
     let json = dir.join("v.json");
     let out = pagelab()
         .args([
@@ -131,13 +139,10 @@ fn model_and_kernel_agree_and_knobs_come_back() {
 /// and the exit status from the verdicts.
 #[test]
 fn a_program_is_run_in_both_modes_and_modelled_once() {
-    if let Some(why) = cannot_run() {
-        eprintln!("skipped: {why}");
+    let Some((_serial, dir)) = guarded("program") else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    };
     let before = knobs();
-    let dir = tmp("program");
     let json = dir.join("v.json");
     let out = pagelab()
         .args([
@@ -216,12 +221,9 @@ fn a_program_is_run_in_both_modes_and_modelled_once() {
 /// exec'd program (its image, its faults) would fall far below.
 #[test]
 fn a_program_that_execs_is_modelled_in_linux_layout() {
-    if let Some(why) = cannot_run() {
-        eprintln!("skipped: {why}");
+    let Some((_serial, dir)) = guarded("execs") else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tmp("execs");
+    };
     let json = dir.join("v.json");
     let out = pagelab()
         .args(["validate", "--pages", "4K", "--thp", "madvise"])
@@ -292,11 +294,9 @@ fn a_kernel_without_thp_is_named() {
 /// Regression: validate exited 1 on SIGINT/SIGTERM where run and bench exit 128 + signal.
 #[test]
 fn a_signal_exits_128_plus_it_with_the_knobs_back() {
-    if let Some(why) = cannot_run() {
-        eprintln!("skipped: {why}");
+    let Some((_serial, _dir)) = guarded("signal") else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    };
     for sig in [libc::SIGINT, libc::SIGTERM] {
         let before = knobs();
         let k64 = PathBuf::from(THP).join("hugepages-64kB/enabled");
@@ -341,11 +341,9 @@ fn a_signal_exits_128_plus_it_with_the_knobs_back() {
 
 #[test]
 fn a_full_standard_output_is_an_error_and_the_knobs_come_back() {
-    if let Some(why) = cannot_run() {
-        eprintln!("skipped: {why}");
+    let Some((_serial, _dir)) = guarded("stdout") else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    };
     let before = knobs();
     common::full_stdout_is_a_clean_error(&[
         &["validate", "--pages", "4K", "stride:heap=4M,iters=1"],
@@ -367,17 +365,14 @@ fn a_full_standard_output_is_an_error_and_the_knobs_come_back() {
 /// noise on another machine without letting that error back in.
 #[test]
 fn an_interpreter_faults_as_the_kernel_counts_at_4k() {
-    if let Some(why) = cannot_run() {
-        eprintln!("skipped: {why}");
-        return;
-    }
     let python = Path::new("/usr/bin/python3");
     if !python.exists() {
         eprintln!("skipped: no /usr/bin/python3");
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tmp("interpreter");
+    let Some((_serial, dir)) = guarded("interpreter") else {
+        return;
+    };
     let json = dir.join("v.json");
     let out = pagelab()
         .args(["validate", "--pages", "4K", "--repeat", "3"])

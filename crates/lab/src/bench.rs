@@ -106,6 +106,7 @@ fn run_all(
                     env: Vec::new(),
                     capture_stdout: true,
                     no_randomize: false,
+                    folios_at_exit: false,
                 };
                 let measured = measure(measurer, &run, &mut |pid| match session.as_mut() {
                     Some(s) => s.note_program(pid, "pagelab bench-child"),

@@ -26,6 +26,7 @@ pub mod sysfs;
 
 pub mod bench;
 pub mod counters;
+pub mod folios;
 pub mod measure;
 pub mod perf;
 pub mod run;

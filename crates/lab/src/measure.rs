@@ -29,6 +29,9 @@ pub struct Execution {
     /// The program's (minor, major) faults from its exec on ([`crate::perf::ExecFaults`]),
     /// when the kernel counts them: `wait4`'s also hold those of the child before its exec.
     pub exec_faults: Option<(u64, u64)>,
+    /// The large folios each of the program's processes had mapped at its exit, summed, when
+    /// [`RunSpec::folios_at_exit`] asked for them and they could be read.
+    pub exit_folios: Option<ExitFolios>,
     /// How it ended.
     pub exit: ExitInfo,
     /// Hardware counters over the run: each a count or `None`, with the reason when any is
@@ -44,6 +47,15 @@ pub struct Execution {
     pub stdout: Vec<u8>,
     /// The held signal pagelab received (and passed on to the program) while it ran.
     pub interrupted: Option<i32>,
+}
+
+/// The large folios a program's processes had mapped at their exits ([`crate::folios`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExitFolios {
+    /// The folios, summed over the processes.
+    pub folios: crate::folios::Folios,
+    /// How many processes were read at their exit.
+    pub processes: u64,
 }
 
 /// Measures runs of programs.
@@ -75,6 +87,13 @@ pub trait Measurer {
     ) -> Result<Execution>;
 }
 
+/// The metric of the processes read at their exit (with [`RunSpec::folios_at_exit`]).
+pub const EXIT_PROCESSES: &str = "exit_processes";
+/// The metrics' prefix of anonymous folios mapped at exit, by size (`exit_anon_folios/64K`).
+pub const EXIT_ANON_FOLIOS: &str = "exit_anon_folios";
+/// The metrics' prefix of page-cache folios mapped at exit, by size (`exit_file_folios/2M`).
+pub const EXIT_FILE_FOLIOS: &str = "exit_file_folios";
+
 /// What one measured run gave: its [`Measurement`], the captured output, the signal.
 #[derive(Clone, Debug, Default)]
 pub struct RunOutcome {
@@ -89,7 +108,9 @@ pub struct RunOutcome {
 /// Runs `spec` once through `m` and makes its [`Measurement`]: wall, user and system time,
 /// minor and major faults (from the program's exec on when the measurer counts them so,
 /// else `wait4`'s, which also hold the child's before its exec; `wait4`'s stay in
-/// `metrics/rusage_minor_faults` and `metrics/rusage_major_faults`), peak RSS (the shim's figure of the program's own peak when it
+/// `metrics/rusage_minor_faults` and `metrics/rusage_major_faults`), the large folios mapped
+/// at exit when counted (`metrics/exit_anon_folios/SIZE`, `metrics/exit_file_folios/SIZE`,
+/// `metrics/exit_processes`), peak RSS (the shim's figure of the program's own peak when it
 /// reported one, since `wait4`'s also counts pagelab's address space, which the child started
 /// in before `exec`; `wait4`'s stays in `metrics/rusage_maxrss_bytes`), the kernel counters'
 /// deltas and from them the THP allocations and fallbacks per size, hardware counters, the
@@ -117,6 +138,17 @@ pub fn measure(
     let (faults, major_faults) = e
         .exec_faults
         .unwrap_or((e.usage.minor_faults, e.usage.major_faults));
+    if let Some(x) = &e.exit_folios {
+        metrics.insert(EXIT_PROCESSES.into(), x.processes as f64);
+        for (prefix, by) in [
+            (EXIT_ANON_FOLIOS, &x.folios.anon),
+            (EXIT_FILE_FOLIOS, &x.folios.file),
+        ] {
+            for (size, n) in by {
+                metrics.insert(format!("{prefix}/{size}"), *n as f64);
+            }
+        }
+    }
     let mut peak_rss_bytes = e.usage.max_rss_bytes;
     if let Some((program_peak, figures)) = &e.shim {
         if *program_peak > 0 {

@@ -223,6 +223,7 @@ pub fn run(
             env: runner::config_env(&c.pages, req.mode, c.heap_hugetlb, req.shim)?,
             capture_stdout: false,
             no_randomize: false,
+            folios_at_exit: false,
         };
         for j in 0..req.repeat {
             progress(&format!(

@@ -13,7 +13,7 @@
 //! baseline.
 
 use crate::counters;
-use crate::measure::{measure, Execution, Host};
+use crate::measure::{measure, Execution, ExitFolios, Host};
 use crate::perf::HwCounters;
 use crate::session::{self, KnobSession};
 use crate::shim;
@@ -43,6 +43,10 @@ pub struct RunSpec {
     pub capture_stdout: bool,
     /// Run the program without address-space randomisation (as `setarch -R`).
     pub no_randomize: bool,
+    /// Count the large folios each process of the program has mapped at its exit
+    /// ([`crate::folios`]), following the processes it forks with `ptrace`; root only (the
+    /// frames are root's to see), so elsewhere [`Execution::exit_folios`] stays `None`.
+    pub folios_at_exit: bool,
 }
 
 pub use crate::measure::RunOutcome;
@@ -101,15 +105,22 @@ pub(crate) fn execute(
         cmd.stdout(Stdio::piped());
     }
     let parent = std::process::id();
+    let counter = exit_folio_counter(spec);
     // SAFETY: die_with_parent makes only async-signal-safe system calls (prctl, getppid, kill),
-    // as code between fork and exec must.
+    // as code between fork and exec must; so do no_randomize (personality) and trace_me
+    // (one ptrace call).
     unsafe {
         let no_randomize = spec.no_randomize;
+        let traced = counter.is_some();
         cmd.pre_exec(move || {
             if no_randomize {
                 pagelab_sys::process::no_randomize()?;
             }
-            pagelab_sys::process::die_with_parent(parent)
+            pagelab_sys::process::die_with_parent(parent)?;
+            if traced {
+                pagelab_sys::trace::trace_me()?;
+            }
+            Ok(())
         });
     }
     let hw = HwCounters::open();
@@ -136,7 +147,23 @@ pub(crate) fn execute(
     let forwarder = forward_signals(pid, done.clone(), counters::PoolSampler::new(sysfs));
     // A failure to note the program must not leave it unwaited: wait first, then report.
     let noted = started(pid);
-    let waited = wait_with_usage(pid);
+    let mut exit_folios = counter.as_ref().map(|_| Ok(ExitFolios::default()));
+    let waited = match &counter {
+        // Each process is read at its exit, on this thread (the tracer: it forked the
+        // program); a failed reading leaves the whole count unknown, with its reason.
+        Some(c) => pagelab_sys::trace::follow(pid, |p| {
+            if let Some(Ok(total)) = &mut exit_folios {
+                match c.mapped_by(p) {
+                    Ok(f) => {
+                        total.folios.add(&f);
+                        total.processes += 1;
+                    }
+                    Err(e) => exit_folios = Some(Err(format!("process {p}: {e}"))),
+                }
+            }
+        }),
+        None => wait_with_usage(pid),
+    };
     let wall = start.elapsed();
     hw.disable();
     done.store(true, Ordering::SeqCst);
@@ -159,6 +186,13 @@ pub(crate) fn execute(
         wall,
         usage,
         exec_faults: exec_faults.read(),
+        exit_folios: match exit_folios {
+            Some(Err(why)) => {
+                eprintln!("pagelab: the folios mapped at exit are unknown: {why}");
+                None
+            }
+            other => other.and_then(Result::ok),
+        },
         exit: exit_info(ended),
         hw: hw.read(),
         pool_peaks,
@@ -166,6 +200,25 @@ pub(crate) fn execute(
         stdout,
         interrupted: forwarded.or_else(session::interrupted),
     })
+}
+
+/// The reader of the folios at exit when `spec` asks for them and this is root; otherwise
+/// `None`, said once on standard error when asked for.
+fn exit_folio_counter(spec: &RunSpec) -> Option<crate::folios::FolioCounter> {
+    if !spec.folios_at_exit {
+        return None;
+    }
+    if !pagelab_sys::process::is_root() {
+        eprintln!("pagelab: not root: the folios each process maps at exit are not counted (/proc/kpageflags and pagemap's frame numbers are root's)");
+        return None;
+    }
+    match crate::folios::FolioCounter::open() {
+        Ok(c) => Some(c),
+        Err(e) => {
+            eprintln!("pagelab: cannot read /proc/kpageflags ({e}): the folios each process maps at exit are not counted");
+            None
+        }
+    }
 }
 
 /// What the watching thread saw: the signal it passed on, each pool's peak use.

@@ -20,6 +20,7 @@ fn spec(argv: &[&str]) -> RunSpec {
         env: Vec::new(),
         capture_stdout: true,
         no_randomize: false,
+        folios_at_exit: false,
     }
 }
 

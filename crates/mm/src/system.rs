@@ -469,6 +469,11 @@ impl Mm {
             // An exec ends the old program's address space as an exit does;
             // the process is made anew by its next record.
             Event::Exit { .. } | Event::Exec(_) => {
+                // What the process maps at its exit is counted as the kernel's exit stop
+                // sees it; an exec is no exit (the lab reads a process at its exit only).
+                if matches!(ev, Event::Exit { .. }) {
+                    self.policy.exit(&self.machine, pid);
+                }
                 let ranges: Vec<(VirtAddr, VirtAddr)> = match self.machine.proc(pid) {
                     Some(p) => p.aspace.iter().map(|v| (v.start, v.end)).collect(),
                     None => Vec::new(),

@@ -300,3 +300,39 @@ fn forked_zero_page_mappings_are_counted_and_copied_on_write() {
     m.event(&Event::Exit { status: 0 }).unwrap();
     m.check().unwrap();
 }
+
+#[test]
+fn folios_are_counted_at_each_process_exit() {
+    // What crates/lab/tests/folios.rs holds the kernel to: a parent writes 3 blocks 128K
+    // apart (one 64K page each), forks, the child writes 2 more and exits, then the parent
+    // exits. The child maps the parent's 3 (shared) and its 2 at its exit; the parent its 3.
+    let mut m = mm("enabled=never,64K=always", 64 * M);
+    let base = 0x4000_0000;
+    map(&mut m, base, 2 * M);
+    for i in 0..3 {
+        assert_eq!(touch(&mut m, base + i * 128 * K), 64 * K);
+    }
+    let switch = |m: &mut Mm, pid| {
+        let t = pagelab_core::ThreadId { pid, tid: pid };
+        m.event(&Event::Switch(t)).unwrap();
+    };
+    let parent = m.pid();
+    m.event(&Event::Fork { child: 77 }).unwrap();
+    switch(&mut m, 77);
+    for i in 3..5 {
+        assert_eq!(touch(&mut m, base + i * 128 * K), 64 * K);
+    }
+    // A read of never-written memory maps the zero page: no folio.
+    assert_eq!(access(&mut m, base + M, false), 4 * K);
+    assert_eq!(
+        per_size(&m, "exit_anon_folios", "64K"),
+        0,
+        "none before an exit"
+    );
+    m.event(&Event::Exit { status: 0 }).unwrap();
+    assert_eq!(per_size(&m, "exit_anon_folios", "64K"), 5);
+    switch(&mut m, parent);
+    m.event(&Event::Exit { status: 0 }).unwrap();
+    assert_eq!(per_size(&m, "exit_anon_folios", "64K"), 8);
+    assert_eq!(per_size(&m, "anon_fault_alloc", "64K"), 5);
+}

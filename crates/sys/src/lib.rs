@@ -9,9 +9,10 @@
 //!   restored, recording the first, and optionally passing them on to a process group;
 //! - [`process`]: signalling a process through a pidfd, a parent-death signal for a child
 //!   about to `exec`, a descriptor at a chosen number for it, waiting for a child with its
-//!   resource usage, telling root from others.
+//!   resource usage, telling root from others;
+//! - [`trace`]: following a program and the processes it forks to their exits (`ptrace`).
 //!
-//! System calls go through [`rustix`]. Four have no fitting rustix wrapper and use `libc`
+//! System calls go through [`rustix`]. `ptrace` (in [`trace`]) and four more have no fitting rustix wrapper and use `libc`
 //! here, each in one function with its safety argument: `sigaction` with a handler (rustix
 //! leaves signal handlers to runtimes), `wait4` (its resource usage is the child's own, which
 //! `getrusage(RUSAGE_CHILDREN)` cannot give once two children have been waited for),
@@ -32,3 +33,4 @@
 pub mod private;
 pub mod process;
 pub mod signals;
+pub mod trace;

@@ -191,6 +191,11 @@ pub fn wait_with_usage(pid: u32) -> io::Result<(Ended, Usage)> {
             return Err(err);
         }
     }
+    Ok(ended_and_usage(status, &usage))
+}
+
+/// How a child ended and what it used, from `wait4`'s status and usage.
+pub(crate) fn ended_and_usage(status: i32, usage: &libc::rusage) -> (Ended, Usage) {
     let ended = if libc::WIFEXITED(status) {
         Ended::Exited(libc::WEXITSTATUS(status))
     } else {
@@ -199,7 +204,7 @@ pub fn wait_with_usage(pid: u32) -> io::Result<(Ended, Usage)> {
     let time = |t: libc::timeval| {
         Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
     };
-    Ok((
+    (
         ended,
         Usage {
             user: time(usage.ru_utime),
@@ -208,7 +213,7 @@ pub fn wait_with_usage(pid: u32) -> io::Result<(Ended, Usage)> {
             major_faults: usage.ru_majflt as u64,
             max_rss_bytes: usage.ru_maxrss as u64 * 1024,
         },
-    ))
+    )
 }
 
 #[cfg(test)]

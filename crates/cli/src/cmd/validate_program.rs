@@ -6,12 +6,14 @@ use super::validate::ValidateArgs;
 use crate::out::{out, outln};
 use crate::progress::Progress;
 use anyhow::{anyhow, bail, Context, Result};
+use pagelab_lab::measure::{EXIT_ANON_FOLIOS, EXIT_PROCESSES};
 use pagelab_lab::sysfs::{Sysfs, ThpMode};
 use pagelab_lab::validate::program::{self, NativeCase, ProgramOptions};
 use pagelab_mm::fault_around::FileFaults;
 use pagelab_mm::policy::PolicySpec;
 use pagelab_report::validate::{validate_table, Counts, ValidateCase, ValidateResult};
 use pagelab_report::{Measurement, RunStats};
+use std::collections::BTreeMap;
 
 /// The tolerance of a program's verdicts when `--tolerance` is not given.
 const DEFAULT_TOLERANCE: &str = "5%";
@@ -140,15 +142,18 @@ fn file_faults() -> FileFaults {
 /// The case of one configuration: the model's run beside the median of the native runs.
 fn compare(workload: &str, case: &NativeCase, model: &RunStats, tolerance: f64) -> ValidateCase {
     let counters = model.mm.as_ref().map(|m| &m.policy_counters);
-    let allocs = counters
-        .and_then(|c| c["anon_fault_alloc"].as_object())
-        .map(|o| {
-            o.iter()
-                .filter_map(|(k, v)| Some((k.as_str(), v.as_u64()?)))
-                .collect::<Vec<_>>()
-        })
-        .unwrap_or_default();
-    let model = Counts::new(model.faults, allocs);
+    let per_size = |name: &str| {
+        counters
+            .and_then(|c| c[name].as_object())
+            .map(|o| {
+                o.iter()
+                    .filter_map(|(k, v)| Some((k.as_str(), v.as_u64()?)))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    let model = Counts::new(model.faults, per_size("anon_fault_alloc"))
+        .with_exit_folios(per_size("exit_anon_folios"));
     let kernel_runs: Vec<Counts> = case.runs.iter().map(kernel_counts).collect();
     let kernel = median(&kernel_runs);
     ValidateCase {
@@ -166,31 +171,56 @@ fn compare(workload: &str, case: &NativeCase, model: &RunStats, tolerance: f64) 
     }
 }
 
-/// A native run's faults as the kernel counts them for the process (minor and major).
+/// A native run's faults as the kernel counts them for the process (minor and major), its
+/// machine-wide allocations, and the anonymous folios its processes mapped at exit where
+/// they were read (`exit_anon_folios/SIZE` among its metrics).
 fn kernel_counts(m: &Measurement) -> Counts {
-    Counts::new(
+    let counts = Counts::new(
         m.faults + m.major_faults,
         m.faults_by_size.iter().map(|(k, &n)| (k.as_str(), n)),
+    );
+    if !m.metrics.contains_key(EXIT_PROCESSES) {
+        return counts;
+    }
+    let prefix = format!("{EXIT_ANON_FOLIOS}/");
+    counts.with_exit_folios(
+        m.metrics
+            .iter()
+            .filter_map(|(k, &v)| Some((k.strip_prefix(&prefix)?, v as u64))),
     )
 }
 
-/// The median of each figure over `runs` (the lower middle of an even number).
+/// The median of each figure over `runs` (the lower middle of an even number); folios at
+/// exit only when every run has them.
 fn median(runs: &[Counts]) -> Counts {
     let mid = |mut v: Vec<u64>| {
         v.sort_unstable();
         v.get(v.len().saturating_sub(1) / 2).copied().unwrap_or(0)
     };
-    let mut sizes: Vec<&String> = runs.iter().flat_map(|r| r.allocs.keys()).collect();
-    sizes.sort();
-    sizes.dedup();
-    let allocs: Vec<(&str, u64)> = sizes
-        .iter()
-        .map(|s| {
-            let v = runs.iter().map(|r| r.allocs.get(*s).copied().unwrap_or(0));
-            (s.as_str(), mid(v.collect()))
-        })
-        .collect();
-    Counts::new(mid(runs.iter().map(|r| r.faults).collect()), allocs)
+    let per_size = |of: &dyn Fn(&Counts) -> Option<&BTreeMap<String, u64>>| {
+        let mut sizes: Vec<&String> = runs.iter().filter_map(of).flat_map(|r| r.keys()).collect();
+        sizes.sort();
+        sizes.dedup();
+        sizes
+            .iter()
+            .map(|s| {
+                let v = runs
+                    .iter()
+                    .map(|r| of(r).and_then(|m| m.get(*s)).copied().unwrap_or(0));
+                (s.to_string(), mid(v.collect()))
+            })
+            .collect::<Vec<_>>()
+    };
+    let allocs = per_size(&|r| Some(&r.allocs));
+    let counts = Counts::new(
+        mid(runs.iter().map(|r| r.faults).collect()),
+        allocs.iter().map(|(s, n)| (s.as_str(), *n)),
+    );
+    if runs.is_empty() || runs.iter().any(|r| r.exit_folios.is_none()) {
+        return counts;
+    }
+    let exit = per_size(&|r| r.exit_folios.as_ref());
+    counts.with_exit_folios(exit.iter().map(|(s, n)| (s.as_str(), *n)))
 }
 
 #[cfg(test)]
@@ -214,5 +244,19 @@ mod tests {
             Counts::new(11, [("64K", 1), ("2M", 1)]),
         ];
         assert_eq!(median(&runs), Counts::new(11, [("64K", 1)]));
+        let exits = [
+            Counts::new(10, []).with_exit_folios([("64K", 5)]),
+            Counts::new(10, []).with_exit_folios([("64K", 7), ("2M", 1)]),
+            Counts::new(10, []).with_exit_folios([("64K", 6)]),
+        ];
+        let m = median(&exits);
+        // 2M: 0, 1, 0 has median 0, left out.
+        let six = BTreeMap::from([("64K".to_string(), 6)]);
+        assert_eq!(m.exit_folios, Some(six));
+        // A run without them: the median has none.
+        assert_eq!(
+            median(&[exits[0].clone(), runs[0].clone()]).exit_folios,
+            None
+        );
     }
 }

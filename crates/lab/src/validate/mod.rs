@@ -253,6 +253,7 @@ pub fn validate_result(result: &LabResult) -> ValidateResult {
             .filter(|&(_, &n)| n > 0)
             .map(|(k, &n)| (k.clone(), n))
             .collect(),
+        exit_folios: None,
     };
     let mut out = ValidateResult::new(0.0);
     out.provenance = result.provenance.clone();

@@ -66,6 +66,7 @@ pub fn run_native(
         env: Vec::new(),
         capture_stdout: true,
         no_randomize: opts.no_randomize,
+        folios_at_exit: true,
     };
     let name = spec.argv.first().cloned().unwrap_or_default();
     let mut out = Vec::new();

@@ -207,6 +207,8 @@ pub struct LinuxThpPolicy {
     settings: ThpSettings,
     anon_fault_alloc: PerSize,
     anon_fault_fallback: PerSize,
+    exit_anon_folios: PerSize,
+    exit_file_folios: PerSize,
 }
 
 impl LinuxThpPolicy {
@@ -216,6 +218,8 @@ impl LinuxThpPolicy {
             settings,
             anon_fault_alloc: PerSize::default(),
             anon_fault_fallback: PerSize::default(),
+            exit_anon_folios: PerSize::default(),
+            exit_file_folios: PerSize::default(),
         }
     }
 
@@ -227,6 +231,20 @@ impl LinuxThpPolicy {
     /// `hugepages-<size>/stats/anon_fault_fallback`.
     pub fn anon_fault_fallback(&self) -> &PerSize {
         &self.anon_fault_fallback
+    }
+
+    /// The large anonymous pages (folios) each process had mapped at its exit, summed over
+    /// the processes: what the lab reads from `/proc/PID/pagemap` and `/proc/kpageflags` at
+    /// each process's exit (`pagelab_lab::folios`). A page a parent and its forked child
+    /// both map counts in each, as it does there. Zero pages are no allocation and are left
+    /// out.
+    pub fn exit_anon_folios(&self) -> &PerSize {
+        &self.exit_anon_folios
+    }
+
+    /// As [`LinuxThpPolicy::exit_anon_folios`], of large page-cache pages.
+    pub fn exit_file_folios(&self) -> &PerSize {
+        &self.exit_file_folios
     }
 
     /// Tries to allocate and map a `size` page at the aligned `va`; counts the outcome.
@@ -321,6 +339,26 @@ impl Policy for LinuxThpPolicy {
         m.fault_in(pid, addr, PageSize::K4, flags)
     }
 
+    fn exit(&mut self, m: &Machine, pid: u32) {
+        let Some(p) = m.proc(pid) else { return };
+        let base = m.base();
+        let mut seen = std::collections::HashSet::new();
+        for vma in p.aspace.iter() {
+            for page in p.pt.mappings_in(vma.start, vma.len()) {
+                if page.size <= base || !seen.insert(page.start) || m.is_zero(page.pfn.to_pfn(base))
+                {
+                    continue;
+                }
+                let by = if vma.backing == Backing::Anon {
+                    &mut self.exit_anon_folios
+                } else {
+                    &mut self.exit_file_folios
+                };
+                by.add(page.size, 1);
+            }
+        }
+    }
+
     fn file_pages(&self, vma: &Vma) -> FilePages {
         // PMD-order readahead happens in VM_HUGEPAGE VMAs only (do_sync_mmap_readahead).
         let pmd = vma.thp == ThpAdvice::Huge && self.settings.allows(PageSize::M2, vma);
@@ -335,6 +373,8 @@ impl Policy for LinuxThpPolicy {
             "settings": self.settings.full(),
             "anon_fault_alloc": serde_json::to_value(&self.anon_fault_alloc).unwrap_or_default(),
             "anon_fault_fallback": serde_json::to_value(&self.anon_fault_fallback).unwrap_or_default(),
+            "exit_anon_folios": serde_json::to_value(&self.exit_anon_folios).unwrap_or_default(),
+            "exit_file_folios": serde_json::to_value(&self.exit_file_folios).unwrap_or_default(),
         })
     }
 }

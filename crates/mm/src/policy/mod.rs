@@ -80,6 +80,11 @@ pub trait Policy {
     fn take_remapped(&mut self) -> Vec<(u32, VirtAddr, VirtAddr)> {
         Vec::new()
     }
+    /// Process `pid` is about to exit, its address space still whole (as the kernel's
+    /// `do_exit` before `exit_mm`), for policies that count what a process maps then.
+    fn exit(&mut self, m: &Machine, pid: u32) {
+        let _ = (m, pid);
+    }
     /// Policy-specific counters, as JSON.
     fn counters(&self) -> serde_json::Value {
         serde_json::Value::Null
@@ -306,6 +311,13 @@ impl Policy for PolicyImpl {
             PolicyImpl::Reservation(p) => p.take_remapped(),
             // The others change translations only at faults and events.
             _ => Vec::new(),
+        }
+    }
+    fn exit(&mut self, m: &Machine, pid: u32) {
+        match self {
+            PolicyImpl::LinuxThp(p) => p.exit(m, pid),
+            // The others count nothing at exit.
+            _ => (),
         }
     }
     fn held_frames(&self) -> u64 {
