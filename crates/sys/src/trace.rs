@@ -144,10 +144,9 @@ pub fn follow(pid: u32, mut at_exit: impl FnMut(u32)) -> io::Result<(Ended, Usag
         }
     }
     ended.ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::Other,
-            format!("process {pid} was never seen to end while it was traced"),
-        )
+        io::Error::other(format!(
+            "process {pid} was never seen to end while it was traced"
+        ))
     })
 }
 

@@ -369,12 +369,22 @@ impl Policy for LinuxThpPolicy {
     }
 
     fn counters(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut out = serde_json::json!({
             "settings": self.settings.full(),
             "anon_fault_alloc": serde_json::to_value(&self.anon_fault_alloc).unwrap_or_default(),
             "anon_fault_fallback": serde_json::to_value(&self.anon_fault_fallback).unwrap_or_default(),
-            "exit_anon_folios": serde_json::to_value(&self.exit_anon_folios).unwrap_or_default(),
-            "exit_file_folios": serde_json::to_value(&self.exit_file_folios).unwrap_or_default(),
-        })
+        });
+        // Only where a process exited mapping a large page, so that earlier results stay
+        // as they were.
+        for (name, by) in [
+            ("exit_anon_folios", &self.exit_anon_folios),
+            ("exit_file_folios", &self.exit_file_folios),
+        ] {
+            let v = serde_json::to_value(by).unwrap_or_default();
+            if v.as_object().is_some_and(|o| !o.is_empty()) {
+                out[name] = v;
+            }
+        }
+        out
     }
 }

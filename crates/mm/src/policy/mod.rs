@@ -314,10 +314,9 @@ impl Policy for PolicyImpl {
         }
     }
     fn exit(&mut self, m: &Machine, pid: u32) {
-        match self {
-            PolicyImpl::LinuxThp(p) => p.exit(m, pid),
-            // The others count nothing at exit.
-            _ => (),
+        // The others count nothing at exit.
+        if let PolicyImpl::LinuxThp(p) = self {
+            p.exit(m, pid)
         }
     }
     fn held_frames(&self) -> u64 {
