@@ -80,12 +80,6 @@ impl Caches {
         self.memory
     }
 
-    /// Counts `n` data hits in the first level that were answered before
-    /// reaching it (a repeat of the line last read).
-    pub fn add_l1_data_hits(&mut self, n: u64) {
-        self.counts[0].data_accesses += n;
-    }
-
     /// The first level's latency.
     pub fn l1_latency(&self) -> u32 {
         self.latency[0]

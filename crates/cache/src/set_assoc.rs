@@ -3,9 +3,12 @@
 
 use crate::config::CacheSpec;
 
-/// A tag no line has (line numbers are physical addresses shifted right by
-/// at least 3 bits).
-const EMPTY: u64 = u64::MAX;
+/// The tag of an empty way. A line's tag is its number plus one (line
+/// numbers are physical addresses shifted right by at least 3 bits, so this
+/// never overflows), which lets a new cache's tags be all zeros: memory the
+/// system hands out zeroed and maps only where a set is first touched, so a
+/// large last level that a run touches sparsely costs little to set up.
+const EMPTY: u64 = 0;
 
 /// One set-associative LRU cache of physical lines.
 ///
@@ -58,6 +61,7 @@ impl Cache {
     pub fn access(&mut self, paddr: u64) -> bool {
         let line = paddr >> self.line_shift;
         let start = self.set_of(line) * self.ways;
+        let line = line + 1;
         let set = &mut self.tags[start..start + self.ways];
         if set[0] == line {
             return true;
@@ -80,7 +84,7 @@ impl Cache {
     pub fn contains(&self, paddr: u64) -> bool {
         let line = paddr >> self.line_shift;
         let start = self.set_of(line) * self.ways;
-        self.tags[start..start + self.ways].contains(&line)
+        self.tags[start..start + self.ways].contains(&(line + 1))
     }
 
     /// The lines of set `set`, most recently used first (for tests).
@@ -89,6 +93,7 @@ impl Cache {
             .iter()
             .copied()
             .filter(|&t| t != EMPTY)
+            .map(|t| t - 1)
             .collect()
     }
 

@@ -11,7 +11,7 @@ use crate::machine_cost::{host_layout, CostMachine};
 use pagelab_cache::{Caches, Host, Line, PageTable};
 use pagelab_core::{AccessKind, Event, PageSize, VirtAddr};
 use pagelab_report::{CacheLevelCost, CostStats};
-use pagelab_tlb::{OtherSizes, Outcome, Side, TlbError, TlbHierarchy};
+use pagelab_tlb::{Outcome, Side, TlbError, TlbHierarchy};
 
 /// What a study of time simulates beyond the TLB.
 #[derive(Clone, Debug)]
@@ -32,9 +32,9 @@ const HOST_BASE: u64 = 1 << 44;
 /// One page size's run.
 struct Run {
     size: PageSize,
-    /// The bits of an address that name its TLB entry (4K when an array
-    /// caches fragments of larger pages).
-    memo_shift: u32,
+    /// Per side, the bits of an address that name its L1 TLB entry (the
+    /// page's, or its fragment's where the L1 caches fragments).
+    memo_shift: [u32; 2],
     tlb: TlbHierarchy,
     caches: Caches,
     pt: PageTable,
@@ -59,7 +59,7 @@ impl Run {
     /// whether a walk read page-table lines.
     #[inline]
     fn translate(&mut self, side: usize, addr: u64, hit: &[u32; 3]) -> (u64, bool) {
-        let key = addr >> self.memo_shift;
+        let key = addr >> self.memo_shift[side];
         if key == self.last[side] {
             self.tlb_cycles += hit[0] as u64;
             return (self.last_base[side], false);
@@ -165,11 +165,6 @@ impl CostStudy {
     /// Runs of `sizes` on `cfg`'s machine.
     pub fn new(sizes: &[PageSize], cfg: &CostConfig) -> Result<CostStudy, String> {
         let m = &cfg.machine;
-        let fragments = m.tlb.levels().iter().any(|(_, l)| {
-            l.arrays
-                .iter()
-                .any(|a| a.other_sizes == OtherSizes::Fragment)
-        });
         let host = cfg.nested_host.map(host_layout).transpose()?;
         let nested = m.cost.nested.clone().unwrap_or_default();
         if host.is_some() && m.cost.nested.is_none() {
@@ -181,10 +176,11 @@ impl CostStudy {
         let runs = sizes
             .iter()
             .map(|&size| {
+                let tlb = TlbHierarchy::new(&m.tlb).map_err(|e: TlbError| e.to_string())?;
                 Ok(Run {
                     size,
-                    memo_shift: if fragments { 12 } else { size.shift() },
-                    tlb: TlbHierarchy::new(&m.tlb).map_err(|e: TlbError| e.to_string())?,
+                    memo_shift: SIDES.map(|side| tlb.l1_entry_shift(side, size)),
+                    tlb,
                     caches: Caches::new(&m.cost),
                     pt: PageTable::new(m.layout(size), &m.cost.walk_caches.entries, 0),
                     host: host.map(|l| {
@@ -284,8 +280,9 @@ impl CostStudy {
             .runs
             .iter()
             .map(|run| {
-                let mut caches = run.caches.clone();
-                caches.add_l1_data_hits(self.data_repeats);
+                // The repeats were L1 hits (counted here, not by cloning the caches).
+                let mut counts = run.caches.counts().to_vec();
+                counts[0].data_accesses += self.data_repeats;
                 let instr_cycles = (self.instrs as f64 * self.base_cpi).round() as u64;
                 let tlb_cycles =
                     run.tlb_cycles + (self.instr_repeats + self.data_repeats) * self.hit[0] as u64;
@@ -307,8 +304,7 @@ impl CostStudy {
                     walk_refs: run.walk_refs,
                     walk_cycles: run.walk_cycles,
                     walk_cache_hits: run.walk_cache_hits,
-                    caches: caches
-                        .counts()
+                    caches: counts
                         .iter()
                         .map(|c| CacheLevelCost {
                             level: c.level.to_string(),

@@ -245,6 +245,14 @@ impl TlbHierarchy {
         &self.config
     }
 
+    /// log2 of the bytes an L1 entry on `side` covers for pages of `size`:
+    /// the page's own size, or its fragment's where the L1 array that takes
+    /// such pages caches fragments. Addresses that agree above this shift hit
+    /// the same L1 entry.
+    pub fn l1_entry_shift(&self, side: Side, size: PageSize) -> u32 {
+        u32::from(self.l1[side as usize].routes[size.index()].store_shift)
+    }
+
     /// Translates page `vpn` of `size`. An array that fragments pages of this
     /// size caches the fragment holding the page's first byte; use
     /// [`TlbHierarchy::access_addr`] when fragments matter.
