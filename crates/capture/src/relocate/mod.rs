@@ -222,7 +222,7 @@ impl FileIds {
 /// The capture records no event for them (QEMU's loader makes them before
 /// the program's first instruction), so without these the model would infer
 /// anonymous mappings there and fault on every page of code.
-/// The stack stays inferred as before, and the vDSO is not placed.
+/// The initial stack is mapped anonymous; the vDSO is not placed.
 /// `files` are the model's ids of the program's and the interpreter's files.
 pub fn image_maps_of(model: &ExecLayout, files: (u64, u64)) -> impl Iterator<Item = MapEvent> + '_ {
     model.regions.iter().filter_map(move |r| {
@@ -235,7 +235,13 @@ pub fn image_maps_of(model: &ExecLayout, files: (u64, u64)) -> impl Iterator<Ite
                 file_id: files.1,
                 offset,
             },
-            (RegionKind::ProgramBss | RegionKind::InterpreterBss, _) => Backing::Anon,
+            // The initial stack as `setup_arg_pages` leaves it (the strings' pages and 128K):
+            // mapped, not inferred, so it is no 2M block that a THP policy could fill with a
+            // huge page where Linux's stack VMA holds no aligned 2M range. References below it
+            // (a stack grown deeper) are still inferred.
+            (RegionKind::ProgramBss | RegionKind::InterpreterBss | RegionKind::Stack, _) => {
+                Backing::Anon
+            }
             _ => return None,
         };
         Some(MapEvent {

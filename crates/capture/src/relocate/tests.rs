@@ -135,12 +135,13 @@ fn program_stack_break_and_mmaps_move_to_the_model() {
             _ => None,
         })
         .collect();
-    // First the image's own (its segment and its bss), then the 2M one on
-    // a 2M boundary below the vDSO, and the fixed one inside it.
+    // First the image's own (the initial stack: one page of strings and
+    // 128K below them; the segment and its bss), then the 2M one on a 2M
+    // boundary below the vDSO, and the fixed one inside it.
     let image: Vec<u64> = image_maps_of(&model, (1, 0)).map(|m| m.start.0).collect();
-    assert_eq!(image, [bias, bias + 0x2000]);
-    assert_eq!(maps[2..], [thp, thp + 0x1000]);
-    assert_eq!(maps[..2], image);
+    assert_eq!(image, [STACK_TOP - 0x21000, bias, bias + 0x2000]);
+    assert_eq!(maps[3..], [thp, thp + 0x1000]);
+    assert_eq!(maps[..3], image);
     assert!(out.contains(&Event::Brk {
         end: VirtAddr(model.start_brk.0 + 0x2_0000)
     }));
@@ -258,6 +259,13 @@ fn the_image_is_mapped_from_its_files_after_the_first_switch() {
         offset,
     };
     let want = [
+        // The initial stack: the strings' page and 128K, anonymous.
+        (
+            STACK_TOP - 0x21000,
+            0x21000,
+            Backing::Anon,
+            Prot::READ | Prot::WRITE,
+        ),
         (b, 0x5000, file(1, 0), Prot::READ | Prot::EXEC),
         (
             b + 0x6000,
