@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{pagelab, tmp};
+use common::{pagelab, succeeded, tmp};
 
 use std::process::{Command, Output, Stdio};
 
@@ -126,11 +126,7 @@ fn memory_beyond_the_stated_limit_is_refused_and_the_limit_works() {
     let err = fails(sim().arg("--phys").arg(&phys));
     assert!(err.contains("up to 64T"), "{err}");
     let out = sim().args(["--memory", "64T"]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     // The exact number: 4095 printed as a size reads "4.0K".
     let err = fails(sim().args(["--memory", "4095"]));
     assert!(err.contains("(4095 bytes) is not allowed"), "{err}");
@@ -195,11 +191,7 @@ fn an_implausible_reference_size_is_refused_unless_allowed() {
         .arg(&native)
         .output()
         .unwrap();
-    assert!(
-        ok.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ok.stderr)
-    );
+    succeeded(&ok);
     let err = fails(pagelab().arg("sim").arg("--trace").arg(&native));
     assert!(
         err.contains("byte offset") && err.contains("--max-ref-size"),
@@ -210,11 +202,7 @@ fn an_implausible_reference_size_is_refused_unless_allowed() {
         .arg(&native)
         .output()
         .unwrap();
-    assert!(
-        ok.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ok.stderr)
-    );
+    succeeded(&ok);
     let out = pagelab()
         .args(["sim", "--max-ref-size", "4G", "--trace"])
         .arg(&t)

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{pagelab, tmp};
+use common::{pagelab, succeeded, tmp};
 
 use pagelab_report::{LabConfig, LabResult};
 use serde_json::Value;
@@ -12,8 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 fn ok(out: &Output) -> String {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "pagelab failed: {stderr}");
+    succeeded(out);
     String::from_utf8(out.stdout.clone()).unwrap()
 }
 

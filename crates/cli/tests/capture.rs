@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{pagelab, tmp};
+use common::{pagelab, succeeded, tmp};
 
 use pagelab_capture::Backend;
 use pagelab_core::{Event, VirtAddr};
@@ -86,11 +86,7 @@ fn capture_writes_a_native_trace_of_exactly_the_touched_pages() {
             continue;
         }
         let (out, ev) = capture(backend, &dir, &["touch"]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        succeeded(&out);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert_eq!(region_pages(&ev, &stdout), TOUCHED.into_iter().collect());
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -175,11 +171,7 @@ fn study_and_sim_run_a_program_on_the_fly_and_windows_cut_any_input() {
         .arg(testprog())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     assert!(String::from_utf8_lossy(&out.stdout).contains("4K"));
     assert!(dir.join("study/result.json").exists());
 
@@ -194,11 +186,7 @@ fn study_and_sim_run_a_program_on_the_fly_and_windows_cut_any_input() {
         .arg(&trace)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     assert_eq!(json_refs(&json), 1000);
     let out = pagelab()
         .args(["sim", "--skip", &(total - 10).to_string(), "--json"])
@@ -220,11 +208,7 @@ fn study_and_sim_run_a_program_on_the_fly_and_windows_cut_any_input() {
         .args(["sleep", "60"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     assert_eq!(json_refs(&json), 200000);
     assert!(start.elapsed() < Duration::from_secs(30));
     assert!(survivors("sleep 60").is_empty());

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{data, pagelab, tmp};
+use common::{data, pagelab, succeeded, tmp};
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -12,12 +12,7 @@ use std::process::{Command, Output, Stdio};
 
 fn run(cmd: &mut Command) -> Output {
     let out = cmd.output().expect("pagelab runs");
-    assert!(
-        out.status.success(),
-        "pagelab failed: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     out
 }
 

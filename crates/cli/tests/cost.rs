@@ -13,11 +13,7 @@ fn pagelab(args: &[&str]) -> Output {
 
 fn ok(args: &[&str]) -> String {
     let out = pagelab(args);
-    assert!(
-        out.status.success(),
-        "pagelab {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::succeeded(&out);
     String::from_utf8(out.stdout).unwrap()
 }
 

@@ -175,12 +175,7 @@ fn run_case(args: &[String], dir: &Path) -> String {
         p
     };
     let out = cmd.output().expect("pagelab runs");
-    assert!(
-        out.status.success(),
-        "pagelab {args:?} failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::succeeded(&out);
     let text =
         std::fs::read_to_string(&result).unwrap_or_else(|e| panic!("{}: {e}", result.display()));
     without_time(&without_provenance(&text))

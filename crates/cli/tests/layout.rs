@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{pagelab, tmp};
+use common::{pagelab, succeeded, tmp};
 
 fn qemu() -> bool {
     let ok = pagelab_capture::find_qemu().is_ok();
@@ -75,11 +75,7 @@ fn a_captured_program_is_relocated_by_default_and_keeps_every_reference() {
             .args(["--", "gzip", "-9", "-c", "/etc/services"])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        succeeded(&out);
         json(&j)
     };
     let linux = run(None);
@@ -147,11 +143,7 @@ fn a_file_exec_d_and_mmapped_is_read_into_the_page_cache_once() {
             .args(["--", "sh", "-c", script])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        succeeded(&out);
         let run = json(&j)["runs"][0].clone();
         (run["major_faults"].clone(), run["file_read_bytes"].clone())
     };

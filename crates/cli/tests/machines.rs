@@ -5,17 +5,13 @@
 
 mod common;
 
-use common::pagelab;
+use common::{pagelab, succeeded};
 
 use std::process::Output;
 
 fn run(args: &[&str]) -> Output {
     let out = pagelab().args(args).output().expect("pagelab runs");
-    assert!(
-        out.status.success(),
-        "pagelab {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     out
 }
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{pagelab, tmp};
+use common::{pagelab, succeeded, tmp};
 
 use std::path::{Path, PathBuf};
 
@@ -16,11 +16,7 @@ fn sim(args: &[&str], json: &Path) -> serde_json::Value {
         .arg(json)
         .output()
         .expect("pagelab runs");
-    assert!(
-        out.status.success(),
-        "pagelab failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
 }
 

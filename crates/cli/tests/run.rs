@@ -21,19 +21,8 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// The lock of this file's tests, when the machine lets them change knobs; otherwise prints
 /// why the test is skipped.
 fn knobs_available() -> Option<MutexGuard<'static, ()>> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: not root (pagelab run changes /sys/kernel/mm)");
-        return None;
-    }
-    let sysfs = Sysfs::host();
-    if let Err(e) = sysfs.require_thp() {
-        eprintln!("SKIPPED: {e:#}");
-        return None;
-    }
-    let sizes = sysfs.thp_sizes();
-    if !sizes.contains(&"64K".parse().unwrap()) || !sizes.contains(&"2M".parse().unwrap()) {
-        eprintln!("SKIPPED: the kernel lacks the 64K or 2M THP size");
+    if let Err(why) = Sysfs::host_for(&["64K".parse().unwrap(), "2M".parse().unwrap()]) {
+        eprintln!("SKIPPED: {why}");
         return None;
     }
     Some(SERIAL.lock().unwrap_or_else(|p| p.into_inner()))

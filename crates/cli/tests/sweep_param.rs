@@ -24,11 +24,7 @@ fn sim(dir: &std::path::Path, args: &[&str]) -> (String, PathBuf, PathBuf) {
         .arg(&html)
         .output()
         .expect("pagelab runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::succeeded(&out);
     (String::from_utf8(out.stdout).unwrap(), json, html)
 }
 

@@ -57,6 +57,31 @@ impl Sysfs {
         }
     }
 
+    /// This machine's knobs ([`Sysfs::host`]) when pagelab can set them for each THP size of
+    /// `sizes`: we are root, the kernel has per-size THP knobs, and it has every one of
+    /// `sizes`. Otherwise says why not, as the tests that need the real kernel report when they
+    /// skip.
+    pub fn host_for(sizes: &[PageSize]) -> Result<Sysfs, String> {
+        if !pagelab_sys::process::is_root() {
+            return Err("not root, so the THP knobs cannot be set nor frames read".into());
+        }
+        let sysfs = Sysfs::host();
+        sysfs.require_thp().map_err(|e| format!("{e:#}"))?;
+        let have = sysfs.thp_sizes();
+        let missing: Vec<String> = sizes
+            .iter()
+            .filter(|p| !have.contains(p))
+            .map(|p| p.to_string())
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "this kernel has no {} THP size",
+                missing.join(" nor ")
+            ));
+        }
+        Ok(sysfs)
+    }
+
     /// `mm/transparent_hugepage`.
     pub fn thp_dir(&self) -> PathBuf {
         self.mm.join("transparent_hugepage")

@@ -19,20 +19,9 @@ fn k64() -> PageSize {
 
 /// This machine's knobs when we are root and the kernel has 64K THP; `None` (saying why).
 fn real() -> Option<Sysfs> {
-    if !pagelab_sys::process::is_root() {
-        eprintln!("skipped: not root, so the THP knobs cannot be set nor frames read");
-        return None;
-    }
-    let sysfs = Sysfs::host();
-    if let Err(e) = sysfs.require_thp() {
-        eprintln!("skipped: {e}");
-        return None;
-    }
-    if !sysfs.thp_sizes().contains(&k64()) {
-        eprintln!("skipped: this kernel has no 64K THP size");
-        return None;
-    }
-    Some(sysfs)
+    Sysfs::host_for(&[k64()])
+        .map_err(|why| eprintln!("skipped: {why}"))
+        .ok()
 }
 
 /// The 64K anonymous folios mapped at exit, summed over the processes, and how many

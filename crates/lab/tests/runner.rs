@@ -32,18 +32,7 @@ fn testprog(args: &[&str]) -> RunSpec {
 
 /// Why the knob tests cannot run here, if they cannot.
 fn no_knobs() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root".into());
-    }
-    let sysfs = Sysfs::host();
-    if let Err(e) = sysfs.require_thp() {
-        return Some(format!("{e:#}"));
-    }
-    if !sysfs.thp_sizes().contains(&PageSize::M2) {
-        return Some("no 2M THP size".into());
-    }
-    None
+    Sysfs::host_for(&[PageSize::M2]).err()
 }
 
 #[test]

@@ -31,19 +31,26 @@ fn files(interp: Option<FileIdentity>) -> ImageFiles {
     }
 }
 
-fn reloc() -> (Relocator, ExecLayout) {
-    let exe = image();
+/// `exe` (with `interp`) laid out by Linux's rules, and where the
+/// capture placed it: the program at 0x40_0000_0000, the interpreter
+/// at 0x40_1000_0000.
+fn laid_out(exe: &ElfImage, interp: Option<&ElfImage>) -> (LinuxLayout, ExecLayout, CapturedImage) {
     let req = ExecRequest {
-        program: &exe,
-        interp: None,
+        program: exe,
+        interp,
         strings: 100,
     };
     let (layout, model) = LinuxLayout::exec(LayoutParams::default(), &req).unwrap();
     let captured = CapturedImage {
         program_bias: 0x40_0000_0000,
-        interp_bias: None,
+        interp_bias: interp.map(|_| 0x40_1000_0000),
         stack: (0x40_0100_0000, 0x40_0180_0000),
     };
+    (layout, model, captured)
+}
+
+fn reloc() -> (Relocator, ExecLayout) {
+    let (layout, model, captured) = laid_out(&image(), None);
     let r = Relocator::new(layout, &model, None, &captured, &files(None)).unwrap();
     (r, model)
 }
@@ -239,17 +246,7 @@ fn the_image_is_mapped_from_its_files_after_the_first_switch() {
         loads: vec![seg(0, 0, 0x2000, 0x2000, Prot::READ | Prot::EXEC)],
         ..image()
     };
-    let req = ExecRequest {
-        program: &exe,
-        interp: Some(&ld),
-        strings: 100,
-    };
-    let (layout, model) = LinuxLayout::exec(LayoutParams::default(), &req).unwrap();
-    let captured = CapturedImage {
-        program_bias: 0x40_0000_0000,
-        interp_bias: Some(0x40_1000_0000),
-        stack: (0x40_0100_0000, 0x40_0180_0000),
-    };
+    let (layout, model, captured) = laid_out(&exe, Some(&ld));
     let mut r = Relocator::new(layout, &model, Some(&ld), &captured, &files(Some(LD))).unwrap();
     let sw = Event::Switch(ThreadId { pid: 7, tid: 7 });
     let out = run(&mut r, vec![sw.clone(), at(0x40_0000_1008), sw.clone()]).unwrap();
@@ -344,17 +341,7 @@ fn a_file_has_one_id_whether_loaded_as_an_image_or_mmapped() {
         path: "ld".into(),
         ..image()
     };
-    let req = ExecRequest {
-        program: &exe,
-        interp: None,
-        strings: 100,
-    };
-    let (layout, model) = LinuxLayout::exec(LayoutParams::default(), &req).unwrap();
-    let captured = CapturedImage {
-        program_bias: 0x40_0000_0000,
-        interp_bias: None,
-        stack: (0x40_0100_0000, 0x40_0180_0000),
-    };
+    let (layout, model, captured) = laid_out(&exe, None);
     let mut out = Vec::new();
     let exec = Event::Exec(Some(Box::new(pagelab_core::ExecImage {
         path: b"/ld".to_vec(),
@@ -376,7 +363,7 @@ fn a_file_has_one_id_whether_loaded_as_an_image_or_mmapped() {
         interp: None,
     };
     let exec = Event::Exec(None);
-    let (layout, _) = LinuxLayout::exec(LayoutParams::default(), &req).unwrap();
+    let (layout, _, _) = laid_out(&exe, None);
     r.exec(exec, layout, &model, None, &captured, &ld, &mut out)
         .unwrap();
     assert_eq!(file_ids(&out), [1, 2]);

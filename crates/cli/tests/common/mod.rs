@@ -5,7 +5,7 @@
 use std::ffi::OsStr;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 /// The `pagelab` binary under test.
 pub fn pagelab() -> Command {
@@ -28,6 +28,18 @@ pub fn commands() -> (Vec<String>, String) {
         .collect::<Vec<_>>();
     assert!(list.len() >= 10, "too few commands in:\n{top}");
     (list, top)
+}
+
+/// Checks that the command whose output is `out` succeeded; a failure shows the exit status and
+/// the command's standard error.
+#[track_caller]
+pub fn succeeded(out: &Output) {
+    assert!(
+        out.status.success(),
+        "the command failed ({}); its stderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A file of the repository's `tests/data`.

@@ -9,17 +9,9 @@ use std::fs;
 
 /// This machine's knobs when we are root and the kernel has THP; `None` (saying why) otherwise.
 pub(super) fn real() -> Option<Sysfs> {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: not root, so the real THP knobs cannot be changed");
-        return None;
-    }
-    let sysfs = Sysfs::host();
-    if let Err(e) = sysfs.require_thp() {
-        eprintln!("skipped: {e}");
-        return None;
-    }
-    Some(sysfs)
+    Sysfs::host_for(&[])
+        .map_err(|why| eprintln!("skipped: {why}"))
+        .ok()
 }
 
 #[test]
