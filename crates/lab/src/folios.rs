@@ -35,6 +35,9 @@ const KPF_ZERO_PAGE: u64 = 1 << 24;
 const PM_PRESENT: u64 = 1 << 63;
 const PM_PFN: u64 = (1 << 55) - 1;
 
+/// The folios seen: head frame -> (pages, flags, index of the maps line first showing it).
+type Seen = BTreeMap<u64, (u64, u64, usize)>;
+
 /// The largest folio looked for: 1G (order 18) in 4K pages.
 const MAX_FOLIO_PAGES: u64 = 1 << 18;
 
@@ -74,11 +77,23 @@ impl FolioCounter {
     /// The large folios process `pid` has mapped now, each counted once however many of its
     /// pages the process maps (a folio mapped in two places of one process counts once).
     pub fn mapped_by(&self, pid: u32) -> io::Result<Folios> {
+        let mut out = Folios::default();
+        for (_, f) in self.by_mapping(pid)? {
+            out.add(&f);
+        }
+        Ok(out)
+    }
+
+    /// As [`FolioCounter::mapped_by`], by mapping: each line of `/proc/PID/maps` that maps a
+    /// large folio, with the folios first seen in it (a folio mapped twice counts in the
+    /// lower mapping only, so the sum is [`FolioCounter::mapped_by`]'s count).
+    pub fn by_mapping(&self, pid: u32) -> io::Result<Vec<(String, Folios)>> {
         let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
         let pagemap = File::open(format!("/proc/{pid}/pagemap"))?;
-        let mut seen: BTreeMap<u64, (u64, u64)> = BTreeMap::new(); // head -> (pages, flags)
+        let mut seen = Seen::new(); // head -> (pages, flags, line)
         let mut entries = vec![0u8; 8 * 4096];
-        for line in maps.lines() {
+        let lines: Vec<&str> = maps.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
             let Some((start, end)) = range_of(line) else {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
@@ -93,7 +108,7 @@ impl FolioCounter {
                 for e in buf[..got].chunks_exact(8) {
                     let e = u64::from_ne_bytes(e.try_into().expect("8 bytes"));
                     if e & PM_PRESENT != 0 && e & PM_PFN != 0 {
-                        self.note(e & PM_PFN, &mut seen)?;
+                        self.note(e & PM_PFN, i, &mut seen)?;
                     }
                 }
                 if got < buf.len() {
@@ -102,25 +117,30 @@ impl FolioCounter {
                 page += n;
             }
         }
-        let mut out = Folios::default();
-        for &(pages, flags) in seen.values() {
+        let mut out: BTreeMap<usize, Folios> = BTreeMap::new();
+        for &(pages, flags, line) in seen.values() {
             let Some(size) = PageSize::from_bytes(pages * 4096) else {
                 continue;
             };
+            let f = out.entry(line).or_default();
             let by = if flags & KPF_ANON != 0 {
-                &mut out.anon
+                &mut f.anon
             } else {
-                &mut out.file
+                &mut f.file
             };
             *by.entry(size).or_default() += 1;
         }
-        Ok(out)
+        Ok(out
+            .into_iter()
+            .map(|(i, f)| (lines[i].to_string(), f))
+            .collect())
     }
 
-    /// Notes the folio of frame `pfn` in `seen` (head frame -> pages, flags) if it is a large
-    /// one (`KPF_THP`, not the huge zero folio) not seen yet.
-    fn note(&self, pfn: u64, seen: &mut BTreeMap<u64, (u64, u64)>) -> io::Result<()> {
-        if let Some((&head, &(pages, _))) = seen.range(..=pfn).next_back() {
+    /// Notes the folio of frame `pfn` in `seen` (head frame -> pages, flags, the maps line
+    /// it was first seen in) if it is a large one (`KPF_THP`, not the huge zero folio) not
+    /// seen yet.
+    fn note(&self, pfn: u64, line: usize, seen: &mut Seen) -> io::Result<()> {
+        if let Some((&head, &(pages, _, _))) = seen.range(..=pfn).next_back() {
             if pfn < head + pages {
                 return Ok(());
             }
@@ -140,7 +160,7 @@ impl FolioCounter {
         while pages < MAX_FOLIO_PAGES && self.flags_of(head + pages)? & KPF_COMPOUND_TAIL != 0 {
             pages += 1;
         }
-        seen.insert(head, (pages, flags));
+        seen.insert(head, (pages, flags, line));
         Ok(())
     }
 

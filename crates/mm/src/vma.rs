@@ -293,15 +293,32 @@ impl AddressSpace {
         );
         self.heap = Some((heap_start, new_end));
         if new_top > old_top {
-            let rw = Prot(Prot::READ | Prot::WRITE);
-            let grow = MapEvent {
+            let removed = self.cut(old_top, new_top);
+            let mut v = Vma {
                 start: old_top,
-                len: new_top - old_top,
-                prot: rw,
+                end: new_top,
+                prot: Prot(Prot::READ | Prot::WRITE),
                 backing: Backing::Anon,
                 sharing: Sharing::Private,
+                order: None,
+                thp: ThpAdvice::None,
+                inferred: false,
             };
-            self.map(&grow)
+            // Linux's brk (mm/mmap.c) grows only a VMA that starts at or above `start_brk`
+            // (`vma_prev_limit(&vmi, mm->start_brk)`): `do_brk_flags` expands that one when it
+            // ends at the old break and its flags agree, else makes a VMA of its own. So the
+            // heap is never merged with the bss below `start_brk` (the two show apart in
+            // /proc/PID/maps), and a THP size is suitable only where its aligned range lies
+            // inside the heap itself (`thp_vma_suitable_order`).
+            let floor = heap_start.align_up(PageSize::MIN);
+            if let Some(prev) = self.vmas.range(..old_top).next_back().map(|(_, p)| *p) {
+                if prev.start >= floor && prev.merges_with(&v) {
+                    self.vmas.remove(&prev.start);
+                    v.start = prev.start;
+                }
+            }
+            self.vmas.insert(v.start, v);
+            Ok(removed)
         } else if new_top < old_top {
             Ok(self.cut(new_top, old_top))
         } else {
@@ -346,7 +363,8 @@ impl AddressSpace {
     }
 
     /// Checks the invariants: sorted, page aligned, non-empty, non-overlapping,
-    /// keyed by start, and no two neighbours left unmerged.
+    /// keyed by start, and no two neighbours left unmerged (but the heap and a VMA
+    /// ending where it starts, as `brk` leaves them).
     pub fn check(&self) -> Result<(), String> {
         let mut prev: Option<&Vma> = None;
         for (&k, v) in &self.vmas {
@@ -361,7 +379,9 @@ impl AddressSpace {
                 if p.end > v.start {
                     return Err(format!("VMAs overlap: {p:?} and {v:?}"));
                 }
-                if p.merges_with(v) {
+                // The heap stands apart from a VMA below the break's start (`brk`).
+                let heap = self.heap.map(|(s, _)| s.align_up(PageSize::MIN));
+                if p.merges_with(v) && heap != Some(v.start) {
                     return Err(format!("VMAs left unmerged: {p:?} and {v:?}"));
                 }
             }

@@ -155,6 +155,34 @@ fn brk_grows_and_shrinks_the_heap() {
 }
 
 #[test]
+fn the_heap_grows_apart_from_the_bss_below_the_break() {
+    // As /proc/PID/maps shows a program's bss and [heap]: adjacent, alike, yet two VMAs
+    // (brk grows only a VMA at or above start_brk). The heap's own growth still merges.
+    let mut a = AddressSpace::new();
+    a.map(&anon(0x23c_d000, 0x1a0_000)).unwrap();
+    a.brk(V(0x256_d000)).unwrap();
+    a.brk(V(0x258_e000)).unwrap();
+    a.brk(V(0x25b_1000)).unwrap();
+    assert_eq!(
+        ranges(&a),
+        [(0x23c_d000, 0x256_d000), (0x256_d000, 0x25b_1000)]
+    );
+    a.check().unwrap();
+    // A 64K block across the boundary lies in neither VMA.
+    let at = V(0x256_8000);
+    let k64 = PageSize::from_shift(16).unwrap();
+    assert!(!a.find(at).unwrap().holds_aligned(at, k64));
+    // Shrunk to nothing and grown again: a heap of its own again.
+    a.brk(V(0x256_d000)).unwrap();
+    a.brk(V(0x257_0000)).unwrap();
+    assert_eq!(
+        ranges(&a),
+        [(0x23c_d000, 0x256_d000), (0x256_d000, 0x257_0000)]
+    );
+    a.check().unwrap();
+}
+
+#[test]
 fn inferred_regions_cover_aligned_granules_around_real_vmas() {
     let mut a = AddressSpace::new();
     a.map(&anon(0x201000, 0x1000)).unwrap();

@@ -336,3 +336,32 @@ fn folios_are_counted_at_each_process_exit() {
     assert_eq!(per_size(&m, "exit_anon_folios", "64K"), 8);
     assert_eq!(per_size(&m, "anon_fault_alloc", "64K"), 5);
 }
+
+#[test]
+fn a_folio_mapped_twice_in_one_process_counts_once_at_exit() {
+    // The lab counts a folio once per process, by its head frame. The one way this model
+    // maps one folio at two addresses of a process: two mappings of one file, each given
+    // MADV_HUGEPAGE, both mapping the page cache's 2M folio of the file's first 2M.
+    let mut m = mm("enabled=always", 64 * M);
+    let mut pages = Vec::new();
+    for start in [0x4000_0000, 0x4800_0000] {
+        let ev = MapEvent {
+            start: VirtAddr(start),
+            len: 2 * M,
+            prot: Prot(Prot::READ),
+            backing: Backing::File {
+                file_id: 1,
+                offset: 0,
+            },
+            sharing: Sharing::Private,
+        };
+        m.event(&Event::Map(Box::new(ev))).unwrap();
+        advise(&mut m, start, 2 * M, Advice::HugePage);
+        pages.push(common::access_page(&mut m, start + 8 * K, false));
+    }
+    assert_eq!(pages[0], (2 * M, pages[1].1), "one 2M folio at both");
+    assert_eq!(pages[1].0, 2 * M);
+    m.event(&Event::Exit { status: 0 }).unwrap();
+    assert_eq!(per_size(&m, "exit_file_folios", "2M"), 1);
+    assert_eq!(per_size(&m, "exit_anon_folios", "2M"), 0);
+}

@@ -342,11 +342,16 @@ impl Policy for LinuxThpPolicy {
     fn exit(&mut self, m: &Machine, pid: u32) {
         let Some(p) = m.proc(pid) else { return };
         let base = m.base();
+        // Keyed by the page's first frame, as the lab keys a folio by its head frame: a
+        // folio mapped at two addresses of one process is one folio. In this model that
+        // happens with a large page-cache page mapped by two mappings of one file (an
+        // anonymous page is only ever mapped once per process: mremap is an unmap and a
+        // new map here, and fork gives the child a process of its own).
         let mut seen = std::collections::HashSet::new();
         for vma in p.aspace.iter() {
             for page in p.pt.mappings_in(vma.start, vma.len()) {
-                if page.size <= base || !seen.insert(page.start) || m.is_zero(page.pfn.to_pfn(base))
-                {
+                let head = page.pfn.to_pfn(base);
+                if page.size <= base || m.is_zero(head) || !seen.insert(head) {
                     continue;
                 }
                 let by = if vma.backing == Backing::Anon {
