@@ -33,6 +33,7 @@ pub mod config;
 mod hierarchy;
 mod reference;
 mod set_assoc;
+mod shared;
 mod walk;
 
 pub use config::{
@@ -41,4 +42,5 @@ pub use config::{
 pub use hierarchy::{CacheCounts, Caches, Line};
 pub use reference::ReferenceCache;
 pub use set_assoc::Cache;
+pub use shared::{SharedFirst, SharedLine};
 pub use walk::{Frames, Host, Lru, PageTable, TableLayout, WalkCaches, WalkCost, MAX_LEVELS};

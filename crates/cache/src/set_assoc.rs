@@ -46,7 +46,7 @@ impl Cache {
     }
 
     #[inline(always)]
-    fn set_of(&self, line: u64) -> usize {
+    pub(crate) fn set_of(&self, line: u64) -> usize {
         if self.set_mask != 0 || self.sets == 1 {
             (line & self.set_mask) as usize
         } else {
@@ -60,24 +60,42 @@ impl Cache {
     #[inline]
     pub fn access(&mut self, paddr: u64) -> bool {
         let line = paddr >> self.line_shift;
-        let start = self.set_of(line) * self.ways;
-        let line = line + 1;
+        self.access_tag(self.set_of(line), line + 1)
+    }
+
+    /// Looks up `tag` (not the empty way's 0) in set `set`, makes it the most recent
+    /// there, and says whether it was there; a miss fills it, evicting the
+    /// set's least recently used tag.
+    #[inline]
+    pub(crate) fn access_tag(&mut self, set: usize, tag: u64) -> bool {
+        let start = set * self.ways;
         let set = &mut self.tags[start..start + self.ways];
-        if set[0] == line {
+        if set[0] == tag {
             return true;
         }
         let mut prev = set[0];
         for slot in set.iter_mut().skip(1) {
             let cur = *slot;
             *slot = prev;
-            if cur == line {
-                set[0] = line;
+            if cur == tag {
+                set[0] = tag;
                 return true;
             }
             prev = cur;
         }
-        set[0] = line;
+        set[0] = tag;
         false
+    }
+
+    /// The tags of set `set`, most recent first (empty ways are 0).
+    pub(crate) fn set_tags(&self, set: usize) -> &[u64] {
+        &self.tags[set * self.ways..(set + 1) * self.ways]
+    }
+
+    /// Set `set`'s tags made a copy of `from`'s (of the same geometry).
+    pub(crate) fn copy_set(&mut self, set: usize, from: &Cache) {
+        let r = set * self.ways..(set + 1) * self.ways;
+        self.tags[r.clone()].copy_from_slice(&from.tags[r]);
     }
 
     /// Whether the line of `paddr` is cached (changes nothing).

@@ -252,6 +252,11 @@ impl PageTable {
         }
     }
 
+    /// The address bits the table translates (the others are ignored).
+    pub fn va_mask(&self) -> u64 {
+        self.va_mask
+    }
+
     /// Where the page holding `va` lies (address bits the table does not
     /// translate are ignored, as a 32-bit machine would never see them).
     #[inline]

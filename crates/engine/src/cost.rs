@@ -8,7 +8,7 @@
 //! line. No prefetching, no overlap of misses, no bandwidth limit.
 
 use crate::machine_cost::{host_layout, CostMachine};
-use pagelab_cache::{Caches, Host, Line, PageTable};
+use pagelab_cache::{Caches, Host, Line, PageTable, SharedFirst, SharedLine};
 use pagelab_core::{AccessKind, Event, PageSize, VirtAddr};
 use pagelab_report::{CacheLevelCost, CostStats};
 use pagelab_tlb::{Outcome, Side, TlbError, TlbHierarchy};
@@ -52,6 +52,9 @@ struct Run {
     walk_cache_hits: u64,
     /// Cycles of loads alone (translation, walk and caches).
     load_cycles: u64,
+    /// The physical address of the data line being read, between the
+    /// translation and the cache passes of a shared first level.
+    paddr: u64,
 }
 
 impl Run {
@@ -128,6 +131,31 @@ impl Run {
         }
     }
 
+    /// A data line's translation, with a shared first level: its physical
+    /// address kept for [`Run::shared_line`] (a walk reads the caches first).
+    #[inline]
+    fn translate_line(&mut self, a: u64, hit: &[u32; 3], load: bool) {
+        let before = self.tlb_cycles + self.walk_cycles;
+        let (base, _) = self.translate(1, a, hit);
+        self.paddr = base | (a & (self.size.bytes() - 1));
+        if let Some(h) = &mut self.host {
+            self.paddr = h.translate(self.paddr);
+        }
+        if load {
+            self.load_cycles += self.tlb_cycles + self.walk_cycles - before;
+        }
+    }
+
+    /// The caches' read of the line [`Run::translate_line`] translated.
+    #[inline]
+    fn shared_line(&mut self, line: SharedLine, load: bool) {
+        let cycles = self.caches.access_shared(line, self.paddr) as u64;
+        self.data_cycles += cycles;
+        if load {
+            self.load_cycles += cycles;
+        }
+    }
+
     /// An instruction fetch from `addr` to `last`: its translations only
     /// (instruction caches are not modelled). Returns whether it walked.
     #[inline]
@@ -143,6 +171,9 @@ impl Run {
 /// The time of every page size's run, fed the same references as a [`crate::Study`].
 pub struct CostStudy {
     runs: Vec<Run>,
+    /// The runs' first cache level, shared when its sets lie within the
+    /// smallest page (see [`SharedFirst`]).
+    shared: Option<SharedFirst>,
     /// The TLB-hit cycles of level 1, level 2, and of a miss (the last level's).
     hit: [u32; 3],
     base_cpi: f64,
@@ -164,6 +195,12 @@ pub struct CostStudy {
 impl CostStudy {
     /// Runs of `sizes` on `cfg`'s machine.
     pub fn new(sizes: &[PageSize], cfg: &CostConfig) -> Result<CostStudy, String> {
+        Self::build(sizes, cfg, true)
+    }
+
+    /// Runs of `sizes`, their first cache level shared where it can be
+    /// when `share` (the answers are the same either way).
+    fn build(sizes: &[PageSize], cfg: &CostConfig, share: bool) -> Result<CostStudy, String> {
         let m = &cfg.machine;
         let host = cfg.nested_host.map(host_layout).transpose()?;
         let nested = m.cost.nested.clone().unwrap_or_default();
@@ -173,7 +210,7 @@ impl CostStudy {
                 m.name
             ));
         }
-        let runs = sizes
+        let mut runs = sizes
             .iter()
             .map(|&size| {
                 let tlb = TlbHierarchy::new(&m.tlb).map_err(|e: TlbError| e.to_string())?;
@@ -198,13 +235,29 @@ impl CostStudy {
                     walks: [0; 2],
                     walk_cache_hits: 0,
                     load_cycles: 0,
+                    paddr: 0,
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;
         let t = &m.cost.costs.tlb_hit;
         let caches = Caches::new(&m.cost);
+        let shared = shareable(&runs)
+            .filter(|_| share)
+            .and_then(|(page, va_mask)| {
+                let page = match host {
+                    Some(l) => page.min(1u64 << l.page_shift),
+                    None => page,
+                };
+                SharedFirst::new(&caches, page, va_mask)
+            });
+        if let Some(s) = &shared {
+            for run in &mut runs {
+                run.caches.share_first(s);
+            }
+        }
         Ok(CostStudy {
             runs,
+            shared,
             hit: [t[0], *t.get(1).unwrap_or(&t[0]), *t.last().unwrap_or(&0)],
             base_cpi: m.cost.costs.base_cpi,
             line_shift: caches.l1_line_shift(),
@@ -259,10 +312,48 @@ impl CostStudy {
                 }
                 // The line is read last, after any walk: the most recent of its set.
                 self.last_line = if last >> ls == line { line } else { u64::MAX };
-                for run in &mut self.runs {
-                    run.data(addr, last, ls, &hit, load);
+                match &self.shared {
+                    Some(shared) => {
+                        Self::shared_data(&mut self.runs, shared, addr, last, ls, &hit, load)
+                    }
+                    None => {
+                        for run in &mut self.runs {
+                            run.data(addr, last, ls, &hit, load);
+                        }
+                    }
                 }
             }
+        }
+    }
+
+    /// A data reference from `addr` to `last` in every run, line by line,
+    /// with a shared first level: each line translated in every run (walks
+    /// read the caches first), then read once in the shared level, then in
+    /// each run's levels as far as it goes.
+    #[inline]
+    fn shared_data(
+        runs: &mut [Run],
+        shared: &SharedFirst,
+        addr: u64,
+        last: u64,
+        line_shift: u32,
+        hit: &[u32; 3],
+        load: bool,
+    ) {
+        let mut a = addr;
+        loop {
+            for run in runs.iter_mut() {
+                run.translate_line(a, hit, load);
+            }
+            let line = shared.access(a);
+            for run in runs.iter_mut() {
+                run.shared_line(line, load);
+            }
+            let next = ((a >> line_shift) + 1) << line_shift;
+            if next == 0 || next > last {
+                break;
+            }
+            a = next;
         }
     }
 
@@ -328,6 +419,17 @@ impl CostStudy {
     }
 }
 
+/// The smallest page of `runs` and the address bits their tables
+/// translate, when every table translates the same bits (a data line's
+/// physical line then follows from its virtual line alone in every run).
+fn shareable(runs: &[Run]) -> Option<(u64, u64)> {
+    let va_mask = runs.first()?.pt.va_mask();
+    let page = runs.iter().map(|r| r.size.bytes()).min()?;
+    runs.iter()
+        .all(|r| r.pt.va_mask() == va_mask)
+        .then_some((page, va_mask))
+}
+
 fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 {
         0.0
@@ -335,3 +437,7 @@ fn ratio(a: u64, b: u64) -> f64 {
         a as f64 / b as f64
     }
 }
+
+#[cfg(test)]
+#[path = "cost_shared_tests.rs"]
+mod shared_tests;
