@@ -58,8 +58,9 @@ struct Run {
 }
 
 impl Run {
-    /// Translates `addr`; returns its page's (guest-)physical start and
-    /// whether a walk read page-table lines.
+    /// Translates `addr`; returns its page's (guest-)physical start (for
+    /// data: a fetch's is looked up only after a walk) and whether a walk
+    /// read page-table lines.
     #[inline]
     fn translate(&mut self, side: usize, addr: u64, hit: &[u32; 3]) -> (u64, bool) {
         let key = addr >> self.memo_shift[side];
@@ -82,8 +83,14 @@ impl Run {
                 true
             }
         };
-        let base = self.pt.page_of(addr);
         self.last[side] = key;
+        // A fetch needs no physical address (instruction caches are not
+        // modelled): its page's frame is looked up only after a walk, where
+        // the page may be new, so frames are handed out in the same order.
+        if side == 0 && !walked {
+            return (0, false);
+        }
+        let base = self.pt.page_of(addr);
         self.last_base[side] = base;
         (base, walked)
     }
