@@ -152,6 +152,7 @@ pub(crate) fn simulate(
                 highpte: false,
                 bind: None,
                 mempolicy: None,
+                pcp: None,
                 asids: None,
                 page_cache: None,
                 fault_around: None,

@@ -243,6 +243,12 @@ pub struct SimArgs {
     /// preferred:NODE, as numactl's; NODES like 0,2 or 0-3 or all.
     #[arg(long, value_name = "POLICY", requires_all = ["machine", "policy"])]
     pub mempolicy: Option<String>,
+    /// Per-CPU hot and cold page lists (with --machine and --policy),
+    /// replacing the machine's `[pcp]`: on (the machine's lists, or the
+    /// paper's: batch 16, hot 32-96, cold 0-32 pages), off, or any of
+    /// batch=N,hot=LOW-HIGH,cold=LOW-HIGH. Counted in each run's `pcp`.
+    #[arg(long, value_name = "SPEC", requires_all = ["machine", "policy"])]
+    pub pcp: Option<String>,
     /// Stop at the first contradictory event (unmap of nothing, a reference outside
     /// every VMA in a trace with map events) instead of counting it (with --policy).
     #[arg(long, requires = "policy")]

@@ -116,6 +116,8 @@ pub struct PolicyArgs<'a> {
     pub bind: Option<&'a str>,
     /// `--mempolicy POLICY`: the memory policy on a NUMA machine.
     pub mempolicy: Option<&'a str>,
+    /// `--pcp on|off|batch=N,hot=LOW-HIGH,cold=LOW-HIGH`: the per-CPU page lists.
+    pub pcp: Option<&'a str>,
     /// `--asids N`: TLB entries kept across switches under N tags.
     pub asids: Option<u32>,
     /// `--page-cache warm|cold`.
@@ -179,6 +181,9 @@ pub fn policy_config(study: &StudyConfig, a: &PolicyArgs<'_>) -> Result<PolicyCo
             let (phys, mut platform) = machine_phys(m, a.phys, a.memory)?;
             if let Some(p) = &mut platform {
                 p.placement = placement(p, a.bind, a.mempolicy)?;
+                if let Some(spec) = a.pcp {
+                    p.pcp = pcp(p.pcp, spec)?;
+                }
             }
             (phys, platform)
         }
@@ -231,6 +236,25 @@ fn placement(
     }
     out.check(&p.numa).map_err(anyhow::Error::msg)?;
     Ok(out)
+}
+
+/// `--pcp SPEC` over the machine's lists `machine`: `on` keeps them (or
+/// takes the paper's), `off` drops them, settings change them (from the
+/// paper's when the machine has none).
+fn pcp(
+    machine: Option<pagelab_mm::phys::PcpConfig>,
+    spec: &str,
+) -> Result<Option<pagelab_mm::phys::PcpConfig>> {
+    Ok(match spec {
+        "off" => None,
+        "on" => Some(machine.unwrap_or_default()),
+        _ => Some(
+            machine
+                .unwrap_or_default()
+                .with_overrides(spec)
+                .map_err(|e| anyhow::anyhow!("--pcp {spec}: {e}"))?,
+        ),
+    })
 }
 
 /// A CPU list: `0,2`, `0-3`, `0-3,8`.

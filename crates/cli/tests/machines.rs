@@ -291,3 +291,68 @@ fn asids_beyond_the_tag_bits_are_refused() {
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && e.contains("--asids"), "{e}");
 }
+
+/// A short forkexec churn on ia32-pae with the paper's per-CPU lists and
+/// without them (`--pcp off`).
+fn churn(pcp: &str, name: &str) -> serde_json::Value {
+    let fe = ["--workload", "forkexec:procs=8,jobs=24", "--pcp", pcp];
+    result(&[&PAE_4K[..], &fe].concat(), name)["runs"][0].clone()
+}
+
+#[test]
+fn per_cpu_lists_serve_most_order_0_allocations_of_a_forkexec_churn() {
+    let on = churn("on", "pcp-on");
+    let off = churn("off", "pcp-off");
+    let p = &on["pcp"];
+    let n = |f: &str| p[f].as_u64().unwrap();
+    assert_eq!((n("batch"), p["hot"]["low"].as_u64()), (16, Some(32)));
+    let served = n("pcp_allocs_hot") + n("pcp_allocs_cold");
+    // base:4K allocates only base pages: the lists serve all of them but
+    // those made when a list was empty after its refill (none here), and
+    // the page cache's reads come from the cold lists.
+    assert!(n("pcp_allocs_cold") > 0, "{p}");
+    assert!(served * 100 >= 99 * (served + n("buddy_allocs")), "{p}");
+    assert_eq!(
+        served + n("buddy_allocs"),
+        on["numa"]["local_allocs"].as_u64().unwrap()
+            + on["numa"]["remote_allocs"].as_u64().unwrap()
+    );
+    // One lock per batch instead of one per allocation and free: most saved.
+    let (with, without) = (
+        n("buddy_lock_acquisitions"),
+        n("buddy_lock_acquisitions_without_lists"),
+    );
+    assert!(with * 5 < without, "{p}");
+    assert_eq!(
+        p["buddy_lock_acquisitions_saved"].as_i64(),
+        Some(without as i64 - with as i64)
+    );
+    // Without lists nothing is counted, and what does not depend on which
+    // frames are handed out is the same.
+    assert!(off.get("pcp").is_none());
+    for f in [
+        "faults",
+        "dtlb_misses",
+        "itlb_misses",
+        "rss_bytes",
+        "peak_rss_bytes",
+        "page_table_bytes",
+        "zeroed_bytes",
+        "copied_bytes",
+        "kernel",
+    ] {
+        assert_eq!(on[f], off[f], "{f}");
+    }
+    for f in ["local_allocs", "remote_allocs", "local_refs", "remote_refs"] {
+        assert_eq!(on["numa"][f], off["numa"][f], "numa.{f}");
+    }
+    // Bad settings name the flag and what is allowed.
+    let base = [&PAE_4K[..], &["--workload", W]].concat();
+    let e = fail(&[&base[..], &["--pcp", "hot=96-32"]].concat());
+    assert!(
+        e.contains("--pcp hot=96-32: pcp.hot: low 96 and high 32 are not allowed"),
+        "{e}"
+    );
+    let e = fail(&[&base[..], &["--pcp", "size=3"]].concat());
+    assert!(e.contains("`size` is not a setting of the lists"), "{e}");
+}

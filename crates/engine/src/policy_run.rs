@@ -315,6 +315,10 @@ impl PolicyRun {
                     .mm
                     .numa_stats()
                     .and_then(|n| serde_json::to_value(n).ok()),
+                pcp: self
+                    .mm
+                    .pcp_stats()
+                    .and_then(|p| serde_json::to_value(p).ok()),
             }),
             cost: None,
         }

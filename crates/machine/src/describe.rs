@@ -12,7 +12,7 @@ impl Machine {
     }
 
     /// A few lines for people: title, page table, page sizes, memory and
-    /// zones, NUMA, struct page and mem_map, TLB, source.
+    /// zones, NUMA, struct page and mem_map, per-CPU page lists, TLB, source.
     pub fn describe(&self) -> String {
         let g = &self.geometry;
         let mut out = self.name.clone();
@@ -63,6 +63,12 @@ impl Machine {
             "\n  kernel       {}",
             self.kernel_memory().summary()
         ));
+        if let Some(p) = &self.pcp {
+            out.push_str(&format!(
+                "\n  pcp lists    per CPU and zone: batch {}, hot {}-{}, cold {}-{} pages",
+                p.batch, p.hot.low, p.hot.high, p.cold.low, p.cold.high
+            ));
+        }
         if let Some(t) = &self.tlb {
             out.push_str(&format!("\n  tlb          {}", t.name));
         }

@@ -29,7 +29,7 @@ use pagelab_core::{Bytes, PageSize};
 use pagelab_mm::kmem::KernelConfig;
 use pagelab_mm::pagetable::{Geometry, GeometryError, GeometrySpec};
 use pagelab_mm::phys::numa::NumaConfig;
-use pagelab_mm::phys::PhysConfig;
+use pagelab_mm::phys::{PcpConfig, PhysConfig};
 use pagelab_mm::platform::Platform;
 use pagelab_tlb::TlbConfig;
 use serde::{Deserialize, Serialize};
@@ -60,6 +60,11 @@ pub struct MachineFile {
     /// CPUs and NUMA nodes (default: one CPU, one node holding all memory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub numa: Option<NumaConfig>,
+    /// Per-CPU hot and cold page lists (absent: not modelled; each field
+    /// defaults to the paper's value: `batch = 16`, `hot = { low = 32,
+    /// high = 96 }`, `cold = { low = 0, high = 32 }`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pcp: Option<PcpConfig>,
     /// The TLB: a preset name (`pagelab presets`) or a table as in
     /// `configs/tlb/` (default: the default TLB; `--tlb` replaces it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -106,6 +111,8 @@ pub struct Machine {
     pub kernel: KernelConfig,
     /// CPUs and NUMA nodes.
     pub numa: NumaConfig,
+    /// Per-CPU hot and cold page lists, when the machine models them.
+    pub pcp: Option<PcpConfig>,
     /// The machine's TLB, if the file gives one.
     pub tlb: Option<TlbConfig>,
     /// Caches, walk caches and latencies, if the file gives them: what
@@ -200,6 +207,7 @@ impl Machine {
                 .unwrap_or_else(|| NumaConfig::uniform(f.phys.memory, 1)),
             phys: f.phys,
             kernel: f.kernel,
+            pcp: f.pcp,
             tlb: None,
             cost: None,
         };
@@ -305,6 +313,7 @@ impl Machine {
             kernel: self.kernel.clone(),
             numa: self.numa.clone(),
             placement: Default::default(),
+            pcp: self.pcp,
         }
     }
 

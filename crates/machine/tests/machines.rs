@@ -5,6 +5,7 @@
 use pagelab_core::{Bytes, PageSize};
 use pagelab_machine::{preset, preset_names, preset_text, Machine, MachineError};
 use pagelab_mm::pagetable::Geometry;
+use pagelab_mm::phys::PcpConfig;
 
 fn sizes(m: &Machine) -> String {
     m.page_sizes
@@ -262,4 +263,63 @@ fn overrides_are_checked_against_the_machine() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("/nonexistent/m.toml"), "{e}");
+}
+
+#[test]
+fn the_per_cpu_lists_are_the_papers_and_their_errors_name_file_line_and_field() {
+    // ia32-pae gives the paper's values; a `[pcp]` without fields means them too.
+    let pae = preset("ia32-pae").unwrap();
+    assert_eq!(pae.pcp, Some(PcpConfig::PAPER));
+    assert!(pae.describe().contains("batch 16, hot 32-96, cold 0-32"));
+    let empty = edited("x86-64", "[kernel]\n", "[pcp]\n\n[kernel]\n").unwrap();
+    assert_eq!(empty.pcp, Some(PcpConfig::PAPER));
+    let some = edited("x86-64", "[kernel]\n", "[pcp]\nbatch = 8\n\n[kernel]\n").unwrap();
+    assert_eq!(some.pcp.map(|p| (p.batch, p.hot.high)), Some((8, 96)));
+    // No section: no lists (the other presets keep their results).
+    assert_eq!(preset("x86-64").unwrap().pcp, None);
+    // Values that cannot be: the file, the line of the section and the field.
+    let line = |text: &str, from: &str| {
+        let at = text.find(from).unwrap();
+        text[..at].lines().count() + 1
+    };
+    let text = preset_text("ia32-pae").unwrap();
+    for (from, to, field, says) in [
+        (
+            "hot = { low = 32, high = 96 }",
+            "hot = { low = 96, high = 32 }",
+            "pcp.hot",
+            "low 96 and high 32 are not allowed",
+        ),
+        ("batch = 16", "batch = 0", "pcp.batch", "1 to 65536"),
+        (
+            "cold = { low = 0, high = 32 }",
+            "cold = { low = 0, high = 100000 }",
+            "pcp.cold",
+            "at most 65536",
+        ),
+        ("batch = 16", "batches = 16", "batches", "unknown field"),
+        (
+            "cold = { low = 0, high = 32 }",
+            "cold = { low = 0, hihg = 32 }",
+            "hihg",
+            "unknown field",
+        ),
+    ] {
+        let e = edited("ia32-pae", from, to).unwrap_err();
+        assert!(matches!(e, MachineError::Parse { .. }), "{e}");
+        let msg = e.to_string();
+        assert!(msg.starts_with("my.toml: "), "{msg}");
+        assert!(msg.contains(field) && msg.contains(says), "{msg}");
+        // toml points at the section or the value: at or after `[pcp]`.
+        let at: usize = msg
+            .split("line ")
+            .nth(1)
+            .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no line in {msg}"));
+        assert!(
+            (line(text, "[pcp]")..=line(text, from)).contains(&at),
+            "line {at}: {msg}"
+        );
+    }
 }

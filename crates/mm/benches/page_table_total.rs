@@ -36,6 +36,7 @@ fn run(procs: u32) {
         kernel: KernelConfig::default(),
         numa: NumaConfig::uniform(memory, 1),
         placement: Default::default(),
+        pcp: None,
     };
     let spec = "base:4K".parse().expect("policy");
     let mut mm = Mm::on(&spec, &PhysConfig::new(memory), Some(&platform)).expect("model");

@@ -54,7 +54,7 @@ fn cached_page(m: &mut Machine, file: u64, index: u64, fill: bool) -> Option<Pfn
     if !fill {
         return None;
     }
-    let pfn = m.alloc_frames(base)?;
+    let pfn = m.alloc_cache_frames(base)?;
     m.cache_mut()
         .insert(file, index, Folio::new(pfn, base, 1, true));
     m.res

@@ -164,7 +164,7 @@ fn read_folio(
         if !mappable_whole(vma, va, file_off, s) || !m.cache().range_empty(file, start, n) {
             continue;
         }
-        match m.alloc_frames(s) {
+        match m.alloc_cache_frames(s) {
             Some(pfn) => {
                 // The page this fault needs is marked read by the caller.
                 let folio = Folio::new(pfn, s, n, fp.read_whole);
@@ -176,7 +176,7 @@ fn read_folio(
         }
     }
     let pfn = m
-        .alloc_frames(base)
+        .alloc_cache_frames(base)
         .ok_or(MmError::OutOfMemory { addr, size: base })?;
     m.cache_mut()
         .insert(file, index, Folio::new(pfn, base, 1, false));

@@ -4,7 +4,9 @@
 //! first process of a trace, pid 0 or the first `Switch`, on the first CPU),
 //! over the machine's CPUs or the list they are bound to by `--bind` (like
 //! `taskset`);
-//! a process stays on its CPU (no migration is modelled).
+//! a process stays on its CPU (no migration is modelled). Every machine has
+//! CPUs: one without a `[numa]` section has one node holding all of them
+//! (one CPU unless it says otherwise).
 
 use crate::phys::numa::NumaConfig;
 use rustc_hash::FxHashMap;
@@ -63,8 +65,8 @@ impl Cpus {
         }
     }
 
-    /// The node of the CPU `pid` runs on, and whether it was just placed.
-    pub(crate) fn node(&mut self, pid: u32) -> (usize, bool) {
+    /// The CPU `pid` runs on, its node, and whether it was just placed.
+    pub(crate) fn place(&mut self, pid: u32) -> (u32, usize, bool) {
         let mut new = false;
         let cpu = *self.of.entry(pid).or_insert_with(|| {
             new = true;
@@ -72,6 +74,6 @@ impl Cpus {
             self.next += 1;
             c
         });
-        (self.node_of_cpu[cpu as usize], new)
+        (cpu, self.node_of_cpu[cpu as usize], new)
     }
 }

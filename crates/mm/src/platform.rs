@@ -19,4 +19,6 @@ pub struct Platform {
     pub numa: NumaConfig,
     /// Where processes run and their memory policy (used with several nodes).
     pub placement: crate::placement::Placement,
+    /// Per-CPU hot and cold page lists, when modelled (`[pcp]`, `--pcp`).
+    pub pcp: Option<crate::phys::PcpConfig>,
 }

@@ -41,8 +41,8 @@ pub struct Mm {
     base: PageSize,
     /// The kernel's memory, on a machine given by a platform.
     kernel: Option<crate::kmem::KernelStats>,
-    /// Which CPU each process runs on, on a machine of several NUMA nodes.
-    cpus: Option<crate::placement::Cpus>,
+    /// Which CPU each process runs on.
+    cpus: crate::placement::Cpus,
 }
 
 impl Mm {
@@ -67,15 +67,24 @@ impl Mm {
             MmError::Policy(m) => MmError::Policy(format!("policy `{spec}`: {m}")),
             e => e,
         })?;
-        let cpus = match platform {
-            Some(p) if p.numa.nodes.len() > 1 => {
-                p.placement.check(&p.numa).map_err(MmError::Policy)?;
-                let policy = p.placement.policy.clone().resolve_all(p.numa.nodes.len());
-                machine.phys = crate::phys::PhysMem::with_numa(phys, &p.numa, policy)?;
-                Some(crate::placement::Cpus::new(&p.numa, &p.placement))
+        let uniform;
+        let (numa, placement) = match platform {
+            Some(p) => (&p.numa, p.placement.clone()),
+            None => {
+                uniform = crate::phys::numa::NumaConfig::uniform(phys.memory, 1);
+                (&uniform, Default::default())
             }
-            _ => None,
         };
+        if numa.nodes.len() > 1 {
+            placement.check(numa).map_err(MmError::Policy)?;
+            let policy = placement.policy.clone().resolve_all(numa.nodes.len());
+            machine.phys = crate::phys::PhysMem::with_numa(phys, numa, policy)?;
+        }
+        if let Some(cfg) = platform.and_then(|p| p.pcp) {
+            machine.phys.set_pcp(cfg, numa.cpus);
+        }
+        // Processes are placed when they first run; until then the first CPU allocates.
+        let cpus = crate::placement::Cpus::new(numa, &placement);
         Ok(Mm {
             cpus,
             machine,

@@ -14,7 +14,7 @@ use pagelab_mm::kmem::KernelConfig;
 use pagelab_mm::machine::MmError;
 use pagelab_mm::pagetable::{Geometry, GeometrySpec};
 use pagelab_mm::phys::numa::NumaConfig;
-use pagelab_mm::phys::{FrameAllocator, PhysConfig, SuperpageReclaim};
+use pagelab_mm::phys::{FrameAllocator, PcpConfig, PhysConfig, SuperpageReclaim};
 use pagelab_mm::platform::Platform;
 use pagelab_mm::policy::PolicySpec;
 use pagelab_mm::system::Mm;
@@ -89,7 +89,8 @@ fn policy() -> impl Strategy<Value = &'static str> {
 }
 
 /// The machine a stream runs on: 0 today's default (no platform), 1 x86-64,
-/// 2 IA32 PAE with 2M of low memory and high page tables.
+/// 2 IA32 PAE with 2M of low memory and high page tables, and two CPUs with
+/// the paper's per-CPU page lists (which hold much of so small a memory).
 fn platform(which: u8, memory: Bytes) -> Option<Platform> {
     let geometry = match which {
         1 => Geometry::x86_64(),
@@ -109,8 +110,9 @@ fn platform(which: u8, memory: Bytes) -> Option<Platform> {
             highpte: which == 2,
             ..KernelConfig::default()
         },
-        numa: NumaConfig::uniform(memory, 1),
+        numa: NumaConfig::uniform(memory, if which == 2 { 2 } else { 1 }),
         placement: Default::default(),
+        pcp: (which == 2).then_some(PcpConfig::PAPER),
     })
 }
 

@@ -215,6 +215,12 @@ pub struct PolicyStats {
     /// memory, processes, allocations and references.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub numa: Option<serde_json::Value>,
+    /// On a machine with per-CPU hot and cold page lists (`[pcp]`, `--pcp`):
+    /// their sizes, the order-0 allocations they served (hot and cold), those
+    /// the buddy allocator served, and the buddy-lock acquisitions with and
+    /// without the lists (docs/formats.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pcp: Option<serde_json::Value>,
 }
 
 impl RunStats {

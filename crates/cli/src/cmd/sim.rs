@@ -50,6 +50,7 @@ pub fn run(a: SimArgs) -> Result<()> {
                 highpte: a.highpte,
                 bind: a.bind.as_deref(),
                 mempolicy: a.mempolicy.as_deref(),
+                pcp: a.pcp.as_deref(),
                 asids: a.asids,
                 page_cache: a.page_cache.as_deref(),
                 fault_around: a.fault_around.as_deref(),

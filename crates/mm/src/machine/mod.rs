@@ -10,7 +10,7 @@ pub use crate::counters::{MmStats, PerSize};
 use crate::pagetable::{
     Geometry, PageTable, PhysMapping, PtError, PteFlags, RadixPageTable, TableTally,
 };
-use crate::phys::{FrameAllocator, PhysConfig, PhysError, PhysMem, ZonePref};
+use crate::phys::{FrameAllocator, PageTemp, PhysConfig, PhysError, PhysMem, ZonePref};
 use crate::reclaim::Residency;
 use crate::vma::AddressSpace;
 use pagelab_core::{Order, PageSize, Pfn, VirtAddr};
@@ -104,6 +104,8 @@ pub struct Machine {
     pub stats: MmStats,
     /// Fault-around, read-around and a warm page cache for file faults (all off by default).
     pub file_faults: crate::fault_around::FileFaults,
+    /// Which per-CPU list frees go to: cold while reclaim runs, else hot.
+    pub(crate) free_temp: PageTemp,
 }
 
 impl Machine {
@@ -133,6 +135,7 @@ impl Machine {
             zero: [None; 2],
             stats: MmStats::default(),
             file_faults: Default::default(),
+            free_temp: PageTemp::Hot,
         })
     }
 
@@ -225,7 +228,19 @@ impl Machine {
     /// memory is short. An allocation that leaves its zone below the low
     /// watermark wakes reclaim (see [`Machine::take_wake`]).
     pub fn alloc_frames(&mut self, size: PageSize) -> Option<Pfn> {
-        let pfn = self.phys.alloc(frames_order(size), ZonePref::Any)?;
+        self.alloc_frames_temp(size, PageTemp::Hot)
+    }
+
+    /// As [`Machine::alloc_frames`], for the page cache: a base page comes
+    /// from the per-CPU cold list (the device fills it, not the CPU).
+    pub fn alloc_cache_frames(&mut self, size: PageSize) -> Option<Pfn> {
+        self.alloc_frames_temp(size, PageTemp::Cold)
+    }
+
+    fn alloc_frames_temp(&mut self, size: PageSize, temp: PageTemp) -> Option<Pfn> {
+        let pfn = self
+            .phys
+            .alloc_temp(frames_order(size), ZonePref::Any, temp)?;
         if self.res.enabled() {
             if let Some(z) = self.phys.zone_of(pfn) {
                 if self.phys.zone_free(z) < self.phys.watermarks(z).low {
@@ -244,14 +259,16 @@ impl Machine {
 
     /// Frees the frames of a `size` page at `pfn` (4K units): the whole block
     /// when it is still allocated as one, else frame by frame (its block was
-    /// split when the page was demoted).
+    /// split when the page was demoted). Base pages go to the per-CPU hot
+    /// list, or the cold one while reclaim runs.
     pub fn free_frames(&mut self, pfn: Pfn, size: PageSize) -> Result<(), MmError> {
         let order = frames_order(size);
+        let temp = self.free_temp;
         if self.allocated_order(pfn) == Some(order) {
-            return Ok(self.phys.free(pfn, order)?);
+            return Ok(self.phys.free_temp(pfn, order, temp)?);
         }
         for f in pfn.0..pfn.0 + size.frames() {
-            self.phys.free(Pfn(f), Order(0))?;
+            self.phys.free_temp(Pfn(f), Order(0), temp)?;
         }
         Ok(())
     }

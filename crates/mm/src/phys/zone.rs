@@ -4,6 +4,7 @@
 use super::config::{Layout, FRAME_BYTES};
 use super::nodes::{MemPolicy, NumaState};
 use super::numa::NumaConfig;
+use super::pcp::{PageTemp, Pcp, PcpConfig, PcpStats};
 use super::stats::{unusable_index, Fragmentation, PhysStats, ZoneStats};
 use super::{
     BuddyAllocator, ConfigError, FrameAllocator, Lru, PhysConfig, PhysError, SuperpageReclaim,
@@ -41,6 +42,8 @@ pub struct PhysMem {
     superpages: SuperpageReclaim,
     /// Nodes, on a NUMA machine.
     numa: Option<NumaState>,
+    /// Per-CPU hot and cold page lists, when modelled.
+    pcp: Option<Pcp>,
 }
 
 impl PhysMem {
@@ -144,7 +147,100 @@ impl PhysMem {
             reclaim: cfg.reclaim,
             superpages: cfg.reclaim_superpages,
             numa: None,
+            pcp: None,
         })
+    }
+
+    /// Puts order-0 allocations and frees through per-CPU hot and cold lists
+    /// of every zone for `cpus` CPUs (see [`PcpConfig`]), all empty.
+    pub fn set_pcp(&mut self, cfg: PcpConfig, cpus: u32) {
+        self.pcp = Some(Pcp::new(cfg, cpus, self.zones.len()));
+    }
+
+    /// The CPU that allocates and frees from now on (its per-CPU lists).
+    pub fn set_cpu(&mut self, cpu: u32) {
+        if let Some(p) = &mut self.pcp {
+            p.set_cpu(cpu);
+        }
+    }
+
+    /// What the per-CPU lists counted, when they are modelled.
+    pub fn pcp_stats(&self) -> Option<PcpStats> {
+        self.pcp.as_ref().map(Pcp::stats)
+    }
+
+    /// Free frames on the per-CPU lists of zone `id` (the buddy allocator
+    /// counts them as allocated, as Linux's `NR_FREE_PAGES` leaves them out).
+    pub fn zone_pcp_pages(&self, id: ZoneId) -> u64 {
+        self.pcp.as_ref().map_or(0, |p| p.zone_pages(id.0))
+    }
+
+    /// One allocation attempt on zone `z`: through its per-CPU lists when
+    /// modelled, else from its buddy allocator.
+    fn take(&mut self, z: usize, order: Order, temp: PageTemp) -> Option<Pfn> {
+        match &mut self.pcp {
+            Some(p) => p.alloc(&mut self.zones[z], z, order, temp),
+            None => self.zones[z].buddy.alloc(order),
+        }
+    }
+
+    /// Allocates as [`FrameAllocator::alloc`] does, an order-0 page from the
+    /// `temp` list (the trait's `alloc` takes a hot page). When no allowed
+    /// zone has a page, the per-CPU lists are emptied into their zones and
+    /// the allocation tried once more.
+    pub fn alloc_temp(&mut self, order: Order, pref: ZonePref, temp: PageTemp) -> Option<Pfn> {
+        let mut got = self.alloc_once(order, pref, temp);
+        if got.is_none() {
+            let zones = &mut self.zones;
+            // A drain fails only on broken bookkeeping, which `check` reports.
+            let drained = self.pcp.as_mut().map(|p| p.drain_all(zones));
+            if let Some(Ok(true)) = drained {
+                got = self.alloc_once(order, pref, temp);
+            }
+        }
+        if got.is_none() {
+            self.record_failure(order.0);
+        }
+        got
+    }
+
+    /// Frees as [`FrameAllocator::free`] does, an order-0 page onto the
+    /// `temp` list (the trait's `free` gives it to the hot list).
+    pub fn free_temp(&mut self, pfn: Pfn, order: Order, temp: PageTemp) -> Result<(), PhysError> {
+        let z = self.zone_index(pfn, order)?;
+        match &mut self.pcp {
+            Some(p) => p.free(&mut self.zones[z], z, pfn, order, temp),
+            None => self.zones[z].buddy.free(pfn, order),
+        }
+    }
+
+    fn alloc_once(&mut self, order: Order, pref: ZonePref, temp: PageTemp) -> Option<Pfn> {
+        match pref {
+            ZonePref::Only(kind) => {
+                let id = self.zone_id(kind)?;
+                self.take(id.0, order, temp)
+            }
+            ZonePref::Any if self.numa.is_some() => self.alloc_numa(order, temp),
+            ZonePref::Any => {
+                let mut tried = 0;
+                let mut got = None;
+                for i in 0..self.fallback.len() {
+                    let z = self.fallback[i];
+                    if !self.allowed(z, order.0) {
+                        continue;
+                    }
+                    tried += 1;
+                    got = self.take(z, order, temp);
+                    if got.is_some() {
+                        break;
+                    }
+                }
+                if got.is_some() && tried > 1 {
+                    self.fallbacks += 1;
+                }
+                got
+            }
+        }
     }
 
     /// The NUMA state, on a machine of several nodes.
@@ -220,18 +316,17 @@ impl PhysMem {
         &mut self.lru
     }
 
-    /// The zone a block must belong to, or an error naming the range.
-    fn zone_for(&mut self, pfn: Pfn, order: Order) -> Result<&mut BuddyAllocator, PhysError> {
+    /// The index of the zone a block must belong to, or an error naming the range.
+    fn zone_index(&self, pfn: Pfn, order: Order) -> Result<usize, PhysError> {
         let end = self.zones.last().map_or(Pfn(0), |z| z.buddy.end());
-        match self.zone_of(pfn) {
-            Some(id) => Ok(&mut self.zones[id.0].buddy),
-            None => Err(PhysError::OutOfRange {
+        self.zone_of(pfn)
+            .map(|id| id.0)
+            .ok_or(PhysError::OutOfRange {
                 pfn,
                 order: order.0,
                 start: Pfn(0),
                 end,
-            }),
-        }
+            })
     }
 
     /// Whether `ZonePref::Any` may take `order` from zone `z`.
@@ -247,7 +342,7 @@ impl PhysMem {
     /// watermark, as Linux's fast path does, so that a full local node falls
     /// back to the next node before kswapd is woken; a second pass takes any
     /// free block.
-    fn alloc_numa(&mut self, order: Order) -> Option<Pfn> {
+    fn alloc_numa(&mut self, order: Order, temp: PageTemp) -> Option<Pfn> {
         let numa = self.numa.as_mut().expect("NUMA machine");
         let (list, mask) = numa.zonelist();
         let list: Vec<usize> = list
@@ -270,7 +365,7 @@ impl PhysMem {
                 if watch && free < need + self.watermarks[z].low {
                     continue;
                 }
-                if let Some(pfn) = self.zones[z].buddy.alloc(order) {
+                if let Some(pfn) = self.take(z, order, temp) {
                     if i > 0 {
                         self.fallbacks += 1;
                     }
@@ -316,49 +411,25 @@ impl PhysMem {
                 )));
             }
         }
+        if let Some(p) = &self.pcp {
+            p.check(&self.zones)?;
+        }
         self.lru.check()
     }
 }
 
 impl FrameAllocator for PhysMem {
     fn alloc(&mut self, order: Order, pref: ZonePref) -> Option<Pfn> {
-        let got = match pref {
-            ZonePref::Only(kind) => self
-                .zone_id(kind)
-                .and_then(|id| self.zones[id.0].buddy.alloc(order)),
-            ZonePref::Any if self.numa.is_some() => self.alloc_numa(order),
-            ZonePref::Any => {
-                let mut tried = 0;
-                let mut got = None;
-                for i in 0..self.fallback.len() {
-                    let z = self.fallback[i];
-                    if !self.allowed(z, order.0) {
-                        continue;
-                    }
-                    tried += 1;
-                    got = self.zones[z].buddy.alloc(order);
-                    if got.is_some() {
-                        break;
-                    }
-                }
-                if got.is_some() && tried > 1 {
-                    self.fallbacks += 1;
-                }
-                got
-            }
-        };
-        if got.is_none() {
-            self.record_failure(order.0);
-        }
-        got
+        self.alloc_temp(order, pref, PageTemp::Hot)
     }
 
     fn free(&mut self, pfn: Pfn, order: Order) -> Result<(), PhysError> {
-        self.zone_for(pfn, order)?.free(pfn, order)
+        self.free_temp(pfn, order, PageTemp::Hot)
     }
 
     fn split(&mut self, pfn: Pfn, order: Order) -> Result<(), PhysError> {
-        self.zone_for(pfn, order)?.split(pfn, order)
+        let z = self.zone_index(pfn, order)?;
+        self.zones[z].buddy.split(pfn, order)
     }
 
     fn free_count(&self, order: Order) -> u64 {
@@ -366,7 +437,12 @@ impl FrameAllocator for PhysMem {
     }
 
     fn free_frames(&self) -> u64 {
-        self.zones.iter().map(|z| z.buddy.free_frames()).sum()
+        let listed = self.pcp.as_ref().map_or(0, Pcp::pages);
+        self.zones
+            .iter()
+            .map(|z| z.buddy.free_frames())
+            .sum::<u64>()
+            + listed
     }
 
     fn total_frames(&self) -> u64 {

@@ -6,7 +6,7 @@ use super::{Owner, Swap};
 use crate::cache::Folio;
 use crate::machine::{frames_order, Machine, MmError};
 use crate::pagetable::PageTable;
-use crate::phys::{FrameAllocator, LruList, Page, SuperpageReclaim, ZoneId};
+use crate::phys::{LruList, Page, PageTemp, SuperpageReclaim, ZoneId};
 use crate::policy::{Policy, PolicyImpl};
 use pagelab_core::{Backing, PageSize, Pfn, VirtAddr};
 
@@ -30,7 +30,16 @@ fn frames(size: PageSize) -> u64 {
 
 impl Reclaimer<'_> {
     /// Reclaims every zone in the bit mask `zones` up to its high watermark.
+    /// What it frees goes to the per-CPU cold lists (`shrink_list` frees
+    /// through a cold `pagevec`).
     pub(crate) fn run(&mut self, zones: u64) -> Result<(), MmError> {
+        let was = std::mem::replace(&mut self.m.free_temp, PageTemp::Cold);
+        let done = self.zones(zones);
+        self.m.free_temp = was;
+        done
+    }
+
+    fn zones(&mut self, zones: u64) -> Result<(), MmError> {
         for z in 0..self.m.phys.zones().len().min(64) {
             if zones & (1 << z) != 0 {
                 self.zone(ZoneId(z))?;
@@ -295,7 +304,9 @@ impl Reclaimer<'_> {
             } else {
                 self.m.res.forget(&mut self.m.phys, pfn, per);
                 for f in pfn.0..pfn.0 + per {
-                    self.m.phys.free(Pfn(f), frames_order(PageSize::K4))?;
+                    self.m
+                        .phys
+                        .free_temp(Pfn(f), frames_order(PageSize::K4), PageTemp::Cold)?;
                 }
             }
         }

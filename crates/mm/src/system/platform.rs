@@ -7,21 +7,26 @@ use crate::machine::MmError;
 use pagelab_core::Pfn;
 
 impl Mm {
-    /// On a NUMA machine, puts the running process on its CPU (placing it
-    /// round-robin the first time it runs) and makes that CPU's node local.
+    /// Puts the running process on its CPU (placing it round-robin the
+    /// first time it runs): its per-CPU page lists are used, and on a NUMA
+    /// machine that CPU's node is local.
     pub(super) fn place(&mut self) {
-        if let Some(cpus) = &mut self.cpus {
-            let (node, new) = cpus.node(self.pid);
-            if let Some(n) = self.machine.phys.numa_mut() {
-                n.set_task(self.pid, node, new);
-            }
+        let (cpu, node, new) = self.cpus.place(self.pid);
+        self.machine.phys.set_cpu(cpu);
+        if let Some(n) = self.machine.phys.numa_mut() {
+            n.set_task(self.pid, node, new);
         }
     }
 
     /// Whether the machine has several NUMA nodes (and the run counts local
     /// and remote allocations and references).
     pub fn is_numa(&self) -> bool {
-        self.cpus.is_some()
+        self.machine.phys.numa().is_some()
+    }
+
+    /// What the per-CPU hot and cold page lists counted, when modelled.
+    pub fn pcp_stats(&self) -> Option<crate::phys::PcpStats> {
+        self.machine.phys.pcp_stats()
     }
 
     /// Counts `n` references by the running process to 4K frame `pfn`, local
