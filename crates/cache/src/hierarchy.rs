@@ -84,10 +84,11 @@ impl Caches {
     }
 
     /// Reads a data line in caches whose first level is shared: `line` is
-    /// its lookup in the shared level, `paddr` its physical address in this
-    /// run (for the levels below). Returns the cycles it took.
+    /// its lookup in the shared level, `paddr` gives its physical address in
+    /// this run (called only when the line goes below the first level).
+    /// Returns the cycles it took.
     #[inline]
-    pub fn access_shared(&mut self, line: SharedLine, paddr: u64) -> u32 {
+    pub fn access_shared(&mut self, line: SharedLine, paddr: impl FnOnce() -> u64) -> u32 {
         let hit = if self.own & (1 << line.set) == 0 {
             line.hit
         } else {
@@ -97,7 +98,7 @@ impl Caches {
         if hit {
             return self.latency[0];
         }
-        self.access_from(1, paddr, Line::Data)
+        self.access_from(1, paddr(), Line::Data)
     }
 
     /// Whether this run holds any first-level set of its own (one with a

@@ -52,21 +52,35 @@ struct Run {
     walk_cache_hits: u64,
     /// Cycles of loads alone (translation, walk and caches).
     load_cycles: u64,
-    /// The physical address of the data line being read, between the
-    /// translation and the cache passes of a shared first level.
+    /// Per side, whether `last_base` holds the frame of the last entry.
+    frame_known: [bool; 2],
+    /// The data line being read, between the translation and the cache
+    /// passes of a shared first level: its address, and under nested
+    /// paging its host-physical address.
+    va: u64,
     paddr: u64,
 }
 
 impl Run {
-    /// Translates `addr`; returns its page's (guest-)physical start (for
-    /// data: a fetch's is looked up only after a walk) and whether a walk
-    /// read page-table lines.
+    /// Translates `addr` for data; returns its page's (guest-)physical
+    /// start and whether a walk read page-table lines.
     #[inline]
     fn translate(&mut self, side: usize, addr: u64, hit: &[u32; 3]) -> (u64, bool) {
+        let walked = self.lookup(side, addr, hit, true);
+        (self.last_base[side], walked)
+    }
+
+    /// The TLB's part of translating `addr` (the memo of the last entry, the
+    /// lookup, a walk); returns whether it walked. The page's frame is
+    /// looked up after a walk, where the page may be new (so frames are
+    /// handed out in the order of the first touches), and after any lookup
+    /// when `frame`; else `frame_known` says whether `last_base` holds it.
+    #[inline]
+    fn lookup(&mut self, side: usize, addr: u64, hit: &[u32; 3], frame: bool) -> bool {
         let key = addr >> self.memo_shift[side];
         if key == self.last[side] {
             self.tlb_cycles += hit[0] as u64;
-            return (self.last_base[side], false);
+            return false;
         }
         let walked = match self.tlb.access_addr(SIDES[side], VirtAddr(addr), self.size) {
             Outcome::L1Hit => {
@@ -84,15 +98,11 @@ impl Run {
             }
         };
         self.last[side] = key;
-        // A fetch needs no physical address (instruction caches are not
-        // modelled): its page's frame is looked up only after a walk, where
-        // the page may be new, so frames are handed out in the same order.
-        if side == 0 && !walked {
-            return (0, false);
+        self.frame_known[side] = walked || frame;
+        if self.frame_known[side] {
+            self.last_base[side] = self.pt.page_of(addr);
         }
-        let base = self.pt.page_of(addr);
-        self.last_base[side] = base;
-        (base, walked)
+        walked
     }
 
     #[cold]
@@ -138,15 +148,19 @@ impl Run {
         }
     }
 
-    /// A data line's translation, with a shared first level: its physical
-    /// address kept for [`Run::shared_line`] (a walk reads the caches first).
+    /// A data line's translation, with a shared first level: the TLB's part
+    /// (a walk reads the caches first); the physical address is worked out
+    /// by [`Run::shared_line`] only if the line misses the first level.
+    /// Under nested paging it is worked out here, since the host hands out
+    /// its frames at the first touch of each of its pages.
     #[inline]
     fn translate_line(&mut self, a: u64, hit: &[u32; 3], load: bool) {
         let before = self.tlb_cycles + self.walk_cycles;
-        let (base, _) = self.translate(1, a, hit);
-        self.paddr = base | (a & (self.size.bytes() - 1));
+        self.va = a;
+        let nested = self.host.is_some();
+        self.lookup(1, a, hit, nested);
         if let Some(h) = &mut self.host {
-            self.paddr = h.translate(self.paddr);
+            self.paddr = h.translate(self.last_base[1] | (a & (self.size.bytes() - 1)));
         }
         if load {
             self.load_cycles += self.tlb_cycles + self.walk_cycles - before;
@@ -156,7 +170,23 @@ impl Run {
     /// The caches' read of the line [`Run::translate_line`] translated.
     #[inline]
     fn shared_line(&mut self, line: SharedLine, load: bool) {
-        let cycles = self.caches.access_shared(line, self.paddr) as u64;
+        let (va, nested, offset) = (self.va, self.host.is_some(), self.size.bytes() - 1);
+        let (pt, known, base, paddr) = (
+            &mut self.pt,
+            &mut self.frame_known[1],
+            &mut self.last_base[1],
+            self.paddr,
+        );
+        let cycles = self.caches.access_shared(line, || {
+            if nested {
+                return paddr;
+            }
+            if !*known {
+                *base = pt.page_of(va);
+                *known = true;
+            }
+            *base | (va & offset)
+        }) as u64;
         self.data_cycles += cycles;
         if load {
             self.load_cycles += cycles;
@@ -167,9 +197,10 @@ impl Run {
     /// (instruction caches are not modelled). Returns whether it walked.
     #[inline]
     fn instr(&mut self, addr: u64, last: u64, hit: &[u32; 3]) -> bool {
-        let (_, mut walked) = self.translate(0, addr, hit);
+        // A fetch needs no physical address (instruction caches are not modelled).
+        let mut walked = self.lookup(0, addr, hit, false);
         if last >> MIN_PAGE_SHIFT != addr >> MIN_PAGE_SHIFT {
-            walked |= self.translate(0, last, hit).1;
+            walked |= self.lookup(0, last, hit, false);
         }
         walked
     }
@@ -242,6 +273,8 @@ impl CostStudy {
                     walks: [0; 2],
                     walk_cache_hits: 0,
                     load_cycles: 0,
+                    frame_known: [false; 2],
+                    va: 0,
                     paddr: 0,
                 })
             })
