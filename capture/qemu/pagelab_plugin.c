@@ -79,6 +79,7 @@ enum {
 };
 #define CLONE_VM_FLAG 0x100
 #define CLONE_VFORK_FLAG 0x4000
+#define CSIGNAL_MASK 0xffULL
 #define MAP_ANON_FLAG 0x20
 
 /* Buffers are 1 MiB slots: [0] state, [1] pid | tid << 32, [2..4) room for
@@ -102,6 +103,7 @@ struct tstate {
     struct tstate *next, *prev; /* registry of live threads */
     int64_t sc_num;             /* system call awaiting its result, or -1 */
     uint64_t sc_args[6];
+    uint64_t sc_clone;          /* a fork-like call's clone flags, as the guest asked */
 };
 
 struct arena_header {
@@ -710,6 +712,27 @@ static int is_fork_like(int64_t num)
     return num == NR_CLONE || num == NR_CLONE3 || num == NR_FORK || num == NR_VFORK;
 }
 
+/* The clone flags a fork-like call asks for, read at its entry, before
+ * QEMU runs a vfork as a plain fork (its do_fork clears CLONE_VFORK and
+ * CLONE_VM in a copy; the guest's registers and struct keep them):
+ * fork none, vfork CLONE_VM | CLONE_VFORK (kernel/fork.c's sys_vfork),
+ * clone its first argument without the exit signal, clone3 the first
+ * field of its struct clone_args. */
+static uint64_t clone_flags(int64_t num, uint64_t a1)
+{
+    uint64_t f = 0;
+    switch (num) {
+    case NR_VFORK:
+        return CLONE_VM_FLAG | CLONE_VFORK_FLAG;
+    case NR_CLONE:
+        return a1 & ~CSIGNAL_MASK;
+    case NR_CLONE3:
+        return guest_read(a1, &f, sizeof f) == sizeof f ? f : 0;
+    default:
+        return 0;
+    }
+}
+
 static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint64_t a1,
                        uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5, uint64_t a6,
                        uint64_t a7, uint64_t a8)
@@ -723,6 +746,7 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint
         t->sc_args[0] = a1, t->sc_args[1] = a2, t->sc_args[2] = a3;
         t->sc_args[3] = a4, t->sc_args[4] = a5, t->sc_args[5] = a6;
         if (is_fork_like(num)) {
+            t->sc_clone = clone_flags(num, a1);
             flush_thread(t);
         }
         return;
@@ -785,8 +809,9 @@ static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, 
             process = access(path, F_OK) != 0;
         }
         if (process) {
-            reserve(t, 1);
-            put(t, EXT(X_FORK, 0, (uint64_t)ret));
+            reserve(t, 2);
+            *t->b.pos++ = EXT(X_FORK, 1, (uint64_t)ret);
+            *t->b.pos++ = t->sc_clone;
             flush_thread(t); /* so that it precedes the child's first block */
         }
         return;
@@ -876,8 +901,10 @@ static void on_fork_child(void)
         free(self->b.slot);
     }
     buf_get(&self->b, SLOT_THREAD, self->pid, self->tid);
-    *self->b.pos++ = EXT(X_CHILD, 1, 0);
+    /* The fork-like call is in progress: its flags are the parent's copy's. */
+    *self->b.pos++ = EXT(X_CHILD, 2, 0);
     *self->b.pos++ = parent;
+    *self->b.pos++ = self->sc_clone;
 }
 
 static void on_exit_all(qemu_plugin_id_t id, void *ud)

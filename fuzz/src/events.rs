@@ -123,6 +123,7 @@ pub fn event(u: &mut Unstructured<'_>) -> Result<Event> {
         16 => Event::Brk { end: vaddr(u)? },
         17 => Event::Fork {
             child: u.int_in_range(0..=3)?,
+            flags: pagelab_core::CloneFlags(u.arbitrary()?),
         },
         18 => Event::Exit {
             status: u.arbitrary()?,

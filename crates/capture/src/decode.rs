@@ -3,7 +3,7 @@
 use crate::format::{self, ADDR_MASK, MAX_INSNS, TB_ADDRS, TB_PER_INSN};
 use crate::syscalls::{nr, AddressSpaces};
 use pagelab_core::{
-    AccessKind, Event, ExecImage, MemRef, PageSize, SourceInfo, ThreadId, VirtAddr,
+    AccessKind, CloneFlags, Event, ExecImage, MemRef, PageSize, SourceInfo, ThreadId, VirtAddr,
 };
 use pagelab_trace::{PageBatch, PageFilter, TraceError, TraceSource};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -476,10 +476,13 @@ impl<R: Read> PluginReader<R> {
             }
             format::X_FORK => {
                 self.finish_block(out);
+                // Older streams carry no flags: a plain fork.
+                let flags = CloneFlags((words >= 1).then(|| self.word(at, 1)).unwrap_or(0));
                 if self.forks.insert(value as u32) {
                     self.switch_to_cur(out);
                     out.push(Event::Fork {
                         child: value as u32,
+                        flags,
                     });
                 }
             }
@@ -497,6 +500,7 @@ impl<R: Read> PluginReader<R> {
                     pid: v as u32,
                     tid: (v >> 32) as u32,
                 };
+                let flags = CloneFlags((words >= 2).then(|| self.word(at, 2)).unwrap_or(0));
                 if self.forks.insert(self.cur.id.pid) {
                     if self.emitted != Some(parent) {
                         out.push(Event::Switch(parent));
@@ -504,6 +508,7 @@ impl<R: Read> PluginReader<R> {
                     }
                     out.push(Event::Fork {
                         child: self.cur.id.pid,
+                        flags,
                     });
                 }
             }

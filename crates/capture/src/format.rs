@@ -27,9 +27,11 @@ pub const X_TBDEF: u8 = 2;
 pub const X_MEMX: u8 = 3;
 /// Subtype: a system call (value: its number; words: result, six arguments, optionally dev and inode).
 pub const X_SYSCALL: u8 = 4;
-/// Subtype: first record of a forked child (word: parent `pid | tid << 32`).
+/// Subtype: first record of a forked child (words: parent `pid | tid << 32`, then the
+/// call's clone flags; older streams: the parent only).
 pub const X_CHILD: u8 = 5;
-/// Subtype: the current process forked a child (value: child pid).
+/// Subtype: the current process forked a child (value: child pid; word: the call's clone
+/// flags, as the guest asked for them; older streams: none).
 pub const X_FORK: u8 = 6;
 /// Subtype: the first record of a program the current process exec'd (value 0, no words).
 pub const X_EXEC: u8 = 7;

@@ -234,7 +234,7 @@ impl Lives {
                 }
                 Some(&cur) if cur == pid => out.push(Event::Exec(None)),
                 Some(_) => {
-                    out.push(Event::Fork { child: pid });
+                    out.push(Event::fork(pid));
                     out.extend([switch(pid), Event::Exec(None)]);
                     self.stack.push(pid);
                 }
@@ -358,7 +358,7 @@ mod tests {
             [
                 sw(1),
                 Event::Exec(None),
-                Event::Fork { child: 2 },
+                Event::fork(2),
                 sw(2),
                 Event::Exec(None),
                 sw(2),

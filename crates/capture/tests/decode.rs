@@ -4,8 +4,8 @@
 use pagelab_capture::format::{self, *};
 use pagelab_capture::PluginReader;
 use pagelab_core::{
-    AccessKind, Backing, Event, FileIdentity, MapEvent, MapRequest, MemRef, Prot, Sharing,
-    ThreadId, VirtAddr,
+    AccessKind, Backing, CloneFlags, Event, FileIdentity, MapEvent, MapRequest, MemRef, Prot,
+    Sharing, ThreadId, VirtAddr,
 };
 use pagelab_trace::{TraceError, TraceSource};
 
@@ -259,13 +259,85 @@ fn a_fork_is_reported_once_before_the_child() {
         events,
         vec![
             sw(10, 10),
-            Event::Fork { child: 11 },
+            Event::fork(11),
             sw(11, 11),
             i(0x1000, 3),
             i(0x1003, 4),
             i(0x1007, 2),
         ]
     );
+}
+
+/// A vfork's clone flags as the plugin writes them (in the parent's FORK
+/// record and the child's CHILD record) reach the trace's fork event,
+/// whichever record comes first, and survive the native format; an older
+/// stream's records, without flags, read as a plain fork.
+#[test]
+fn clone_flags_travel_from_the_stream_to_a_stored_trace() {
+    let vfork = CloneFlags::VFORK_CALL;
+    let parent = 10 | (10 << 32);
+    let child_first = |flags: Option<u64>| {
+        let mut w = base();
+        w.extend(thread(11, 11));
+        match flags {
+            Some(f) => w.extend([ext(X_CHILD, 2, 0), parent, f]),
+            None => w.extend([ext(X_CHILD, 1, 0), parent]),
+        }
+        w.extend(thread(10, 10));
+        match flags {
+            Some(f) => w.extend([ext(X_FORK, 1, 11), f]),
+            None => w.push(ext(X_FORK, 0, 11)),
+        }
+        w
+    };
+    let parent_first = |f: u64| {
+        let mut w = base();
+        w.extend([ext(X_FORK, 1, 11), f]);
+        w.extend(thread(11, 11));
+        w.extend([ext(X_CHILD, 2, 0), parent, f]);
+        w.push(tb_exec(1));
+        w
+    };
+    let fork_of = |w: &[u64]| {
+        let (events, err) = decode(w, 100);
+        assert!(err.is_none(), "{err:?}");
+        let forks: Vec<Event> = events
+            .into_iter()
+            .filter(|e| matches!(e, Event::Fork { .. }))
+            .collect();
+        assert_eq!(forks.len(), 1, "one fork event per child");
+        forks[0].clone()
+    };
+    let want = Event::Fork {
+        child: 11,
+        flags: vfork,
+    };
+    assert_eq!(fork_of(&child_first(Some(vfork.0))), want);
+    assert_eq!(fork_of(&parent_first(vfork.0)), want);
+    assert_eq!(fork_of(&child_first(None)), Event::fork(11));
+    // clone(CLONE_VM | CLONE_VFORK | SIGCHLD), as posix_spawn calls it, without its signal.
+    let spawn = CloneFlags::from_clone_arg(0x4111);
+    assert_eq!(spawn, vfork);
+    assert_eq!(
+        fork_of(&parent_first(spawn.0)),
+        Event::Fork {
+            child: 11,
+            flags: spawn
+        }
+    );
+
+    // Stored and read back.
+    let (events, _) = decode(&parent_first(vfork.0), 100);
+    let mut wr = pagelab_trace::NativeWriter::new(Vec::new()).unwrap();
+    for e in &events {
+        wr.write(e).unwrap();
+    }
+    let bytes = wr.finish().unwrap();
+    let mut rd = pagelab_trace::NativeReader::new(&bytes[..], "t.pgl");
+    let mut back = Vec::new();
+    while rd.fill(&mut back, 7).unwrap() {}
+    assert_eq!(back, events);
+    assert!(back.contains(&want));
 }
 
 fn corrupt(words: &[u64], cut: Option<usize>) -> (u64, String) {

@@ -48,7 +48,7 @@ fn lives(events: &[Event]) -> BTreeMap<u32, Life> {
             Event::Map(_) | Event::Brk { .. } => {
                 out.entry(cur.pid).or_default().maps_after_exec += 1;
             }
-            Event::Fork { child } => out.entry(*child).or_default().forked_by = Some(cur.pid),
+            Event::Fork { child, .. } => out.entry(*child).or_default().forked_by = Some(cur.pid),
             Event::Exit { status } => out.entry(cur.pid).or_default().exit = Some(*status),
             _ => {}
         }

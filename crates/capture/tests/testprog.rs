@@ -161,7 +161,7 @@ fn qemu_fork_keeps_process_ids() {
     let forks: Vec<u32> = events
         .iter()
         .filter_map(|e| match e {
-            Event::Fork { child } => Some(*child),
+            Event::Fork { child, .. } => Some(*child),
             _ => None,
         })
         .collect();

@@ -183,6 +183,42 @@ pub enum Advice {
     Other(u16),
 }
 
+/// The flags of a call that made a process, as Linux's `clone` takes them
+/// (`CLONE_*`, without the exit signal in the low byte): what the program
+/// asked for, before any emulator rewrote it. `fork` is no flag; `vfork` is
+/// [`CloneFlags::VFORK_CALL`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct CloneFlags(pub u64);
+
+impl CloneFlags {
+    /// A plain fork: the child gets a copy of the address space.
+    pub const FORK: CloneFlags = CloneFlags(0);
+    /// What `vfork()` asks for: `CLONE_VM | CLONE_VFORK`.
+    pub const VFORK_CALL: CloneFlags = CloneFlags(Self::VM | Self::VFORK);
+    /// `CLONE_VM`: the child runs in the caller's address space.
+    pub const VM: u64 = 0x100;
+    /// `CLONE_VFORK`: the calling thread waits until the child execs or exits.
+    pub const VFORK: u64 = 0x4000;
+    /// `CSIGNAL`: clone's low byte, the signal sent at the child's exit, no flag.
+    pub const SIGNAL_MASK: u64 = 0xff;
+
+    /// The flags of clone's first argument (its exit signal dropped).
+    pub fn from_clone_arg(arg: u64) -> CloneFlags {
+        CloneFlags(arg & !Self::SIGNAL_MASK)
+    }
+
+    /// Whether the child shares the caller's address space (`CLONE_VM`).
+    pub fn shares_mm(self) -> bool {
+        self.0 & Self::VM != 0
+    }
+
+    /// Whether the calling thread is suspended until the child execs or
+    /// exits (`CLONE_VFORK`).
+    pub fn suspends_parent(self) -> bool {
+        self.0 & Self::VFORK != 0
+    }
+}
+
 /// A process and thread identifier pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct ThreadId {
@@ -243,10 +279,15 @@ pub enum Event {
         /// New end of the heap.
         end: VirtAddr,
     },
-    /// The current process forked a child with this pid.
+    /// The current process forked a child with this pid (fork, vfork, or a
+    /// clone that makes a process).
     Fork {
         /// The child's process id.
         child: u32,
+        /// The clone flags the call asked for ([`CloneFlags::FORK`] for a
+        /// plain fork, and in traces that did not record them).
+        #[serde(default)]
+        flags: CloneFlags,
     },
     /// The current process exited with this status.
     Exit {
@@ -258,6 +299,16 @@ pub enum Event {
     /// new, empty one under the same process id. The new program, when the
     /// capture recorded it (traces written before it did read as `None`).
     Exec(Option<Box<ExecImage>>),
+}
+
+impl Event {
+    /// A plain fork of a child with this pid (no clone flags).
+    pub fn fork(child: u32) -> Event {
+        Event::Fork {
+            child,
+            flags: CloneFlags::FORK,
+        }
+    }
 }
 
 /// The program an `execve` started, as a capture recorded it: what the

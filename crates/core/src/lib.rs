@@ -21,8 +21,8 @@ mod size;
 
 pub use addr::{BasePfn, Pfn, VirtAddr, Vpn};
 pub use event::{
-    AccessKind, Advice, Backing, Event, ExecImage, FileIdentity, MapEvent, MapRequest, MemRef,
-    Prot, Sharing, ThreadId,
+    AccessKind, Advice, Backing, CloneFlags, Event, ExecImage, FileIdentity, MapEvent, MapRequest,
+    MemRef, Prot, Sharing, ThreadId,
 };
 pub use output::{write_atomically, AtomicFile, Output};
 pub use quote::{escape, escape_bytes};

@@ -101,6 +101,13 @@ impl Asids {
         self.current = None;
     }
 
+    /// The running task leaves an address space others keep (a vfork
+    /// child's exec): the slot stays theirs, the task's next reference
+    /// takes one of its own.
+    pub(crate) fn leave(&mut self) {
+        self.current = None;
+    }
+
     /// Empties the running process's entries (a fork write-protects them).
     pub(crate) fn flush_current(&self, tlb: &mut TlbHierarchy) {
         if let Some(s) = self.current {

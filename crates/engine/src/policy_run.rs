@@ -10,7 +10,7 @@ use pagelab_mm::policy::PolicySpec;
 use pagelab_mm::system::{Invalidate, Mm};
 use pagelab_report::{PolicyStats, RefCounts, RunStats, SimResult, SIM_SCHEMA};
 use pagelab_tlb::{Outcome, Side, TlbConfig, TlbHierarchy};
-use pagelab_trace::TraceSource;
+use pagelab_trace::{TraceSource, VforkOrder};
 use rustc_hash::FxHashSet;
 use std::time::Instant;
 
@@ -154,7 +154,7 @@ impl PolicyRun {
         Ok(())
     }
 
-    /// Forgets the translations event `ev` of process `pid` changed. With
+    /// Forgets the translations event `ev` of address space `pid` changed. With
     /// ASIDs a switch keeps every process's entries, an exit or exec leaves
     /// them for the slot's next owner, and the rest touch `pid`'s only.
     fn invalidate(&mut self, ev: &Event, pid: u32, inv: Invalidate) {
@@ -164,10 +164,14 @@ impl PolicyRun {
             (None, Invalidate::Range(s, e)) => tlb.invalidate_range(s, e - s),
             (None, Invalidate::All) => tlb.flush(),
             (Some(a), Invalidate::Range(s, e)) => a.invalidate(s, e, tlb),
+            // Tags are per address space, as Linux's ASIDs are per mm: a task
+            // running in another's (a vfork child) uses that one's.
             (Some(a), Invalidate::All) => match ev {
-                Event::Switch(t) => {
-                    a.switch(t.pid, tlb);
+                Event::Switch(_) => {
+                    a.switch(self.mm.pid(), tlb);
                 }
+                // A task that ran in another's space leaves it to its owner.
+                Event::Exit { .. } | Event::Exec(_) if self.mm.pid() != pid => a.leave(),
                 Event::Exit { .. } | Event::Exec(_) => a.drop_space(pid),
                 _ => a.flush_current(tlb),
             },
@@ -327,11 +331,17 @@ impl PolicyRun {
 
 /// Runs every policy of `cfg` over `src` in one pass, in constant memory
 /// whatever the trace length (the model's state grows with the pages touched).
+///
+/// The trace is read in the kernel's order of a vfork ([`VforkOrder`]): a
+/// thread that vforked runs again only once its child has exec'd or exited,
+/// whatever order the capture recorded (QEMU runs vfork as fork). Record
+/// numbers in errors count in that order.
 pub fn run_policies(
     src: &mut (dyn TraceSource + Send),
     cfg: &PolicyConfig,
     progress: &mut dyn Progress,
 ) -> Result<SimResult, EngineError> {
+    let mut src = VforkOrder::new(src);
     let start = Instant::now();
     let mut runs = cfg
         .policies

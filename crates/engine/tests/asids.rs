@@ -88,7 +88,7 @@ fn fork_flushes_the_parent_and_exit_frees_nothing_early() {
     // still hits, A misses again.
     let mut ev = runs(&[1, 2]);
     ev.push(switch(1));
-    ev.push(Event::Fork { child: 3 });
+    ev.push(Event::fork(3));
     ev.extend(runs(&[2, 1]));
     // A 8, B 8, B again 0, A 8.
     assert_eq!(misses(Some(2), &ev), 24);

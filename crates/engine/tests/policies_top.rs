@@ -133,9 +133,7 @@ impl Lcg {
             },
             // A child that copies the mappings at the top of the space (fork
             // once copied only the lower 128 TiB).
-            5 => Event::Fork {
-                child: 2 + (self.next() % 64) as u32,
-            },
+            5 => Event::fork(2 + (self.next() % 64) as u32),
             _ => Event::Ref(MemRef {
                 addr: VirtAddr(self.addr()),
                 size: (self.next() % 64) as u32,

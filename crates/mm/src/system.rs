@@ -12,6 +12,7 @@ use crate::vma::Vma;
 use pagelab_core::{Advice, Backing, Event, PageSize, VirtAddr};
 
 mod platform;
+mod vfork;
 
 /// Inferred VMAs cover naturally aligned blocks of this size.
 pub const INFER_GRANULE: PageSize = PageSize::M2;
@@ -32,7 +33,12 @@ pub struct Mm {
     machine: Machine,
     policy: PolicyImpl,
     spec: PolicySpec,
+    /// The address space the running task uses: its owner's pid (the task's
+    /// own, but for a task running in another's, see `vfork.rs`).
     pid: u32,
+    /// The running task's pid (the trace's last switch).
+    task: u32,
+    borrowed: vfork::Borrowed,
     seen_map_events: bool,
     cow: CowMode,
     invalidations: Vec<(VirtAddr, VirtAddr)>,
@@ -91,6 +97,8 @@ impl Mm {
             policy: spec.build(),
             spec: spec.clone(),
             pid: 0,
+            task: 0,
+            borrowed: vfork::Borrowed::default(),
             seen_map_events: false,
             cow: CowMode::Whole,
             invalidations: Vec::new(),
@@ -369,9 +377,16 @@ impl Mm {
         self.machine.file_faults = f;
     }
 
-    /// The process whose references come next.
+    /// The process whose address space the next references use: the
+    /// running task's, or for a task running in another's (a vfork child
+    /// before its exec), that one's.
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// The process whose references come next (the trace's last switch).
+    pub fn task(&self) -> u32 {
+        self.task
     }
 
     /// Carries out one non-reference event.
@@ -384,9 +399,12 @@ impl Mm {
             // The request matters to placement only; its result follows as a Map.
             Event::Ref(_) | Event::MapRequest(_) => Ok(Invalidate::Nothing),
             Event::Switch(t) => {
-                let changed = t.pid != self.pid;
-                self.pid = t.pid;
-                if changed {
+                // Tasks that share an address space switch without a flush.
+                let mm = self.borrowed.mm_of(t.pid);
+                let changed = mm != self.pid;
+                let placed = t.pid != self.task;
+                (self.pid, self.task) = (mm, t.pid);
+                if placed {
                     self.place();
                 }
                 Ok(if changed {
@@ -478,24 +496,24 @@ impl Mm {
             // An exec ends the old program's address space as an exit does;
             // the process is made anew by its next record.
             Event::Exit { .. } | Event::Exec(_) => {
+                if let Some(done) = self.leave_mm(ev) {
+                    return done;
+                }
                 // What the process maps at its exit is counted as the kernel's exit stop
                 // sees it; an exec is no exit (the lab reads a process at its exit only).
                 if matches!(ev, Event::Exit { .. }) {
                     self.policy.exit(&self.machine, pid);
                 }
-                let ranges: Vec<(VirtAddr, VirtAddr)> = match self.machine.proc(pid) {
-                    Some(p) => p.aspace.iter().map(|v| (v.start, v.end)).collect(),
-                    None => Vec::new(),
-                };
-                self.drop_ranges(pid, &ranges)?;
-                self.machine.remove_proc(pid);
-                self.swap.remove_pid(pid);
+                self.drop_space(pid)?;
                 Ok(Invalidate::All)
             }
-            Event::Fork { child } => {
-                if self.machine.proc(*child).is_some() {
+            Event::Fork { child, flags } => {
+                if self.task_exists(*child) {
                     // A pid still in use: the trace contradicts itself.
                     return self.on_nothing();
+                }
+                if let Some(inv) = self.share_mm(*child, *flags) {
+                    return Ok(inv);
                 }
                 fault::fork(&mut self.machine, pid, *child)?;
                 self.swap.fork(pid, *child);

@@ -4,10 +4,10 @@
 mod common;
 
 use common::{access, ev, map_as, mm, K, M};
-use pagelab_core::{Backing, Event, Sharing, ThreadId, VirtAddr};
+use pagelab_core::{Backing, CloneFlags, Event, Sharing, ThreadId, VirtAddr};
 use pagelab_mm::fault::CowMode;
 use pagelab_mm::phys::FrameAllocator;
-use pagelab_mm::system::Mm;
+use pagelab_mm::system::{Invalidate, Mm};
 
 fn switch(m: &mut Mm, pid: u32) {
     ev(m, Event::Switch(ThreadId { pid, tid: pid }));
@@ -91,7 +91,7 @@ fn forked_2m(mode: CowMode) -> Mm {
     m.set_cow(mode);
     map_as(&mut m, 0x4000_0000, 2 * M, Backing::Anon, Sharing::Private);
     assert_eq!(access(&mut m, 0x4000_0000, true), 2 * M);
-    ev(&mut m, Event::Fork { child: 9 });
+    ev(&mut m, Event::fork(9));
     assert_eq!(m.machine().stats.rss_bytes, 4 * M);
     assert_eq!(used_frames(&m), 512);
     switch(&mut m, 9);
@@ -157,7 +157,7 @@ fn forking_a_pid_in_use_is_counted_not_obeyed() {
     let mut m = mm("base:4K", 256 * M);
     map_as(&mut m, 0x4000_0000, 4 * K, Backing::Anon, Sharing::Private);
     access(&mut m, 0x4000_0000, true);
-    ev(&mut m, Event::Fork { child: 0 });
+    ev(&mut m, Event::fork(0));
     assert_eq!(m.machine().stats.events_on_nothing, 1);
 }
 
@@ -170,9 +170,9 @@ fn frames_orphaned_after_fork_go_back_to_the_policy() {
     for i in 0..82 {
         access(&mut m, 0x4000_0000 + i * 4 * K, true);
     }
-    ev(&mut m, Event::Fork { child: 1 });
+    ev(&mut m, Event::fork(1));
     map_as(&mut m, 0x4000_0000, 4 * K, Backing::Anon, Sharing::Private);
-    ev(&mut m, Event::Fork { child: 2 });
+    ev(&mut m, Event::fork(2));
     for pid in [2, 1, 0] {
         switch(&mut m, pid);
         ev(&mut m, Event::Exit { status: 0 });
@@ -200,7 +200,7 @@ fn fork_copies_the_entries_of_vmas_with_anonymous_pages_only() {
     access(&mut m, 0x4001_0000, false);
     access(&mut m, 0x4001_1000, true);
     access(&mut m, 0x4002_0000, true);
-    ev(&mut m, Event::Fork { child: 5 });
+    ev(&mut m, Event::fork(5));
     switch(&mut m, 5);
     let faults = |m: &Mm| m.machine().stats.faults;
     let before = faults(&m);
@@ -211,4 +211,126 @@ fn fork_copies_the_entries_of_vmas_with_anonymous_pages_only() {
     access(&mut m, 0x4000_0000, false);
     assert_eq!(faults(&m), before + 1);
     assert_eq!(used_frames(&m), 5); // three cached pages, one copy, the heap page
+}
+
+#[test]
+fn a_vfork_child_faults_in_its_parents_address_space_without_a_copy() {
+    // kernel/fork.c: copy_mm with CLONE_VM takes the parent's mm (no copy,
+    // no write-protection); the child's faults are faults of that mm until
+    // its exec leaves it (exec_mm_release -> mm_release).
+    let mut m = mm("base:4K", 256 * M);
+    let faults = |m: &Mm| m.machine().stats.faults;
+    map_as(&mut m, 0x4000_0000, 64 * K, Backing::Anon, Sharing::Private);
+    access(&mut m, 0x4000_0000, true);
+    let (rss, used, copied) = (
+        m.machine().stats.rss_bytes,
+        used_frames(&m),
+        m.machine().stats.copied_bytes,
+    );
+    let inv = m
+        .event(&Event::Fork {
+            child: 5,
+            flags: CloneFlags::VFORK_CALL,
+        })
+        .unwrap();
+    assert_eq!(
+        inv,
+        Invalidate::Nothing,
+        "the parent's entries stay writable"
+    );
+    assert_eq!(m.machine().stats.rss_bytes, rss, "nothing was copied");
+    switch(&mut m, 5);
+    assert_eq!(m.pid(), 0, "the child runs in its parent's address space");
+    assert_eq!(m.task(), 5);
+    // A write to the parent's page: no copy-on-write fault, no copy.
+    let before = faults(&m);
+    access(&mut m, 0x4000_0000, true);
+    assert_eq!(faults(&m), before);
+    // A new page: the child's fault, in the shared space.
+    access(&mut m, 0x4000_1000, true);
+    assert_eq!(faults(&m), before + 1);
+    assert_eq!(m.machine().stats.copied_bytes, copied);
+    assert_eq!(used_frames(&m), used + 1);
+    ev(&mut m, Event::Exec(None));
+    // The child's new program has a space of its own; the parent's keeps both pages.
+    map_as(&mut m, 0x4000_0000, 64 * K, Backing::Anon, Sharing::Private);
+    access(&mut m, 0x4000_0000, true);
+    assert_eq!(faults(&m), before + 2);
+    switch(&mut m, 0);
+    access(&mut m, 0x4000_0000, true);
+    access(&mut m, 0x4000_1000, true);
+    assert_eq!(faults(&m), before + 2, "the parent finds the child's page");
+    assert_eq!(used_frames(&m), used + 2);
+
+    // The same with a plain fork: the child's write copies, its new page is its own.
+    let mut f = mm("base:4K", 256 * M);
+    map_as(&mut f, 0x4000_0000, 64 * K, Backing::Anon, Sharing::Private);
+    access(&mut f, 0x4000_0000, true);
+    ev(&mut f, Event::fork(5));
+    switch(&mut f, 5);
+    let before = faults(&f);
+    access(&mut f, 0x4000_0000, true);
+    access(&mut f, 0x4000_1000, true);
+    assert_eq!(faults(&f), before + 2);
+    assert_eq!(f.machine().stats.copied_bytes, 4 * K);
+    ev(&mut f, Event::Exec(None));
+    switch(&mut f, 0);
+    access(&mut f, 0x4000_1000, true);
+    assert_eq!(faults(&f), before + 3);
+}
+
+#[test]
+fn a_vfork_child_that_exits_leaves_the_space_to_its_parent() {
+    let mut m = mm("base:4K", 256 * M);
+    map_as(&mut m, 0x4000_0000, 64 * K, Backing::Anon, Sharing::Private);
+    access(&mut m, 0x4000_0000, true);
+    let vfork = |child| Event::Fork {
+        child,
+        flags: CloneFlags::VFORK_CALL,
+    };
+    ev(&mut m, vfork(5));
+    // A pid borrowing a space is in use.
+    ev(&mut m, vfork(5));
+    assert_eq!(m.machine().stats.events_on_nothing, 1);
+    switch(&mut m, 5);
+    access(&mut m, 0x4000_1000, true);
+    ev(&mut m, Event::Exit { status: 127 });
+    assert_eq!(m.machine().pids(), vec![0]);
+    assert_eq!(m.machine().stats.rss_bytes, 8 * K);
+    // The parent execs: its space goes, and with it the child's page.
+    switch(&mut m, 0);
+    ev(&mut m, vfork(6));
+    switch(&mut m, 6);
+    ev(&mut m, Event::Exit { status: 0 });
+    switch(&mut m, 0);
+    ev(&mut m, Event::Exec(None));
+    assert_eq!(m.machine().stats.rss_bytes, 0);
+    assert_eq!(used_frames(&m), 0);
+    m.check().unwrap();
+}
+
+#[test]
+fn a_clone_vm_child_keeps_the_space_its_parent_left() {
+    // mmput frees an mm at its last user's exit: the parent's exit leaves
+    // it to a CLONE_VM child still running in it.
+    let mut m = mm("base:4K", 256 * M);
+    map_as(&mut m, 0x4000_0000, 64 * K, Backing::Anon, Sharing::Private);
+    access(&mut m, 0x4000_0000, true);
+    ev(
+        &mut m,
+        Event::Fork {
+            child: 5,
+            flags: CloneFlags(CloneFlags::VM),
+        },
+    );
+    ev(&mut m, Event::Exit { status: 0 });
+    assert_eq!(m.machine().stats.rss_bytes, 4 * K, "held by the child");
+    switch(&mut m, 5);
+    let before = m.machine().stats.faults;
+    access(&mut m, 0x4000_0000, true);
+    assert_eq!(m.machine().stats.faults, before);
+    ev(&mut m, Event::Exit { status: 0 });
+    assert_eq!(m.machine().stats.rss_bytes, 0);
+    assert_eq!(used_frames(&m), 0);
+    assert!(m.machine().pids().is_empty());
 }

@@ -226,7 +226,7 @@ fn a_migrated_page_without_a_free_block_of_its_size_is_split() {
 #[test]
 fn pages_shared_after_fork_pin_their_block() {
     let mut m = fragmented(|i| i % 2 == 1);
-    m.event(&Event::Fork { child: 7 }).unwrap();
+    m.event(&Event::fork(7)).unwrap();
     m.check().unwrap();
     // Every allocated frame is mapped by parent and child: nothing can move.
     map(&mut m, REGION, 2 * M);

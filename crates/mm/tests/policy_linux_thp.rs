@@ -290,7 +290,7 @@ fn forked_zero_page_mappings_are_counted_and_copied_on_write() {
     let mut m = mm("enabled=never", 64 * M);
     map(&mut m, 0x4000_0000, 64 * K);
     read(&mut m, 0x4000_0000);
-    m.event(&Event::Fork { child: 7 }).unwrap();
+    m.event(&Event::fork(7)).unwrap();
     m.check().unwrap();
     touch(&mut m, 0x4000_0000);
     m.event(&Event::Switch(pagelab_core::ThreadId { pid: 7, tid: 7 }))
@@ -317,7 +317,7 @@ fn folios_are_counted_at_each_process_exit() {
         m.event(&Event::Switch(t)).unwrap();
     };
     let parent = m.pid();
-    m.event(&Event::Fork { child: 77 }).unwrap();
+    m.event(&Event::fork(77)).unwrap();
     switch(&mut m, 77);
     for i in 3..5 {
         assert_eq!(touch(&mut m, base + i * 128 * K), 64 * K);

@@ -354,7 +354,7 @@ fn frames_shared_at_fork_find_their_reservation_when_released() {
     for p in 0..4 {
         touch(&mut m, A + p * 4 * K);
     }
-    ev(&mut m, Event::Fork { child: 1 });
+    ev(&mut m, Event::fork(1));
     // The parent writes: copy-on-write gives it a copy; the child keeps the frames.
     let copy = touch(&mut m, A);
     assert_eq!(copy.size.bytes(), 16 * K);

@@ -196,7 +196,7 @@ fn run(policy: &str, split: bool, machine: u8, ops: Vec<Op>) -> Result<(), TestC
             Op::Switch(pid) => ev(&mut m, Event::Switch(ThreadId { pid, tid: pid })),
             // Fork and reservations do not mix yet (see policy_reservation.rs).
             Op::Fork(_) if policy.starts_with("reservation") => {}
-            Op::Fork(child) => ev(&mut m, Event::Fork { child }),
+            Op::Fork(child) => ev(&mut m, Event::fork(child)),
             Op::Exit => ev(&mut m, Event::Exit { status: 0 }),
         }
     }

@@ -226,7 +226,7 @@ fn anon(start: u64, len: u64) -> Event {
 fn forked(start: u64, len: u64) -> Vec<Event> {
     let mut ev = vec![switch(1), anon(start, len)];
     ev.extend((0..len / K4).map(|i| touch(start + i * K4, true)));
-    ev.push(Event::Fork { child: 2 });
+    ev.push(Event::fork(2));
     ev
 }
 
@@ -286,7 +286,7 @@ fn a_read_fault_in_a_table_shared_at_fork_fills_it_in_place() {
     };
     let mut ev = vec![switch(1), map(BASE, M2, file, Share::Private)];
     ev.extend((0..256).map(|i| touch(BASE + 2 * i * K4, false)));
-    ev.push(Event::Fork { child: 2 });
+    ev.push(Event::fork(2));
     ev.extend([switch(2), touch(BASE + K4, false)]);
     let st = run(cfg.clone(), &ev, true);
     assert_eq!(st.counts.fork_shared_tables, 1);
@@ -306,7 +306,7 @@ fn a_read_fault_in_a_table_shared_at_fork_fills_it_in_place() {
     // A read fault on anonymous memory copies it too (the model has no
     // zero page: the faulting process gets a page of its own).
     let mut ev = vec![switch(1), anon(BASE, M2), touch(BASE, true)];
-    ev.extend([Event::Fork { child: 2 }, switch(2), touch(BASE + K4, false)]);
+    ev.extend([Event::fork(2), switch(2), touch(BASE + K4, false)]);
     let st = run(cfg, &ev, true);
     assert_eq!(
         (st.counts.fork_shared_tables, st.counts.fork_unshares),
@@ -372,7 +372,7 @@ fn fork_event() -> impl Strategy<Value = Event> {
             len: n * K4,
             prot: Prot(Prot::READ)
         }),
-        3 => (1u32..4).prop_map(|child| Event::Fork { child }),
+        3 => (1u32..4).prop_map(|child| Event::fork(child)),
         1 => Just(Event::Exit { status: 0 }),
         3 => (page.clone(), any::<bool>()).prop_map(|(p, w)| touch(BASE + p * K4 + 8, w)),
         3 => (page, 1u64..600, any::<bool>()).prop_map(|(p, n, w)| {
@@ -411,7 +411,7 @@ fn event() -> impl Strategy<Value = Event> {
             len: n * K4,
             prot: Prot(Prot::READ)
         }),
-        (1u32..6).prop_map(|child| Event::Fork { child }),
+        (1u32..6).prop_map(|child| Event::fork(child)),
         Just(Event::Exit { status: 0 }),
         Just(Event::Exec(None)),
         (page.clone(), any::<bool>()).prop_map(|(p, w)| touch(BASE + p * K4 + 8, w)),

@@ -45,12 +45,14 @@ mod lackey;
 mod native;
 mod open;
 mod pages;
+mod vfork;
 
 pub use convert::{convert, ConvertStats};
 pub use lackey::{LackeyReader, LackeyWriter, PieceError, Pieces};
 pub use native::{NativeReader, NativeWriter, NATIVE_MAGIC, NATIVE_OLDEST_VERSION, NATIVE_VERSION};
 pub use open::{open, Format};
 pub use pages::{page_word, PageBatch, PageFilter, MAX_FILTER_DEPTH};
+pub use vfork::VforkOrder;
 
 use pagelab_core::{Event, SourceInfo};
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -303,7 +303,7 @@ impl ForkExec {
         let mut c = self.pool[i];
         if c.phase == 0 {
             Self::switch(out, 1);
-            out.push(Event::Fork { child: c.pid });
+            out.push(Event::fork(c.pid));
             Self::switch(out, c.pid);
             out.push(Event::Unmap {
                 start: VirtAddr(0),

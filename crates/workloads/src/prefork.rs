@@ -204,7 +204,7 @@ impl Prefork {
         let n = self.cfg.slices;
         if w.phase == 0 {
             self.switch(out, 1);
-            out.push(Event::Fork { child: w.pid });
+            out.push(Event::fork(w.pid));
             w.phase = 1;
         } else if w.phase > n {
             self.switch(out, w.pid);

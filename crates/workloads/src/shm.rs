@@ -152,7 +152,7 @@ impl ShmFanout {
     fn attach(&mut self, out: &mut Vec<Event>) {
         let child = self.proc as u32 + 2;
         Self::switch(out, 1);
-        out.push(Event::Fork { child });
+        out.push(Event::fork(child));
         Self::switch(out, child);
         out.push(Event::Map(Box::new(MapEvent {
             start: VirtAddr(self.cfg.addr),

@@ -193,7 +193,7 @@ fn prefork_writes_the_heap_then_each_worker_touches_its_part() {
     for e in &ev {
         match e {
             Event::Switch(t) => pid = t.pid,
-            Event::Fork { child } => {
+            Event::Fork { child, .. } => {
                 assert_eq!(pid, 1, "only the server forks");
                 live.insert(*child);
                 most = most.max(live.len());

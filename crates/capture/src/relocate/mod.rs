@@ -507,7 +507,7 @@ impl Relocator {
                     end: VirtAddr(new),
                 });
             }
-            Event::Fork { child } => {
+            Event::Fork { child, .. } => {
                 let copy = Space {
                     pending: None,
                     ..space.clone()

@@ -35,7 +35,7 @@ fn stream(forks: u32) -> Vec<Event> {
     ev.extend((0..2 * M2 / 4096).map(|i| store(BASE + i * 4096)));
     for k in 0..forks {
         let child = 100 + k;
-        ev.push(Event::Fork { child });
+        ev.push(Event::fork(child));
         ev.push(store(BASE));
         ev.push(store(BASE + M2));
         ev.push(Event::Switch(ThreadId {

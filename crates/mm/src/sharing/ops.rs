@@ -32,7 +32,7 @@ impl Sharing {
             }
             Event::Advise { start, len, advice } => self.advise(*start, *len, *advice),
             Event::Brk { end } => self.brk(*end),
-            Event::Fork { child } => {
+            Event::Fork { child, .. } => {
                 if *child == self.pid || self.procs.contains_key(child) {
                     self.n.events_on_nothing += 1;
                     return Ok(());

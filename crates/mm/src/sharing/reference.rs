@@ -204,7 +204,7 @@ impl Reference {
                     }
                 }
             }
-            Event::Fork { child } => {
+            Event::Fork { child, .. } => {
                 if *child == self.pid || self.procs.contains_key(child) {
                     return;
                 }

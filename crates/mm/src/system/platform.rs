@@ -11,10 +11,11 @@ impl Mm {
     /// first time it runs): its per-CPU page lists are used, and on a NUMA
     /// machine that CPU's node is local.
     pub(super) fn place(&mut self) {
-        let (cpu, node, new) = self.cpus.place(self.pid);
+        // The running task is placed (a vfork child runs on a CPU of its own).
+        let (cpu, node, new) = self.cpus.place(self.task);
         self.machine.phys.set_cpu(cpu);
         if let Some(n) = self.machine.phys.numa_mut() {
-            n.set_task(self.pid, node, new);
+            n.set_task(self.task, node, new);
         }
     }
 

@@ -2,8 +2,8 @@
 
 use crate::{PageBatch, PageFilter};
 use pagelab_core::{
-    AccessKind, Advice, Backing, Event, ExecImage, FileIdentity, MapEvent, MapRequest, MemRef,
-    Prot, Sharing, ThreadId, VirtAddr,
+    AccessKind, Advice, Backing, CloneFlags, Event, ExecImage, FileIdentity, MapEvent, MapRequest,
+    MemRef, Prot, Sharing, ThreadId, VirtAddr,
 };
 
 /// Reference tags are `kind * REF_STRIDE + size code`, below [`TAG_SWITCH`].
@@ -21,6 +21,8 @@ pub(crate) const TAG_EXIT: u8 = 0xf7;
 pub(crate) const TAG_EXEC: u8 = 0xf8;
 pub(crate) const TAG_MAP_REQUEST: u8 = 0xf9;
 pub(crate) const TAG_EXEC_IMAGE: u8 = 0xfa;
+/// A fork with clone flags (version 4); a plain fork stays [`TAG_FORK`].
+pub(crate) const TAG_CLONE: u8 = 0xfb;
 
 /// Longest exec'd program path a record carries (Linux's `PATH_MAX`).
 pub(crate) const MAX_EXEC_PATH: usize = 4096;
@@ -142,9 +144,14 @@ pub(crate) fn encode(out: &mut Vec<u8>, prev: &mut Prev, e: &Event) {
             out.push(TAG_BRK);
             put_varint(out, end.0);
         }
-        Event::Fork { child } => {
+        Event::Fork { child, flags } if *flags == CloneFlags::FORK => {
             out.push(TAG_FORK);
             put_varint(out, *child as u64);
+        }
+        Event::Fork { child, flags } => {
+            out.push(TAG_CLONE);
+            put_varint(out, *child as u64);
+            put_varint(out, flags.0);
         }
         Event::Exit { status } => {
             out.push(TAG_EXIT);
@@ -532,8 +539,10 @@ impl Cursor<'_> {
             TAG_BRK => Event::Brk {
                 end: VirtAddr(self.varint()?),
             },
-            TAG_FORK => Event::Fork {
+            TAG_FORK => Event::fork(self.varint_u32("child pid does not fit in 32 bits")?),
+            TAG_CLONE => Event::Fork {
                 child: self.varint_u32("child pid does not fit in 32 bits")?,
+                flags: CloneFlags(self.varint()?),
             },
             TAG_EXIT => {
                 let status = unzigzag(self.varint()?);

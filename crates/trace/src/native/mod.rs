@@ -19,10 +19,11 @@ pub use writer::NativeWriter;
 pub const NATIVE_MAGIC: [u8; 8] = *b"PAGELABT";
 
 /// The format version this crate writes and reads.
-pub const NATIVE_VERSION: u16 = 3;
+pub const NATIVE_VERSION: u16 = 4;
 /// The oldest format version this crate reads (version 2 added the Exec and
-/// MapRequest records, version 3 the exec'd program's record; an older file
-/// is a newer one without them).
+/// MapRequest records, version 3 the exec'd program's record, version 4 the
+/// fork with clone flags; an older file is a newer one without them, its
+/// forks plain forks).
 pub const NATIVE_OLDEST_VERSION: u16 = 1;
 
 /// Bytes in the file header: magic, version, flags, reserved.

@@ -4,8 +4,8 @@ use super::codec::{encode, Prev};
 use super::*;
 use crate::{TraceError, TraceSource};
 use pagelab_core::{
-    AccessKind, Advice, Backing, Event, ExecImage, FileIdentity, MapEvent, MapRequest, MemRef,
-    Prot, Sharing, ThreadId, VirtAddr,
+    AccessKind, Advice, Backing, CloneFlags, Event, ExecImage, FileIdentity, MapEvent, MapRequest,
+    MemRef, Prot, Sharing, ThreadId, VirtAddr,
 };
 use proptest::prelude::*;
 
@@ -87,7 +87,7 @@ fn zoo() -> Vec<Event> {
         Event::Brk {
             end: VirtAddr(u64::MAX),
         },
-        Event::Fork { child: u32::MAX },
+        Event::fork(u32::MAX),
         Event::Exit { status: i32::MIN },
         Event::Exit { status: i32::MAX },
         Event::Exec(None),
@@ -107,6 +107,15 @@ fn zoo() -> Vec<Event> {
             strings: 1234,
             capture_id: u64::MAX,
         }))),
+        // Version 4: forks with their clone flags.
+        Event::Fork {
+            child: 3,
+            flags: CloneFlags::VFORK_CALL,
+        },
+        Event::Fork {
+            child: u32::MAX,
+            flags: CloneFlags(u64::MAX),
+        },
     ]
 }
 
@@ -199,19 +208,35 @@ fn header_errors_name_their_offset() {
     assert_eq!(corrupt_offset(&bad).0, 0);
     assert!(corrupt_offset(&bad).1.contains("magic"));
     let mut bad = good.clone();
-    bad[8] = 4;
+    bad[8] = 5;
     assert_eq!(
         corrupt_offset(&bad),
         (
             8,
-            "unsupported version 4; this reader reads versions 1 to 3 (a newer pagelab wrote it?)"
+            "unsupported version 5; this reader reads versions 1 to 4 (a newer pagelab wrote it?)"
                 .into()
         )
     );
     // A version-1 file (written before Exec and MapRequest) reads as it did.
-    let mut old = write(&zoo()[..zoo().len() - 3], BLOCK_RAW_TARGET);
+    let mut old = write(&zoo()[..zoo().len() - 5], BLOCK_RAW_TARGET);
     old[8] = 1;
-    assert_eq!(read(&old, 7).0, &zoo()[..zoo().len() - 3]);
+    assert_eq!(read(&old, 7).0, &zoo()[..zoo().len() - 5]);
+    // A version-3 file's forks (written before clone flags) read as plain forks.
+    let mut old = write(
+        &[Event::Switch(ThreadId { pid: 1, tid: 1 }), Event::fork(5)],
+        BLOCK_RAW_TARGET,
+    );
+    old[8] = 3;
+    assert_eq!(
+        read(&old, 7).0,
+        [
+            Event::Switch(ThreadId { pid: 1, tid: 1 }),
+            Event::Fork {
+                child: 5,
+                flags: CloneFlags::FORK
+            }
+        ]
+    );
     let mut bad = good.clone();
     bad[11] = 1;
     assert_eq!(corrupt_offset(&bad).0, 10);
@@ -389,7 +414,8 @@ fn block_level_errors_name_the_block() {
 #[test]
 fn record_level_errors() {
     let cases: &[(&[u8], &str)] = &[
-        (&[0xfb, 0, 0], "reserved record tag"),
+        (&[0xfc, 0, 0], "reserved record tag"),
+        (&[0xfb, 0x80], "past the end"),
         (&[0xfa, 0, 0, 3, b'/', b'b'], "past the end"),
         (&[0xfa, 0, 0, 0x81, 0x20], "longer than 4096"),
         (&[0xf9, 0, 0, 0, 0, 2, 0], "file flag other than 0 or 1"),
@@ -517,7 +543,8 @@ fn arb_event() -> impl Strategy<Value = Event> {
         1 => (any::<u64>(), any::<u64>(), advice)
             .prop_map(|(start, len, advice)| Event::Advise { start: VirtAddr(start), len, advice }),
         1 => any::<u64>().prop_map(|end| Event::Brk { end: VirtAddr(end) }),
-        1 => any::<u32>().prop_map(|child| Event::Fork { child }),
+        1 => any::<u32>().prop_map(Event::fork),
+        1 => (any::<u32>(), any::<u64>()).prop_map(|(child, f)| Event::Fork { child, flags: CloneFlags(f) }),
         1 => any::<i32>().prop_map(|status| Event::Exit { status }),
         1 => Just(Event::Exec(None)),
         1 => (proptest::collection::vec(any::<u8>(), 0..300), any::<u64>(), any::<u64>())
