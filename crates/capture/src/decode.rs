@@ -477,7 +477,7 @@ impl<R: Read> PluginReader<R> {
             format::X_FORK => {
                 self.finish_block(out);
                 // Older streams carry no flags: a plain fork.
-                let flags = CloneFlags((words >= 1).then(|| self.word(at, 1)).unwrap_or(0));
+                let flags = CloneFlags(if words >= 1 { self.word(at, 1) } else { 0 });
                 if self.forks.insert(value as u32) {
                     self.switch_to_cur(out);
                     out.push(Event::Fork {
@@ -500,7 +500,7 @@ impl<R: Read> PluginReader<R> {
                     pid: v as u32,
                     tid: (v >> 32) as u32,
                 };
-                let flags = CloneFlags((words >= 2).then(|| self.word(at, 2)).unwrap_or(0));
+                let flags = CloneFlags(if words >= 2 { self.word(at, 2) } else { 0 });
                 if self.forks.insert(self.cur.id.pid) {
                     if self.emitted != Some(parent) {
                         out.push(Event::Switch(parent));

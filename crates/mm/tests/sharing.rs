@@ -372,7 +372,7 @@ fn fork_event() -> impl Strategy<Value = Event> {
             len: n * K4,
             prot: Prot(Prot::READ)
         }),
-        3 => (1u32..4).prop_map(|child| Event::fork(child)),
+        3 => (1u32..4).prop_map(Event::fork),
         1 => Just(Event::Exit { status: 0 }),
         3 => (page.clone(), any::<bool>()).prop_map(|(p, w)| touch(BASE + p * K4 + 8, w)),
         3 => (page, 1u64..600, any::<bool>()).prop_map(|(p, n, w)| {
@@ -411,7 +411,7 @@ fn event() -> impl Strategy<Value = Event> {
             len: n * K4,
             prot: Prot(Prot::READ)
         }),
-        (1u32..6).prop_map(|child| Event::fork(child)),
+        (1u32..6).prop_map(Event::fork),
         Just(Event::Exit { status: 0 }),
         Just(Event::Exec(None)),
         (page.clone(), any::<bool>()).prop_map(|(p, w)| touch(BASE + p * K4 + 8, w)),

@@ -63,10 +63,13 @@ impl Mm {
         Some(Invalidate::Nothing)
     }
 
-    /// Whether `pid` is a process or a task of the model's (a fork naming it
-    /// contradicts the trace).
+    /// Whether `pid` is a process or a task of the model's, or owns an
+    /// address space others still run in (a fork naming it contradicts the
+    /// trace).
     pub(super) fn task_exists(&self, pid: u32) -> bool {
-        self.machine.proc(pid).is_some() || self.borrowed.owner.contains_key(&pid)
+        self.machine.proc(pid).is_some()
+            || self.borrowed.owner.contains_key(&pid)
+            || self.borrowed.users(pid) > 0
     }
 
     /// The running task's exec or exit (`ev`), when it runs in another's
