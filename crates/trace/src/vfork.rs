@@ -133,31 +133,34 @@ impl<S: TraceSource> VforkOrder<S> {
 
 impl<S: TraceSource> TraceSource for VforkOrder<S> {
     fn fill(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError> {
-        let start = out.len();
-        while out.len() - start < max {
-            if let Some(ev) = self.ready.pop_front() {
-                out.push(ev);
-                continue;
-            }
-            if let Some(ev) = self.input.pop_front() {
+        // One inner batch at a time, all of it ordered before any is delivered: a
+        // trace without vfork keeps its batches as the inner source gave them (the
+        // engine ticks its policies between batches, so results stay the same).
+        loop {
+            while let Some(ev) = self.input.pop_front() {
                 self.order(ev);
-                continue;
+            }
+            if !self.ready.is_empty() {
+                let n = self.ready.len().min(max);
+                out.extend(self.ready.drain(..n));
+                return Ok(n > 0);
             }
             if self.inner_done {
-                // The trace ended with threads still held: they run now, in
-                // the order they were suspended.
-                match self.held.first() {
-                    Some(&(parent, _)) => {
-                        self.waiting.retain(|(_, p)| *p != parent);
-                        let back = self.cur;
-                        self.release(parent, back);
-                        continue;
-                    }
-                    None => break,
+                // The trace ended with threads still held: they run now, in the
+                // order they were suspended.
+                if let Some(&(parent, _)) = self.held.first() {
+                    self.waiting.retain(|(_, p)| *p != parent);
+                    let back = self.cur;
+                    self.release(parent, back);
+                    continue;
                 }
+                return match &self.error {
+                    Some(e) => Err(e.duplicate()),
+                    None => Ok(false),
+                };
             }
             self.batch.clear();
-            match self.inner.fill(&mut self.batch, max.clamp(1, 1 << 16)) {
+            match self.inner.fill(&mut self.batch, max) {
                 Ok(true) => self.input.extend(self.batch.drain(..)),
                 Ok(false) => self.inner_done = true,
                 Err(e) => {
@@ -165,13 +168,6 @@ impl<S: TraceSource> TraceSource for VforkOrder<S> {
                     self.error = Some(e);
                 }
             }
-        }
-        if out.len() > start {
-            return Ok(true);
-        }
-        match &self.error {
-            Some(e) => Err(e.duplicate()),
-            None => Ok(false),
         }
     }
 
