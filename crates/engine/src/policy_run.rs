@@ -310,6 +310,7 @@ impl PolicyRun {
                 reclaim_scanned: s.reclaim_scanned,
                 reclaim_splits: s.reclaim_splits,
                 reclaim_preemptions: s.reclaim_preemptions,
+                faults_by_pid: self.mm.faults_by_task().clone(),
                 policy_counters: self.mm.policy_counters(),
                 kernel: self
                     .mm

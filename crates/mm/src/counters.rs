@@ -48,9 +48,10 @@ impl Serialize for PerSize {
 /// What the machine counted during a run.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct MmStats {
-    /// Page faults that mapped memory.
+    /// Page faults that mapped memory or made a page writable (a write to a
+    /// page fork left read-only that nobody else holds any more).
     pub faults: u64,
-    /// Those faults by the size of the page mapped.
+    /// Those faults by the size of the page mapped or made writable.
     pub faults_by_size: PerSize,
     /// Bytes mapped now, whole pages (internal fragmentation included).
     pub rss_bytes: u64,

@@ -54,8 +54,11 @@ pub fn cow_fault(
     let flags = PteFlags::from_prot(vma.prot);
     let head = head_pfn(m, t);
     if m.exclusive(head, t.size) {
-        // Nobody else holds it: write in place (wp_page_reuse).
+        // Nobody else holds it: write in place (wp_page_reuse). Still a fault: the
+        // kernel counts every write-protect fault it resolves, reuse or copy
+        // (`do_user_addr_fault`'s perf event and `mm_account_fault`'s `min_flt`).
         m.proc_mut(pid).pt.protect(t.start, t.size.bytes(), flags)?;
+        m.count_fault(t.size);
         return Ok(Vec::new());
     }
     let base = m.base();

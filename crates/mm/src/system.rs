@@ -49,6 +49,9 @@ pub struct Mm {
     kernel: Option<crate::kmem::KernelStats>,
     /// Which CPU each process runs on.
     cpus: crate::placement::Cpus,
+    /// Faults each task took (by pid), as the kernel counts a task's `min_flt`
+    /// and `maj_flt`: a vfork child's in the address space it borrows are its own.
+    faults_by_task: std::collections::BTreeMap<u32, u64>,
 }
 
 impl Mm {
@@ -105,6 +108,7 @@ impl Mm {
             swap: Swap::default(),
             base: spec.base(),
             kernel: crate::kmem::KernelStats::on(platform, phys, spec.base())?,
+            faults_by_task: Default::default(),
         })
     }
 
@@ -116,6 +120,11 @@ impl Mm {
     /// The machine, for its counters.
     pub fn machine(&self) -> &Machine {
         &self.machine
+    }
+
+    /// The faults each task took, by pid.
+    pub fn faults_by_task(&self) -> &std::collections::BTreeMap<u32, u64> {
+        &self.faults_by_task
     }
 
     /// The policy's own counters.
@@ -207,7 +216,13 @@ impl Mm {
                 return Ok(t);
             }
         }
-        self.fault(addr, instr, write)
+        let before = self.machine.stats.faults;
+        let t = self.fault(addr, instr, write);
+        let taken = self.machine.stats.faults - before;
+        if taken > 0 {
+            *self.faults_by_task.entry(self.task).or_default() += taken;
+        }
+        t
     }
 
     /// The slow path of [`Mm::translate`]: a fault (with direct reclaim and

@@ -153,6 +153,35 @@ fn a_page_shared_in_part_is_copied_whole_not_written_in_place() {
 }
 
 #[test]
+fn a_write_fork_left_read_only_is_a_fault_even_when_the_page_is_reused() {
+    // do_wp_page (mm/memory.c): fork left the parent's entries read-only; once
+    // the child has exited (or exec'd) the page is the parent's alone and
+    // wp_page_reuse makes the entry writable in place, without a copy, but it
+    // is still a fault: the kernel counts each one (the page-faults event of
+    // do_user_addr_fault, min_flt in mm_account_fault).
+    let mut m = mm("base:4K", 256 * M);
+    map_as(&mut m, 0x4000_0000, 16 * K, Backing::Anon, Sharing::Private);
+    access(&mut m, 0x4000_0000, true);
+    access(&mut m, 0x4000_1000, true);
+    ev(&mut m, Event::fork(5));
+    switch(&mut m, 5);
+    access(&mut m, 0x4000_1000, true); // the child's copy
+    ev(&mut m, Event::Exit { status: 0 });
+    switch(&mut m, 0);
+    let faults = |m: &Mm| m.machine().stats.faults;
+    let (before, copied) = (faults(&m), m.machine().stats.copied_bytes);
+    access(&mut m, 0x4000_0000, true);
+    assert_eq!(faults(&m), before + 1, "a reuse is a fault");
+    access(&mut m, 0x4000_0000, true);
+    assert_eq!(faults(&m), before + 1, "now writable");
+    access(&mut m, 0x4000_1000, true); // the child copied it away: the old page is ours
+    assert_eq!(faults(&m), before + 2);
+    assert_eq!(m.machine().stats.copied_bytes, copied, "nothing copied");
+    let by_task: Vec<(u32, u64)> = m.faults_by_task().iter().map(|(&p, &n)| (p, n)).collect();
+    assert_eq!(by_task, [(0, 4), (5, 1)]);
+}
+
+#[test]
 fn forking_a_pid_in_use_is_counted_not_obeyed() {
     let mut m = mm("base:4K", 256 * M);
     map_as(&mut m, 0x4000_0000, 4 * K, Backing::Anon, Sharing::Private);

@@ -202,6 +202,10 @@ pub struct PolicyStats {
     /// Reservations reclaim preempted before reclaiming mapped pages.
     #[serde(default)]
     pub reclaim_preemptions: u64,
+    /// Faults by the pid of the task that took them, when the trace has several
+    /// processes (a vfork child's in its parent's address space are its own).
+    #[serde(default, skip_serializing_if = "faults_of_one_task")]
+    pub faults_by_pid: std::collections::BTreeMap<u32, u64>,
     /// The policy's own counters (for linux-thp: `anon_fault_alloc`, `anon_fault_fallback` per size).
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub policy_counters: serde_json::Value,
@@ -329,4 +333,8 @@ impl Results for Vec<SimResult> {
 
 fn percent(part: u64, whole: u64) -> Option<f64> {
     (whole > 0).then(|| part as f64 * 100.0 / whole as f64)
+}
+
+fn faults_of_one_task(m: &std::collections::BTreeMap<u32, u64>) -> bool {
+    m.len() < 2
 }
