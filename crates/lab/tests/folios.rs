@@ -77,3 +77,11 @@ fn a_forked_child_is_read_at_its_own_exit() {
     // The child maps the parent's 12 folios (shared since the fork) and its own 7.
     check(&["0", "0"], &[(&["12", "7"], 12 + 12 + 7, 2)]);
 }
+
+#[test]
+fn a_partly_unmapped_folio_is_still_one_folio_at_exit() {
+    // 2 × 6 folios, each left partly mapped by munmap or MADV_DONTNEED: Linux keeps them
+    // whole (deferred split) and kpageflags shows each as one 64K folio. The model does the
+    // same (crates/mm/tests/kept_folios.rs).
+    check(&["0"], &[(&["cut", "6"], 12, 1)]);
+}

@@ -204,10 +204,20 @@ pub fn check_frames(m: &Machine, held: u64) -> Result<(), String> {
             ));
         }
     }
+    // Frames of partly unmapped folios kept whole: allocated, mapped nowhere.
+    let holes = m.kept_hole_frames();
+    for (head, f) in m.kept_folios() {
+        if let Some(&h) = f.holes.iter().find(|h| refs.contains_key(h)) {
+            return Err(format!(
+                "frame {h:#x} of the folio at {:#x} is mapped but counted unmapped",
+                head.0
+            ));
+        }
+    }
     let used = m.phys.total_frames() - m.phys.free_frames();
-    if used != refs.len() as u64 + held {
+    if used != refs.len() as u64 + held + holes {
         return Err(format!(
-            "{used} frames in use, {} referenced, {held} held by the policy",
+            "{used} frames in use, {} referenced, {held} held by the policy, {holes} unmapped in folios kept whole",
             refs.len()
         ));
     }

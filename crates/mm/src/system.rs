@@ -76,6 +76,9 @@ impl Mm {
             MmError::Policy(m) => MmError::Policy(format!("policy `{spec}`: {m}")),
             e => e,
         })?;
+        // Linux splits a mapping without its folio (machine/folios.rs); the other
+        // policies' systems split both.
+        machine.set_keep_folios(matches!(spec, PolicySpec::LinuxThp(_)));
         let uniform;
         let (numa, placement) = match platform {
             Some(p) => (&p.numa, p.placement.clone()),

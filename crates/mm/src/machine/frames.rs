@@ -33,15 +33,24 @@ impl Machine {
                 None => orphans.push(f),
             }
         }
+        // A piece of a folio kept whole stays on the LRU with its folio until the folio
+        // goes, and the pieces of a kept folio no one holds any more become its holes
+        // (`free_frames`): neither the folio nor its LRU page is split.
+        let kept = self.kept_folio_of(m.pfn);
+        let inside = kept.is_some_and(|(_, s)| s > m.size);
         if orphans.len() as u64 == m.size.frames() {
-            self.res.forget(&mut self.phys, m.pfn, m.size.frames());
+            if !inside {
+                self.res.forget(&mut self.phys, m.pfn, m.size.frames());
+            }
             return Ok(vec![m]);
         }
-        for &f in &orphans {
-            self.res.forget(&mut self.phys, Pfn(f), 1);
-        }
-        if !orphans.is_empty() {
-            self.split_frames(m.pfn, m.size)?;
+        if kept.is_none() {
+            for &f in &orphans {
+                self.res.forget(&mut self.phys, Pfn(f), 1);
+            }
+            if !orphans.is_empty() {
+                self.split_frames(m.pfn, m.size)?;
+            }
         }
         Ok(orphans
             .into_iter()

@@ -17,7 +17,10 @@ use pagelab_core::{Order, PageSize, Pfn, VirtAddr};
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
+mod folios;
 mod frames;
+
+pub use folios::KeptFolio;
 
 /// Why the model could not go on. Contradictory trace events are not errors:
 /// they are counted in [`MmStats`] (and refused by the engine under `--strict`).
@@ -106,6 +109,10 @@ pub struct Machine {
     pub file_faults: crate::fault_around::FileFaults,
     /// Which per-CPU list frees go to: cold while reclaim runs, else hot.
     pub(crate) free_temp: PageTemp,
+    /// Whether splitting a page's mapping keeps its folio whole (see `folios.rs`).
+    keep_folios: bool,
+    /// Folios mapped by smaller pages than themselves, by head frame (4K units).
+    kept: std::collections::BTreeMap<u64, KeptFolio>,
 }
 
 impl Machine {
@@ -136,6 +143,8 @@ impl Machine {
             stats: MmStats::default(),
             file_faults: Default::default(),
             free_temp: PageTemp::Hot,
+            keep_folios: false,
+            kept: Default::default(),
         })
     }
 
@@ -262,6 +271,13 @@ impl Machine {
     /// split when the page was demoted). Base pages go to the per-CPU hot
     /// list, or the cold one while reclaim runs.
     pub fn free_frames(&mut self, pfn: Pfn, size: PageSize) -> Result<(), MmError> {
+        if let Some((head, whole)) = self.kept_folio_of(pfn) {
+            if whole > size {
+                // A piece of a folio kept whole: it stays allocated with the folio.
+                return self.free_in_kept(head, pfn, size);
+            }
+            self.kept.remove(&head.0);
+        }
         let order = frames_order(size);
         let temp = self.free_temp;
         if self.allocated_order(pfn) == Some(order) {
@@ -281,12 +297,11 @@ impl Machine {
 
     /// Splits the frames of a demoted `size` page at `pfn` (4K units) into
     /// single frames, as the kernel's split_page does, unless already split.
+    /// A folio kept whole while partly unmapped is split now: the frames no
+    /// mapping holds are freed.
     pub fn split_frames(&mut self, pfn: Pfn, size: PageSize) -> Result<(), MmError> {
-        let order = frames_order(size);
-        if order.0 > 0 && self.allocated_order(pfn) == Some(order) {
-            self.phys.split(pfn, order)?;
-        }
-        Ok(())
+        self.split_block(pfn, size)?;
+        self.free_kept_holes(pfn)
     }
 
     /// Splits the page of `pid` starting at `va` one step down (a demotion),
@@ -303,8 +318,13 @@ impl Machine {
 
     /// After the page table split a `from` page on frames `pfn` (4K units)
     /// into `piece` pages: splits its frames and its LRU page (anonymous pages
-    /// only; a page-cache folio stays whole).
+    /// only; a page-cache folio stays whole), or with folios kept whole
+    /// ([`Machine::set_keep_folios`]) notes the folio and splits nothing.
     pub fn note_split(&mut self, pfn: Pfn, from: PageSize, piece: PageSize) -> Result<(), MmError> {
+        if self.keep_folios {
+            self.keep_split(pfn, from);
+            return Ok(());
+        }
         self.res.split_anon(&mut self.phys, pfn, piece);
         self.split_frames(pfn, from)
     }
@@ -389,7 +409,9 @@ impl Machine {
     }
 
     /// Unmaps every page of `pid` inside `[start, end)`, splitting pages that
-    /// straddle an edge first (each split is a demotion); a base page that
+    /// straddle an edge first (each split is a demotion; with folios kept whole,
+    /// a split of the mapping only, the folio's pages outside the range still
+    /// mapped and the rest kept allocated with it); a base page that
     /// straddles an edge is unmapped whole. Returns the removed
     /// mappings, with frame numbers in 4K units; the caller frees their frames.
     pub fn unmap_range(

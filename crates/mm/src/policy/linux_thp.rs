@@ -347,11 +347,14 @@ impl Policy for LinuxThpPolicy {
         // happens with a large page-cache page mapped by two mappings of one file (an
         // anonymous page is only ever mapped once per process: mremap is an unmap and a
         // new map here, and fork gives the child a process of its own).
+        // A folio whose mapping was split (part of it unmapped or re-protected) is still
+        // one folio, as kpageflags shows it: counted at its whole size, once.
         let mut seen = std::collections::HashSet::new();
         for vma in p.aspace.iter() {
             for page in p.pt.mappings_in(vma.start, vma.len()) {
-                let head = page.pfn.to_pfn(base);
-                if page.size <= base || m.is_zero(head) || !seen.insert(head) {
+                let frame = page.pfn.to_pfn(base);
+                let (head, size) = m.kept_folio_of(frame).unwrap_or((frame, page.size));
+                if size <= base || m.is_zero(head) || !seen.insert(head) {
                     continue;
                 }
                 let by = if vma.backing == Backing::Anon {
@@ -359,7 +362,7 @@ impl Policy for LinuxThpPolicy {
                 } else {
                     &mut self.exit_file_folios
                 };
-                by.add(page.size, 1);
+                by.add(size, 1);
             }
         }
     }

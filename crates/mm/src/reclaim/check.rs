@@ -36,6 +36,8 @@ pub fn check(m: &Machine, swap: &Swap) -> Result<(), String> {
             ));
         }
         match owner {
+            // A folio kept whole may have its first page unmapped (machine/folios.rs).
+            Owner::Anon { .. } if m.partly_mapped(pfn) => {}
             Owner::Anon { va } => {
                 let mapped = m.pids().into_iter().any(|pid| {
                     m.proc(pid)

@@ -64,7 +64,10 @@ impl Reclaimer<'_> {
             }
             if !partial_done {
                 partial_done = true;
-                if self.preempt_partial_folios(z)? {
+                // The deferred-split shrinker first: partly unmapped folios give back
+                // their unmapped pages without any I/O.
+                let split = self.m.split_deferred(Some(z))?;
+                if self.preempt_partial_folios(z)? || split > 0 {
                     continue;
                 }
             }
@@ -120,6 +123,12 @@ impl Reclaimer<'_> {
         })?;
         let split = self.m.phys.superpage_reclaim() == SuperpageReclaim::Split;
         let base = self.m.base();
+        if self.m.partly_mapped(page.pfn) {
+            // A folio partly unmapped since the deferred-split shrinker ran: split now,
+            // its unmapped pages freed without I/O (shrink_folio_list).
+            self.m.split_kept(page.pfn, size)?;
+            return Ok(frames(size) / frames(base));
+        }
         match owner {
             Owner::Anon { va } if split && size > base => {
                 self.split_anon(page.pfn, va, size)?;
