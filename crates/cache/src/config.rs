@@ -109,6 +109,10 @@ pub struct CostSpec {
     /// Nested paging, if the machine can run guests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nested: Option<NestedSpec>,
+    /// The core's misses in flight, if the machine overlaps independent misses
+    /// ([`crate::overlap`]); without it every latency is paid in full.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<crate::OverlapSpec>,
 }
 
 /// A field of a cost specification that cannot be.
@@ -234,6 +238,17 @@ impl CostSpec {
                     k.tlb_hit.len()
                 ),
             );
+        }
+        if let Some(o) = &self.overlap {
+            let max = crate::overlap::MAX_IN_FLIGHT;
+            for (name, v) in [("miss_buffers", o.miss_buffers), ("walkers", o.walkers)] {
+                if !(1..=max).contains(&v) {
+                    return bad(
+                        format!("overlap.{name}"),
+                        format!("{v}: allowed 1 to {max} in flight (1: no overlap)"),
+                    );
+                }
+            }
         }
         if let Some(n) = &self.nested {
             if n.walk_cache_entries.len() > 4 {

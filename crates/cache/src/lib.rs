@@ -31,6 +31,7 @@
 
 pub mod config;
 mod hierarchy;
+pub mod overlap;
 mod reference;
 mod set_assoc;
 mod shared;
@@ -40,6 +41,7 @@ pub use config::{
     CacheSpec, CachesSpec, CostError, CostSpec, CostsSpec, NestedSpec, WalkCachesSpec,
 };
 pub use hierarchy::{CacheCounts, Caches, Line};
+pub use overlap::{Overlap, OverlapSpec};
 pub use reference::ReferenceCache;
 pub use set_assoc::Cache;
 pub use shared::{SharedFirst, SharedLine};

@@ -5,10 +5,13 @@
 //! translation the cycles of the TLB level that hit (a miss: the last
 //! level's, then the walk, each entry read through the caches one after the
 //! other), a data reference the latency of the cache level that held its
-//! line. No prefetching, no overlap of misses, no bandwidth limit.
+//! line. No prefetching and no bandwidth limit; misses overlap only where the
+//! machine gives `[overlap]` and the study's references are independent
+//! ([`CostStudy::set_independent`]; [`pagelab_cache::overlap`] says how).
 
 use crate::machine_cost::{host_layout, CostMachine};
-use pagelab_cache::{Caches, Host, Line, PageTable, SharedFirst, SharedLine};
+use pagelab_cache::overlap::TICKS;
+use pagelab_cache::{Caches, Host, Line, Overlap, OverlapSpec, PageTable, SharedFirst, SharedLine};
 use pagelab_core::{AccessKind, Event, PageSize, VirtAddr};
 use pagelab_report::{CacheLevelCost, CostStats};
 use pagelab_tlb::{Outcome, Side, TlbError, TlbHierarchy};
@@ -59,6 +62,17 @@ struct Run {
     /// paging its host-physical address.
     va: u64,
     paddr: u64,
+    /// The clock of overlapped misses, when the references are independent
+    /// and the machine overlaps them.
+    overlap: Option<Overlap>,
+    /// The TLB and walk cycles of the line [`Run::translate_line`] translated, for the
+    /// overlap.
+    pending: (u64, u64),
+    /// Ticks ([`TICKS`]) the overlap hid, of all references and of loads.
+    hidden: u64,
+    load_hidden: u64,
+    /// The L1D's latency: a data access that costs more missed it.
+    l1_latency: u64,
 }
 
 impl Run {
@@ -122,7 +136,7 @@ impl Run {
     #[inline]
     fn data(&mut self, addr: u64, last: u64, line_shift: u32, hit: &[u32; 3], load: bool) {
         let before = self.tlb_cycles + self.walk_cycles + self.data_cycles;
-        self.lines(addr, last, line_shift, hit);
+        self.lines(addr, last, line_shift, hit, load);
         if load {
             self.load_cycles += self.tlb_cycles + self.walk_cycles + self.data_cycles - before;
         }
@@ -130,21 +144,51 @@ impl Run {
 
     /// The lines of a data reference from `addr` to `last`.
     #[inline]
-    fn lines(&mut self, addr: u64, last: u64, line_shift: u32, hit: &[u32; 3]) {
+    fn lines(&mut self, addr: u64, last: u64, line_shift: u32, hit: &[u32; 3], load: bool) {
         let offset = self.size.bytes() - 1;
         let mut a = addr;
         loop {
+            let (tlb, walk) = (self.tlb_cycles, self.walk_cycles);
             let (base, _) = self.translate(1, a, hit);
             let mut paddr = base | (a & offset);
             if let Some(h) = &mut self.host {
                 paddr = h.translate(paddr);
             }
-            self.data_cycles += self.caches.access(paddr, Line::Data) as u64;
+            let data = self.caches.access(paddr, Line::Data) as u64;
+            self.data_cycles += data;
+            if self.overlap.is_some() {
+                let tw = (self.tlb_cycles - tlb, self.walk_cycles - walk);
+                self.overlap_line(tw, data, load);
+            }
             let next = ((a >> line_shift) + 1) << line_shift;
             if next == 0 || next > last {
                 break;
             }
             a = next;
+        }
+    }
+
+    /// One data line's `(tlb, walk)` cycles and `data` cycles through the overlap
+    /// clock: what it hid is counted (of loads apart).
+    fn overlap_line(&mut self, (tlb, walk): (u64, u64), data: u64, load: bool) {
+        let Some(o) = &mut self.overlap else { return };
+        let moved = o.independent(
+            tlb * TICKS,
+            walk * TICKS,
+            data * TICKS,
+            data > self.l1_latency,
+        );
+        let hidden = (tlb + walk + data) * TICKS - moved;
+        self.hidden += hidden;
+        if load {
+            self.load_hidden += hidden;
+        }
+    }
+
+    /// An instruction of `ticks` on the overlap clock: what it hid is counted.
+    fn issue(&mut self, ticks: u64) {
+        if let Some(o) = &mut self.overlap {
+            self.hidden += ticks - o.issue(ticks);
         }
     }
 
@@ -156,9 +200,11 @@ impl Run {
     #[inline]
     fn translate_line(&mut self, a: u64, hit: &[u32; 3], load: bool) {
         let before = self.tlb_cycles + self.walk_cycles;
+        let walk = self.walk_cycles;
         self.va = a;
         let nested = self.host.is_some();
         self.lookup(1, a, hit, nested);
+        self.pending = (self.tlb_cycles + walk - before, self.walk_cycles - walk);
         if let Some(h) = &mut self.host {
             self.paddr = h.translate(self.last_base[1] | (a & (self.size.bytes() - 1)));
         }
@@ -190,6 +236,9 @@ impl Run {
         self.data_cycles += cycles;
         if load {
             self.load_cycles += cycles;
+        }
+        if self.overlap.is_some() {
+            self.overlap_line(self.pending, cycles, load);
         }
     }
 
@@ -228,6 +277,12 @@ pub struct CostStudy {
     load_repeats: u64,
     last_instr_page: u64,
     last_line: u64,
+    /// The machine's misses in flight, if it overlaps them.
+    overlap: Option<OverlapSpec>,
+    /// Whether the data references are independent (and the runs overlap their misses).
+    independent: bool,
+    /// `base_cpi` in ticks of the overlap clock.
+    cpi_ticks: u64,
 }
 
 impl CostStudy {
@@ -276,6 +331,11 @@ impl CostStudy {
                     frame_known: [false; 2],
                     va: 0,
                     paddr: 0,
+                    overlap: None,
+                    pending: (0, 0),
+                    hidden: 0,
+                    load_hidden: 0,
+                    l1_latency: m.cost.caches.l1d.latency as u64,
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;
@@ -310,7 +370,24 @@ impl CostStudy {
             load_repeats: 0,
             last_instr_page: u64::MAX,
             last_line: u64::MAX,
+            overlap: m.cost.overlap.clone(),
+            independent: false,
+            cpi_ticks: (m.cost.costs.base_cpi * TICKS as f64).round() as u64,
         })
+    }
+
+    /// Says that the data references to come do not depend on one another (a stride's,
+    /// a stream's, gups's updates; not a pointer chase's), so that a machine with
+    /// `[overlap]` overlaps their misses. Call it before the first [`CostStudy::feed`].
+    /// Without it, or on a machine without `[overlap]`, every latency is paid in full.
+    pub fn set_independent(&mut self, independent: bool) {
+        self.independent = independent && self.overlap.is_some();
+        for run in &mut self.runs {
+            run.overlap = match (&self.overlap, independent) {
+                (Some(spec), true) => Some(Overlap::new(spec)),
+                _ => None,
+            };
+        }
     }
 
     /// Steps every run over a batch of events (references; others are ignored,
@@ -325,6 +402,11 @@ impl CostStudy {
             let (addr, last) = (r.addr.0, r.last_byte().0);
             if r.kind == AccessKind::Instr {
                 self.instrs += 1;
+                if self.independent {
+                    for run in &mut self.runs {
+                        run.issue(self.cpi_ticks);
+                    }
+                }
                 let page = addr >> MIN_PAGE_SHIFT;
                 let one_page = last >> MIN_PAGE_SHIFT == page;
                 if page == self.last_instr_page && one_page {
@@ -348,6 +430,11 @@ impl CostStudy {
                 if line == self.last_line && last >> ls == line {
                     self.data_repeats += 1;
                     self.load_repeats += u64::from(load);
+                    if self.independent {
+                        for run in &mut self.runs {
+                            run.overlap_line((hit[0] as u64, 0), self.l1_latency as u64, load);
+                        }
+                    }
                     continue;
                 }
                 // The line is read last, after any walk: the most recent of its set.
@@ -418,9 +505,12 @@ impl CostStudy {
                 let tlb_cycles =
                     run.tlb_cycles + (self.instr_repeats + self.data_repeats) * self.hit[0] as u64;
                 let data_cycles = run.data_cycles + self.data_repeats * self.l1_latency as u64;
-                let cycles = instr_cycles + tlb_cycles + data_cycles + run.walk_cycles;
-                let load_cycles =
-                    run.load_cycles + self.load_repeats * (self.hit[0] + self.l1_latency) as u64;
+                let (hidden, load_hidden) = (run.hidden / TICKS, run.load_hidden / TICKS);
+                let cycles = (instr_cycles + tlb_cycles + data_cycles + run.walk_cycles)
+                    .saturating_sub(hidden);
+                let load_cycles = (run.load_cycles
+                    + self.load_repeats * (self.hit[0] + self.l1_latency) as u64)
+                    .saturating_sub(load_hidden);
                 CostStats {
                     cycles,
                     cycles_per_ref: ratio(cycles, refs),
@@ -435,6 +525,7 @@ impl CostStudy {
                     walk_refs: run.walk_refs,
                     walk_cycles: run.walk_cycles,
                     walk_cache_hits: run.walk_cache_hits,
+                    overlapped_cycles: hidden,
                     caches: counts
                         .iter()
                         .map(|c| CacheLevelCost {
@@ -457,6 +548,15 @@ impl CostStudy {
         }
         out
     }
+}
+
+/// Whether the data references of the input `info` names do not depend on one
+/// another: those of the built-in workloads whose addresses come from a counter or a
+/// generator of their own (`stride`, `stream`, `gups`), not from the data they load (a
+/// `chase` loads each address from the node before). A trace says nothing of its
+/// dependences, so its references are taken as dependent (every latency paid in full).
+pub fn independent_refs(info: &pagelab_core::SourceInfo) -> bool {
+    info.kind == "workload" && matches!(info.name.as_str(), "stride" | "stream" | "gups")
 }
 
 /// The smallest page of `runs` and the address bits their tables

@@ -101,6 +101,7 @@ pub fn run_cost_study(
     let mut study = Study::new(cfg)?;
     let mut timed = crate::CostStudy::new(&cfg.page_sizes, cost).map_err(EngineError::Model)?;
     let info = src.info();
+    timed.set_independent(crate::cost::independent_refs(&info));
     let mut next_report = 1u64 << 20;
     let outcome = read_ahead(
         src,

@@ -23,7 +23,7 @@ mod pieces;
 mod policy_run;
 mod study;
 
-pub use cost::{CostConfig, CostStudy};
+pub use cost::{independent_refs, CostConfig, CostStudy};
 pub use driver::{run_cost_study, run_study, EngineError, Progress, BATCH};
 pub use machine_cost::CostMachine;
 pub use policy_run::{run_policies, PolicyConfig};

@@ -24,7 +24,7 @@ mod presets;
 pub use describe::KernelMemory;
 pub use presets::{preset, preset_names, preset_text, presets};
 
-use pagelab_cache::{CachesSpec, CostSpec, CostsSpec, NestedSpec, WalkCachesSpec};
+use pagelab_cache::{CachesSpec, CostSpec, CostsSpec, NestedSpec, OverlapSpec, WalkCachesSpec};
 use pagelab_core::{Bytes, PageSize};
 use pagelab_mm::kmem::KernelConfig;
 use pagelab_mm::pagetable::{Geometry, GeometryError, GeometrySpec};
@@ -81,6 +81,9 @@ pub struct MachineFile {
     /// The nested TLB and host walk caches of a guest (`--virt nested:host=SIZE`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nested: Option<NestedSpec>,
+    /// The core's misses in flight, with which independent misses overlap (with `caches`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<OverlapSpec>,
 }
 
 /// The MMU's part of a machine file.
@@ -229,7 +232,7 @@ impl Machine {
                 return Err(bad("tlb", "write a TLB preset name (see `pagelab presets`) or a [tlb] table as in configs/tlb/".into()))
             }
         };
-        m.cost = cost_spec(f.caches, f.walk_caches, f.costs, f.nested)
+        m.cost = cost_spec(f.caches, f.walk_caches, f.costs, f.nested, f.overlap)
             .map_err(|(field, message)| bad(&field, message))?;
         if let Some(c) = &m.cost {
             let tlb = match &m.tlb {
@@ -346,19 +349,24 @@ pub fn tlb_levels(t: &TlbConfig) -> usize {
 }
 
 /// The time sections of a file, which come together: `caches` and `costs`
-/// both or neither, `walk_caches` and `nested` only with them.
+/// both or neither, `walk_caches`, `nested` and `overlap` only with them.
 fn cost_spec(
     caches: Option<CachesSpec>,
     walk_caches: Option<WalkCachesSpec>,
     costs: Option<CostsSpec>,
     nested: Option<NestedSpec>,
+    overlap: Option<OverlapSpec>,
 ) -> Result<Option<CostSpec>, (String, String)> {
+    if caches.is_none() && costs.is_none() && overlap.is_some() {
+        return Err(("overlap".into(), "given without [caches] and [costs]: misses only overlap in the data caches they come from".into()));
+    }
     match (caches, costs) {
         (Some(caches), Some(costs)) => Ok(Some(CostSpec {
             caches,
             walk_caches: walk_caches.unwrap_or_default(),
             costs,
             nested,
+            overlap,
         })),
         (Some(_), None) => Err(("costs".into(), "missing: a machine with [caches] needs [costs] (base_cpi, and tlb_hit with one value per TLB level)".into())),
         (None, Some(_)) => Err(("caches".into(), "missing: a machine with [costs] needs [caches] (l1d, optional l2 and l3, memory_latency)".into())),

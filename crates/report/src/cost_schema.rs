@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 /// model of instructions, TLB hits, walks and data references through the caches.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CostStats {
-    /// All cycles: `instr_cycles + tlb_cycles + walk_cycles + data_cycles`.
+    /// All cycles: `instr_cycles + tlb_cycles + walk_cycles + data_cycles -
+    /// overlapped_cycles`.
     pub cycles: u64,
     /// Cycles per reference (instruction fetches and data references).
     pub cycles_per_ref: f64,
@@ -38,6 +39,11 @@ pub struct CostStats {
     pub walk_cycles: u64,
     /// Walks that a walk cache let start below the root.
     pub walk_cache_hits: u64,
+    /// Cycles of TLB lookups, walks and data references hidden behind other
+    /// misses in flight (independent references on a machine with `[overlap]`;
+    /// 0 otherwise, and then not written).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub overlapped_cycles: u64,
     /// Per cache level, nearest first: lookups and misses of data lines and of
     /// page-table lines.
     pub caches: Vec<CacheLevelCost>,
@@ -59,4 +65,8 @@ pub struct CacheLevelCost {
     pub table_accesses: u64,
     /// Page-table lines not found.
     pub table_misses: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }

@@ -1,0 +1,236 @@
+//! Memory-level parallelism: how much of the misses' latency an out-of-order
+//! core hides when its references do not depend on one another.
+//!
+//! The in-order model ([`crate::Caches`], the walks) pays every latency in
+//! full, one after the other. A core issues later independent loads while
+//! earlier ones miss, limited by what tracks the misses in flight: the L1D's
+//! miss buffers (AMD's miss address buffers, Intel's fill buffers) and the
+//! page-table walkers. [`Overlap`] replays a run on a clock with those two
+//! pools:
+//!
+//! - instructions move the clock on by their cycles ([`Overlap::issue`]: the
+//!   machine's `base_cpi` each, a load's issue included);
+//! - an independent reference starts at the clock and does not move it: its
+//!   TLB lookup, then, if it walks, a walker for the walk's cycles (waiting
+//!   for the first to come free when all are busy), then its data: a miss
+//!   buffer for the latency of a line that missed the L1D (waiting likewise),
+//!   the L1D's latency otherwise;
+//! - the time a reference waits for a walker or a buffer holds up everything
+//!   after it (the pools are taken in program order), so the clock never runs
+//!   further ahead of the misses than the pools allow;
+//! - a dependent reference ([`Overlap::dependent`]) waits for everything
+//!   before it and costs its latency in full;
+//! - the run's time is when the last of them completes.
+//!
+//! Everything is counted in ticks of 1/[`TICKS`] cycle, so that instructions
+//! of half a cycle add up exactly. There is no limit of the reorder window
+//! besides the two pools, and no bandwidth limit.
+
+use serde::{Deserialize, Serialize};
+
+/// The `[overlap]` section of a machine file: the core's capacity for misses
+/// in flight.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OverlapSpec {
+    /// L1D misses that can be outstanding at once (miss buffers).
+    pub miss_buffers: u32,
+    /// Page walks that can be under way at once.
+    pub walkers: u32,
+}
+
+/// The most of either pool a machine file may give.
+pub const MAX_IN_FLIGHT: u32 = 256;
+
+/// The completion times of the slots of one pool, earliest first taken.
+#[derive(Clone, Debug)]
+struct Pool {
+    busy_until: Vec<u64>,
+}
+
+impl Pool {
+    fn new(slots: u32) -> Pool {
+        Pool {
+            busy_until: vec![0; slots.max(1) as usize],
+        }
+    }
+
+    /// Takes the slot that comes free first, from `at` at the earliest, for
+    /// `cycles`; returns when it starts.
+    #[inline]
+    fn take(&mut self, at: u64, cycles: u64) -> u64 {
+        let (i, &free) = self
+            .busy_until
+            .iter()
+            .enumerate()
+            .min_by_key(|&(_, &t)| t)
+            .expect("a pool has at least one slot");
+        let start = at.max(free);
+        self.busy_until[i] = start + cycles;
+        start
+    }
+
+    fn last(&self) -> u64 {
+        self.busy_until.iter().copied().max().unwrap_or(0)
+    }
+}
+
+/// Ticks per cycle of an [`Overlap`]'s clock.
+pub const TICKS: u64 = 256;
+
+/// One run's clock of overlapped references, in ticks ([`TICKS`]).
+#[derive(Clone, Debug)]
+pub struct Overlap {
+    misses: Pool,
+    walks: Pool,
+    /// When the next reference may start.
+    clock: u64,
+    /// When the last reference so far completes (every pool slot and the clock are at or
+    /// before it).
+    frontier: u64,
+}
+
+impl Overlap {
+    /// A clock with `spec`'s pools, at zero.
+    pub fn new(spec: &OverlapSpec) -> Overlap {
+        Overlap {
+            misses: Pool::new(spec.miss_buffers),
+            walks: Pool::new(spec.walkers),
+            clock: 0,
+            frontier: 0,
+        }
+    }
+
+    /// Instructions of `ticks` in all; returns how much they moved the run's completion
+    /// on (less than `ticks` while misses are in flight beyond the clock).
+    #[inline]
+    pub fn issue(&mut self, ticks: u64) -> u64 {
+        self.clock += ticks;
+        self.advance(self.clock)
+    }
+
+    /// An independent reference: `translate` ticks of TLB lookup, `walk` of page walk
+    /// (0: none), `data` of its line's latency, which missed the L1D when `l1_miss`.
+    /// Returns how much it moved the run's completion on (at most the sum of the three).
+    #[inline]
+    pub fn independent(&mut self, translate: u64, walk: u64, data: u64, l1_miss: bool) -> u64 {
+        let mut t = self.clock + translate;
+        let mut waited = 0;
+        if walk > 0 {
+            let start = self.walks.take(t, walk);
+            waited += start - t;
+            t = start + walk;
+        }
+        let done = if l1_miss {
+            let start = self.misses.take(t, data);
+            waited += start - t;
+            start + data
+        } else {
+            t + data
+        };
+        self.clock += waited;
+        self.advance(done)
+    }
+
+    /// A reference that depends on everything before it and costs `ticks` in full;
+    /// returns how much it moved the run's completion on.
+    #[inline]
+    pub fn dependent(&mut self, ticks: u64) -> u64 {
+        let done = self.frontier + ticks;
+        self.clock = done;
+        self.advance(done)
+    }
+
+    #[inline]
+    fn advance(&mut self, done: u64) -> u64 {
+        let before = self.frontier;
+        self.frontier = before.max(done);
+        self.frontier - before
+    }
+
+    /// When the last reference completes: the run's time.
+    pub fn elapsed(&self) -> u64 {
+        self.frontier
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clock(miss_buffers: u32, walkers: u32) -> Overlap {
+        Overlap::new(&OverlapSpec {
+            miss_buffers,
+            walkers,
+        })
+    }
+
+    #[test]
+    fn hits_hide_behind_the_instructions() {
+        // Two instructions of 1 cycle and a load that hits in 4: the load overlaps them.
+        // Each pair of instructions moves the load's completion on by 2.
+        let mut o = clock(4, 2);
+        let moved: u64 = (0..10)
+            .map(|_| o.issue(1) + o.independent(0, 0, 4, false) + o.issue(1))
+            .sum();
+        assert_eq!((moved, o.elapsed()), (20 + 3, 20 + 3));
+    }
+
+    #[test]
+    fn misses_overlap_up_to_the_miss_buffers() {
+        // 8 misses of 100 cycles, 4 buffers, 4 cycles of instructions each: the first
+        // four start at 4, 8, 12, 16 and complete at 104..116; the fifth (at 20) waits for
+        // the first buffer (104), completes at 204, and holds the clock up by 84; the
+        // eighth waits for the fourth (116 + 84 + ...): 216.
+        let mut o = clock(4, 2);
+        let moved: u64 = (0..8)
+            .map(|_| o.issue(4) + o.independent(0, 0, 100, true))
+            .sum();
+        assert_eq!(o.elapsed(), 216);
+        assert_eq!(moved, 216);
+        assert_eq!(o.clock, 32 + 84);
+        // One buffer: they go one after the other, 4 + 8 x 100.
+        let mut serial = clock(1, 1);
+        for _ in 0..8 {
+            serial.issue(4);
+            serial.independent(0, 0, 100, true);
+        }
+        assert_eq!(serial.elapsed(), 804);
+    }
+
+    #[test]
+    fn walks_wait_for_a_walker_and_data_follows_its_walk() {
+        // Each reference: 4 cycles of instructions, TLB 7, walk 50, data 20 from the L2.
+        // One walker: the walks go one after the other (the first from 11, the n-th ends
+        // at 11 + 50n), each data access 20 after.
+        let mut o = clock(24, 1);
+        for _ in 0..3 {
+            o.issue(4);
+            o.independent(7, 50, 20, true);
+        }
+        assert_eq!(o.elapsed(), 11 + 150 + 20);
+        // Two walkers: walks 1 and 2 overlap (from 11 and 15), the third (wanting a
+        // walker at 19) waits for the first (free at 61): ends at 111, its data at 131.
+        let mut o = clock(24, 2);
+        for _ in 0..3 {
+            o.issue(4);
+            o.independent(7, 50, 20, true);
+        }
+        assert_eq!(o.elapsed(), 131);
+    }
+
+    #[test]
+    fn a_dependent_reference_waits_for_everything_before_it() {
+        let mut o = clock(8, 2);
+        o.independent(0, 0, 300, true);
+        o.issue(4);
+        o.independent(0, 0, 300, true);
+        // The two complete at 300 and 304; the dependent one starts at 304.
+        assert_eq!(o.dependent(300), 300);
+        assert_eq!(o.elapsed(), 304 + 300);
+        // Only dependent references: the in-order sum.
+        let mut chase = clock(8, 2);
+        let sum: u64 = [330, 4, 50, 14].iter().map(|&c| chase.dependent(c)).sum();
+        assert_eq!((sum, chase.elapsed()), (398, 398));
+    }
+}

@@ -1,0 +1,96 @@
+//! Overlapped misses (`[overlap]` in a machine file): only independent references
+//! overlap, only on a machine that says how many misses it keeps in flight, and the
+//! cycles they hide are accounted for.
+
+use pagelab_core::PageSize;
+use pagelab_engine::{run_cost_study, CostConfig, CostMachine, StudyConfig};
+use pagelab_report::{CostStats, SimResult};
+
+fn cost(machine: &str, overlap: Option<(u32, u32)>) -> CostConfig {
+    let mut m = pagelab_machine::preset(machine).unwrap();
+    let tlb = m.tlb.clone().unwrap();
+    if let Some(c) = &mut m.cost {
+        c.overlap = overlap.map(|(miss_buffers, walkers)| pagelab_cache::OverlapSpec {
+            miss_buffers,
+            walkers,
+        });
+    }
+    CostConfig {
+        machine: CostMachine::new(&m, &tlb).unwrap().unwrap(),
+        nested_host: Some(PageSize::M2),
+    }
+}
+
+fn timed(spec: &str, c: &CostConfig) -> SimResult {
+    let cfg = StudyConfig {
+        page_sizes: pagelab_core::parse_page_sizes("4K,2M").unwrap(),
+        tlb: c.machine.tlb.clone(),
+    };
+    let mut src = pagelab_workloads::open(spec).unwrap();
+    run_cost_study(&mut *src, &cfg, c, &mut ()).unwrap()
+}
+
+fn costs(r: &SimResult) -> Vec<CostStats> {
+    r.runs.iter().map(|r| r.cost.clone().unwrap()).collect()
+}
+
+const STRIDE: &str = "stride:heap=16M,every=1,iters=2,align=2M";
+const CHASE: &str = "chase:nodes=65536,steps=100000,align=2M";
+
+#[test]
+fn independent_misses_overlap_and_the_hidden_cycles_add_up() {
+    let serial = costs(&timed(STRIDE, &cost("zen4", None)));
+    let zen4 = costs(&timed(STRIDE, &cost("zen4", Some((24, 6)))));
+    for (s, o) in serial.iter().zip(&zen4) {
+        // The same references through the same caches: only the time differs.
+        assert_eq!(
+            (s.walks, s.walk_refs, &s.caches),
+            (o.walks, o.walk_refs, &o.caches)
+        );
+        assert_eq!(s.overlapped_cycles, 0);
+        assert!(o.overlapped_cycles > 0);
+        let parts = o.instr_cycles + o.tlb_cycles + o.walk_cycles + o.data_cycles;
+        assert_eq!(o.cycles, parts - o.overlapped_cycles);
+        assert_eq!(parts, s.cycles);
+        assert!(o.load_cycles < s.load_cycles);
+    }
+    // More in flight hides more; one buffer and one walker still overlap hits with a miss.
+    let wide = costs(&timed(STRIDE, &cost("zen4", Some((64, 16)))));
+    let narrow = costs(&timed(STRIDE, &cost("zen4", Some((1, 1)))));
+    for i in 0..2 {
+        assert!(wide[i].cycles <= zen4[i].cycles, "run {i}");
+        assert!(zen4[i].cycles < narrow[i].cycles, "run {i}");
+        assert!(narrow[i].cycles < serial[i].cycles, "run {i}");
+    }
+}
+
+#[test]
+fn a_chase_and_a_machine_without_overlap_pay_every_latency_in_full() {
+    let with = costs(&timed(CHASE, &cost("zen4", Some((24, 6)))));
+    let without = costs(&timed(CHASE, &cost("zen4", None)));
+    assert_eq!(with, without);
+    assert!(with.iter().all(|c| c.overlapped_cycles == 0));
+}
+
+#[test]
+fn the_workloads_kinds_say_which_references_are_independent() {
+    let names: Vec<&str> = pagelab_workloads::catalog()
+        .iter()
+        .map(|d| d.name)
+        .collect();
+    for name in names {
+        let info = pagelab_core::SourceInfo {
+            kind: "workload".into(),
+            name: name.into(),
+            ..Default::default()
+        };
+        let expected = matches!(name, "stride" | "stream" | "gups");
+        assert_eq!(pagelab_engine::independent_refs(&info), expected, "{name}");
+    }
+    let trace = pagelab_core::SourceInfo {
+        kind: "lackey".into(),
+        name: "stride".into(),
+        ..Default::default()
+    };
+    assert!(!pagelab_engine::independent_refs(&trace));
+}
