@@ -107,6 +107,12 @@ impl Machine {
                     ""
                 }
             ));
+            if let Some(o) = &c.overlap {
+                out.push_str(&format!(
+                    "\n  overlap      {} misses and {} walks in flight (independent references)",
+                    o.miss_buffers, o.walkers
+                ));
+            }
         }
         if !self.source.is_empty() {
             out.push_str(&format!("\n  source       {}", self.source));

@@ -107,6 +107,24 @@ fn a_missing_latency_or_section_is_refused_with_its_field() {
         msg.contains("field `costs.tlb_hit`") && msg.contains("one per TLB level (1)"),
         "{msg}"
     );
+    let msg = refused("zen4", "miss_buffers = 24", "miss_buffers = 0");
+    assert!(
+        msg.contains("field `overlap.miss_buffers`") && msg.contains("allowed 1 to 256"),
+        "{msg}"
+    );
+    let msg = refused("zen4", "walkers = 6", "walkers = 1000");
+    assert!(msg.contains("field `overlap.walkers`"), "{msg}");
+    let msg = refused("zen4", "walkers = 6", "walker = 6");
+    assert!(msg.contains("unknown field `walker`"), "{msg}");
+    let msg = refused(
+        "x86-64",
+        "[kernel]",
+        "[overlap]\nmiss_buffers = 8\nwalkers = 2\n\n[kernel]",
+    );
+    assert!(
+        msg.contains("field `overlap`") && msg.contains("without [caches]"),
+        "{msg}"
+    );
     let msg = refused(
         "x86-64",
         "[kernel]",
