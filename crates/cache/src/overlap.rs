@@ -69,10 +69,6 @@ impl Pool {
         self.busy_until[i] = start + cycles;
         start
     }
-
-    fn last(&self) -> u64 {
-        self.busy_until.iter().copied().max().unwrap_or(0)
-    }
 }
 
 /// Ticks per cycle of an [`Overlap`]'s clock.
