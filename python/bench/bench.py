@@ -10,8 +10,11 @@ Python rate to the CLI's; the table shows the median ratio and the range
 over the pairs (the goal: Python within 5% of the CLI, a median CPU ratio
 of at least 0.95; CPU time is the steadier figure on a shared machine).
 
-Sweep: one sweep's wall time serial in this process, on a local process
-pool of two and on a dask.distributed.LocalCluster of two worker processes,
+Sweep: one sweep's wall time serial in this process (each task with the
+engine's reading thread beside its model: the fastest way to run one task at
+a time), on a local process pool of two and on a
+dask.distributed.LocalCluster of two worker processes (one thread a task,
+the sweep's default),
 taken in rounds (serial, pool and cluster once each, their order rotating);
 each round gives each parallel run's ratio to that round's serial time, and
 the median and range over the rounds are shown (the goal: at most 0.6).
@@ -189,7 +192,9 @@ def sweeps(quick: bool, rounds: int, seconds: float, tmp: str) -> None:
         for r in range(rounds):
             for name in order[r % 3 :] + order[: r % 3]:
                 c0, start = cpu(resource.RUSAGE_SELF), time.perf_counter()
-                pagelab.sweep(sources, configs, executor=executors[name])
+                # Serial: one task at a time, each with the engine's own reading thread (the
+                # fastest serial sweep); the workers: one thread a task (the sweep's default).
+                pagelab.sweep(sources, configs, executor=executors[name], threads=None if name == "serial" else 1)
                 times[name].append(time.perf_counter() - start)
                 if name == "serial":
                     serial_cpu.append(cpu(resource.RUSAGE_SELF) - c0)

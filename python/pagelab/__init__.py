@@ -81,10 +81,13 @@ def _model(
     cow: str = "whole",
     machine: str | os.PathLike[str] | None = None,
     virt: str | None = None,
+    threads: int | None = None,
 ) -> dict[str, Any]:
     """The model's words, as ``_native`` takes them."""
     if isinstance(policies, str):
         policies = [policies]
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise PagelabError(f"threads={threads!r}: give a whole number from 1 up, or None for what the machine offers")
     return {
         "machine": None if machine is None else os.fspath(machine),
         "page_sizes": _sizes(page_sizes),
@@ -95,6 +98,7 @@ def _model(
         "strict": bool(strict),
         "cow": cow,
         "virt": virt,
+        "threads": threads,
     }
 
 
@@ -142,6 +146,7 @@ def study(
     limit: int | None = None,
     max_ref_size: str | int | None = None,
     virt: str | None = None,
+    threads: int | None = None,
 ) -> Result:
     """The page-size study of one trace or of workloads, as ``pagelab study``/``pagelab sim``.
 
@@ -168,6 +173,10 @@ def study(
     ``virt="nested:host=2M"`` (or ``4K``, ``1G``) models a guest under nested
     paging, as ``--virt``; it needs such a machine.
 
+    ``threads`` bounds the threads the engine uses for the call (reading ahead, parsing a
+    plain Lackey file in pieces, stepping policy runs side by side); by default it uses what
+    the machine offers. Results never depend on it; :func:`sweep` gives each task one.
+
     Raises :class:`PagelabError` with the command line's message on bad input.
     """
     return sim(
@@ -181,6 +190,7 @@ def study(
         limit=limit,
         max_ref_size=max_ref_size,
         virt=virt,
+        threads=threads,
     )
 
 
@@ -201,6 +211,7 @@ def sim(
     limit: int | None = None,
     max_ref_size: str | int | None = None,
     virt: str | None = None,
+    threads: int | None = None,
 ) -> Result:
     """``pagelab sim``: the study, or with ``policies`` the memory-management model.
 
@@ -211,7 +222,7 @@ def sim(
     :func:`study`. The policy runs are not timed (the study is), as on the
     command line.
     """
-    model = _model(page_sizes, tlb, policies, phys, memory, strict, cow, machine, virt)
+    model = _model(page_sizes, tlb, policies, phys, memory, strict, cow, machine, virt, threads)
     if trace is not None and workload is not None:
         raise PagelabError("give one input: a trace (trace=PATH) or a workload (workload=SPEC), not both")
     if trace is None and workload is None:

@@ -32,6 +32,8 @@ def sweep(
     sources: Iterable[str | os.PathLike[str] | Mapping[str, Any]],
     configs: Iterable[Mapping[str, Any]] | Mapping[str, Mapping[str, Any]],
     executor: cf.Executor | None = None,
+    *,
+    threads: int | None = 1,
 ) -> Any:
     """Runs every source under every configuration; one DataFrame of every run.
 
@@ -47,13 +49,20 @@ def sweep(
     ``executor``: any :class:`concurrent.futures.Executor`; by default a
     process pool with one worker per core, started through a fork server (a
     script calls ``sweep`` under ``if __name__ == "__main__":`` for it).
+    ``threads``: the threads each task's engine may use. One by default: the
+    executor runs tasks side by side (one per core or per worker thread), and
+    a task's own extra threads (the engine reads a trace ahead on a thread of
+    its own) would only compete with the other tasks for the same cores.
+    ``None`` lets each task use what its machine offers, which is faster when
+    tasks run one at a time (a :class:`SerialExecutor`). Results never depend
+    on it.
 
     The DataFrame has a ``source`` and a ``config`` column (the names), then
     the columns of :meth:`pagelab.Result.to_pandas`, among them ``page_size``
     and, for policy runs, ``policy``. Rows come in the order of sources, then
     configurations, then runs, whatever order the tasks finished in.
     """
-    return frame(sweep_documents(tasks_of(sources, configs), executor))
+    return frame(sweep_documents(tasks_of(sources, configs), executor, threads))
 
 
 def tasks_of(
@@ -78,21 +87,29 @@ def frame(documents: Iterable[Mapping[str, Any]]) -> Any:
 
 
 def sweep_documents(
-    tasks: Sequence[tuple[dict[str, Any], dict[str, Any]]], executor: cf.Executor | None = None
+    tasks: Sequence[tuple[dict[str, Any], dict[str, Any]]],
+    executor: cf.Executor | None = None,
+    threads: int | None = 1,
 ) -> list[dict[str, Any]]:
     """The tasks' results as ``{"source", "config", "result"}`` dicts (the sweep's JSON)."""
     return [
         {"source": s["name"], "config": c["name"], "result": json.loads(doc)}
-        for (s, c), doc in zip(tasks, run_tasks(tasks, executor))
+        for (s, c), doc in zip(tasks, run_tasks(tasks, executor, threads))
     ]
 
 
 def run_tasks(
-    tasks: Sequence[tuple[dict[str, Any], dict[str, Any]]], executor: cf.Executor | None = None
+    tasks: Sequence[tuple[dict[str, Any], dict[str, Any]]],
+    executor: cf.Executor | None = None,
+    threads: int | None = 1,
 ) -> list[str]:
-    """Runs ``run_task`` on every (source, config) pair; the JSON documents in task order."""
+    """Runs ``run_task`` on every (source, config) pair, each with ``threads``; the JSON
+    documents in task order."""
+    from . import _model
+
+    _model(threads=threads)  # a bad count fails here, before any task runs
     if executor is not None:
-        return _collect(executor, tasks, range(len(tasks)), {})
+        return _collect(executor, tasks, range(len(tasks)), {}, threads)
     done: dict[int, str] = {}
     for attempt in range(POOL_RETRIES + 1):
         workers = max(1, min(len(tasks), os.cpu_count() or 1))
@@ -100,7 +117,7 @@ def run_tasks(
         ctx = multiprocessing.get_context("forkserver")
         with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
             try:
-                return _collect(pool, tasks, [i for i in range(len(tasks)) if i not in done], done)
+                return _collect(pool, tasks, [i for i in range(len(tasks)) if i not in done], done, threads)
             except cf.BrokenExecutor:
                 # A worker died (killed, out of memory): the finished tasks
                 # are kept, the rest run again on a new pool.
@@ -114,8 +131,9 @@ def _collect(
     tasks: Sequence[tuple[dict[str, Any], dict[str, Any]]],
     todo: Iterable[int],
     done: dict[int, str],
+    threads: int | None,
 ) -> list[str]:
-    futures = {executor.submit(run_task, *tasks[i]): i for i in todo}
+    futures = {executor.submit(run_task, *tasks[i], threads): i for i in todo}
     try:
         for f in cf.as_completed(futures):
             done[futures[f]] = f.result()
@@ -126,11 +144,12 @@ def _collect(
     return [done[i] for i in range(len(tasks))]
 
 
-def run_task(source: Mapping[str, Any], config: Mapping[str, Any]) -> str:
-    """One run on a worker: the ``pagelab.sim/1`` JSON of ``source`` under ``config``."""
+def run_task(source: Mapping[str, Any], config: Mapping[str, Any], threads: int | None = None) -> str:
+    """One run on a worker: the ``pagelab.sim/1`` JSON of ``source`` under ``config``, its
+    engine using at most ``threads`` threads (``None``: what the machine offers)."""
     from . import _model, _native, _ref_limit, _source
 
-    model = _model(**{k: v for k, v in config.items() if k != "name"})
+    model = _model(**{k: v for k, v in config.items() if k != "name"}, threads=threads)
     if "workload" in source:
         return str(_native.run(_source(None, source["workload"], None, 0, None), model))
     path, fetched = _local_path(str(source["trace"]))

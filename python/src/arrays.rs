@@ -30,10 +30,13 @@ pub fn from_arrays(
 ) -> PyResult<String> {
     let call = model.call("pagelab.from_arrays", vec![format!("name={name}")]);
     let src = ArraySource::new(addresses, kinds, sizes, name).map_err(|e| crate::error(&e))?;
+    let threads = model.thread_bound()?;
     py.detach(|| {
-        let (cfg, machine) = crate::run::study_config(&model)?;
-        let src = Box::new(src) as Source;
-        crate::run::simulate(src, &cfg, machine.as_ref(), &model, call, Vec::new())
+        pagelab_engine::with_threads(threads, || {
+            let (cfg, machine) = crate::run::study_config(&model)?;
+            let src = Box::new(src) as Source;
+            crate::run::simulate(src, &cfg, machine.as_ref(), &model, call, Vec::new())
+        })
     })
     .map_err(|e| crate::error(&e))
 }

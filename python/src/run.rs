@@ -35,6 +35,9 @@ pub struct ModelWords {
     strict: bool,
     cow: String,
     virt: Option<String>,
+    /// Threads the run may use (`pagelab_engine::with_threads`); the machine's when `None`.
+    /// Results do not depend on it, so the provenance leaves it out.
+    threads: Option<usize>,
 }
 
 impl SourceWords {
@@ -55,6 +58,19 @@ impl SourceWords {
 }
 
 impl ModelWords {
+    /// The bound on the run's threads that `threads` asks for (`None`: the machine's).
+    pub(crate) fn thread_bound(&self) -> PyResult<Option<std::num::NonZeroUsize>> {
+        self.threads
+            .map(|n| {
+                std::num::NonZeroUsize::new(n).ok_or_else(|| {
+                    crate::PagelabError::new_err(
+                        "threads=0: a run needs at least one thread (or None)",
+                    )
+                })
+            })
+            .transpose()
+    }
+
     /// `function` and its arguments as the provenance's call: `words` (the input's), then the
     /// model's words that were given (`machine=...`, `policies=a,b`, ...). A Python result
     /// has no command line; this is what stands for it.
@@ -91,30 +107,33 @@ fn push(words: &mut Vec<String>, key: &str, value: Option<&str>) {
 /// returns the `pagelab.sim/1` JSON, with the GIL released throughout.
 #[pyfunction]
 pub fn run(py: Python<'_>, source: SourceWords, model: ModelWords) -> PyResult<String> {
+    let threads = model.thread_bound()?;
     py.detach(|| {
-        let (cfg, machine) = study_config(&model)?;
-        let src = open(&source)?;
-        let inputs = match &source.trace {
-            Some(t) => pagelab::provenance::input_checksum(t)?
-                .into_iter()
-                .collect(),
-            None => source
-                .workload
-                .as_deref()
-                .map(pagelab::provenance::input_checksum)
-                .transpose()?
-                .flatten()
-                .into_iter()
-                .collect(),
-        };
-        simulate(
-            src,
-            &cfg,
-            machine.as_ref(),
-            &model,
-            model.call("pagelab.sim", source.words()),
-            inputs,
-        )
+        pagelab_engine::with_threads(threads, || {
+            let (cfg, machine) = study_config(&model)?;
+            let src = open(&source)?;
+            let inputs = match &source.trace {
+                Some(t) => pagelab::provenance::input_checksum(t)?
+                    .into_iter()
+                    .collect(),
+                None => source
+                    .workload
+                    .as_deref()
+                    .map(pagelab::provenance::input_checksum)
+                    .transpose()?
+                    .flatten()
+                    .into_iter()
+                    .collect(),
+            };
+            simulate(
+                src,
+                &cfg,
+                machine.as_ref(),
+                &model,
+                model.call("pagelab.sim", source.words()),
+                inputs,
+            )
+        })
     })
     .map_err(|e| crate::error(&e))
 }

@@ -52,6 +52,16 @@ def test_serial_sweep_is_each_run(serial):
     pd.testing.assert_frame_equal(comparable(by_url), comparable(by_path))
 
 
+def test_threads_per_task_change_no_result(serial):
+    # The serial fixture's tasks ran on one thread each (the sweep's default); with the
+    # engine's own threads (reading ahead, policy runs side by side) the results are the same.
+    threaded = pagelab.sweep(SOURCES, CONFIGS, executor=SerialExecutor(), threads=None)
+    pd.testing.assert_frame_equal(comparable(threaded), comparable(serial))
+    for bad in (0, -2, 1.5, "2", True):
+        with pytest.raises(pagelab.PagelabError, match="threads="):
+            pagelab.sweep(SOURCES[:1], CONFIGS, threads=bad)
+
+
 def test_default_process_pool_equals_serial(serial):
     pd.testing.assert_frame_equal(comparable(pagelab.sweep(SOURCES, CONFIGS)), comparable(serial))
 

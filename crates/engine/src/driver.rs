@@ -140,13 +140,22 @@ fn report(progress: &mut dyn Progress, refs: u64, next: &mut u64, start: Instant
 
 /// Reads `src` on its own thread, a few batches ahead, with `fill` (which
 /// says whether there may be more), and hands each batch in order to `step`
-/// on this thread. Ends when the source is exhausted or fails; a panic of
+/// on this thread (both on this thread, in turn, where the run may use one
+/// thread only: [`crate::with_threads`]). Ends when the source is exhausted or fails; a panic of
 /// the reader is resumed here.
 fn read_ahead<B: Default + Send>(
     src: &mut (dyn TraceSource + Send),
     mut fill: impl FnMut(&mut (dyn TraceSource + Send), &mut B) -> Result<bool, TraceError> + Send,
     mut step: impl FnMut(&mut B),
 ) -> Result<(), TraceError> {
+    if crate::threads::threads() == 1 {
+        // One thread: read and step in turn, with no hand-offs.
+        let mut batch = B::default();
+        while fill(src, &mut batch)? {
+            step(&mut batch);
+        }
+        return Ok(());
+    }
     let (full_tx, full_rx) = mpsc::sync_channel::<B>(IN_FLIGHT);
     let (empty_tx, empty_rx) = mpsc::sync_channel::<B>(IN_FLIGHT + 1);
     for _ in 0..=IN_FLIGHT {

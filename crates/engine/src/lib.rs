@@ -22,9 +22,11 @@ mod machine_cost;
 mod pieces;
 mod policy_run;
 mod study;
+mod threads;
 
 pub use cost::{independent_refs, CostConfig, CostStudy};
 pub use driver::{run_cost_study, run_study, EngineError, Progress, BATCH};
 pub use machine_cost::CostMachine;
 pub use policy_run::{run_policies, PolicyConfig};
 pub use study::{Study, StudyConfig};
+pub use threads::{parse_threads, with_threads};

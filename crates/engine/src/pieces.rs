@@ -65,7 +65,7 @@ pub(crate) fn run_pieces(
     progress: &mut dyn Progress,
     start: Instant,
 ) -> Result<(), TraceError> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_THREADS));
+    let threads = crate::threads::threads().min(MAX_THREADS);
     let work = Work {
         pieces,
         filter: study.page_filter(),

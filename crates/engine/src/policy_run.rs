@@ -350,6 +350,19 @@ pub fn run_policies(
         .map(|p| PolicyRun::new(p, cfg))
         .collect::<Result<Vec<_>, _>>()?;
     let info: SourceInfo = src.info();
+    // The runs are stepped on a pool of the threads the run may use
+    // (`with_threads`), or on this thread alone.
+    let threads = crate::threads::threads().min(runs.len());
+    let pool = if threads > 1 {
+        Some(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .map_err(|e| EngineError::Model(format!("cannot start the policy threads: {e}")))?,
+        )
+    } else {
+        None
+    };
     let mut batch = Vec::with_capacity(BATCH);
     let (mut refs, mut index, mut next_report) = ([0u64; 2], 0u64, 1u64 << 20);
     loop {
@@ -362,10 +375,15 @@ pub fn run_policies(
                 refs[usize::from(!r.kind.is_instr())] += 1;
             }
         }
-        {
-            use rayon::prelude::*;
-            runs.par_iter_mut()
-                .try_for_each(|r| r.feed(&batch, index, cfg.strict))?;
+        match &pool {
+            Some(pool) => pool.install(|| {
+                use rayon::prelude::*;
+                runs.par_iter_mut()
+                    .try_for_each(|r| r.feed(&batch, index, cfg.strict))
+            })?,
+            None => runs
+                .iter_mut()
+                .try_for_each(|r| r.feed(&batch, index, cfg.strict))?,
         }
         index += batch.len() as u64;
         if refs[0] + refs[1] >= next_report {
