@@ -23,6 +23,7 @@ class ModelWords(TypedDict):
     strict: bool
     cow: str
     virt: str | None
+    threads: int | None
 
 def run(source: SourceWords, model: ModelWords) -> str:
     """The ``pagelab.sim/1`` JSON of one input under the model (GIL released)."""
