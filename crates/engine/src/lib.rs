@@ -29,4 +29,4 @@ pub use driver::{run_cost_study, run_study, EngineError, Progress, BATCH};
 pub use machine_cost::CostMachine;
 pub use policy_run::{run_policies, PolicyConfig};
 pub use study::{Study, StudyConfig};
-pub use threads::{parse_threads, with_threads};
+pub use threads::with_threads;

@@ -48,14 +48,6 @@ pub(crate) fn threads() -> usize {
         .map_or(1, NonZeroUsize::get)
 }
 
-/// Parses a thread count as the command line and the Python API take it:
-/// a whole number from 1 up.
-pub fn parse_threads(text: &str) -> Result<NonZeroUsize, String> {
-    text.trim()
-        .parse::<NonZeroUsize>()
-        .map_err(|_| format!("`{text}` is not a thread count (a whole number from 1 up)"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,14 +71,5 @@ mod tests {
         let caught = std::panic::catch_unwind(|| with_threads(one, || panic!("inside")));
         assert!(caught.is_err());
         assert_eq!(threads(), outside);
-    }
-
-    #[test]
-    fn counts_are_whole_numbers_from_one() {
-        assert_eq!(parse_threads("2").map(NonZeroUsize::get), Ok(2));
-        for bad in ["0", "-1", "two", ""] {
-            let e = parse_threads(bad).unwrap_err();
-            assert!(e.contains(&format!("`{bad}`")), "{e}");
-        }
     }
 }
