@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pagelab
@@ -63,6 +63,21 @@ def cli_path() -> Path:
 def cpu(who: int) -> float:
     r = resource.getrusage(who)
     return r.ru_utime + r.ru_stime
+
+
+def proc_cpu(pids: Iterable[int]) -> dict[int, float]:
+    """CPU seconds (user and system) each of the processes ``pids`` has used so far, from
+    /proc (empty where there is no /proc): how the workers' CPU over a sweep is taken."""
+    out = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                # The fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+                fields = f.read().rpartition(")")[2].split()
+            out[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
 
 
 def timed(f: Callable[[], object], who: int) -> tuple[float, float]:
@@ -178,6 +193,9 @@ def sweeps(quick: bool, rounds: int, seconds: float, tmp: str) -> None:
 
     times: dict[str, list[float]] = {"serial": [], "pool": [], "dask": []}
     serial_cpu: list[float] = []
+    # The workers' CPU over each parallel sweep (their tasks and whatever else they do):
+    # half of it is the least wall time two workers can take.
+    workers_cpu: dict[str, list[float]] = {"pool": [], "dask": []}
     with (
         cf.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("forkserver")) as pool,
         LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40) as cluster,
@@ -187,10 +205,18 @@ def sweeps(quick: bool, rounds: int, seconds: float, tmp: str) -> None:
         ex = client.get_executor(pure=False)
         executors = {"serial": SerialExecutor(), "pool": pool, "dask": ex}
         for e in (pool, ex):
-            pagelab.sweep(sources[:1], {"w": {}}, executor=e)  # start the workers, import pagelab on them
+            # Start both workers and import pagelab on them: two tasks at once (a pool
+            # starts a second process only when no idle one is there).
+            pagelab.sweep(sources[:2], {"w": {}}, executor=e)
+        # The workers' process ids (a pool may start one more later: read again after).
+        pids: dict[str, Callable[[], Iterable[int]]] = {
+            "pool": lambda: list(pool._processes),
+            "dask": lambda: client.run(os.getpid).values(),
+        }
         order = list(executors)
         for r in range(rounds):
             for name in order[r % 3 :] + order[: r % 3]:
+                w0 = proc_cpu(pids[name]()) if name in pids else {}
                 c0, start = cpu(resource.RUSAGE_SELF), time.perf_counter()
                 # Serial: one task at a time, each with the engine's own reading thread (the
                 # fastest serial sweep); the workers: one thread a task (the sweep's default).
@@ -198,16 +224,28 @@ def sweeps(quick: bool, rounds: int, seconds: float, tmp: str) -> None:
                 times[name].append(time.perf_counter() - start)
                 if name == "serial":
                     serial_cpu.append(cpu(resource.RUSAGE_SELF) - c0)
+                w1 = proc_cpu(pids[name]()) if name in pids else {}
+                if w1:
+                    # A process started during the sweep used all its CPU in it.
+                    workers_cpu[name].append(sum(c - w0.get(pid, 0.0) for pid, c in w1.items()))
     serial = times["serial"]
     # The engine reads on a thread beside the model's, so the serial sweep
     # already keeps more than one core busy: two workers cannot do better
     # than this busy-ness over 2 (and never better than 0.5).
     busy = statistics.median(c / w for c, w in zip(serial_cpu, serial))
-    print(f"  serial, in this process        {statistics.median(serial):7.2f} s   (about {statistics.median(serial) / tasks:.2f} s a task; {busy:.2f} cores busy on average, so 2 workers give at best {max(0.5, busy / 2):.2f}x)")
+    print(
+        f"  serial, in this process        {statistics.median(serial):7.2f} s   (about {statistics.median(serial) / tasks:.2f} s a task;"
+        f" CPU {statistics.median(serial_cpu):.2f} s, {statistics.median(serial_cpu) / tasks:.3f} s a task; {busy:.2f} cores busy on average)"
+    )
     verdicts = []
     for name, label in (("pool", "process pool, 2 workers"), ("dask", "Dask LocalCluster, 2 workers")):
         ratio = [t / s for t, s in zip(times[name], serial)]
         print(f"  {label:<30} {statistics.median(times[name]):7.2f} s   {spread(ratio)}x serial (median [range] of {rounds} rounds)")
+        if workers_cpu[name]:
+            # Two workers cannot take less wall time than half their CPU.
+            floor = [c / 2 / s for c, s in zip(workers_cpu[name], serial)]
+            c = statistics.median(workers_cpu[name])
+            print(f"  {'':<30} {'':>9}   workers' CPU {c:.2f} s ({c / tasks:.3f} s a task): at best {spread(floor)}x serial")
         verdicts.append((label, statistics.median(ratio)))
     if quick:
         print("(--quick: one round of short tasks; the goal is read from a full run)")

@@ -1,10 +1,10 @@
 //! `chase`: a pointer chase (`p = *p`) around one random cycle through all nodes.
 
-use crate::code::{self, fetch, Generator, Insn, Memset};
+use crate::code::{self, fetch, Generator, Insn, Memset, Sink};
 use crate::perm::Permutation;
 use crate::spec::{fmt_size, param_map, ParamDoc, Params, WorkloadDoc};
 use crate::WorkloadError;
-use pagelab_core::{AccessKind, Event, SourceInfo};
+use pagelab_core::{AccessKind, SourceInfo};
 
 /// The catalog entry of `chase`.
 pub(crate) const DOC: WorkloadDoc = WorkloadDoc {
@@ -114,7 +114,7 @@ impl Generator for Chase {
     const MAX_STEP: usize = 5;
 
     #[inline]
-    fn step(&mut self, out: &mut Vec<Event>) -> bool {
+    fn step(&mut self, out: &mut impl Sink) -> bool {
         if self.init.step(out) {
             return true;
         }

@@ -3,7 +3,7 @@
 //! [`TraceSource`].
 
 use pagelab_core::{AccessKind, Event, MemRef, SourceInfo, VirtAddr};
-use pagelab_trace::{TraceError, TraceSource};
+use pagelab_trace::{PageBatch, PageFilter, TraceError, TraceSource};
 
 /// Where the workloads' own loops live: the text of a non-PIE x86-64 binary.
 pub(crate) const TEXT_BASE: u64 = 0x40_1000;
@@ -39,24 +39,73 @@ pub(crate) const fn layout<const N: usize>(start: u64, lens: [u32; N]) -> [Insn;
     out
 }
 
+/// Where a generator's events go: an event buffer (`fill`), or straight
+/// through the study's page filter (`fill_pages`), which stores no event at
+/// all for the references it drops (most of them: the loop's instruction
+/// fetches repeat one page).
+pub(crate) trait Sink {
+    /// Takes one reference.
+    fn reference(&mut self, r: MemRef);
+    /// Takes one event of any kind.
+    fn event(&mut self, e: Event);
+    /// Events taken so far.
+    fn taken(&self) -> usize;
+}
+
+impl Sink for Vec<Event> {
+    #[inline(always)]
+    fn reference(&mut self, r: MemRef) {
+        self.push(Event::Ref(r));
+    }
+    #[inline(always)]
+    fn event(&mut self, e: Event) {
+        self.push(e);
+    }
+    #[inline(always)]
+    fn taken(&self) -> usize {
+        self.len()
+    }
+}
+
+/// A page filter and the batch its words go to, as a [`Sink`].
+struct Pages<'a> {
+    filter: &'a mut PageFilter,
+    out: &'a mut PageBatch,
+}
+
+impl Sink for Pages<'_> {
+    #[inline(always)]
+    fn reference(&mut self, r: MemRef) {
+        self.filter.reference(&r, self.out);
+    }
+    #[inline(always)]
+    fn event(&mut self, e: Event) {
+        self.filter.event(&e, self.out);
+    }
+    #[inline(always)]
+    fn taken(&self) -> usize {
+        self.out.events() as usize
+    }
+}
+
 /// Appends an instruction fetch.
 #[inline(always)]
-pub(crate) fn fetch(out: &mut Vec<Event>, insn: Insn) {
-    out.push(Event::Ref(MemRef {
+pub(crate) fn fetch(out: &mut impl Sink, insn: Insn) {
+    out.reference(MemRef {
         addr: VirtAddr(insn.0),
         size: insn.1,
         kind: AccessKind::Instr,
-    }));
+    });
 }
 
 /// Appends a data reference.
 #[inline(always)]
-pub(crate) fn data(out: &mut Vec<Event>, addr: u64, size: u32, kind: AccessKind) {
-    out.push(Event::Ref(MemRef {
+pub(crate) fn data(out: &mut impl Sink, addr: u64, size: u32, kind: AccessKind) {
+    out.reference(MemRef {
         addr: VirtAddr(addr),
         size,
         kind,
-    }));
+    });
 }
 
 /// Rounds `addr` up to a multiple of the power of two `align`.
@@ -94,7 +143,7 @@ impl Memset {
 
     /// Emits one store step (5 events); false, emitting nothing, when done.
     #[inline(always)]
-    pub(crate) fn step(&mut self, out: &mut Vec<Event>) -> bool {
+    pub(crate) fn step(&mut self, out: &mut impl Sink) -> bool {
         if self.cur >= self.end {
             return false;
         }
@@ -114,7 +163,7 @@ pub(crate) trait Generator {
     /// The most events one [`Generator::step`] appends.
     const MAX_STEP: usize;
     /// Appends the next loop iteration's events; returns false, appending nothing, at the end.
-    fn step(&mut self, out: &mut Vec<Event>) -> bool;
+    fn step(&mut self, out: &mut impl Sink) -> bool;
     /// Kind `workload`, the name, every effective parameter.
     fn info(&self) -> SourceInfo;
 }
@@ -153,34 +202,66 @@ impl<G: Generator> Driver<G> {
     }
 }
 
-impl<G: Generator> TraceSource for Driver<G> {
-    fn fill(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError> {
-        let start = out.len();
-        if max == 0 {
-            // Nothing may be appended, and the trace may not be over: say so.
-            return Ok(!self.done || !self.pending.is_empty());
-        }
+impl<G: Generator> Driver<G> {
+    /// Takes up to `max` (at most [`MAX_FILL`]) events into `out`: the carry-over of
+    /// the last call first, then whole steps, then the start of one more step when
+    /// only part of it fits (the rest is carried over). True when it took any.
+    #[inline(always)]
+    fn fill_into<S: Sink>(&mut self, out: &mut S, max: usize) -> bool {
+        let start = out.taken();
         let target = start + max.min(MAX_FILL);
         let carried = self.pending.len().min(target - start);
-        out.extend(self.pending.drain(..carried));
-        if !self.done && out.len() < target {
-            out.reserve((target - out.len()).min(1 << 16));
-            while out.len() + G::MAX_STEP <= target {
+        for e in self.pending.drain(..carried) {
+            out.event(e);
+        }
+        if !self.done && out.taken() < target {
+            while out.taken() + G::MAX_STEP <= target {
                 if !self.gen.step(out) {
                     self.done = true;
                     break;
                 }
             }
-            if !self.done && out.len() < target && self.pending.is_empty() {
+            if !self.done && out.taken() < target && self.pending.is_empty() {
                 if self.gen.step(&mut self.pending) {
-                    let n = self.pending.len().min(target - out.len());
-                    out.extend(self.pending.drain(..n));
+                    let n = self.pending.len().min(target - out.taken());
+                    for e in self.pending.drain(..n) {
+                        out.event(e);
+                    }
                 } else {
                     self.done = true;
                 }
             }
         }
-        Ok(out.len() > start)
+        out.taken() > start
+    }
+}
+
+impl<G: Generator> TraceSource for Driver<G> {
+    fn fill(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError> {
+        if max == 0 {
+            // Nothing may be appended, and the trace may not be over: say so.
+            return Ok(!self.done || !self.pending.is_empty());
+        }
+        out.reserve(max.min(1 << 16));
+        Ok(self.fill_into(out, max))
+    }
+
+    /// The generator's references go straight through `filter`: no event is
+    /// stored for them, which costs less than `fill` and filtering its events.
+    fn fill_pages(
+        &mut self,
+        filter: &mut PageFilter,
+        out: &mut PageBatch,
+        max: usize,
+    ) -> Result<bool, TraceError> {
+        if max == 0 {
+            return Ok(!self.done || !self.pending.is_empty());
+        }
+        Ok(self.fill_into(&mut Pages { filter, out }, max))
+    }
+
+    fn parses_to_pages(&self) -> bool {
+        true
     }
 
     fn info(&self) -> SourceInfo {

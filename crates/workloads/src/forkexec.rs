@@ -8,7 +8,7 @@
 //! private to each child, shared only between the shell and a child between
 //! fork and exec.
 
-use crate::code::{self, Generator};
+use crate::code::{self, Generator, Sink};
 use crate::shm::fraction;
 use crate::spec::{fmt_size, param_map, ParamDoc, Params, WorkloadDoc};
 use crate::WorkloadError;
@@ -266,25 +266,25 @@ impl ForkExec {
         }
     }
 
-    fn switch(out: &mut Vec<Event>, pid: u32) {
-        out.push(Event::Switch(ThreadId { pid, tid: pid }));
+    fn switch(out: &mut impl Sink, pid: u32) {
+        out.event(Event::Switch(ThreadId { pid, tid: pid }));
     }
 
-    fn shell_step(&mut self, out: &mut Vec<Event>) {
+    fn shell_step(&mut self, out: &mut impl Sink) {
         if self.shell_at == 0 {
             Self::switch(out, 1);
-            out.extend(self.shell.iter().map(Region::map));
+            self.shell.iter().for_each(|r| out.event(r.map()));
             self.shell_at = 1;
             return;
         }
         let r = self.shell[self.shell_at - 1];
         let end = (self.shell_page + REFS_PER_STEP).min(r.touched);
         for page in self.shell_page..end {
-            out.push(Event::Ref(MemRef {
+            out.reference(MemRef {
                 addr: VirtAddr(r.start) + page * PageSize::MIN.bytes(),
                 size: 4,
                 kind: r.kind(),
-            }));
+            });
         }
         self.shell_page = end;
         if end >= r.touched {
@@ -299,17 +299,17 @@ impl ForkExec {
         (r.touched * (s - 1) / n, r.touched * s / n)
     }
 
-    fn child_step(&mut self, i: usize, out: &mut Vec<Event>) {
+    fn child_step(&mut self, i: usize, out: &mut impl Sink) {
         let mut c = self.pool[i];
         if c.phase == 0 {
             Self::switch(out, 1);
-            out.push(Event::fork(c.pid));
+            out.event(Event::fork(c.pid));
             Self::switch(out, c.pid);
-            out.push(Event::Unmap {
+            out.event(Event::Unmap {
                 start: VirtAddr(0),
                 len: USER_TOP,
             });
-            out.extend(self.regions.iter().map(Region::map));
+            self.regions.iter().for_each(|r| out.event(r.map()));
             c.phase = 1;
             c.switched = true;
             self.pool[i] = c;
@@ -317,7 +317,7 @@ impl ForkExec {
         }
         if c.phase > self.cfg.slices {
             Self::switch(out, c.pid);
-            out.push(Event::Exit { status: 0 });
+            out.event(Event::Exit { status: 0 });
             self.next_job(i);
             return;
         }
@@ -332,11 +332,11 @@ impl ForkExec {
             let from = c.page.max(lo);
             let to = hi.min(from + budget);
             for page in from..to {
-                out.push(Event::Ref(MemRef {
+                out.reference(MemRef {
                     addr: VirtAddr(r.start) + page * PageSize::MIN.bytes(),
                     size: 4,
                     kind: r.kind(),
-                }));
+                });
             }
             budget -= to - from;
             if to >= hi {
@@ -382,7 +382,7 @@ impl ForkExec {
 impl Generator for ForkExec {
     const MAX_STEP: usize = 64;
 
-    fn step(&mut self, out: &mut Vec<Event>) -> bool {
+    fn step(&mut self, out: &mut impl Sink) -> bool {
         if self.shell_at <= self.shell.len() {
             self.shell_step(out);
             return true;

@@ -1,10 +1,10 @@
 //! `gups`: HPCC RandomAccess (giga-updates per second): read-modify-write of
 //! random 8-byte words of a table, indices from the benchmark's own LFSR.
 
-use crate::code::{self, fetch, Generator, Insn, Memset};
+use crate::code::{self, fetch, Generator, Insn, Memset, Sink};
 use crate::spec::{fmt_size, param_map, ParamDoc, Params, WorkloadDoc};
 use crate::WorkloadError;
-use pagelab_core::{AccessKind, Event, SourceInfo};
+use pagelab_core::{AccessKind, SourceInfo};
 
 /// The catalog entry of `gups`.
 pub(crate) const DOC: WorkloadDoc = WorkloadDoc {
@@ -103,7 +103,7 @@ impl Generator for Gups {
     const MAX_STEP: usize = 10;
 
     #[inline]
-    fn step(&mut self, out: &mut Vec<Event>) -> bool {
+    fn step(&mut self, out: &mut impl Sink) -> bool {
         if self.init.step(out) {
             return true;
         }

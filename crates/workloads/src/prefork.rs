@@ -10,7 +10,7 @@
 //! inherited whole (Bligh and Hansen: "reduces the overhead of fork+exec for
 //! large processes").
 
-use crate::code::{self, Generator};
+use crate::code::{self, Generator, Sink};
 use crate::shm::fraction;
 use crate::spec::{fmt_size, param_map, ParamDoc, Params, WorkloadDoc};
 use crate::WorkloadError;
@@ -143,23 +143,23 @@ impl Prefork {
         }
     }
 
-    fn switch(&mut self, out: &mut Vec<Event>, pid: u32) {
+    fn switch(&mut self, out: &mut impl Sink, pid: u32) {
         if self.current != pid {
-            out.push(Event::Switch(ThreadId { pid, tid: pid }));
+            out.event(Event::Switch(ThreadId { pid, tid: pid }));
             self.current = pid;
         }
     }
 
-    fn touch(out: &mut Vec<Event>, addr: u64, kind: AccessKind) {
-        out.push(Event::Ref(MemRef {
+    fn touch(out: &mut impl Sink, addr: u64, kind: AccessKind) {
+        out.reference(MemRef {
             addr: VirtAddr(addr),
             size: 4,
             kind,
-        }));
+        });
     }
 
     /// The server maps and touches its text and heap; false once done.
-    fn setup_step(&mut self, out: &mut Vec<Event>) -> bool {
+    fn setup_step(&mut self, out: &mut impl Sink) -> bool {
         let text = self.cfg.text / BASE;
         let all = text + self.cfg.heap / BASE;
         let at = match self.setup {
@@ -179,8 +179,8 @@ impl Prefork {
                     file_id: TEXT_FILE,
                     offset: 0,
                 };
-                out.push(map(TEXT, self.cfg.text, rx, file));
-                out.push(map(HEAP, self.cfg.heap, rw, Backing::Anon));
+                out.event(map(TEXT, self.cfg.text, rx, file));
+                out.event(map(HEAP, self.cfg.heap, rw, Backing::Anon));
                 self.setup = Some(0);
                 return true;
             }
@@ -199,16 +199,16 @@ impl Prefork {
         true
     }
 
-    fn worker_step(&mut self, i: usize, out: &mut Vec<Event>) {
+    fn worker_step(&mut self, i: usize, out: &mut impl Sink) {
         let mut w = self.pool[i];
         let n = self.cfg.slices;
         if w.phase == 0 {
             self.switch(out, 1);
-            out.push(Event::fork(w.pid));
+            out.event(Event::fork(w.pid));
             w.phase = 1;
         } else if w.phase > n {
             self.switch(out, w.pid);
-            out.push(Event::Exit { status: 0 });
+            out.event(Event::Exit { status: 0 });
             self.pool.remove(i);
             self.turn = if self.pool.is_empty() {
                 0
@@ -246,7 +246,7 @@ impl Prefork {
 impl Generator for Prefork {
     const MAX_STEP: usize = 64;
 
-    fn step(&mut self, out: &mut Vec<Event>) -> bool {
+    fn step(&mut self, out: &mut impl Sink) -> bool {
         if self.setup_step(out) {
             return true;
         }

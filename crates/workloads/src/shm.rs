@@ -2,7 +2,7 @@
 //! like the backends of a database attaching its buffer pool (Bligh and Hansen's (OLS 2003)
 //! 5000 processes sharing a 2G segment).
 
-use crate::code::{self, Generator};
+use crate::code::{self, Generator, Sink};
 use crate::spec::{fmt_size, param_map, ParamDoc, Params, WorkloadDoc};
 use crate::WorkloadError;
 use pagelab_core::{
@@ -145,16 +145,16 @@ impl ShmFanout {
         }
     }
 
-    fn switch(out: &mut Vec<Event>, pid: u32) {
-        out.push(Event::Switch(ThreadId { pid, tid: pid }));
+    fn switch(out: &mut impl Sink, pid: u32) {
+        out.event(Event::Switch(ThreadId { pid, tid: pid }));
     }
 
-    fn attach(&mut self, out: &mut Vec<Event>) {
+    fn attach(&mut self, out: &mut impl Sink) {
         let child = self.proc as u32 + 2;
         Self::switch(out, 1);
-        out.push(Event::fork(child));
+        out.event(Event::fork(child));
         Self::switch(out, child);
-        out.push(Event::Map(Box::new(MapEvent {
+        out.event(Event::Map(Box::new(MapEvent {
             start: VirtAddr(self.cfg.addr),
             len: self.cfg.segment,
             prot: Prot(Prot::READ | Prot::WRITE),
@@ -165,7 +165,7 @@ impl ShmFanout {
             sharing: Sharing::Shared,
         })));
         if self.cfg.backing != "shm" {
-            out.push(Event::Advise {
+            out.event(Event::Advise {
                 start: VirtAddr(self.cfg.addr),
                 len: self.cfg.segment,
                 advice: Advice::PageOrder {
@@ -187,13 +187,13 @@ impl Generator for ShmFanout {
     const MAX_STEP: usize = REFS_PER_STEP as usize;
 
     #[inline]
-    fn step(&mut self, out: &mut Vec<Event>) -> bool {
+    fn step(&mut self, out: &mut impl Sink) -> bool {
         if self.proc >= self.cfg.procs {
             if !self.cfg.exit || self.exited >= self.cfg.procs {
                 return false;
             }
             Self::switch(out, self.exited as u32 + 2);
-            out.push(Event::Exit { status: 0 });
+            out.event(Event::Exit { status: 0 });
             self.exited += 1;
             return true;
         }
@@ -203,11 +203,11 @@ impl Generator for ShmFanout {
         }
         let end = (self.page + REFS_PER_STEP).min(self.cfg.touch_pages);
         for page in self.page..end {
-            out.push(Event::Ref(MemRef {
+            out.reference(MemRef {
                 addr: VirtAddr(self.cfg.addr) + page * PageSize::MIN.bytes(),
                 size: 8,
                 kind: self.kind,
-            }));
+            });
         }
         self.page = end;
         if self.page >= self.cfg.touch_pages {

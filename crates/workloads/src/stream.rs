@@ -1,10 +1,10 @@
 //! `stream`: McCalpin's STREAM kernels (copy, scale, add, triad) over three
 //! arrays of doubles, as compiled scalar x86-64 code.
 
-use crate::code::{self, fetch, Generator, Insn, Memset};
+use crate::code::{self, fetch, Generator, Insn, Memset, Sink};
 use crate::spec::{fmt_size, param_map, ParamDoc, Params, WorkloadDoc};
 use crate::WorkloadError;
-use pagelab_core::{AccessKind, Event, SourceInfo};
+use pagelab_core::{AccessKind, SourceInfo};
 
 /// The catalog entry of `stream`.
 pub(crate) const DOC: WorkloadDoc = WorkloadDoc {
@@ -119,7 +119,7 @@ impl Generator for Stream {
     const MAX_STEP: usize = 10;
 
     #[inline]
-    fn step(&mut self, out: &mut Vec<Event>) -> bool {
+    fn step(&mut self, out: &mut impl Sink) -> bool {
         if self.init.step(out) {
             return true;
         }
@@ -128,7 +128,6 @@ impl Generator for Stream {
         }
         let j = self.j;
         let (a, b, c) = (self.a + j, self.b + j, self.c + j);
-        let tail = |out: &mut Vec<Event>, code: &[Insn]| code.iter().for_each(|&i| fetch(out, i));
         match self.kernel {
             0 => {
                 fetch(out, COPY[0]);
@@ -172,4 +171,10 @@ impl Generator for Stream {
     fn info(&self) -> SourceInfo {
         code::workload_info(DOC.name, self.cfg.params())
     }
+}
+
+/// The fetches of a kernel's last instructions.
+#[inline(always)]
+fn tail(out: &mut impl Sink, code: &[Insn]) {
+    code.iter().for_each(|&i| fetch(out, i));
 }
