@@ -45,6 +45,7 @@ mod lackey;
 mod native;
 mod open;
 mod pages;
+mod sink;
 mod vfork;
 
 pub use convert::{convert, ConvertStats};
@@ -52,6 +53,7 @@ pub use lackey::{LackeyReader, LackeyWriter, PieceError, Pieces};
 pub use native::{NativeReader, NativeWriter, NATIVE_MAGIC, NATIVE_OLDEST_VERSION, NATIVE_VERSION};
 pub use open::{open, Format};
 pub use pages::{page_word, PageBatch, PageFilter, MAX_FILTER_DEPTH};
+pub use sink::{PageSink, RecordSink};
 pub use vfork::VforkOrder;
 
 use pagelab_core::{Event, SourceInfo};

@@ -1,6 +1,8 @@
 //! `chase`: a pointer chase (`p = *p`) around one random cycle through all nodes.
 
-use crate::code::{self, fetch, Generator, Insn, Memset, Sink};
+use pagelab_trace::RecordSink;
+
+use crate::code::{self, fetch, Generator, Insn, Memset};
 use crate::perm::Permutation;
 use crate::spec::{fmt_size, param_map, ParamDoc, Params, WorkloadDoc};
 use crate::WorkloadError;
@@ -114,7 +116,7 @@ impl Generator for Chase {
     const MAX_STEP: usize = 5;
 
     #[inline]
-    fn step(&mut self, out: &mut impl Sink) -> bool {
+    fn step(&mut self, out: &mut impl RecordSink) -> bool {
         if self.init.step(out) {
             return true;
         }

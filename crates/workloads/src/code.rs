@@ -3,7 +3,7 @@
 //! [`TraceSource`].
 
 use pagelab_core::{AccessKind, Event, MemRef, SourceInfo, VirtAddr};
-use pagelab_trace::{PageBatch, PageFilter, TraceError, TraceSource};
+use pagelab_trace::{PageBatch, PageFilter, PageSink, RecordSink, TraceError, TraceSource};
 
 /// Where the workloads' own loops live: the text of a non-PIE x86-64 binary.
 pub(crate) const TEXT_BASE: u64 = 0x40_1000;
@@ -39,58 +39,9 @@ pub(crate) const fn layout<const N: usize>(start: u64, lens: [u32; N]) -> [Insn;
     out
 }
 
-/// Where a generator's events go: an event buffer (`fill`), or straight
-/// through the study's page filter (`fill_pages`), which stores no event at
-/// all for the references it drops (most of them: the loop's instruction
-/// fetches repeat one page).
-pub(crate) trait Sink {
-    /// Takes one reference.
-    fn reference(&mut self, r: MemRef);
-    /// Takes one event of any kind.
-    fn event(&mut self, e: Event);
-    /// Events taken so far.
-    fn taken(&self) -> usize;
-}
-
-impl Sink for Vec<Event> {
-    #[inline(always)]
-    fn reference(&mut self, r: MemRef) {
-        self.push(Event::Ref(r));
-    }
-    #[inline(always)]
-    fn event(&mut self, e: Event) {
-        self.push(e);
-    }
-    #[inline(always)]
-    fn taken(&self) -> usize {
-        self.len()
-    }
-}
-
-/// A page filter and the batch its words go to, as a [`Sink`].
-struct Pages<'a> {
-    filter: &'a mut PageFilter,
-    out: &'a mut PageBatch,
-}
-
-impl Sink for Pages<'_> {
-    #[inline(always)]
-    fn reference(&mut self, r: MemRef) {
-        self.filter.reference(&r, self.out);
-    }
-    #[inline(always)]
-    fn event(&mut self, e: Event) {
-        self.filter.event(&e, self.out);
-    }
-    #[inline(always)]
-    fn taken(&self) -> usize {
-        self.out.events() as usize
-    }
-}
-
 /// Appends an instruction fetch.
 #[inline(always)]
-pub(crate) fn fetch(out: &mut impl Sink, insn: Insn) {
+pub(crate) fn fetch(out: &mut impl RecordSink, insn: Insn) {
     out.reference(MemRef {
         addr: VirtAddr(insn.0),
         size: insn.1,
@@ -100,7 +51,7 @@ pub(crate) fn fetch(out: &mut impl Sink, insn: Insn) {
 
 /// Appends a data reference.
 #[inline(always)]
-pub(crate) fn data(out: &mut impl Sink, addr: u64, size: u32, kind: AccessKind) {
+pub(crate) fn data(out: &mut impl RecordSink, addr: u64, size: u32, kind: AccessKind) {
     out.reference(MemRef {
         addr: VirtAddr(addr),
         size,
@@ -143,7 +94,7 @@ impl Memset {
 
     /// Emits one store step (5 events); false, emitting nothing, when done.
     #[inline(always)]
-    pub(crate) fn step(&mut self, out: &mut impl Sink) -> bool {
+    pub(crate) fn step(&mut self, out: &mut impl RecordSink) -> bool {
         if self.cur >= self.end {
             return false;
         }
@@ -163,7 +114,7 @@ pub(crate) trait Generator {
     /// The most events one [`Generator::step`] appends.
     const MAX_STEP: usize;
     /// Appends the next loop iteration's events; returns false, appending nothing, at the end.
-    fn step(&mut self, out: &mut impl Sink) -> bool;
+    fn step(&mut self, out: &mut impl RecordSink) -> bool;
     /// Kind `workload`, the name, every effective parameter.
     fn info(&self) -> SourceInfo;
 }
@@ -207,7 +158,7 @@ impl<G: Generator> Driver<G> {
     /// the last call first, then whole steps, then the start of one more step when
     /// only part of it fits (the rest is carried over). True when it took any.
     #[inline(always)]
-    fn fill_into<S: Sink>(&mut self, out: &mut S, max: usize) -> bool {
+    fn fill_into<S: RecordSink>(&mut self, out: &mut S, max: usize) -> bool {
         let start = out.taken();
         let target = start + max.min(MAX_FILL);
         let carried = self.pending.len().min(target - start);
@@ -257,7 +208,7 @@ impl<G: Generator> TraceSource for Driver<G> {
         if max == 0 {
             return Ok(!self.done || !self.pending.is_empty());
         }
-        Ok(self.fill_into(&mut Pages { filter, out }, max))
+        Ok(self.fill_into(&mut PageSink { filter, out }, max))
     }
 
     fn parses_to_pages(&self) -> bool {

@@ -8,7 +8,9 @@
 //! private to each child, shared only between the shell and a child between
 //! fork and exec.
 
-use crate::code::{self, Generator, Sink};
+use pagelab_trace::RecordSink;
+
+use crate::code::{self, Generator};
 use crate::shm::fraction;
 use crate::spec::{fmt_size, param_map, ParamDoc, Params, WorkloadDoc};
 use crate::WorkloadError;
@@ -266,11 +268,11 @@ impl ForkExec {
         }
     }
 
-    fn switch(out: &mut impl Sink, pid: u32) {
+    fn switch(out: &mut impl RecordSink, pid: u32) {
         out.event(Event::Switch(ThreadId { pid, tid: pid }));
     }
 
-    fn shell_step(&mut self, out: &mut impl Sink) {
+    fn shell_step(&mut self, out: &mut impl RecordSink) {
         if self.shell_at == 0 {
             Self::switch(out, 1);
             self.shell.iter().for_each(|r| out.event(r.map()));
@@ -299,7 +301,7 @@ impl ForkExec {
         (r.touched * (s - 1) / n, r.touched * s / n)
     }
 
-    fn child_step(&mut self, i: usize, out: &mut impl Sink) {
+    fn child_step(&mut self, i: usize, out: &mut impl RecordSink) {
         let mut c = self.pool[i];
         if c.phase == 0 {
             Self::switch(out, 1);
@@ -382,7 +384,7 @@ impl ForkExec {
 impl Generator for ForkExec {
     const MAX_STEP: usize = 64;
 
-    fn step(&mut self, out: &mut impl Sink) -> bool {
+    fn step(&mut self, out: &mut impl RecordSink) -> bool {
         if self.shell_at <= self.shell.len() {
             self.shell_step(out);
             return true;

@@ -1,7 +1,9 @@
 //! `gups`: HPCC RandomAccess (giga-updates per second): read-modify-write of
 //! random 8-byte words of a table, indices from the benchmark's own LFSR.
 
-use crate::code::{self, fetch, Generator, Insn, Memset, Sink};
+use pagelab_trace::RecordSink;
+
+use crate::code::{self, fetch, Generator, Insn, Memset};
 use crate::spec::{fmt_size, param_map, ParamDoc, Params, WorkloadDoc};
 use crate::WorkloadError;
 use pagelab_core::{AccessKind, SourceInfo};
@@ -103,7 +105,7 @@ impl Generator for Gups {
     const MAX_STEP: usize = 10;
 
     #[inline]
-    fn step(&mut self, out: &mut impl Sink) -> bool {
+    fn step(&mut self, out: &mut impl RecordSink) -> bool {
         if self.init.step(out) {
             return true;
         }

@@ -10,7 +10,9 @@
 //! inherited whole (Bligh and Hansen: "reduces the overhead of fork+exec for
 //! large processes").
 
-use crate::code::{self, Generator, Sink};
+use pagelab_trace::RecordSink;
+
+use crate::code::{self, Generator};
 use crate::shm::fraction;
 use crate::spec::{fmt_size, param_map, ParamDoc, Params, WorkloadDoc};
 use crate::WorkloadError;
@@ -143,14 +145,14 @@ impl Prefork {
         }
     }
 
-    fn switch(&mut self, out: &mut impl Sink, pid: u32) {
+    fn switch(&mut self, out: &mut impl RecordSink, pid: u32) {
         if self.current != pid {
             out.event(Event::Switch(ThreadId { pid, tid: pid }));
             self.current = pid;
         }
     }
 
-    fn touch(out: &mut impl Sink, addr: u64, kind: AccessKind) {
+    fn touch(out: &mut impl RecordSink, addr: u64, kind: AccessKind) {
         out.reference(MemRef {
             addr: VirtAddr(addr),
             size: 4,
@@ -159,7 +161,7 @@ impl Prefork {
     }
 
     /// The server maps and touches its text and heap; false once done.
-    fn setup_step(&mut self, out: &mut impl Sink) -> bool {
+    fn setup_step(&mut self, out: &mut impl RecordSink) -> bool {
         let text = self.cfg.text / BASE;
         let all = text + self.cfg.heap / BASE;
         let at = match self.setup {
@@ -199,7 +201,7 @@ impl Prefork {
         true
     }
 
-    fn worker_step(&mut self, i: usize, out: &mut impl Sink) {
+    fn worker_step(&mut self, i: usize, out: &mut impl RecordSink) {
         let mut w = self.pool[i];
         let n = self.cfg.slices;
         if w.phase == 0 {
@@ -246,7 +248,7 @@ impl Prefork {
 impl Generator for Prefork {
     const MAX_STEP: usize = 64;
 
-    fn step(&mut self, out: &mut impl Sink) -> bool {
+    fn step(&mut self, out: &mut impl RecordSink) -> bool {
         if self.setup_step(out) {
             return true;
         }

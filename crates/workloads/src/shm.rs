@@ -2,7 +2,9 @@
 //! like the backends of a database attaching its buffer pool (Bligh and Hansen's (OLS 2003)
 //! 5000 processes sharing a 2G segment).
 
-use crate::code::{self, Generator, Sink};
+use pagelab_trace::RecordSink;
+
+use crate::code::{self, Generator};
 use crate::spec::{fmt_size, param_map, ParamDoc, Params, WorkloadDoc};
 use crate::WorkloadError;
 use pagelab_core::{
@@ -145,11 +147,11 @@ impl ShmFanout {
         }
     }
 
-    fn switch(out: &mut impl Sink, pid: u32) {
+    fn switch(out: &mut impl RecordSink, pid: u32) {
         out.event(Event::Switch(ThreadId { pid, tid: pid }));
     }
 
-    fn attach(&mut self, out: &mut impl Sink) {
+    fn attach(&mut self, out: &mut impl RecordSink) {
         let child = self.proc as u32 + 2;
         Self::switch(out, 1);
         out.event(Event::fork(child));
@@ -187,7 +189,7 @@ impl Generator for ShmFanout {
     const MAX_STEP: usize = REFS_PER_STEP as usize;
 
     #[inline]
-    fn step(&mut self, out: &mut impl Sink) -> bool {
+    fn step(&mut self, out: &mut impl RecordSink) -> bool {
         if self.proc >= self.cfg.procs {
             if !self.cfg.exit || self.exited >= self.cfg.procs {
                 return false;

@@ -1,7 +1,9 @@
 //! `stream`: McCalpin's STREAM kernels (copy, scale, add, triad) over three
 //! arrays of doubles, as compiled scalar x86-64 code.
 
-use crate::code::{self, fetch, Generator, Insn, Memset, Sink};
+use pagelab_trace::RecordSink;
+
+use crate::code::{self, fetch, Generator, Insn, Memset};
 use crate::spec::{fmt_size, param_map, ParamDoc, Params, WorkloadDoc};
 use crate::WorkloadError;
 use pagelab_core::{AccessKind, SourceInfo};
@@ -119,7 +121,7 @@ impl Generator for Stream {
     const MAX_STEP: usize = 10;
 
     #[inline]
-    fn step(&mut self, out: &mut impl Sink) -> bool {
+    fn step(&mut self, out: &mut impl RecordSink) -> bool {
         if self.init.step(out) {
             return true;
         }
@@ -175,6 +177,6 @@ impl Generator for Stream {
 
 /// The fetches of a kernel's last instructions.
 #[inline(always)]
-fn tail(out: &mut impl Sink, code: &[Insn]) {
+fn tail(out: &mut impl RecordSink, code: &[Insn]) {
     code.iter().for_each(|&i| fetch(out, i));
 }

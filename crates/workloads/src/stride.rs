@@ -1,7 +1,9 @@
 //! `stride`: the micro-benchmark of section 5.1 of the multiple-page-size paper
 //! (seed 000): one word per page, the in-page offset advancing by a cache line.
 
-use crate::code::{self, fetch, Generator, Insn, Memset, Sink};
+use pagelab_trace::RecordSink;
+
+use crate::code::{self, fetch, Generator, Insn, Memset};
 use crate::spec::{fmt_size, param_map, ParamDoc, Params, WorkloadDoc};
 use crate::WorkloadError;
 use pagelab_core::{AccessKind, SourceInfo};
@@ -119,7 +121,7 @@ impl Generator for Stride {
     const MAX_STEP: usize = 7;
 
     #[inline]
-    fn step(&mut self, out: &mut impl Sink) -> bool {
+    fn step(&mut self, out: &mut impl RecordSink) -> bool {
         if self.init.step(out) {
             return true;
         }

@@ -1,6 +1,6 @@
 //! The record codec: tags, varints and zigzag deltas (see `docs/trace-format.md`).
 
-use crate::{PageBatch, PageFilter};
+use crate::RecordSink;
 use pagelab_core::{
     AccessKind, Advice, Backing, CloneFlags, Event, ExecImage, FileIdentity, MapEvent, MapRequest,
     MemRef, Prot, Sharing, ThreadId, VirtAddr,
@@ -241,59 +241,6 @@ fn varint_at_with<const PEXT: bool>(buf: &[u8], pos: usize) -> Option<(u64, usiz
     x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
     x = (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4);
     Some((x, bits as usize / 8))
-}
-
-/// Where decoded records go: a vector of events, or a page filter that
-/// keeps no event for the references it drops.
-pub(crate) trait RecordSink {
-    /// Events taken in so far.
-    fn taken(&self) -> usize;
-    /// Makes room for `n` more events, if the sink stores them.
-    fn reserve(&mut self, n: usize);
-    /// One reference decoded by the fast path.
-    fn reference(&mut self, r: MemRef);
-    /// Any other record (a reference with its size after the tag included).
-    fn event(&mut self, e: Event);
-}
-
-impl RecordSink for Vec<Event> {
-    #[inline(always)]
-    fn taken(&self) -> usize {
-        self.len()
-    }
-    fn reserve(&mut self, n: usize) {
-        Vec::reserve(self, n);
-    }
-    #[inline(always)]
-    fn reference(&mut self, r: MemRef) {
-        self.push(Event::Ref(r));
-    }
-    #[inline(always)]
-    fn event(&mut self, e: Event) {
-        self.push(e);
-    }
-}
-
-/// References filtered into a page batch as they are decoded.
-pub(crate) struct PageSink<'a> {
-    pub(crate) filter: &'a mut PageFilter,
-    pub(crate) out: &'a mut PageBatch,
-}
-
-impl RecordSink for PageSink<'_> {
-    #[inline(always)]
-    fn taken(&self) -> usize {
-        self.out.events() as usize
-    }
-    fn reserve(&mut self, _n: usize) {}
-    #[inline(always)]
-    fn reference(&mut self, r: MemRef) {
-        self.filter.reference(&r, self.out);
-    }
-    #[inline(always)]
-    fn event(&mut self, e: Event) {
-        self.filter.event(&e, self.out);
-    }
 }
 
 /// A cursor over one block's raw bytes, followed by [`PADDING`] zero bytes.

@@ -1,11 +1,12 @@
 //! Reads the native format, checking every block before handing out its records.
 
-use super::codec::{Cursor, PageSink, Prev, RecordSink, PADDING};
+use super::codec::{Cursor, Prev, PADDING};
 use super::{
     block_checksum, BLOCK_HEADER_LEN, FILE_HEADER_LEN, MAX_COMPRESSED_LEN, MAX_RAW_LEN,
     NATIVE_MAGIC, NATIVE_OLDEST_VERSION, NATIVE_VERSION,
 };
 use crate::{Latch, PageBatch, PageFilter, TraceError, TraceSource};
+use crate::{PageSink, RecordSink};
 use pagelab_core::{Event, SourceInfo};
 use std::io::{ErrorKind, Read};
 

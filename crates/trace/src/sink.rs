@@ -1,0 +1,63 @@
+//! Sinks: where decoded or generated records go.
+
+use pagelab_core::{Event, MemRef};
+
+use crate::{PageBatch, PageFilter};
+
+/// Where a reader's or a generator's records go: a vector of events, or a
+/// page filter that keeps no event for the references it drops
+/// ([`PageSink`]). The native decoder and the built-in workloads write
+/// through it, so one loop serves both `fill` and `fill_pages`.
+pub trait RecordSink {
+    /// Events taken in so far.
+    fn taken(&self) -> usize;
+    /// Makes room for `n` more events, if the sink stores them.
+    fn reserve(&mut self, n: usize);
+    /// One reference decoded by the fast path.
+    fn reference(&mut self, r: MemRef);
+    /// Any other record (a reference with its size after the tag included).
+    fn event(&mut self, e: Event);
+}
+
+impl RecordSink for Vec<Event> {
+    #[inline(always)]
+    fn taken(&self) -> usize {
+        self.len()
+    }
+    #[inline]
+    fn reserve(&mut self, n: usize) {
+        Vec::reserve(self, n);
+    }
+    #[inline(always)]
+    fn reference(&mut self, r: MemRef) {
+        self.push(Event::Ref(r));
+    }
+    #[inline(always)]
+    fn event(&mut self, e: Event) {
+        self.push(e);
+    }
+}
+
+/// References filtered into a page batch as they are decoded.
+pub struct PageSink<'a> {
+    /// The filter each reference goes through.
+    pub filter: &'a mut PageFilter,
+    /// The batch the filter's words go to.
+    pub out: &'a mut PageBatch,
+}
+
+impl RecordSink for PageSink<'_> {
+    #[inline(always)]
+    fn taken(&self) -> usize {
+        self.out.events() as usize
+    }
+    fn reserve(&mut self, _n: usize) {}
+    #[inline(always)]
+    fn reference(&mut self, r: MemRef) {
+        self.filter.reference(&r, self.out);
+    }
+    #[inline(always)]
+    fn event(&mut self, e: Event) {
+        self.filter.event(&e, self.out);
+    }
+}
