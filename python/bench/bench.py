@@ -18,6 +18,13 @@ the sweep's default),
 taken in rounds (serial, pool and cluster once each, their order rotating);
 each round gives each parallel run's ratio to that round's serial time, and
 the median and range over the rounds are shown (the goal: at most 0.6).
+Beside each parallel run: the workers' CPU (from /proc) and the ratio it
+allows at best (half of it over the serial time). Then each task: its
+estimated cost and place in the order the sweep submits (pagelab.estimate),
+its serial wall and CPU, and its CPU on one thread, as a worker runs it (one
+more run in this process); and how long two workers given those CPU times
+take in the estimate's order and in the caller's (the tail each order
+leaves, whatever the machine's load).
 
 Without --quick every input and every sweep task is made to run at least
 --seconds (default 1.5) of CPU from Python: each workload's length parameter
@@ -44,7 +51,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pagelab
-from pagelab.sweep import SerialExecutor
+from pagelab.estimate import submission_order, task_cost
+from pagelab.sweep import SerialExecutor, run_task, tasks_of
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLED = REPO / "tests" / "data" / "gzip-9.lackey.zst"
@@ -178,6 +186,54 @@ def rates(quick: bool, pairs: int, seconds: float, tmp: str) -> None:
         print(f"  goal Python rate >= 0.95x CLI on {name}: {goal} ({ratio:.3f}){note}")
 
 
+class TimedSerial(SerialExecutor):
+    """The serial baseline, also keeping each task's wall and CPU seconds by (source, config) name."""
+
+    def __init__(self) -> None:
+        self.taken: dict[tuple[str, str], list[tuple[float, float]]] = {}
+
+    def submit(self, fn: Callable[..., object], /, *args: object, **kwargs: object) -> cf.Future[object]:
+        c0, w0 = cpu(resource.RUSAGE_SELF), time.perf_counter()
+        f = super().submit(fn, *args, **kwargs)
+        key = (args[0]["name"], args[1]["name"])  # type: ignore[index]
+        self.taken.setdefault(key, []).append((time.perf_counter() - w0, cpu(resource.RUSAGE_SELF) - c0))
+        return f
+
+
+def per_task(sources: list[str], configs: dict[str, dict[str, object]], serial: TimedSerial) -> None:
+    """Each task's estimate (pagelab.estimate: the order the sweep submits in), its serial
+    wall and CPU (engine threads, from the rounds) and its CPU on one thread, as a worker
+    runs it (one run here, in this process)."""
+    tasks = tasks_of(sources, configs)
+    order = submission_order(tasks)
+    rank = {i: r for r, i in enumerate(order)}
+    one_thread = []
+    print(f"  {'task':<46} {'config':<9} {'estimate':>8} {'sent':>4} {'serial wall':>11} {'serial CPU':>10} {'1-thread CPU':>12}")
+    for i, (s, c) in enumerate(tasks):
+        key = (s["name"], c["name"])
+        wall, c_serial = (statistics.median(x) for x in zip(*serial.taken[key]))
+        _, c_one = timed(lambda: run_task(s, c, 1), resource.RUSAGE_SELF)
+        one_thread.append(c_one)
+        name = Path(key[0]).name if "/" in key[0] else key[0]
+        print(f"  {name:<46} {key[1]:<9} {task_cost(s, c):>7.2f}s {rank[i] + 1:>4} {wall:>10.2f}s {c_serial:>9.2f}s {c_one:>11.2f}s")
+    # The tail each order leaves, free of the machine's load: those CPU times as task
+    # lengths, handed in order to whichever of two workers is free first.
+    half = sum(one_thread) / 2
+    by_caller, by_estimate = (makespan([one_thread[i] for i in o], 2) for o in (range(len(tasks)), order))
+    print(
+        f"  two workers given these one-thread CPU times in turn: done after {by_estimate:.2f} s in the estimate's order,"
+        f" {by_caller:.2f} s in the caller's; half their sum is {half:.2f} s (tails {by_estimate - half:.2f} and {by_caller - half:.2f} s)"
+    )
+
+
+def makespan(lengths: list[float], workers: int) -> float:
+    """When the last of ``lengths`` ends, each started in turn on the first worker free."""
+    free = [0.0] * workers
+    for t in lengths:
+        free[free.index(min(free))] += t
+    return max(free)
+
+
 def sweeps(quick: bool, rounds: int, seconds: float, tmp: str) -> None:
     sources = [f"gups:updates=3000000,seed={s}" for s in (1, 2)] + ["stream:iters=20", "chase:steps=3000000", "stride:heap=8M,every=16,iters=3000", str(BUNDLED)]
     configs = {"weisberg": {}, "skylake": {"tlb": "skylake"}}
@@ -203,7 +259,8 @@ def sweeps(quick: bool, rounds: int, seconds: float, tmp: str) -> None:
     ):
         # pure=False: a repeated sweep must run again, not reuse the cluster's results.
         ex = client.get_executor(pure=False)
-        executors = {"serial": SerialExecutor(), "pool": pool, "dask": ex}
+        serial_ex = TimedSerial()
+        executors = {"serial": serial_ex, "pool": pool, "dask": ex}
         for e in (pool, ex):
             # Start both workers and import pagelab on them: two tasks at once (a pool
             # starts a second process only when no idle one is there).
@@ -247,6 +304,8 @@ def sweeps(quick: bool, rounds: int, seconds: float, tmp: str) -> None:
             c = statistics.median(workers_cpu[name])
             print(f"  {'':<30} {'':>9}   workers' CPU {c:.2f} s ({c / tasks:.3f} s a task): at best {spread(floor)}x serial")
         verdicts.append((label, statistics.median(ratio)))
+    print("  each task: estimated CPU (1 thread), its place in the submission order, serial wall and CPU (median of the rounds), CPU on one thread:")
+    per_task(sources, configs, serial_ex)
     if quick:
         print("(--quick: one round of short tasks; the goal is read from a full run)")
         return

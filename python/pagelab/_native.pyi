@@ -51,5 +51,8 @@ class TraceChunks(Iterator[tuple[bytes, bytes, bytes]]):
 def expand_workload(spec: str) -> tuple[str, list[int], list[str]] | None:
     """A spec with one ``FROM..TO/STEP`` parameter: (its name, its values, one spec per value); else None."""
 
+def workload_size(spec: str) -> tuple[str, int]:
+    """A workload's length before it runs: ``("refs", n)`` (a synthetic one's exact references) or ``("zstd-lackey", bytes)`` (the bundled trace)."""
+
 def set_max_ref_size(size: str) -> int:
     """Sets the process's largest reference a trace may hold (``--max-ref-size``); returns the one before, in bytes."""

@@ -22,6 +22,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from .estimate import submission_order
 from .results import rows_of
 
 #: How often a sweep that owns its process pool rebuilds it after a worker died.
@@ -60,7 +61,9 @@ def sweep(
     The DataFrame has a ``source`` and a ``config`` column (the names), then
     the columns of :meth:`pagelab.Result.to_pandas`, among them ``page_size``
     and, for policy runs, ``policy``. Rows come in the order of sources, then
-    configurations, then runs, whatever order the tasks finished in.
+    configurations, then runs, whatever order the tasks were submitted in (the
+    costliest first, as :mod:`pagelab.estimate` ranks them, so that the
+    sweep does not end on one long task) or finished in.
     """
     return frame(sweep_documents(tasks_of(sources, configs), executor, threads))
 
@@ -104,12 +107,15 @@ def run_tasks(
     threads: int | None = 1,
 ) -> list[str]:
     """Runs ``run_task`` on every (source, config) pair, each with ``threads``; the JSON
-    documents in task order."""
+    documents in task order. Tasks are submitted costliest first, as
+    :func:`pagelab.estimate.submission_order` ranks them."""
     from . import _model
 
     _model(threads=threads)  # a bad count fails here, before any task runs
+    # Longest first, so that the last tasks to start are short ones (pagelab.estimate).
+    order = submission_order(tasks)
     if executor is not None:
-        return _collect(executor, tasks, range(len(tasks)), {}, threads)
+        return _collect(executor, tasks, order, {}, threads)
     done: dict[int, str] = {}
     for attempt in range(POOL_RETRIES + 1):
         workers = max(1, min(len(tasks), os.cpu_count() or 1))
@@ -117,7 +123,7 @@ def run_tasks(
         ctx = multiprocessing.get_context("forkserver")
         with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
             try:
-                return _collect(pool, tasks, [i for i in range(len(tasks)) if i not in done], done, threads)
+                return _collect(pool, tasks, [i for i in order if i not in done], done, threads)
             except cf.BrokenExecutor:
                 # A worker died (killed, out of memory): the finished tasks
                 # are kept, the rest run again on a new pool.

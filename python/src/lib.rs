@@ -54,6 +54,20 @@ fn expand_workload(spec: &str) -> PyResult<Option<Expanded>> {
     Ok(sweep.map(|s| (s.param, s.values, s.specs)))
 }
 
+/// What a sweep knows of a workload's length before running it (its task's cost estimate):
+/// `("refs", n)`, the exact references a synthetic workload emits, computed from its
+/// parameters; or `("zstd-lackey", bytes)` for the bundled real trace (`gzip`), the size of
+/// its compressed Lackey text, as a trace file is known by its size.
+#[pyfunction]
+fn workload_size(spec: &str) -> PyResult<(&'static str, u64)> {
+    if spec.trim() == pagelab::builtin::REAL {
+        return Ok(("zstd-lackey", pagelab::builtin::real_trace_checksum().bytes));
+    }
+    let refs = pagelab_workloads::total_refs(spec)
+        .map_err(|e| error(&anyhow::Error::new(e).context(format!("workload {spec}"))))?;
+    Ok(("refs", refs))
+}
+
 /// The module `pagelab._native`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -65,6 +79,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(html::write_html, m)?)?;
     m.add_function(wrap_pyfunction!(set_max_ref_size, m)?)?;
     m.add_function(wrap_pyfunction!(expand_workload, m)?)?;
+    m.add_function(wrap_pyfunction!(workload_size, m)?)?;
     m.add_class::<chunks::TraceChunks>()?;
     Ok(())
 }

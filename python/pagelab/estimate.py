@@ -1,0 +1,123 @@
+"""What a sweep task will cost, estimated before it runs: the order a sweep submits its tasks in.
+
+A sweep on N workers ends when its last task does. Submitted in the caller's
+order, a long task that comes last keeps one worker busy while the others
+idle; submitted longest first (the classic longest-processing-time rule),
+the short tasks fill in at the end and the tail is at most about one short
+task. Only the ranking matters, so the estimate is coarse: the source's
+length as known without running it (a workload's exact reference count from
+its parameters, a trace file's size and format), times a per-kind cost of
+reading or generating it, plus one per-kind cost of the model for each run
+the configuration makes (page sizes, policies). It knows nothing of the TLB
+(a fully associative 64-entry one costs 2 to 4 times a set-associative
+hierarchy on the same references) or of a machine's caches: tasks that
+differ only there rank equal and keep the caller's order.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+#: CPU seconds per million references of a workload, one engine thread: (generating
+#: and filtering them, each run of the model over them). Measured with ``run_task`` on
+#: 2026-11-27 (gups 1.5 M updates, stream 20 iterations, chase 1.5 M steps, stride 8M
+#: heap every 16th page 3000 iterations), one and eight page sizes, the mean of the
+#: weisberg and skylake TLBs; only their ratios matter.
+WORKLOAD_COST: dict[str, tuple[float, float]] = {
+    "gups": (0.0057, 0.0030),
+    "stream": (0.0011, 0.00007),
+    "chase": (0.0052, 0.0080),
+    "stride": (0.0021, 0.0034),
+}
+#: The multi-process workloads (shm-fanout, forkexec, prefork), not measured: as gups.
+OTHER_WORKLOAD_COST = WORKLOAD_COST["gups"]
+
+#: CPU seconds per MB of a trace file, one engine thread: (reading it, each run of the
+#: model). Measured the same way on the bundled trace repeated 8 times, as zstd Lackey
+#: text (9.4 MB) and converted to the native format (11.6 MB); plain Lackey text
+#: scaled from the zstd one by its compression ratio (54) and its parsing's share.
+TRACE_COST: dict[str, tuple[float, float]] = {
+    "zstd-lackey": (0.090, 0.0013),
+    "lackey": (0.0010, 0.000025),
+    "native": (0.038, 0.0024),
+}
+
+#: Runs of a study when the configuration names no page sizes (the study's eight).
+DEFAULT_RUNS = 8
+#: A policy run, in study runs: it steps the whole memory model on every event.
+POLICY_RUNS = 4
+
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+NATIVE_MAGIC = b"PAGELABT"
+
+
+def task_cost(source: Mapping[str, Any], config: Mapping[str, Any]) -> float:
+    """The estimated CPU seconds of one task (``source`` and ``config`` as
+    :func:`pagelab.sweep.tasks_of` makes them); ``inf`` where the source's length
+    cannot be known here (a spec the engine refuses, a path or URL this process
+    cannot stat), so that it goes first rather than last."""
+    size = _source_size(source)
+    if size is None:
+        return float("inf")
+    kind, amount = size
+    read, per_run = WORKLOAD_COST.get(kind, TRACE_COST.get(kind, OTHER_WORKLOAD_COST))
+    return amount * (read + per_run * _runs(config))
+
+
+def submission_order(tasks: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> list[int]:
+    """The tasks' indices, the costliest first by :func:`task_cost` (ties in the
+    caller's order)."""
+    costs = [task_cost(s, c) for s, c in tasks]
+    return sorted(range(len(tasks)), key=lambda i: -costs[i])
+
+
+def _runs(config: Mapping[str, Any]) -> float:
+    sizes = config.get("page_sizes")
+    if sizes is None:
+        n = DEFAULT_RUNS
+    elif isinstance(sizes, str):
+        n = len([s for s in sizes.split(",") if s.strip()])
+    else:
+        n = len(sizes)
+    policies = config.get("policies") or []
+    return n + POLICY_RUNS * (1 if isinstance(policies, str) else len(policies))
+
+
+def _source_size(source: Mapping[str, Any]) -> tuple[str, float] | None:
+    """(kind, millions of references) of a workload, (format, MB) of a trace; None if unknown."""
+    from . import PagelabError, _native
+
+    if "workload" in source:
+        spec = str(source["workload"])
+        try:
+            unit, n = _native.workload_size(spec)
+        except PagelabError:
+            return None  # the task itself raises the engine's error
+        if unit == "refs":
+            return spec.partition(":")[0].strip(), n / 1e6
+        return unit, n / 1e6
+    trace = str(source["trace"])
+    try:
+        size, head = _trace_head(trace)
+    except Exception:  # noqa: BLE001 - any failure here only means "unknown"; the task reports its own
+        return None
+    fmt = source.get("format")
+    if fmt is None:
+        fmt = "native" if head.startswith(NATIVE_MAGIC) else "lackey"
+    if fmt == "lackey" and head.startswith(ZSTD_MAGIC):
+        fmt = "zstd-lackey"
+    return fmt, size / 1e6
+
+
+def _trace_head(trace: str) -> tuple[int, bytes]:
+    """The size of ``trace`` in bytes and its first eight bytes (a path or an fsspec URL)."""
+    if "://" not in trace:
+        with open(trace, "rb") as f:
+            return os.fstat(f.fileno()).st_size, f.read(8)
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(trace)
+    with fs.open(path, "rb") as f:
+        return int(fs.size(path)), f.read(8)

@@ -1,0 +1,94 @@
+"""A sweep submits its tasks costliest first by pagelab.estimate, and still returns rows in the caller's order."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import subprocess
+from typing import Any
+
+import pandas as pd
+import pagelab
+from conftest import BUNDLED
+from pagelab.estimate import submission_order, task_cost
+from pagelab.sweep import SerialExecutor, run_task, tasks_of
+
+
+class RecordingExecutor(SerialExecutor):
+    """Runs tasks as they come, remembering each (source name, config name) in submission order."""
+
+    def __init__(self) -> None:
+        self.submitted: list[tuple[str, str]] = []
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> cf.Future[Any]:
+        source, config = args[0], args[1]
+        self.submitted.append((source["name"], config["name"]))
+        return super().submit(fn, *args, **kwargs)
+
+
+def test_estimate_ranks_what_is_known_before_running(tmp_path):
+    def cost(source: str, **config: Any) -> float:
+        ((s, c),) = tasks_of([source], [config])
+        return task_cost(s, c)
+
+    # Longer workloads cost more; a workload's kind weighs its references.
+    assert cost("gups:updates=2000000") > cost("gups:updates=1000000") > 0
+    assert cost("chase:steps=1000000") > cost("stream:iters=1")
+    # More runs cost more: page sizes, policies.
+    assert cost("gups", page_sizes=["4K", "64K", "2M"]) > cost("gups", page_sizes="4K")
+    assert cost("gups") > cost("gups", page_sizes=["4K", "2M"])  # the study's eight by default
+    assert cost("gups", page_sizes=["4K"], policies=["base:4K"]) > cost("gups", page_sizes=["4K"])
+    # A trace by its size and format; `gzip` is the bundled trace, as its file.
+    twice = tmp_path / "twice.lackey.zst"
+    twice.write_bytes(BUNDLED.read_bytes() * 2)
+    assert cost(str(twice)) > cost(str(BUNDLED)) > 0
+    assert cost("gzip") == cost(str(BUNDLED)) == cost(BUNDLED.as_uri())
+    plain = tmp_path / "plain.lackey"
+    plain.write_text("I  0400d7d4,8\n" * 1000)
+    assert 0 < cost(str(plain)) < cost(str(BUNDLED))
+    # What cannot be known here goes first: it may be long.
+    assert cost("nope") == cost(str(tmp_path / "missing.trace")) == float("inf")
+
+
+def test_tasks_go_costliest_first_and_rows_come_back_in_order(tmp_path):
+    big = tmp_path / "big.lackey.zst"
+    big.write_bytes(BUNDLED.read_bytes() * 3)
+    sources = ["stride:iters=30", str(big), "gups:updates=300000", "chase:steps=100000", "gzip"]
+    configs = {"two": {"page_sizes": ["4K", "2M"]}, "eight": {}}
+    tasks = tasks_of(sources, configs)
+    costs = [task_cost(s, c) for s, c in tasks]
+    assert len(set(costs)) == len(costs)  # a strict ranking, so the expected order is the only one
+
+    ex = RecordingExecutor()
+    df = pagelab.sweep(sources, configs, executor=ex)
+    expected = sorted(range(len(tasks)), key=lambda i: -costs[i])
+    assert submission_order(tasks) == expected
+    assert ex.submitted == [(tasks[i][0]["name"], tasks[i][1]["name"]) for i in expected]
+    assert ex.submitted != [(s["name"], c["name"]) for s, c in tasks]  # the order did change
+
+    # Rows: sources, then configurations, as the caller gave them, each task's own result.
+    order = df[["source", "config"]].drop_duplicates().apply(tuple, axis=1).tolist()
+    assert order == [(s, c) for s in sources for c in configs]
+    for (s, c), cell in df.groupby(["source", "config"], sort=False):
+        ((source, config),) = tasks_of([s], [{"name": c, **configs[c]}])
+        one = pagelab.Result.of_json([run_task(source, config, 1)]).to_pandas()
+        pd.testing.assert_frame_equal(
+            cell[one.columns].drop(columns=["elapsed_seconds"]).reset_index(drop=True),
+            one.drop(columns=["elapsed_seconds"]),
+            check_dtype=False,
+        )
+
+
+def test_equal_estimates_keep_the_callers_order():
+    # Configurations that differ only in their TLB rank equal (the estimate does not model it).
+    tasks = tasks_of(["stride", "stride:iters=100"], {"a": {"tlb": "skylake"}, "b": {}, "c": {"tlb": "zen4"}})
+    assert len({task_cost(s, c) for s, c in tasks}) == 1
+    assert submission_order(tasks) == list(range(len(tasks)))
+
+
+def test_native_trace_ranks_by_its_format(tmp_path, cli):
+    native = tmp_path / "g.trace"
+    subprocess.run([str(cli), "convert", str(BUNDLED), str(native)], check=True, capture_output=True)
+    ((s, c),) = tasks_of([str(native)], [{}])
+    assert task_cost(s, c) > 0
+    ((s2, c2),) = tasks_of([{"trace": str(native), "format": "native"}], [{}])
+    assert task_cost(s2, c2) == task_cost(s, c)
