@@ -14,12 +14,16 @@ Sweep: one sweep's wall time serial in this process (each task with the
 engine's reading thread beside its model: the fastest way to run one task at
 a time), on a local process pool of two and on a
 dask.distributed.LocalCluster of two worker processes (one thread a task,
-the sweep's default),
-taken in rounds (serial, pool and cluster once each, their order rotating);
+the sweep's default; the workers' profiler off),
+taken in rounds (serial, pool and cluster once each, their order rotating;
+each parallel executor started and warmed up for its run and shut down
+after, so that none runs beside another's);
 each round gives each parallel run's ratio to that round's serial time, and
 the median and range over the rounds are shown (the goal: at most 0.6).
 Beside each parallel run: the workers' CPU (from /proc) and the ratio it
-allows at best (half of it over the serial time). Then each task: its
+allows at best (half of it over the serial time), then the CPU of this
+process and the workers' parents meanwhile, and the best ratio with it too.
+Then each task: its
 estimated cost and place in the order the sweep submits (pagelab.estimate),
 its serial wall and CPU, and its CPU on one thread, as a worker runs it (one
 more run in this process); and how long two workers given those CPU times
@@ -38,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+import contextlib
 import math
 import multiprocessing
 import os
@@ -47,7 +52,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pagelab
@@ -86,6 +91,18 @@ def proc_cpu(pids: Iterable[int]) -> dict[int, float]:
         except (OSError, ValueError, IndexError):
             pass
     return out
+
+
+def parents(pids: Iterable[int]) -> list[int]:
+    """The parent processes of ``pids`` other than this one (Dask's nannies, the pool's fork server)."""
+    out = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                out.add(int(f.read().rpartition(")")[2].split()[1]))
+        except (OSError, ValueError, IndexError):
+            pass
+    return sorted(out - {os.getpid()})
 
 
 def timed(f: Callable[[], object], who: int) -> tuple[float, float]:
@@ -245,6 +262,7 @@ def sweeps(quick: bool, rounds: int, seconds: float, tmp: str) -> None:
     print(f"sweep of {len(sources)} sources x {len(configs)} configurations ({tasks} tasks), on {os.cpu_count()} cores:")
     for s in sources:
         print(f"  {Path(s).name if '/' in s else s}")
+    import dask
     from distributed import Client, LocalCluster
 
     times: dict[str, list[float]] = {"serial": [], "pool": [], "dask": []}
@@ -252,39 +270,58 @@ def sweeps(quick: bool, rounds: int, seconds: float, tmp: str) -> None:
     # The workers' CPU over each parallel sweep (their tasks and whatever else they do):
     # half of it is the least wall time two workers can take.
     workers_cpu: dict[str, list[float]] = {"pool": [], "dask": []}
-    with (
-        cf.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("forkserver")) as pool,
-        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40) as cluster,
-        Client(cluster) as client,
-    ):
-        # pure=False: a repeated sweep must run again, not reuse the cluster's results.
-        ex = client.get_executor(pure=False)
-        serial_ex = TimedSerial()
-        executors = {"serial": serial_ex, "pool": pool, "dask": ex}
-        for e in (pool, ex):
-            # Start both workers and import pagelab on them: two tasks at once (a pool
-            # starts a second process only when no idle one is there).
-            pagelab.sweep(sources[:2], {"w": {}}, executor=e)
-        # The workers' process ids (a pool may start one more later: read again after).
-        pids: dict[str, Callable[[], Iterable[int]]] = {
-            "pool": lambda: list(pool._processes),
-            "dask": lambda: client.run(os.getpid).values(),
-        }
-        order = list(executors)
-        for r in range(rounds):
-            for name in order[r % 3 :] + order[: r % 3]:
-                w0 = proc_cpu(pids[name]()) if name in pids else {}
+    # And the CPU of what else the parallel sweep runs on the same cores: this process
+    # (the client, Dask's scheduler, the results' handling) and the workers' parents.
+    others_cpu: dict[str, list[float]] = {"pool": [], "dask": []}
+    serial_ex = TimedSerial()
+
+    @contextlib.contextmanager
+    def started(name: str) -> Iterator[tuple[cf.Executor, Callable[[], Iterable[int]]]]:
+        """The executor ``name``, its workers started and warm, and a function giving their
+        process ids; it runs alone: an idle LocalCluster beside the others' runs takes about
+        an eighth of a core (its scheduler in this process, its workers' heartbeats)."""
+        if name == "serial":
+            yield serial_ex, list
+            return
+        if name == "pool":
+            with cf.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("forkserver")) as pool:
+                # Start both workers and import pagelab on them: two tasks at once (a pool
+                # starts a second process only when no idle one is there).
+                pagelab.sweep(sources[:2], {"w": {}}, executor=pool)
+                # A pool may start one more process later: the ids are read again after.
+                yield pool, lambda: list(pool._processes)
+            return
+        # The workers' statistical profiler samples their threads 100 times a second; a
+        # sweep's task is native code it cannot see into (docs/python.md: on a Dask cluster).
+        with (
+            dask.config.set({"distributed.worker.profile.enabled": False}),
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40) as cluster,
+            Client(cluster) as client,
+        ):
+            # pure=False: a repeated sweep must run again, not reuse the cluster's results.
+            ex = client.get_executor(pure=False)
+            pagelab.sweep(sources[:2], {"w": {}}, executor=ex)
+            yield ex, lambda: client.run(os.getpid).values()
+
+    order = ["serial", "pool", "dask"]
+    for r in range(rounds):
+        for name in order[r % 3 :] + order[: r % 3]:
+            with started(name) as (executor, pids):
+                w0 = proc_cpu(pids())
+                p0 = proc_cpu(parents(w0))
                 c0, start = cpu(resource.RUSAGE_SELF), time.perf_counter()
                 # Serial: one task at a time, each with the engine's own reading thread (the
                 # fastest serial sweep); the workers: one thread a task (the sweep's default).
-                pagelab.sweep(sources, configs, executor=executors[name], threads=None if name == "serial" else 1)
+                pagelab.sweep(sources, configs, executor=executor, threads=None if name == "serial" else 1)
                 times[name].append(time.perf_counter() - start)
                 if name == "serial":
                     serial_cpu.append(cpu(resource.RUSAGE_SELF) - c0)
-                w1 = proc_cpu(pids[name]()) if name in pids else {}
+                w1 = proc_cpu(pids())
                 if w1:
                     # A process started during the sweep used all its CPU in it.
                     workers_cpu[name].append(sum(c - w0.get(pid, 0.0) for pid, c in w1.items()))
+                    p1 = proc_cpu(parents(w1))
+                    others_cpu[name].append(cpu(resource.RUSAGE_SELF) - c0 + sum(c - p0.get(pid, 0.0) for pid, c in p1.items()))
     serial = times["serial"]
     # The engine reads on a thread beside the model's, so the serial sweep
     # already keeps more than one core busy: two workers cannot do better
@@ -303,6 +340,11 @@ def sweeps(quick: bool, rounds: int, seconds: float, tmp: str) -> None:
             floor = [c / 2 / s for c, s in zip(workers_cpu[name], serial)]
             c = statistics.median(workers_cpu[name])
             print(f"  {'':<30} {'':>9}   workers' CPU {c:.2f} s ({c / tasks:.3f} s a task): at best {spread(floor)}x serial")
+            both = [(w + o) / 2 / s for w, o, s in zip(workers_cpu[name], others_cpu[name], serial)]
+            print(
+                f"  {'':<30} {'':>9}   and {statistics.median(others_cpu[name]):.2f} s of CPU in this process and the workers' parents:"
+                f" with it, at best {spread(both)}x serial"
+            )
         verdicts.append((label, statistics.median(ratio)))
     print("  each task: estimated CPU (1 thread), its place in the submission order, serial wall and CPU (median of the rounds), CPU on one thread:")
     per_task(sources, configs, serial_ex)

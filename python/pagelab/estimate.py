@@ -8,10 +8,11 @@ task. Only the ranking matters, so the estimate is coarse: the source's
 length as known without running it (a workload's exact reference count from
 its parameters, a trace file's size and format), times a per-kind cost of
 reading or generating it, plus one per-kind cost of the model for each run
-the configuration makes (page sizes, policies). It knows nothing of the TLB
-(a fully associative 64-entry one costs 2 to 4 times a set-associative
-hierarchy on the same references) or of a machine's caches: tasks that
-differ only there rank equal and keep the caller's order.
+the configuration makes (page sizes, policies), weighed by its TLB preset
+(a run under weisberg's fully associative 64-entry TLBs costs about twice
+one under skylake's). It knows nothing of a machine's caches or of a TLB
+given as a file: tasks that differ only there rank equal and keep the
+caller's order.
 """
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 #: CPU seconds per million references of a workload, one engine thread: (generating
-#: and filtering them, each run of the model over them). Measured with ``run_task`` on
-#: 2026-11-27 (gups 1.5 M updates, stream 20 iterations, chase 1.5 M steps, stride 8M
-#: heap every 16th page 3000 iterations), one and eight page sizes, the mean of the
-#: weisberg and skylake TLBs; only their ratios matter.
+#: and filtering them, each run of the model over them under the weisberg TLB).
+#: Measured with ``run_task`` on 2026-11-27 (gups 1.5 M updates, stream 20 iterations,
+#: chase 1.5 M steps, stride 8M heap every 16th page 3000 iterations; one and eight
+#: page sizes) and checked against the bench's tasks 4 to 30 times longer; only their
+#: ratios matter.
 WORKLOAD_COST: dict[str, tuple[float, float]] = {
     "gups": (0.0057, 0.0030),
-    "stream": (0.0011, 0.00007),
+    "stream": (0.0018, 0.00007),
     "chase": (0.0052, 0.0080),
     "stride": (0.0021, 0.0034),
 }
@@ -35,13 +37,26 @@ WORKLOAD_COST: dict[str, tuple[float, float]] = {
 OTHER_WORKLOAD_COST = WORKLOAD_COST["gups"]
 
 #: CPU seconds per MB of a trace file, one engine thread: (reading it, each run of the
-#: model). Measured the same way on the bundled trace repeated 8 times, as zstd Lackey
-#: text (9.4 MB) and converted to the native format (11.6 MB); plain Lackey text
-#: scaled from the zstd one by its compression ratio (54) and its parsing's share.
+#: model). Measured the same way on the bundled trace repeated 8 and 13 times, as zstd
+#: Lackey text (9.4 and 15.3 MB) and converted to the native format (11.6 MB); plain
+#: Lackey text scaled from the zstd one by its compression ratio (54) and its parsing's
+#: share.
 TRACE_COST: dict[str, tuple[float, float]] = {
-    "zstd-lackey": (0.090, 0.0013),
+    "zstd-lackey": (0.075, 0.0013),
     "lackey": (0.0010, 0.000025),
     "native": (0.038, 0.0024),
+}
+
+#: A run of the model under a TLB preset, against one under weisberg (the costs above):
+#: gups, chase and stride at eight page sizes against one, 2026-11-27, rounded. Other
+#: TLBs (a TOML file, a machine's) count as weisberg.
+TLB_RUN_COST: dict[str, float] = {
+    "weisberg": 1.0,
+    "skylake": 0.5,
+    "zen4": 1.4,
+    "pentium4": 1.1,
+    "power5plus": 0.45,
+    "pkunity": 0.45,
 }
 
 #: Runs of a study when the configuration names no page sizes (the study's eight).
@@ -63,7 +78,8 @@ def task_cost(source: Mapping[str, Any], config: Mapping[str, Any]) -> float:
         return float("inf")
     kind, amount = size
     read, per_run = WORKLOAD_COST.get(kind, TRACE_COST.get(kind, OTHER_WORKLOAD_COST))
-    return amount * (read + per_run * _runs(config))
+    tlb = TLB_RUN_COST.get(str(config.get("tlb", "weisberg")), 1.0)
+    return amount * (read + per_run * tlb * _runs(config))
 
 
 def submission_order(tasks: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> list[int]:
