@@ -73,20 +73,28 @@ def task_cost(source: Mapping[str, Any], config: Mapping[str, Any]) -> float:
     :func:`pagelab.sweep.tasks_of` makes them); ``inf`` where the source's length
     cannot be known here (a spec the engine refuses, a path or URL this process
     cannot stat), so that it goes first rather than last."""
-    size = _source_size(source)
+    return _cost(_source_size(source), config)
+
+
+def submission_order(tasks: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> list[int]:
+    """The tasks' indices, the costliest first by :func:`task_cost` (ties in the
+    caller's order). Each source is sized once (a URL's size is a request)."""
+    sizes: dict[int, tuple[str, float] | None] = {}
+    costs = []
+    for source, config in tasks:
+        if id(source) not in sizes:
+            sizes[id(source)] = _source_size(source)
+        costs.append(_cost(sizes[id(source)], config))
+    return sorted(range(len(tasks)), key=lambda i: -costs[i])
+
+
+def _cost(size: tuple[str, float] | None, config: Mapping[str, Any]) -> float:
     if size is None:
         return float("inf")
     kind, amount = size
     read, per_run = WORKLOAD_COST.get(kind, TRACE_COST.get(kind, OTHER_WORKLOAD_COST))
     tlb = TLB_RUN_COST.get(str(config.get("tlb", "weisberg")), 1.0)
     return amount * (read + per_run * tlb * _runs(config))
-
-
-def submission_order(tasks: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> list[int]:
-    """The tasks' indices, the costliest first by :func:`task_cost` (ties in the
-    caller's order)."""
-    costs = [task_cost(s, c) for s, c in tasks]
-    return sorted(range(len(tasks)), key=lambda i: -costs[i])
 
 
 def _runs(config: Mapping[str, Any]) -> float:
