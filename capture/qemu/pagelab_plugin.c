@@ -68,7 +68,10 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = PAGELAB_PLUGIN_API;
 #define EXT(sub, n, val) \
     (T_EXT | ((uint64_t)(sub) << 56) | ((uint64_t)(n) << 40) | ((uint64_t)(val) & EXT_VALUE_MASK))
 
-enum { X_THREAD = 1, X_TBDEF = 2, X_MEMX = 3, X_SYSCALL = 4, X_CHILD = 5, X_FORK = 6, X_EXEC = 7 };
+enum {
+    X_THREAD = 1, X_TBDEF = 2, X_MEMX = 3, X_SYSCALL = 4, X_CHILD = 5, X_FORK = 6, X_EXEC = 7,
+    X_PLACE = 8,
+};
 enum { TB_PER_INSN = 1, TB_ADDRS = 2 };
 
 /* x86-64 system call numbers. */
@@ -76,6 +79,9 @@ enum {
     NR_MMAP = 9, NR_MPROTECT = 10, NR_MUNMAP = 11, NR_BRK = 12, NR_MREMAP = 25,
     NR_MADVISE = 28, NR_CLONE = 56, NR_FORK = 57, NR_VFORK = 58, NR_EXECVE = 59,
     NR_EXIT = 60, NR_EXIT_GROUP = 231, NR_EXECVEAT = 322, NR_CLONE3 = 435,
+    /* No kernel's: pagelab's placement library asks where a mapping goes
+     * (capture/place/pagelab_place.c; QEMU answers ENOSYS). */
+    PLACE_NR = 0x5047,
 };
 #define CLONE_VM_FLAG 0x100
 #define CLONE_VFORK_FLAG 0x4000
@@ -104,6 +110,8 @@ struct tstate {
     int64_t sc_num;             /* system call awaiting its result, or -1 */
     uint64_t sc_args[6];
     uint64_t sc_clone;          /* a fork-like call's clone flags, as the guest asked */
+    uint64_t placed;            /* the address last given as a hint, until its mmap */
+    uint64_t placed_hint;       /* the program's own hint for that mmap */
 };
 
 struct arena_header {
@@ -111,6 +119,7 @@ struct arena_header {
     uint64_t next_tb;      /* block id counter, shared across processes */
     pthread_mutex_t lock;  /* serialises block writes across processes */
     uint64_t next_exec;    /* exec counter, shared across processes: names page logs */
+    pthread_mutex_t place_lock; /* one placement question at a time (one answer pipe) */
 };
 
 static int out_fd = -1;
@@ -126,6 +135,8 @@ static int mem_fd = -1;
 static uint64_t exec_pending;      /* this image was started by follow_exec: its number, said first */
 static uint64_t exec_strings;      /* the bytes of the strings its execve copied */
 static char page_log[4096];        /* pagelog=DIR: the directory of QEMU's page logs, or "" */
+static int place_fd = -1;          /* place=N: pagelab's answers to placement questions */
+static char preload[4200];         /* preload=PATH: "LD_PRELOAD=PATH", the placement library */
 
 static void complain(const char *what, int err)
 {
@@ -601,9 +612,10 @@ static void free_vec(char **v, size_t from)
  * only when it cannot (then QEMU goes on with the guest's own execve). */
 static void follow_exec(uint64_t path_p, uint64_t argv_p, uint64_t envp_p)
 {
-    /* Ten slots in front: qemu -plugin SPEC [-d page -D LOG] -0 ARGV0 FILE; a script adds up
+    /* Twelve slots in front: qemu -plugin SPEC [-d page -D LOG] [-E LD_PRELOAD=LIB] -0 ARGV0 FILE;
+     * a script adds up
      * to two per level in front of the guest's argv[1..]. */
-    enum { FRONT = 10 + 2 * MAX_SCRIPT_DEPTH };
+    enum { FRONT = 12 + 2 * MAX_SCRIPT_DEPTH };
     char *path = guest_str(path_p);
     size_t argc = 0, envc = 0;
     char **argv = path != NULL ? guest_vec(argv_p, FRONT, &argc) : NULL;
@@ -659,7 +671,19 @@ static void follow_exec(uint64_t path_p, uint64_t argv_p, uint64_t envp_p)
     for (size_t i = first; argv[i] != NULL; i++) {
         strings += strlen(argv[i]) + 1;
     }
-    for (size_t i = 0; envp[i] != NULL; i++) {
+    /* The placement library's LD_PRELOAD is the capture's: not counted,
+     * and given to the new QEMU's guest (-E), never to QEMU itself. */
+    int preloaded = 0;
+    for (size_t i = 0, j = 0;; i++) {
+        if (envp[i] != NULL && preload[0] != 0 && strcmp(envp[i], preload) == 0) {
+            free(envp[i]);
+            preloaded = 1;
+            continue;
+        }
+        envp[j++] = envp[i];
+        if (envp[i] == NULL) {
+            break;
+        }
         strings += strlen(envp[i]) + 1;
     }
     uint64_t seq = __atomic_fetch_add(&hdr->next_exec, 1, __ATOMIC_RELAXED);
@@ -667,8 +691,12 @@ static void follow_exec(uint64_t path_p, uint64_t argv_p, uint64_t envp_p)
     int len = snprintf(spec, sizeof spec, "%s,fd=%d,mem=%d,exec=%llu,strings=%llu", plugin_file,
                        out_fd, mem_fd, (unsigned long long)seq, (unsigned long long)strings);
     if (page_log[0] != 0) {
-        len = snprintf(spec + len, sizeof spec - (size_t)len, ",pagelog=%s", page_log);
+        len += snprintf(spec + len, sizeof spec - (size_t)len, ",pagelog=%s", page_log);
         snprintf(log, sizeof log, "%s/exec-%llu.log", page_log, (unsigned long long)seq);
+    }
+    if (preloaded && place_fd >= 0) {
+        snprintf(spec + len, sizeof spec - (size_t)len, ",place=%d,preload=%s", place_fd,
+                 preload + strlen("LD_PRELOAD="));
     }
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -679,22 +707,33 @@ static void follow_exec(uint64_t path_p, uint64_t argv_p, uint64_t envp_p)
     /* argv[first] is argv0's slot: QEMU takes argv[0] from -0, the rest
      * after FILE. With page logs on, the new image's goes to
      * DIR/exec-SEQ.log, SEQ being the number its EXEC record carries. */
-    char **q = argv + first - (page_log[0] != 0 ? 9 : 5);
+    int front = 5 + (page_log[0] != 0 ? 4 : 0) + (preloaded ? 2 : 0);
+    char **q = argv + first - front;
     q[0] = exe, q[1] = "-plugin", q[2] = spec;
     if (page_log[0] != 0) {
         q[3] = "-d", q[4] = "page", q[5] = "-D", q[6] = log;
         q += 4;
     }
+    if (preloaded) {
+        q[3] = "-E", q[4] = preload;
+        q += 2;
+    }
     q[3] = "-0", q[4] = argv0, q[5] = file;
-    q = argv + first - (page_log[0] != 0 ? 9 : 5);
+    q = argv + first - front;
     /* The new QEMU inherits the output and the arena; a failed execve
      * leaves this one as it was. */
     fcntl(out_fd, F_SETFD, 0);
     fcntl(mem_fd, F_SETFD, 0);
+    if (place_fd >= 0) {
+        fcntl(place_fd, F_SETFD, 0);
+    }
     execve(exe, q, envp);
     int err = errno;
     fcntl(out_fd, F_SETFD, FD_CLOEXEC);
     fcntl(mem_fd, F_SETFD, FD_CLOEXEC);
+    if (place_fd >= 0) {
+        fcntl(place_fd, F_SETFD, FD_CLOEXEC);
+    }
     complain_exec(exe, err);
 out:
     if (argv != NULL) {
@@ -733,6 +772,62 @@ static uint64_t clone_flags(int64_t num, uint64_t a1)
     }
 }
 
+/* A placement question from pagelab's library in the guest: `req_p` points
+ * to its struct place_req (hint, length, protection, flags, descriptor,
+ * offset, answer). The PLACE record goes to pagelab with everything before
+ * it; pagelab's relocation answers with the address Linux's layout gives the
+ * request (0: none), which goes into the struct's answer. Questions are
+ * asked one at a time across the capture's processes, which share the
+ * answer pipe. The mmap that follows with the answer as its hint is
+ * recorded with the program's own hint. */
+static void place(struct tstate *t, uint64_t req_p)
+{
+    t->placed = 0;
+    uint64_t r[6];
+    if (place_fd < 0 || dead || guest_read(req_p, r, sizeof r) != sizeof r) {
+        return;
+    }
+    uint64_t dev = 0, ino = 0;
+    struct stat st;
+    if (!(r[3] & MAP_ANON_FLAG) && (int)r[4] >= 0 && fstat((int)r[4], &st) == 0) {
+        dev = (uint64_t)st.st_dev;
+        ino = (uint64_t)st.st_ino;
+    }
+    if (pthread_mutex_lock(&hdr->place_lock) == EOWNERDEAD) {
+        pthread_mutex_consistent(&hdr->place_lock);
+    }
+    reserve(t, 8);
+    *t->b.pos++ = EXT(X_PLACE, 7, 0);
+    *t->b.pos++ = r[0], *t->b.pos++ = r[1], *t->b.pos++ = r[2], *t->b.pos++ = r[3];
+    *t->b.pos++ = r[5], *t->b.pos++ = dev, *t->b.pos++ = ino;
+    flush_thread(t);
+    uint64_t answer = 0;
+    size_t got = 0;
+    while (got < sizeof answer && !dead) {
+        ssize_t n = read(place_fd, (char *)&answer + got, sizeof answer - got);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            /* pagelab stopped answering: ask no more */
+            place_fd = -1;
+            answer = 0;
+            break;
+        }
+        got += (size_t)n;
+    }
+    pthread_mutex_unlock(&hdr->place_lock);
+    if (answer == 0) {
+        return;
+    }
+    struct iovec local = {&answer, sizeof answer};
+    struct iovec remote = {(void *)(uintptr_t)(req_p + 6 * 8), sizeof answer};
+    if (process_vm_writev(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof answer) {
+        t->placed = answer;
+        t->placed_hint = r[0];
+    }
+}
+
 static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint64_t a1,
                        uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5, uint64_t a6,
                        uint64_t a7, uint64_t a8)
@@ -740,11 +835,21 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint
     (void)id, (void)vcpu, (void)a7, (void)a8;
     struct tstate *t = me();
     switch (num) {
+    case PLACE_NR:
+        place(t, a1);
+        return;
     case NR_MMAP: case NR_MUNMAP: case NR_MREMAP: case NR_MPROTECT: case NR_MADVISE:
     case NR_BRK: case NR_CLONE: case NR_CLONE3: case NR_FORK: case NR_VFORK:
         t->sc_num = num;
         t->sc_args[0] = a1, t->sc_args[1] = a2, t->sc_args[2] = a3;
         t->sc_args[3] = a4, t->sc_args[4] = a5, t->sc_args[5] = a6;
+        if (num == NR_MMAP && t->placed != 0) {
+            /* The hint the placement library added is the capture's, not the program's. */
+            if (a1 == t->placed) {
+                t->sc_args[0] = t->placed_hint;
+            }
+            t->placed = 0;
+        }
         if (is_fork_like(num)) {
             t->sc_clone = clone_flags(num, a1);
             flush_thread(t);
@@ -941,13 +1046,22 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
         } else if (strncmp(argv[i], "pagelog=", 8) == 0 &&
                    strlen(argv[i] + 8) < sizeof page_log - 32) {
             strcpy(page_log, argv[i] + 8);
+        } else if (strncmp(argv[i], "place=", 6) == 0) {
+            place_fd = atoi(argv[i] + 6);
+        } else if (strncmp(argv[i], "preload=", 8) == 0 &&
+                   strlen(argv[i] + 8) < sizeof preload - 16) {
+            snprintf(preload, sizeof preload, "LD_PRELOAD=%s", argv[i] + 8);
         } else {
             fprintf(stderr,
                     "pagelab plugin: unknown argument `%s` (expected fd=N, mem=M, exec=SEQ, "
-                    "strings=N or pagelog=DIR)\n",
+                    "strings=N, pagelog=DIR, place=N or preload=PATH)\n",
                     argv[i]);
             return -1;
         }
+    }
+    if (place_fd >= 0 && fcntl(place_fd, F_SETFD, FD_CLOEXEC) != 0) {
+        fprintf(stderr, "pagelab plugin: place=%d is not an open descriptor\n", place_fd);
+        return -1;
     }
     if (out_fd < 0 || fcntl(out_fd, F_SETFD, FD_CLOEXEC) != 0) {
         fprintf(stderr, "pagelab plugin: give an open output descriptor as fd=N (got %d)\n",
@@ -1011,5 +1125,6 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
     pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
     pthread_mutex_init(&hdr->lock, &attr);
+    pthread_mutex_init(&hdr->place_lock, &attr);
     return 0;
 }

@@ -26,6 +26,12 @@ fn main() {
             ],
         );
     }
+    // The placement library, preloaded into the guest (docs/layout.md).
+    compile(
+        &capture.join("place/pagelab_place.c"),
+        &out.join("libpagelab_place.so"),
+        &["-shared", "-fPIC", "-fvisibility=hidden"],
+    );
     for prog in ["pagelab_testprog", "pagelab_layoutprog", "pagelab_execprog"] {
         compile(
             &capture.join(format!("testprog/{prog}.c")),

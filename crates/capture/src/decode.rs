@@ -139,6 +139,15 @@ pub struct PluginReader<R: Read> {
     done: Option<Result<(), TraceError>>,
     /// Whether `decode` tries the fast path (`fast.rs`) first.
     fast_path: bool,
+    /// Where placement questions go, when the capture answers them.
+    questions: Option<crate::placement::Questions>,
+    /// Events `decode` pushed in earlier calls of `fill`, and `out`'s length
+    /// when this call's decoding started: a question's place in the stream.
+    pushed: u64,
+    decode_start: usize,
+    /// A question was decoded: return what precedes it, so that it is
+    /// answered before the program, which waits for the answer, goes on.
+    paused: bool,
 }
 
 impl<R: Read> PluginReader<R> {
@@ -167,7 +176,17 @@ impl<R: Read> PluginReader<R> {
             last_ipage: u64::MAX,
             done: None,
             fast_path: true,
+            questions: None,
+            pushed: 0,
+            decode_start: 0,
+            paused: false,
         }
+    }
+
+    /// Sends the stream's placement questions to `questions`, each with the
+    /// number of events before it.
+    pub(crate) fn ask_to(&mut self, questions: crate::placement::Questions) {
+        self.questions = Some(questions);
     }
 
     /// The same reader decoding every record on its general path, without
@@ -305,7 +324,7 @@ impl<R: Read> PluginReader<R> {
 
     /// Decodes records until `out` holds at least `limit` events or the input ends.
     fn decode(&mut self, out: &mut Vec<Event>, limit: usize) -> Result<(), TraceError> {
-        while out.len() < limit {
+        while out.len() < limit && !self.paused {
             if self.hi - self.lo < 8 {
                 if !self.refill()? {
                     return self.end(out);
@@ -438,6 +457,31 @@ impl<R: Read> PluginReader<R> {
                 }
             }
             format::X_TBDEF => self.define(at, value, words)?,
+            format::X_PLACE => {
+                need(7)?;
+                if let Some(q) = &self.questions {
+                    let w = |i| self.word(at, i);
+                    let flags = w(4) as u32;
+                    let file = (flags & pagelab_core::MapRequest::ANONYMOUS == 0)
+                        .then(|| pagelab_core::FileIdentity { dev: w(6), ino: w(7) })
+                        .filter(|f| f.dev != 0 || f.ino != 0);
+                    let req = pagelab_core::MapRequest {
+                        hint: VirtAddr(w(1)),
+                        len: w(2),
+                        prot: crate::syscalls::prot(w(3)),
+                        flags,
+                        file,
+                        offset: w(5),
+                    };
+                    let index = self.pushed + (out.len() - self.decode_start) as u64;
+                    q.lock().expect("never poisoned").push_back(crate::placement::Question {
+                        index,
+                        pid: self.cur.id.pid,
+                        req,
+                    });
+                    self.paused = true;
+                }
+            }
             format::X_MEMX => {
                 need(1)?;
                 let index = (value & MAX_INSNS as u64) as u32;
@@ -616,11 +660,15 @@ impl<R: Read> TraceSource for PluginReader<R> {
             Some(Err(_)) => return Ok(true),
             None => {}
         }
+        self.decode_start = out.len();
         let r = self.decode(out, limit);
+        self.pushed += (out.len() - self.decode_start) as u64;
+        let paused = std::mem::take(&mut self.paused);
         if out.len() > limit {
             self.staged.extend(out.drain(limit..));
         }
         match r {
+            Ok(()) if paused => Ok(true),
             Ok(()) => {
                 if out.len() < limit {
                     self.done = Some(Ok(()));

@@ -35,6 +35,10 @@ pub const X_CHILD: u8 = 5;
 pub const X_FORK: u8 = 6;
 /// Subtype: the first record of a program the current process exec'd (value 0, no words).
 pub const X_EXEC: u8 = 7;
+/// Extended subtype: a placement question from pagelab's placement library
+/// (hint, length, protection, flags, offset, file device, file inode of the
+/// mmap it is about to make); the capture answers it with the model's address.
+pub const X_PLACE: u8 = 8;
 
 /// Block-definition flag: the block reports each instruction (`11` records) instead of itself.
 pub const TB_PER_INSN: u64 = 1;

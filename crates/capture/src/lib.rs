@@ -47,6 +47,7 @@ pub mod elf;
 pub mod format;
 mod intervals;
 pub mod layout;
+mod placement;
 pub mod relocate;
 mod relocated;
 mod script;

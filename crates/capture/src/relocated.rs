@@ -13,6 +13,7 @@ use crate::{Backend, Capture, CaptureCommand, CaptureError};
 use pagelab_core::{Event, ExecImage, FileIdentity, SourceInfo};
 use pagelab_trace::{TraceError, TraceSource};
 use std::ffi::OsString;
+use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -88,6 +89,11 @@ pub struct RelocationSetup {
     /// QEMU's log directory (removed with the setup) and the program's pid.
     dir: PathBuf,
     pid: u32,
+    /// The placement library's answers, when the capture asks (see
+    /// [`crate::placement`]), and the library's file; else why not.
+    answers: Option<crate::placement::Answers>,
+    place_lib: Option<FileIdentity>,
+    placement_off: Option<String>,
 }
 
 impl Drop for RelocationSetup {
@@ -151,7 +157,38 @@ impl Capture {
                 dir.display()
             )));
         };
-        let capture = match Capture::spawn_with(cmd, &format!(",pagelog={dir_text}"), &extra) {
+        let mut extra = extra;
+        let mut plugin = format!(",pagelog={dir_text}");
+        let place = placement_library().map_err(|e| {
+            let _ = std::fs::remove_dir_all(&dir);
+            e
+        })?;
+        let mut answers = None;
+        let (mut place_lib, mut placement_off) = (None, None);
+        let mut pipe = None;
+        match place {
+            Ok(lib) => {
+                let q = crate::placement::Questions::default();
+                let (r, w) = crate::spawn::pipe()?;
+                answers = Some(crate::placement::Answers::new(q.clone(), File::from(w)));
+                place_lib = Some(identity(&lib).map_err(CaptureError::Other)?);
+                let mut e = OsString::from("LD_PRELOAD=");
+                e.push(&lib);
+                extra.push("-E".into());
+                extra.push(e);
+                plugin.push_str(",preload=");
+                plugin.push_str(&lib.to_string_lossy());
+                pipe = Some((r, q));
+            }
+            Err(why) => placement_off = Some(why),
+        }
+        let spawned = Capture::spawn_with(
+            cmd,
+            &plugin,
+            &extra,
+            pipe.as_ref().map(|(r, q)| (r, q.clone())),
+        );
+        let capture = match spawned {
             Ok(c) => c,
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&dir);
@@ -166,9 +203,33 @@ impl Capture {
                 params,
                 dir,
                 pid,
+                answers,
+                place_lib,
+                placement_off,
             },
         ))
     }
+}
+
+/// The placement library to preload, or why the capture is not placed:
+/// `PAGELAB_PLACEMENT=off`, a program environment that has its own
+/// `LD_PRELOAD` (the guest's would replace it), or a library path the
+/// plugin's comma-separated arguments cannot carry.
+fn placement_library() -> Result<Result<PathBuf, String>, CaptureError> {
+    if std::env::var_os("PAGELAB_PLACEMENT").is_some_and(|v| v == "off") {
+        return Ok(Err("off (PAGELAB_PLACEMENT=off)".into()));
+    }
+    if std::env::var_os("LD_PRELOAD").is_some_and(|v| !v.is_empty()) {
+        return Ok(Err("off (the environment sets LD_PRELOAD)".into()));
+    }
+    let lib = crate::tools::place_lib_path()?;
+    let text = lib.to_string_lossy();
+    if text.contains(',') || text.contains('%') || text.contains(' ') || lib.to_str().is_none() {
+        return Ok(Err(format!(
+            "off (the placement library's path {text} has a comma, a % or a blank)"
+        )));
+    }
+    Ok(Ok(lib))
 }
 
 /// A source relocated to Linux's layout: `inner`'s events (a capture
@@ -178,6 +239,8 @@ pub struct Relocated<S> {
     setup: RelocationSetup,
     reloc: Option<Relocator>,
     raw: Vec<Event>,
+    /// Raw events relocated so far: where placement questions fall.
+    seen: u64,
 }
 
 impl<S: TraceSource> Relocated<S> {
@@ -188,6 +251,19 @@ impl<S: TraceSource> Relocated<S> {
             setup,
             reloc: None,
             raw: Vec::new(),
+            seen: 0,
+        }
+    }
+
+    /// Answers the placement questions asked after at most `self.seen`
+    /// events, with the model's address for each (0 without a relocator).
+    fn answer(&mut self) {
+        let Some(a) = self.setup.answers.as_mut() else {
+            return;
+        };
+        while let Some(q) = a.next_before(self.seen) {
+            let at = self.reloc.as_ref().and_then(|r| r.place(q.pid, &q.req));
+            a.answer(q.pid, at);
         }
     }
 
@@ -211,7 +287,7 @@ impl<S: TraceSource> Relocated<S> {
                 .take()
                 .expect("set until the relocator is made");
             let captured = first.captured(&log).map_err(|e| self.error(e))?;
-            let r = Relocator::new(
+            let mut r = Relocator::new(
                 first.layout,
                 &first.model,
                 first.interp.as_ref(),
@@ -219,6 +295,9 @@ impl<S: TraceSource> Relocated<S> {
                 &first.files,
             )
             .map_err(|e| self.error(e.to_string()))?;
+            if let Some(lib) = self.setup.place_lib {
+                r.hide_file(lib);
+            }
             self.reloc = Some(r);
         }
         Ok(self.reloc.as_mut().expect("made above"))
@@ -249,6 +328,12 @@ impl<S: TraceSource> TraceSource for Relocated<S> {
             };
             self.relocator()?;
             for ev in raw.drain(..) {
+                self.answer();
+                self.seen += 1;
+                if let (Event::Map(m), Some(a)) = (&ev, self.setup.answers.as_mut()) {
+                    let pid = self.reloc.as_ref().map_or(0, |r| r.current_pid());
+                    a.mapped(pid, m.start.0);
+                }
                 let image = match &ev {
                     Event::Exec(Some(img)) => Some(self.exec_image(img).map_err(|e| {
                         fail(format!(
@@ -272,6 +357,14 @@ impl<S: TraceSource> TraceSource for Relocated<S> {
                 };
                 done.map_err(|e| fail(e.to_string()))?;
             }
+            // The usual case: the question ends the batch, its program waits.
+            self.answer();
+        } else if let Some(a) = self.setup.answers.take() {
+            eprintln!(
+                "pagelab: placement: the program asked where {} mmaps go; {} got Linux's address \
+                 as a hint and {} were mapped there",
+                a.asked, a.placed, a.kept
+            );
         }
         self.raw = raw;
         Ok(more)
@@ -280,6 +373,15 @@ impl<S: TraceSource> TraceSource for Relocated<S> {
     fn info(&self) -> SourceInfo {
         let mut info = self.inner.info();
         info.params.insert("layout".into(), "linux".into());
+        // Read before the events (the counts are said at the end, on standard error).
+        let placement = match (&self.setup.answers, &self.setup.placement_off) {
+            (Some(_), _) => "linux (the program's mmaps without MAP_FIXED asked the model where \
+                             to go; docs/layout.md)"
+                .to_string(),
+            (None, Some(why)) => why.clone(),
+            (None, None) => "off".into(),
+        };
+        info.params.insert("placement".into(), placement);
         info
     }
 }

@@ -152,20 +152,24 @@ fn target_fd() -> i32 {
 impl Capture {
     /// Starts `cmd.program` under `cmd.backend`.
     pub fn spawn(cmd: &CaptureCommand) -> Result<Capture, CaptureError> {
-        Capture::spawn_with(cmd, "", &[])
+        Capture::spawn_with(cmd, "", &[], None)
     }
 
     /// [`Capture::spawn`] with more arguments for QEMU's plugin (`plugin`,
-    /// `,key=value` each) and for the backend, before the program's.
+    /// `,key=value` each) and for the backend, before the program's; with
+    /// `place`, the plugin reads placement answers from that pipe and the
+    /// decoder sends the questions to its queue (`crate::placement`).
     pub(crate) fn spawn_with(
         cmd: &CaptureCommand,
         plugin: &str,
         backend_args: &[std::ffi::OsString],
+        place: Option<(&OwnedFd, crate::placement::Questions)>,
     ) -> Result<Capture, CaptureError> {
         let program = tools::which(&cmd.program)
             .ok_or_else(|| CaptureError::NoProgram(cmd.program.to_string_lossy().into_owned()))?;
         let fd = target_fd();
         let mem_fd = fd - 1;
+        let place_fd = fd - 2;
         let mut arena = None;
         let parent = std::process::id();
         let mut command = match cmd.backend {
@@ -177,6 +181,9 @@ impl Capture {
                 let mut c = Command::new(qemu);
                 let mut arg = lib.into_os_string();
                 arg.push(format!(",fd={fd},mem={mem_fd}{plugin}"));
+                if place.is_some() {
+                    arg.push(format!(",place={place_fd}"));
+                }
                 c.arg("-plugin").arg(arg).args(backend_args);
                 c
             }
@@ -218,6 +225,7 @@ impl Capture {
         let (read_end, write_end) = pipe()?;
         let w = write_end.as_raw_fd();
         let m = arena.as_ref().map_or(-1, |a| a.as_raw_fd());
+        let p = place.as_ref().map_or(-1, |(f, _)| f.as_raw_fd());
         // SAFETY: the closure runs between fork and exec and makes only async-signal-safe
         // system calls (dup2, setpgid, prctl, getppid, kill), on descriptors that stay open
         // in the parent until the child has started (`write_end` and `arena` outlive spawn).
@@ -227,6 +235,9 @@ impl Capture {
                 pagelab_sys::process::dup_to(w, fd)?;
                 if m >= 0 {
                     pagelab_sys::process::dup_to(m, mem_fd)?;
+                }
+                if p >= 0 {
+                    pagelab_sys::process::dup_to(p, place_fd)?;
                 }
                 rustix::process::setpgid(None, None)?;
                 pagelab_sys::process::die_with_parent(parent)
@@ -246,14 +257,20 @@ impl Capture {
             .collect::<Vec<_>>()
             .join(" ");
         let reader = match cmd.backend {
-            Backend::Qemu => Reader::Qemu(Box::new(PluginReader::new(
-                PluginInput {
-                    pipe: input,
-                    arena,
-                    rest: Default::default(),
-                },
-                format!("qemu capture of {label}"),
-            ))),
+            Backend::Qemu => {
+                let mut r = PluginReader::new(
+                    PluginInput {
+                        pipe: input,
+                        arena,
+                        rest: Default::default(),
+                    },
+                    format!("qemu capture of {label}"),
+                );
+                if let Some((_, q)) = place {
+                    r.ask_to(q);
+                }
+                Reader::Qemu(Box::new(r))
+            }
             Backend::Valgrind => {
                 let stream = Stream::new(input);
                 Reader::Lackey(
@@ -403,7 +420,7 @@ impl AsFdOwned for std::io::Stderr {
     }
 }
 
-fn pipe() -> Result<(OwnedFd, OwnedFd), CaptureError> {
+pub(crate) fn pipe() -> Result<(OwnedFd, OwnedFd), CaptureError> {
     let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| CaptureError::io("creating a pipe", e.into()))?;
     // A larger pipe lets the backend write whole blocks while pagelab is busy

@@ -40,7 +40,7 @@ fn page_round(len: u64) -> u64 {
     len.saturating_add(PAGE - 1) & !(PAGE - 1)
 }
 
-fn prot(p: u64) -> Prot {
+pub(crate) fn prot(p: u64) -> Prot {
     Prot((p & 7) as u8)
 }
 

@@ -154,6 +154,22 @@ pub fn plugin_path(api: u32) -> Result<PathBuf, CaptureError> {
         .map_err(|e| CaptureError::io("writing the QEMU plugin".to_string(), e))
 }
 
+const PLACE_LIB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libpagelab_place.so"));
+
+/// The placement library preloaded into a program captured at Linux's
+/// addresses (`capture/place/pagelab_place.c`), found as the plugin is.
+pub fn place_lib_path() -> Result<PathBuf, CaptureError> {
+    let file = "libpagelab_place.so";
+    let built = Path::new(env!("OUT_DIR")).join(file);
+    if std::fs::metadata(&built).map(|m| m.len()).ok() == Some(PLACE_LIB.len() as u64) {
+        return Ok(built);
+    }
+    let hash = pagelab_sys::private::content_hash(PLACE_LIB);
+    let name = format!("libpagelab_place-{hash:016x}.so");
+    pagelab_sys::private::install(PLACE_LIB, &name, None)
+        .map_err(|e| CaptureError::io("writing the placement library".to_string(), e))
+}
+
 /// The path of the capture test program (`capture/testprog`) the build made.
 pub fn testprog_path() -> PathBuf {
     Path::new(env!("OUT_DIR")).join("pagelab_testprog")

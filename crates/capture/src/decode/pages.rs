@@ -124,6 +124,8 @@ impl<R: Read> PluginReader<R> {
             // The general path, for the next event or events.
             scratch.clear();
             let r = self.decode(&mut scratch, 1);
+            // Placement questions are answered on `fill`'s path only (a relocated capture).
+            self.paused = false;
             let room = (goal - out.events()) as usize;
             for e in &scratch[..room.min(scratch.len())] {
                 filter.event(e, out);

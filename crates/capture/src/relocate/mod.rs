@@ -104,6 +104,10 @@ struct Space {
     /// Whether the last event was an munmap (the decoder writes a moving
     /// mremap as munmap then map).
     after_unmap: bool,
+    /// Captured ranges the model does not see (the placement library's).
+    hidden: placed::Hidden,
+    /// The pending request maps a hidden range.
+    pending_hidden: bool,
 }
 
 impl Space {
@@ -266,6 +270,8 @@ pub struct Relocator {
     files: FileIds,
     pid: u32,
     index: u64,
+    /// The placement library's file, whose mappings the model does not see.
+    hide: Option<FileIdentity>,
 }
 
 impl Relocator {
@@ -295,6 +301,7 @@ impl Relocator {
             files: ids,
             pid: 0,
             index: 0,
+            hide: None,
         })
     }
 
@@ -352,6 +359,8 @@ impl Space {
             pending: None,
             last: std::cell::Cell::new((0, Piece { end: 0, model: 0 })),
             after_unmap: false,
+            hidden: placed::Hidden::default(),
+            pending_hidden: false,
         };
         if interp.is_some() != captured.interp_bias.is_some() {
             return Err("the captured image and the program disagree on an interpreter".into());
@@ -414,16 +423,26 @@ impl Relocator {
         match ev {
             Event::Ref(mut r) => {
                 if r.addr.0 < STACK_TOP {
-                    r.addr = VirtAddr(space.translate(r.addr.0).ok_or_else(|| {
-                        err(format!(
-                            "a reference at {:#x} lies in no mapping the relocation knows",
-                            r.addr.0
-                        ))
-                    })?);
+                    match space.translate(r.addr.0) {
+                        Some(a) => r.addr = VirtAddr(a),
+                        None if space.hidden.contains(r.addr.0) => return Ok(()),
+                        None => {
+                            return Err(err(format!(
+                                "a reference at {:#x} lies in no mapping the relocation knows",
+                                r.addr.0
+                            )))
+                        }
+                    }
                 }
                 out.push(Event::Ref(r));
             }
-            Event::MapRequest(req) => space.pending = Some(*req),
+            Event::MapRequest(req) => {
+                space.pending_hidden = placed::hides(space, &req, self.hide);
+                space.pending = (!space.pending_hidden).then_some(*req);
+            }
+            Event::Map(m) if std::mem::take(&mut space.pending_hidden) => {
+                space.hidden.add(m.start.0, m.len);
+            }
             Event::Map(m) => {
                 let mut m = *m;
                 let pending = space.pending.take();
@@ -452,11 +471,13 @@ impl Relocator {
                 };
                 space.layout.insert(at, m.len, false);
                 space.add(m.start.0, m.len, at.0);
+                space.hidden.cut(m.start.0, m.start.0.saturating_add(m.len));
                 out.push(Event::Map(Box::new(MapEvent { start: at, ..m })));
             }
             Event::Unmap { start, len } => {
                 let (e, ranges) = cut_range(space, start.0, len);
                 space.cut(start.0, e);
+                space.hidden.cut(start.0, e);
                 for (s, l) in ranges {
                     space.layout.remove(VirtAddr(s), l);
                     out.push(Event::Unmap {
@@ -465,6 +486,8 @@ impl Relocator {
                     });
                 }
             }
+            Event::Protect { start, len, .. } | Event::Advise { start, len, .. }
+                if space.hidden.covers(start.0, start.0.saturating_add(len)) => {}
             Event::Protect { start, len, prot } => {
                 for (s, l) in known(space, start.0, len, &err)? {
                     out.push(Event::Protect {
@@ -590,6 +613,7 @@ fn known(
     Ok(ranges)
 }
 
+mod placed;
 mod qemu_log;
 #[cfg(test)]
 mod tests;
