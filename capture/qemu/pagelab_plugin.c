@@ -612,9 +612,8 @@ static void free_vec(char **v, size_t from)
  * only when it cannot (then QEMU goes on with the guest's own execve). */
 static void follow_exec(uint64_t path_p, uint64_t argv_p, uint64_t envp_p)
 {
-    /* Twelve slots in front: qemu -plugin SPEC [-d page -D LOG] [-E LD_PRELOAD=LIB] -0 ARGV0 FILE;
-     * a script adds up
-     * to two per level in front of the guest's argv[1..]. */
+    /* Twelve slots in front: qemu -plugin SPEC [-d page -D LOG] [-E LD_PRELOAD=LIB] -0 ARGV0
+     * FILE; a script adds up to two per level in front of the guest's argv[1..]. */
     enum { FRONT = 12 + 2 * MAX_SCRIPT_DEPTH };
     char *path = guest_str(path_p);
     size_t argc = 0, envc = 0;

@@ -32,7 +32,12 @@ fn main() {
         &out.join("libpagelab_place.so"),
         &["-shared", "-fPIC", "-fvisibility=hidden"],
     );
-    for prog in ["pagelab_testprog", "pagelab_layoutprog", "pagelab_execprog"] {
+    for prog in [
+        "pagelab_testprog",
+        "pagelab_layoutprog",
+        "pagelab_execprog",
+        "pagelab_placeprog",
+    ] {
         compile(
             &capture.join(format!("testprog/{prog}.c")),
             &out.join(prog),

@@ -463,7 +463,10 @@ impl<R: Read> PluginReader<R> {
                     let w = |i| self.word(at, i);
                     let flags = w(4) as u32;
                     let file = (flags & pagelab_core::MapRequest::ANONYMOUS == 0)
-                        .then(|| pagelab_core::FileIdentity { dev: w(6), ino: w(7) })
+                        .then(|| pagelab_core::FileIdentity {
+                            dev: w(6),
+                            ino: w(7),
+                        })
                         .filter(|f| f.dev != 0 || f.ino != 0);
                     let req = pagelab_core::MapRequest {
                         hint: VirtAddr(w(1)),
@@ -474,11 +477,13 @@ impl<R: Read> PluginReader<R> {
                         offset: w(5),
                     };
                     let index = self.pushed + (out.len() - self.decode_start) as u64;
-                    q.lock().expect("never poisoned").push_back(crate::placement::Question {
-                        index,
-                        pid: self.cur.id.pid,
-                        req,
-                    });
+                    q.lock()
+                        .expect("never poisoned")
+                        .push_back(crate::placement::Question {
+                            index,
+                            pid: self.cur.id.pid,
+                            req,
+                        });
                     self.paused = true;
                 }
             }

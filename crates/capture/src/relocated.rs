@@ -159,9 +159,8 @@ impl Capture {
         };
         let mut extra = extra;
         let mut plugin = format!(",pagelog={dir_text}");
-        let place = placement_library().map_err(|e| {
+        let place = placement_library().inspect_err(|_| {
             let _ = std::fs::remove_dir_all(&dir);
-            e
         })?;
         let mut answers = None;
         let (mut place_lib, mut placement_off) = (None, None);
@@ -169,9 +168,14 @@ impl Capture {
         match place {
             Ok(lib) => {
                 let q = crate::placement::Questions::default();
-                let (r, w) = crate::spawn::pipe()?;
+                let (r, w) = crate::spawn::pipe().inspect_err(|_| {
+                    let _ = std::fs::remove_dir_all(&dir);
+                })?;
                 answers = Some(crate::placement::Answers::new(q.clone(), File::from(w)));
-                place_lib = Some(identity(&lib).map_err(CaptureError::Other)?);
+                place_lib = Some(identity(&lib).map_err(|e| {
+                    let _ = std::fs::remove_dir_all(&dir);
+                    CaptureError::Other(e)
+                })?);
                 let mut e = OsString::from("LD_PRELOAD=");
                 e.push(&lib);
                 extra.push("-E".into());

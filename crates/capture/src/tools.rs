@@ -181,6 +181,12 @@ pub fn layoutprog_path() -> PathBuf {
     Path::new(env!("OUT_DIR")).join("pagelab_layoutprog")
 }
 
+/// The path of the placement test program (`capture/testprog/pagelab_placeprog.c`)
+/// the build made: it maps regions and writes where they went.
+pub fn placeprog_path() -> PathBuf {
+    Path::new(env!("OUT_DIR")).join("pagelab_placeprog")
+}
+
 /// The path of the exec layout test program
 /// (`capture/testprog/pagelab_execprog.c`) linked as `variant` says: `""`
 /// (position-independent, dynamic), `"nopie"`, `"static"` or `"staticpie"`.

@@ -95,7 +95,7 @@ impl Relocator {
         if req.flags & (MapRequest::FIXED | MapRequest::FIXED_NOREPLACE) != 0 {
             return None;
         }
-        let mut req = req.clone();
+        let mut req = *req;
         if req.hint.0 != 0 {
             // A hint inside a known mapping is moved with it, as `apply` does.
             if let Some(h) = space.translate(req.hint.0) {
