@@ -63,9 +63,12 @@ fn a_captured_program_is_relocated_by_default_and_keeps_every_reference() {
         return;
     }
     let dir = tmp("layout");
-    let run = |layout: Option<&str>| {
-        let j = dir.join(format!("{}.json", layout.unwrap_or("default")));
+    let run = |layout: Option<&str>, placement: &str| {
+        let j = dir.join(format!("{}-{placement}.json", layout.unwrap_or("default")));
         let mut cmd = pagelab();
+        // The placement library does work of its own in the guest (ld.so loads it, each
+        // mmap asks): off, the two layouts are of the same run.
+        cmd.env("PAGELAB_PLACEMENT", placement);
         cmd.args(["sim", "--policy", "linux-thp:enabled=always", "--json"])
             .arg(&j);
         if let Some(l) = layout {
@@ -78,9 +81,17 @@ fn a_captured_program_is_relocated_by_default_and_keeps_every_reference() {
         succeeded(&out);
         json(&j)
     };
-    let linux = run(None);
-    let captured = run(Some("captured"));
+    let placed = run(None, "on");
+    assert!(placed["source"]["params"]["placement"]
+        .as_str()
+        .is_some_and(|p| p.starts_with("linux")));
+    let linux = run(None, "off");
+    let captured = run(Some("captured"), "off");
     assert_eq!(linux["source"]["params"]["layout"], "linux");
+    assert_eq!(
+        linux["source"]["params"]["placement"],
+        "off (PAGELAB_PLACEMENT=off)"
+    );
     assert!(captured["source"]["params"].get("layout").is_none());
     // Relocation moves references, never drops or adds one.
     assert_eq!(linux["refs"], captured["refs"]);
