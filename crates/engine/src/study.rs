@@ -5,6 +5,7 @@ use pagelab_core::{Event, PageSize, SourceInfo, VirtAddr};
 use pagelab_report::{LevelStats, RefCounts, RunStats, SimResult, SIM_SCHEMA};
 use pagelab_tlb::{
     FrontMiss, Fronts, OtherSizes, Outcome, Side, TlbConfig, TlbError, TlbHierarchy, FRONT_LANES,
+    PORTABLE_RANKS,
 };
 use pagelab_trace::page_word::{CHANGE_MASK, CHANGE_SHIFT, DATA, PAGE_SHIFT, REPLAY, STRADDLE};
 use pagelab_trace::{PageBatch, PageFilter, MAX_FILTER_DEPTH};
@@ -286,35 +287,50 @@ impl Study {
         self.refs[0] += batch.refs[0];
         self.refs[1] += batch.refs[1];
         self.other_events += batch.other_events;
-        let fronts = Fronts::take(self.runs.iter_mut().map(|r| (&mut r.tlb, r.size)));
-        match fronts {
-            Some(fronts) => {
-                #[cfg(target_arch = "x86_64")]
-                if pagelab_core::isa::active() == pagelab_core::isa::Isa::Avx512 {
-                    // SAFETY: the active tier is one the CPU has (`isa::active`
-                    // checks), and the AVX-512 tier's features are those
-                    // `feed_fronts_avx512` is compiled for.
-                    return unsafe { self.feed_fronts_avx512(&batch.words, fronts) };
-                }
-                self.feed_fronts::<false>(&batch.words, fronts)
+        #[cfg(target_arch = "x86_64")]
+        if pagelab_core::isa::active() == pagelab_core::isa::Isa::Avx512 {
+            // Eight ranks where the L1 arrays have room, else four.
+            if let Some(fronts) = self.take_fronts::<{ pagelab_tlb::AVX512_RANKS }>() {
+                // SAFETY: the active tier is one the CPU has (`isa::active`
+                // checks), and the AVX-512 tier's features are those
+                // `feed_fronts_avx512` is compiled for.
+                return unsafe { self.feed_fronts_avx512(&batch.words, fronts) };
             }
+            if let Some(fronts) = self.take_fronts::<PORTABLE_RANKS>() {
+                // SAFETY: as above.
+                return unsafe { self.feed_fronts_avx512(&batch.words, fronts) };
+            }
+            return self.feed_each(&batch.words);
+        }
+        match self.take_fronts::<PORTABLE_RANKS>() {
+            Some(fronts) => self.feed_fronts::<false, PORTABLE_RANKS>(&batch.words, fronts),
             None => self.feed_each(&batch.words),
         }
+    }
+
+    /// The runs' L1 fronts of `RANKS` entries, if they qualify (see
+    /// [`Fronts::take`]).
+    fn take_fronts<const RANKS: usize>(&mut self) -> Option<Fronts<RANKS>> {
+        Fronts::take(self.runs.iter_mut().map(|r| (&mut r.tlb, r.size)))
     }
 
     /// [`Study::feed_fronts`] compiled for AVX-512, which the lanes of the
     /// fronts take in one instruction each.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,bmi1,bmi2,popcnt")]
-    fn feed_fronts_avx512(&mut self, words: &[u64], fronts: Fronts) {
-        self.feed_fronts::<true>(words, fronts)
+    fn feed_fronts_avx512<const RANKS: usize>(&mut self, words: &[u64], fronts: Fronts<RANKS>) {
+        self.feed_fronts::<true, RANKS>(words, fronts)
     }
 
     /// Steps the runs over `words` with their L1 fronts side by side (see
     /// [`Fronts`]): each word's lookups in every run it reaches at once, and
     /// only those that miss a front one by one.
     #[inline(always)]
-    fn feed_fronts<const AVX512: bool>(&mut self, words: &[u64], mut fronts: Fronts) {
+    fn feed_fronts<const AVX512: bool, const RANKS: usize>(
+        &mut self,
+        words: &[u64],
+        mut fronts: Fronts<RANKS>,
+    ) {
         // Replay words by side and reach, counted into the runs at the end.
         let mut replays = [[0u64; FRONT_LANES + 1]; 2];
         let mut i = 0;
@@ -325,8 +341,7 @@ impl Study {
                 let reach = self.reach[((w >> CHANGE_SHIFT) & CHANGE_MASK) as usize] as usize;
                 fronts.put_back(self.runs.iter_mut().map(|r| &mut r.tlb));
                 self.straddle(w, words[i + 1], reach);
-                fronts = Fronts::take(self.runs.iter_mut().map(|r| (&mut r.tlb, r.size)))
-                    .expect("the same runs as before");
+                fronts = self.take_fronts().expect("the same runs as before");
                 i += 2;
                 continue;
             }
@@ -352,7 +367,7 @@ impl Study {
             let runs = &mut self.runs;
             let deferred = &mut self.deferred;
             let mut n = 0;
-            let missed = |j: usize, m: FrontMiss| {
+            let missed = |j: usize, m: FrontMiss<RANKS>| {
                 let side = (part[j] & DATA) as usize;
                 if !m.l1(&mut runs[m.lane].tlb, side) {
                     deferred[n] = (j as u32, m.lane as u8);
@@ -446,6 +461,7 @@ impl Study {
 mod tests {
     use super::*;
     use pagelab_core::{AccessKind, MemRef};
+    use pagelab_tlb::AVX512_RANKS;
     use proptest::prelude::*;
 
     fn arb_event() -> impl Strategy<Value = Event> {
@@ -488,25 +504,38 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(48))]
         /// The portable fronts (what a CPU without AVX-512 runs), the AVX-512
-        /// ones and the runs' own lookups give the same result.
+        /// ones, each with either tier's number of ranks, and the runs' own
+        /// lookups give the same result.
         #[test]
         fn every_way_of_stepping_agrees(events in proptest::collection::vec(arb_event(), 0..4000)) {
             for preset in ["weisberg", "zen4"] {
                 let own = run(&events, preset, |s, w| s.feed_each(w));
-                let take = |s: &mut Study| Fronts::take(s.runs.iter_mut().map(|r| (&mut r.tlb, r.size))).unwrap();
                 let portable = run(&events, preset, |s, w| {
-                    let fronts = take(s);
-                    s.feed_fronts::<false>(w, fronts)
+                    let fronts = s.take_fronts().unwrap();
+                    s.feed_fronts::<false, PORTABLE_RANKS>(w, fronts)
                 });
                 prop_assert_eq!(&portable.runs, &own.runs, "preset {}", preset);
+                let portable8 = run(&events, preset, |s, w| {
+                    let fronts = s.take_fronts().unwrap();
+                    s.feed_fronts::<false, AVX512_RANKS>(w, fronts)
+                });
+                prop_assert_eq!(&portable8.runs, &own.runs, "preset {}", preset);
                 #[cfg(target_arch = "x86_64")]
                 if pagelab_core::isa::Isa::Avx512.supported() {
                     let wide = run(&events, preset, |s, w| {
-                        let fronts = take(s);
+                        let fronts = s.take_fronts().unwrap();
                         // SAFETY: the CPU has the features (checked).
-                        unsafe { s.feed_fronts_avx512(w, fronts) }
+                        unsafe { s.feed_fronts_avx512::<AVX512_RANKS>(w, fronts) }
                     });
                     prop_assert_eq!(&wide.runs, &own.runs, "preset {}", preset);
+                    let wide4 = run(&events, preset, |s, w| {
+                        let fronts = s.take_fronts().unwrap();
+                        // SAFETY: the CPU has the features (checked).
+                        unsafe { s.feed_fronts_avx512::<PORTABLE_RANKS>(w, fronts) }
+                    });
+                    prop_assert_eq!(&wide4.runs, &own.runs, "preset {}", preset);
+                } else {
+                    eprintln!("every_way_of_stepping_agrees: AVX-512 fronts skipped: the CPU lacks AVX-512");
                 }
             }
         }

@@ -2,7 +2,9 @@
 //!
 //! A page-size study steps one hierarchy per page size with each reference,
 //! and most of those lookups hit one of the few most recent entries of the
-//! side's L1 array (its front: [`RANKS`] entries).
+//! side's L1 array (its front: `RANKS` entries, a const parameter of
+//! [`Fronts`]: [`AVX512_RANKS`] in the AVX-512 tier, [`PORTABLE_RANKS`] in
+//! the others).
 //! [`Fronts`] takes the fronts of up to [`FRONT_LANES`] hierarchies into one
 //! table, rank by rank with one lane per hierarchy, so that a reference's
 //! lookups in all of them are a few operations on whole ranks (with AVX-512,
@@ -21,22 +23,30 @@ use pagelab_core::{PageSize, VirtAddr, MIN_PAGE_SHIFT};
 /// The most hierarchies one [`Fronts`] holds.
 pub const FRONT_LANES: usize = 8;
 
-/// The entries of a front: the most recent of an L1 array. (With the gzip
-/// trace, four ranks leave 4.5 M of 17 M lookups to the rest of the array,
-/// eight 1.6 M, but cost as much more as they save.)
-pub const RANKS: usize = 4;
+/// The entries of a front in the portable tier ([`Fronts::access_each`]):
+/// it compares and moves every rank of every lane one by one, so eight ranks
+/// cost it more than the lookups they keep from the arrays behind (the
+/// native python3 study 1.09-1.14x slower with eight, docs/speed.md).
+pub const PORTABLE_RANKS: usize = 4;
+
+/// The entries of a front in the AVX-512 tier
+/// ([`Fronts::access_each_avx512`]): a rank is one register, so eight cost
+/// little more than four, and they keep far more lookups from the walk of
+/// the array behind the front (gzip: 1.6 M of 17 M lookups go there instead
+/// of 4.5 M; the model alone 0.69-0.81x on python3 and cc1).
+pub const AVX512_RANKS: usize = 8;
 
 /// Lanes of keys, one per hierarchy.
 type Lanes = [Key; FRONT_LANES];
 
 /// The L1 fronts of up to [`FRONT_LANES`] hierarchies, each for pages of one
-/// size (see the module docs).
+/// size, `RANKS` entries each (see the module docs).
 ///
 /// While it holds them, the hierarchies' own fronts are stale: use the
 /// hierarchies only through [`FrontMiss::l1`] and [`Fronts::after_l1_miss`]
 /// until [`Fronts::put_back`].
 #[derive(Clone, Debug)]
-pub struct Fronts {
+pub struct Fronts<const RANKS: usize> {
     sizes: Vec<PageSize>,
     /// Per side and rank, the key of each hierarchy's entry (most recent at rank 0).
     keys: [[Lanes; RANKS]; 2],
@@ -51,14 +61,14 @@ pub struct Fronts {
     carry: Lanes,
 }
 
-impl Fronts {
+impl<const RANKS: usize> Fronts<RANKS> {
     /// Takes the L1 fronts of `tlbs` (each with the page size it steps), if
     /// there are at most [`FRONT_LANES`] and each L1 side is one small fully
-    /// associative array of at least [`RANKS`] entries caching such pages as
+    /// associative array of at least `RANKS` entries caching such pages as
     /// themselves; else `None`, and nothing is taken.
     pub fn take<'a>(
         tlbs: impl IntoIterator<Item = (&'a mut TlbHierarchy, PageSize)>,
-    ) -> Option<Fronts> {
+    ) -> Option<Fronts<RANKS>> {
         let mut fronts = Fronts {
             sizes: Vec::new(),
             keys: [[[EMPTY; FRONT_LANES]; RANKS]; 2],
@@ -159,7 +169,7 @@ impl Fronts {
         &mut self,
         n: usize,
         mut next: impl FnMut(usize) -> (usize, VirtAddr, usize),
-        mut missed: impl FnMut(usize, FrontMiss),
+        mut missed: impl FnMut(usize, FrontMiss<RANKS>),
     ) {
         for i in 0..n {
             let (s, addr, reach) = next(i);
@@ -185,7 +195,7 @@ impl Fronts {
         &mut self,
         n: usize,
         mut next: impl FnMut(usize) -> (usize, VirtAddr, usize),
-        mut missed: impl FnMut(usize, FrontMiss),
+        mut missed: impl FnMut(usize, FrontMiss<RANKS>),
     ) {
         use std::arch::x86_64::*;
         // SAFETY: each array is eight u64, 64 bytes, the unaligned load's
@@ -289,7 +299,7 @@ impl Fronts {
 
     /// Lane `lane`'s miss in the last lookup.
     #[inline(always)]
-    fn miss(&self, lane: usize) -> FrontMiss {
+    fn miss(&self, lane: usize) -> FrontMiss<RANKS> {
         FrontMiss {
             lane,
             key: self.key[lane],
@@ -298,16 +308,17 @@ impl Fronts {
     }
 }
 
-/// A lookup that missed its hierarchy's front (see [`Fronts::access_each`]).
+/// A lookup that missed its hierarchy's front of `RANKS` entries (see
+/// [`Fronts::access_each`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FrontMiss {
+pub struct FrontMiss<const RANKS: usize> {
     /// The hierarchy's lane: its place among those taken.
     pub lane: usize,
     key: Key,
     carry: Key,
 }
 
-impl FrontMiss {
+impl<const RANKS: usize> FrontMiss<RANKS> {
     /// Looks this lookup up in the rest of its hierarchy's L1 array (`tlb`,
     /// side `s`), as the hierarchy's own lookup would have gone on: the key
     /// pushed out of the front goes to the front of the rest, and so on.
@@ -335,10 +346,11 @@ mod tests {
     }
 
     /// Steps the first `reach` of the hierarchies through each of `refs`
-    /// (side, address, reach): with fronts, `chunk` references a call (the
-    /// portable and the AVX-512 calls taking turns, and the fronts put back
-    /// now and then), or each hierarchy on its own when `chunk` is 0.
-    fn step(
+    /// (side, address, reach): with fronts of `RANKS` entries, `chunk`
+    /// references a call (the portable and the AVX-512 calls taking turns,
+    /// and the fronts put back now and then), or each hierarchy on its own
+    /// when `chunk` is 0.
+    fn step<const RANKS: usize>(
         cfg: &TlbConfig,
         refs: &[(bool, VirtAddr, usize)],
         chunk: usize,
@@ -358,8 +370,8 @@ mod tests {
             }
             return (tlbs.iter().map(TlbHierarchy::stats).collect(), outcomes);
         }
-        let mut fronts =
-            Fronts::take(tlbs.iter_mut().zip(sizes.iter().copied())).expect("weisberg qualifies");
+        let mut fronts = Fronts::<RANKS>::take(tlbs.iter_mut().zip(sizes.iter().copied()))
+            .expect("the configuration qualifies");
         for (c, part) in refs.chunks(chunk).enumerate() {
             let next = |i: usize| {
                 let (data, addr, reach) = part[i];
@@ -371,7 +383,7 @@ mod tests {
                 .collect();
             // As the engine does: the L1 at once, the rest after the call.
             let mut l1_misses = Vec::new();
-            let missed = |i: usize, m: FrontMiss| {
+            let missed = |i: usize, m: FrontMiss<RANKS>| {
                 if !m.l1(&mut tlbs[m.lane], usize::from(part[i].0)) {
                     l1_misses.push((i, m.lane));
                 }
@@ -403,42 +415,58 @@ mod tests {
         (tlbs.iter().map(TlbHierarchy::stats).collect(), outcomes)
     }
 
+    /// A front of `ranks` entries and nothing behind it (instructions), a
+    /// front and one entry (data), and an L2.
+    fn tiny(ranks: usize) -> TlbConfig {
+        let text = format!(
+            "name = \"t\"\n[l1i]\narrays = [{{ entries = {ranks} }}]\n[l1d]\narrays = [{{ entries = {} }}]\n[l2]\narrays = [{{ entries = 16 }}]\n",
+            ranks + 1
+        );
+        TlbConfig::from_toml_str(&text, "test").unwrap()
+    }
+
     proptest! {
-        /// Lookups through the fronts (both implementations, taking turns)
-        /// give every outcome and every counter of the hierarchies' own
-        /// lookups, with and without an L2.
+        /// Lookups through the fronts (both implementations, taking turns),
+        /// with either tier's number of ranks, give every outcome and every
+        /// counter of the hierarchies' own lookups, with and without an L2.
         #[test]
         fn fronts_agree_with_own_lookups(
             refs in proptest::collection::vec((any::<bool>(), 0u64..300, 0u64..0x1000, 1usize..=4), 0..3000),
-            tiny in any::<bool>(),
+            tiny_arrays in any::<bool>(),
             chunk in 1usize..200,
         ) {
-            let mut cfg = preset("weisberg").unwrap();
-            if tiny {
-                // A front and nothing behind it, a front and one entry, and an L2.
-                cfg = TlbConfig::from_toml_str(
-                    "name = \"t\"\n[l1i]\narrays = [{ entries = 4 }]\n[l1d]\narrays = [{ entries = 5 }]\n[l2]\narrays = [{ entries = 16 }]\n",
-                    "test",
-                ).unwrap();
-            }
             // 4K pages spread so that the larger sizes share some of them.
             // Each reference looks up the first `reach` hierarchies only.
             let refs: Vec<_> = refs.iter().map(|&(d, p, o, r)| (d, VirtAddr(p * p * 0x3000 + o), r)).collect();
-            prop_assert_eq!(step(&cfg, &refs, chunk), step(&cfg, &refs, 0));
+            let cfg = |ranks| if tiny_arrays { tiny(ranks) } else { preset("weisberg").unwrap() };
+            let cfg4 = cfg(PORTABLE_RANKS);
+            prop_assert_eq!(step::<PORTABLE_RANKS>(&cfg4, &refs, chunk), step::<PORTABLE_RANKS>(&cfg4, &refs, 0));
+            let cfg8 = cfg(AVX512_RANKS);
+            prop_assert_eq!(step::<AVX512_RANKS>(&cfg8, &refs, chunk), step::<AVX512_RANKS>(&cfg8, &refs, 0));
         }
     }
 
     #[test]
     fn only_small_single_arrays_are_taken() {
         let mut tlb = TlbHierarchy::new(&preset("weisberg").unwrap()).unwrap();
-        assert!(Fronts::take([(&mut tlb, PageSize::K4)]).is_some());
+        assert!(Fronts::<PORTABLE_RANKS>::take([(&mut tlb, PageSize::K4)]).is_some());
+        assert!(Fronts::<AVX512_RANKS>::take([(&mut tlb, PageSize::K4)]).is_some());
         for name in ["pentium4", "skylake"] {
             let mut tlb = TlbHierarchy::new(&preset(name).unwrap()).unwrap();
-            assert!(Fronts::take([(&mut tlb, PageSize::K4)]).is_none(), "{name}");
+            assert!(
+                Fronts::<PORTABLE_RANKS>::take([(&mut tlb, PageSize::K4)]).is_none(),
+                "{name}"
+            );
         }
+        // An L1 side smaller than the front.
+        let mut small = TlbHierarchy::new(&tiny(7)).unwrap();
+        assert!(Fronts::<PORTABLE_RANKS>::take([(&mut small, PageSize::K4)]).is_some());
+        assert!(Fronts::<AVX512_RANKS>::take([(&mut small, PageSize::K4)]).is_none());
         let cfg = preset("weisberg").unwrap();
         let mut many: Vec<TlbHierarchy> =
             (0..9).map(|_| TlbHierarchy::new(&cfg).unwrap()).collect();
-        assert!(Fronts::take(many.iter_mut().map(|t| (t, PageSize::K4))).is_none());
+        assert!(
+            Fronts::<PORTABLE_RANKS>::take(many.iter_mut().map(|t| (t, PageSize::K4))).is_none()
+        );
     }
 }

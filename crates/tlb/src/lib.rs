@@ -45,7 +45,7 @@ mod small_assoc;
 pub use array::{Tlb, TlbArray};
 pub use config::{load, ArrayConfig, LevelConfig, OtherSizes, TlbConfig, MAX_ENTRIES};
 pub use error::TlbError;
-pub use front::{FrontMiss, Fronts, FRONT_LANES, RANKS as FRONT_RANKS};
+pub use front::{FrontMiss, Fronts, AVX512_RANKS, FRONT_LANES, PORTABLE_RANKS};
 pub use fully_assoc::FullyAssoc;
 pub use hierarchy::{LevelStats, Outcome, Side, SideStats, TlbHierarchy, TlbStats};
 pub use presets::{preset, preset_names, preset_text, presets, resolve, DEFAULT_PRESET};
