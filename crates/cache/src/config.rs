@@ -95,6 +95,28 @@ pub struct NestedSpec {
     pub walk_cache_entries: Vec<u32>,
 }
 
+/// How a run's frames lie in physical memory (`[frames] placement`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FramePlacement {
+    /// One after the other in the order of first touches, as a freshly
+    /// booted machine hands them out.
+    #[default]
+    FirstTouch,
+    /// Small frames scattered over the machine's memory (`phys.memory`),
+    /// as Linux hands them out after a while ([`crate::Placement`]).
+    Scattered,
+}
+
+/// The `[frames]` section.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FramesSpec {
+    /// Where frames lie (default: `first-touch`).
+    #[serde(default)]
+    pub placement: FramePlacement,
+}
+
 /// Everything about time a machine file gives.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -113,6 +135,9 @@ pub struct CostSpec {
     /// ([`crate::overlap`]); without it every latency is paid in full.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overlap: Option<crate::OverlapSpec>,
+    /// Where the run's frames lie in physical memory.
+    #[serde(default)]
+    pub frames: FramesSpec,
 }
 
 /// A field of a cost specification that cannot be.

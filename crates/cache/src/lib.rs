@@ -30,6 +30,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+mod frames;
 mod hierarchy;
 pub mod overlap;
 mod reference;
@@ -38,11 +39,13 @@ mod shared;
 mod walk;
 
 pub use config::{
-    CacheSpec, CachesSpec, CostError, CostSpec, CostsSpec, NestedSpec, WalkCachesSpec,
+    CacheSpec, CachesSpec, CostError, CostSpec, CostsSpec, FramePlacement, FramesSpec, NestedSpec,
+    WalkCachesSpec,
 };
+pub use frames::{Frames, Placement};
 pub use hierarchy::{CacheCounts, Caches, Line};
 pub use overlap::{Overlap, OverlapSpec};
 pub use reference::ReferenceCache;
 pub use set_assoc::Cache;
 pub use shared::{SharedFirst, SharedLine};
-pub use walk::{Frames, Host, Lru, PageTable, TableLayout, WalkCaches, WalkCost, MAX_LEVELS};
+pub use walk::{Host, Lru, PageTable, TableLayout, WalkCaches, WalkCost, MAX_LEVELS};

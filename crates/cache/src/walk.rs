@@ -2,8 +2,8 @@
 //! physical memory, the walk caches that let a walk skip levels, and the
 //! walk itself (one dimension, or two under nested paging).
 
+use crate::frames::{Frames, Placement};
 use crate::hierarchy::{Caches, Line};
-use rustc_hash::FxHashMap;
 
 /// The most levels a page table may have.
 pub const MAX_LEVELS: usize = 5;
@@ -112,69 +112,6 @@ impl Lru {
     }
 }
 
-/// Physical memory as a fresh machine hands it out: every frame (a data page
-/// or a page table) at the next free address aligned to its size, in the
-/// order the run first needs it.
-#[derive(Clone, Debug, Default)]
-pub struct Frames {
-    next: u64,
-    pages: FxHashMap<u64, u64>,
-    tables: FxHashMap<(u8, u64), u64>,
-}
-
-impl Frames {
-    /// Empty memory whose first frame is at `base`.
-    pub fn new(base: u64) -> Frames {
-        Frames {
-            next: base,
-            ..Frames::default()
-        }
-    }
-
-    fn alloc(&mut self, bytes: u64) -> u64 {
-        let bytes = bytes.max(1).next_power_of_two();
-        let at = self.next.next_multiple_of(bytes);
-        self.next = at + bytes;
-        at
-    }
-
-    /// The physical address of page `vpn` of `2^shift` bytes, given a frame
-    /// at its first touch.
-    #[inline]
-    pub fn page(&mut self, vpn: u64, shift: u32) -> u64 {
-        if let Some(&p) = self.pages.get(&vpn) {
-            return p;
-        }
-        let p = self.alloc(1 << shift);
-        self.pages.insert(vpn, p);
-        p
-    }
-
-    /// The physical address of the table at `level` that holds `va`'s entry.
-    fn table(&mut self, layout: &TableLayout, level: u8, va: u64) -> u64 {
-        let i = level as usize - 1;
-        let key = (level, va >> (layout.entry_shift[i] + layout.bits[i]));
-        if let Some(&p) = self.tables.get(&key) {
-            return p;
-        }
-        let p = self.alloc((layout.entry_bytes as u64) << layout.bits[i]);
-        self.tables.insert(key, p);
-        p
-    }
-
-    /// The physical address of `va`'s entry at `level`.
-    pub fn entry(&mut self, layout: &TableLayout, level: u8, va: u64) -> u64 {
-        let i = level as usize - 1;
-        let index = (va >> layout.entry_shift[i]) & ((1 << layout.bits[i]) - 1);
-        self.table(layout, level, va) + index * layout.entry_bytes as u64
-    }
-
-    /// Page tables allocated so far.
-    pub fn tables(&self) -> usize {
-        self.tables.len()
-    }
-}
-
 /// The walk caches of one page table: per level above the leaves, a fully
 /// associative LRU array of the entries read there, keyed by the virtual
 /// address bits above that level's entry.
@@ -236,13 +173,24 @@ pub struct PageTable {
 const RECENT: usize = 256;
 
 impl PageTable {
-    /// An empty table; frames are handed out from `base` on.
+    /// An empty table; frames are handed out from `base` on, one after the
+    /// other in the order of first touches.
     pub fn new(layout: TableLayout, walk_cache_entries: &[u32], base: u64) -> PageTable {
+        Self::placed(layout, walk_cache_entries, base, Placement::FirstTouch)
+    }
+
+    /// An empty table whose frames, from `base` on, are placed by `placement`.
+    pub fn placed(
+        layout: TableLayout,
+        walk_cache_entries: &[u32],
+        base: u64,
+        placement: Placement,
+    ) -> PageTable {
         let bits = layout.va_bits();
         PageTable {
             layout,
             walk_caches: WalkCaches::new(walk_cache_entries),
-            frames: Frames::new(base),
+            frames: Frames::placed(base, placement),
             recent: Box::new([(u64::MAX, 0); RECENT]),
             va_mask: if bits >= 64 {
                 u64::MAX

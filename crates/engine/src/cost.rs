@@ -312,7 +312,12 @@ impl CostStudy {
                     memo_shift: SIDES.map(|side| tlb.l1_entry_shift(side, size)),
                     tlb,
                     caches: Caches::new(&m.cost),
-                    pt: PageTable::new(m.layout(size), &m.cost.walk_caches.entries, 0),
+                    pt: PageTable::placed(
+                        m.layout(size),
+                        &m.cost.walk_caches.entries,
+                        0,
+                        m.placement(),
+                    ),
                     host: host.map(|l| {
                         Host::new(
                             PageTable::new(l, &nested.walk_cache_entries, HOST_BASE),

@@ -2,7 +2,7 @@
 //! machine file (`configs/machines/*.toml` with `[caches]` and `[costs]`),
 //! and the table layout each page size of a study is walked with.
 
-use pagelab_cache::{CostSpec, TableLayout};
+use pagelab_cache::{CostSpec, FramePlacement, Placement, TableLayout};
 use pagelab_core::PageSize;
 use pagelab_machine::Machine;
 use pagelab_mm::pagetable::Geometry;
@@ -23,6 +23,9 @@ pub struct CostMachine {
     pub tlb: TlbConfig,
     /// Caches, walk caches, latencies.
     pub cost: CostSpec,
+    /// Bytes of physical memory (`phys.memory`), over which a scattered
+    /// placement spreads the frames.
+    pub memory: u64,
 }
 
 impl CostMachine {
@@ -50,7 +53,18 @@ impl CostMachine {
             geometry: m.geometry,
             tlb: tlb.clone(),
             cost: cost.clone(),
+            memory: m.phys.memory.0,
         }))
+    }
+
+    /// Where a run's frames lie, as `[frames]` says.
+    pub fn placement(&self) -> Placement {
+        match self.cost.frames.placement {
+            FramePlacement::FirstTouch => Placement::FirstTouch,
+            FramePlacement::Scattered => Placement::Scattered {
+                memory: self.memory,
+            },
+        }
     }
 
     /// The table a run of fixed page size `size` walks: the machine's own

@@ -24,7 +24,9 @@ mod presets;
 pub use describe::KernelMemory;
 pub use presets::{preset, preset_names, preset_text, presets};
 
-use pagelab_cache::{CachesSpec, CostSpec, CostsSpec, NestedSpec, OverlapSpec, WalkCachesSpec};
+use pagelab_cache::{
+    CachesSpec, CostSpec, CostsSpec, FramesSpec, NestedSpec, OverlapSpec, WalkCachesSpec,
+};
 use pagelab_core::{Bytes, PageSize};
 use pagelab_mm::kmem::KernelConfig;
 use pagelab_mm::pagetable::{Geometry, GeometryError, GeometrySpec};
@@ -84,6 +86,9 @@ pub struct MachineFile {
     /// The core's misses in flight, with which independent misses overlap (with `caches`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overlap: Option<OverlapSpec>,
+    /// Where the model's frames lie in physical memory, for the caches (with `caches`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frames: Option<FramesSpec>,
 }
 
 /// The MMU's part of a machine file.
@@ -232,8 +237,15 @@ impl Machine {
                 return Err(bad("tlb", "write a TLB preset name (see `pagelab presets`) or a [tlb] table as in configs/tlb/".into()))
             }
         };
-        m.cost = cost_spec(f.caches, f.walk_caches, f.costs, f.nested, f.overlap)
-            .map_err(|(field, message)| bad(&field, message))?;
+        m.cost = cost_spec(
+            f.caches,
+            f.walk_caches,
+            f.costs,
+            f.nested,
+            f.overlap,
+            f.frames,
+        )
+        .map_err(|(field, message)| bad(&field, message))?;
         if let Some(c) = &m.cost {
             let tlb = match &m.tlb {
                 Some(t) => t.clone(),
@@ -356,9 +368,17 @@ fn cost_spec(
     costs: Option<CostsSpec>,
     nested: Option<NestedSpec>,
     overlap: Option<OverlapSpec>,
+    frames: Option<FramesSpec>,
 ) -> Result<Option<CostSpec>, (String, String)> {
     if caches.is_none() && costs.is_none() && overlap.is_some() {
         return Err(("overlap".into(), "given without [caches] and [costs]: misses only overlap in the data caches they come from".into()));
+    }
+    if caches.is_none() && costs.is_none() && frames.is_some() {
+        return Err((
+            "frames".into(),
+            "given without [caches] and [costs]: where frames lie only matters to the data caches"
+                .into(),
+        ));
     }
     match (caches, costs) {
         (Some(caches), Some(costs)) => Ok(Some(CostSpec {
@@ -367,6 +387,7 @@ fn cost_spec(
             costs,
             nested,
             overlap,
+            frames: frames.unwrap_or_default(),
         })),
         (Some(_), None) => Err(("costs".into(), "missing: a machine with [caches] needs [costs] (base_cpi, and tlb_hit with one value per TLB level)".into())),
         (None, Some(_)) => Err(("caches".into(), "missing: a machine with [costs] needs [caches] (l1d, optional l2 and l3, memory_latency)".into())),

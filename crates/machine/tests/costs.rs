@@ -117,6 +117,26 @@ fn a_missing_latency_or_section_is_refused_with_its_field() {
     let msg = refused("zen4", "walkers = 6", "walker = 6");
     assert!(msg.contains("unknown field `walker`"), "{msg}");
     let msg = refused(
+        "zen4",
+        "placement = \"first-touch\"",
+        "placement = \"random\"",
+    );
+    assert!(
+        msg.contains("unknown variant `random`")
+            && msg.contains("first-touch")
+            && msg.contains("scattered"),
+        "{msg}"
+    );
+    let msg = refused(
+        "x86-64",
+        "[kernel]",
+        "[frames]\nplacement = \"scattered\"\n\n[kernel]",
+    );
+    assert!(
+        msg.contains("field `frames`") && msg.contains("without [caches]"),
+        "{msg}"
+    );
+    let msg = refused(
         "x86-64",
         "[kernel]",
         "[overlap]\nmiss_buffers = 8\nwalkers = 2\n\n[kernel]",
@@ -133,5 +153,27 @@ fn a_missing_latency_or_section_is_refused_with_its_field() {
     assert!(
         msg.contains("field `walk_caches`") && msg.contains("without [caches]"),
         "{msg}"
+    );
+}
+
+#[test]
+fn frames_are_placed_as_the_file_says() {
+    use pagelab_cache::FramePlacement;
+    let placement = |text: &str| {
+        Machine::from_toml_str(text, "my.toml")
+            .unwrap()
+            .cost
+            .unwrap()
+            .frames
+            .placement
+    };
+    let zen4 = preset_text("zen4").unwrap();
+    assert_eq!(placement(zen4), FramePlacement::FirstTouch);
+    let scattered = zen4.replace("placement = \"first-touch\"", "placement = \"scattered\"");
+    assert_eq!(placement(&scattered), FramePlacement::Scattered);
+    // Without a [frames] section, first touch (every other preset).
+    assert_eq!(
+        preset("pentium4").unwrap().cost.unwrap().frames.placement,
+        FramePlacement::FirstTouch
     );
 }
