@@ -14,7 +14,8 @@ Sweep: one sweep's wall time serial in this process (each task with the
 engine's reading thread beside its model: the fastest way to run one task at
 a time), on a local process pool of two and on a
 dask.distributed.LocalCluster of two worker processes (one thread a task,
-the sweep's default; the workers' profiler off),
+the sweep's default; started by pagelab.sweep.local_cluster, with its
+DASK_CONFIG),
 taken in rounds (serial, pool and cluster once each, their order rotating;
 each parallel executor started and warmed up for its run and shut down
 after, so that none runs beside another's);
@@ -57,7 +58,7 @@ from pathlib import Path
 
 import pagelab
 from pagelab.estimate import submission_order, task_cost
-from pagelab.sweep import SerialExecutor, run_task, tasks_of
+from pagelab.sweep import SerialExecutor, local_cluster, run_task, tasks_of
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLED = REPO / "tests" / "data" / "gzip-9.lackey.zst"
@@ -262,8 +263,7 @@ def sweeps(quick: bool, rounds: int, seconds: float, tmp: str) -> None:
     print(f"sweep of {len(sources)} sources x {len(configs)} configurations ({tasks} tasks), on {os.cpu_count()} cores:")
     for s in sources:
         print(f"  {Path(s).name if '/' in s else s}")
-    import dask
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     times: dict[str, list[float]] = {"serial": [], "pool": [], "dask": []}
     serial_cpu: list[float] = []
@@ -291,13 +291,9 @@ def sweeps(quick: bool, rounds: int, seconds: float, tmp: str) -> None:
                 # A pool may start one more process later: the ids are read again after.
                 yield pool, lambda: list(pool._processes)
             return
-        # The workers' statistical profiler samples their threads 100 times a second; a
-        # sweep's task is native code it cannot see into (docs/python.md: on a Dask cluster).
-        with (
-            dask.config.set({"distributed.worker.profile.enabled": False}),
-            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40) as cluster,
-            Client(cluster) as client,
-        ):
+        # Shaped for sweeps (pagelab.sweep.DASK_CONFIG: no profiler, quieter event loops,
+        # one task per worker at a time; docs/python.md, "Speed").
+        with local_cluster(2, dashboard_address=None, silence_logs=40) as cluster, Client(cluster) as client:
             # pure=False: a repeated sweep must run again, not reuse the cluster's results.
             ex = client.get_executor(pure=False)
             pagelab.sweep(sources[:2], {"w": {}}, executor=ex)

@@ -14,6 +14,7 @@ set.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import copy
 import json
 import multiprocessing
 import os
@@ -27,6 +28,27 @@ from .results import rows_of
 
 #: How often a sweep that owns its process pool rebuilds it after a worker died.
 POOL_RETRIES = 3
+
+#: Dask settings for a cluster that runs sweeps, for its scheduler and workers alike
+#: (``dask.config.set`` around starting them, as :func:`local_cluster` does, or the
+#: cluster's own Dask configuration). A task is seconds of native code that holds no GIL,
+#: so what Dask does beside it is overhead (docs/python.md, "Speed"): each line's default,
+#: on a worker process, cost CPU on the cores the tasks run on.
+DASK_CONFIG: dict[str, Any] = {
+    # 100 samples a second of every thread; it sees only `run_task`.
+    "distributed.worker.profile.enabled": False,
+    # The event loop's health check, every 20 ms by default: a log line when the loop
+    # stalls (over `tick.limit`, 3 s), which a 1 s check still catches.
+    "distributed.admin.tick.interval": "1s",
+    # CPU, memory, network and disk figures for the dashboard, every 500 ms by default.
+    "distributed.admin.system-monitor.interval": "5s",
+    # The worker's and nanny's memory polls (spilling, pausing, a worker's restart at
+    # its memory limit), every 100 ms by default; a sweep's task keeps one JSON string.
+    "distributed.worker.memory.monitor-interval": "1s",
+    # One task per worker thread at a time (1.1, the default, sends a one-thread worker
+    # two: the second waits there behind a long one while another worker idles).
+    "distributed.scheduler.worker-saturation": 1.0,
+}
 
 
 def sweep(
@@ -264,6 +286,24 @@ def _config_name(cfg: Mapping[str, Any]) -> str:
 
     parts = [f"{k}={word(v)}" for k, v in cfg.items() if k != "name"]
     return " ".join(parts) or "default"
+
+
+def local_cluster(n_workers: int | None = None, **kwargs: Any) -> Any:
+    """A ``distributed.LocalCluster`` shaped for sweeps: ``n_workers`` worker processes
+    (default: one per core) of one thread each, started with :data:`DASK_CONFIG`.
+    ``kwargs`` go to ``LocalCluster``. Use it as a context manager and pass
+    ``Client(cluster).get_executor()`` to :func:`sweep`."""
+    import dask
+    from distributed import LocalCluster
+
+    options: dict[str, Any] = {"threads_per_worker": 1, "processes": True, **kwargs}
+    with dask.config.set(DASK_CONFIG):
+        # Each nanny gives its workers its `config` over the global one, but copies only
+        # the top level of the global one, whose inner dicts `dask.config.set` restores
+        # in place on leaving: without a deep copy here a worker started again after one
+        # died would run with Dask's defaults (python/tests/test_sweep.py checks).
+        options["config"] = dask.config.merge(copy.deepcopy(dask.config.config), kwargs.get("config", {}))
+        return LocalCluster(n_workers=n_workers or os.cpu_count() or 1, **options)
 
 
 class SerialExecutor(cf.Executor):

@@ -54,9 +54,10 @@ def timeless(doc: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def dask_cluster():
-    """A real Dask cluster on this machine: a scheduler and two worker processes."""
+    """A real Dask cluster on this machine: a scheduler and two worker processes of one
+    thread each, as `pagelab.sweep.local_cluster` starts them (its `DASK_CONFIG`)."""
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
-    ) as cluster, distributed.Client(cluster) as client:
+    from pagelab.sweep import local_cluster
+
+    with local_cluster(2, dashboard_address=None, silence_logs=40) as cluster, distributed.Client(cluster) as client:
         yield cluster, client

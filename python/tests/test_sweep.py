@@ -12,7 +12,7 @@ import pytest
 
 import pagelab
 from conftest import BUNDLED
-from pagelab.sweep import SerialExecutor
+from pagelab.sweep import DASK_CONFIG, SerialExecutor
 
 SOURCES = [
     "stride:iters=30",
@@ -101,6 +101,12 @@ def test_worker_killed_mid_sweep(dask_cluster):
     t.join()
     assert killed, "no worker was seen busy"
     assert victims[0] not in client.run(os.getpid).values()
+    # The nanny started the lost worker again with the sweep's Dask settings.
+    client.wait_for_workers(2)
+    import dask
+
+    for key, value in DASK_CONFIG.items():
+        assert set(client.run(dask.config.get, key).values()) == {value}, key
     assert len(df) == len(expected)
     assert not df.duplicated(["source", "page_size"]).any()
     pd.testing.assert_frame_equal(comparable(df), comparable(expected))
