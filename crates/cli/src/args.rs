@@ -96,7 +96,8 @@ pub enum Command {
 /// Options shared by every command that simulates.
 #[derive(Args, Debug, Clone)]
 pub struct ModelArgs {
-    /// The modelled machine: a preset (see `pagelab machines`) or a machine file
+    /// The modelled machine: a preset (see `pagelab machines`), `host` (the preset of
+    /// this CPU, from /proc/cpuinfo), or a machine file
     /// (TOML: page-table geometry, page sizes, memory and zones, NUMA, struct page,
     /// TLB, and caches and latencies, which time the runs: docs/cost.md). --tlb,
     /// --phys and --memory replace its parts.

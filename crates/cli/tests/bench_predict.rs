@@ -32,7 +32,7 @@ fn sim_cycles(workload: &str, sizes: &str) -> Vec<u64> {
     let path = dir.join("r.json");
     stdout_of_success(
         &pagelab()
-            .args(["sim", "--machine", "zen4", "--virt", "nested:host=2M"])
+            .args(["sim", "--machine", "host", "--virt", "nested:host=2M"])
             .args(["--workload", workload, "--page-sizes", sizes, "--json"])
             .arg(&path)
             .output()

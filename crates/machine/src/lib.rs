@@ -19,6 +19,7 @@
 //! and carried on [`Machine`]; files without it keep their meaning.
 
 mod describe;
+pub mod host;
 mod presets;
 
 pub use describe::KernelMemory;
@@ -159,7 +160,7 @@ pub enum MachineError {
         message: String,
     },
     /// No preset has this name.
-    #[error("unknown machine `{name}`: the machines are {}; or give a path ending in .toml", valid.join(", "))]
+    #[error("unknown machine `{name}`: the machines are {}; `host` (this CPU's preset); or give a path ending in .toml", valid.join(", "))]
     UnknownPreset {
         /// The name asked for.
         name: String,
@@ -429,10 +430,13 @@ fn check_page_sizes(g: &Geometry, sizes: &[PageSize]) -> Result<(), String> {
     }
 }
 
-/// A machine preset name, or a path to a machine file (anything ending in `.toml`).
+/// A machine preset name, `host` (the preset of the CPU this runs on: [`host`]), or a
+/// path to a machine file (anything ending in `.toml`).
 pub fn resolve(arg: &str) -> Result<Machine, MachineError> {
     if arg.ends_with(".toml") {
         Machine::load(Path::new(arg))
+    } else if arg == host::HOST {
+        host::host_preset()
     } else {
         preset(arg)
     }

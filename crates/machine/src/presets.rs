@@ -46,6 +46,10 @@ const PRESETS: &[(&str, &str)] = &[
     ),
     ("zen4", include_str!("../../../configs/machines/zen4.toml")),
     (
+        "emeraldrapids",
+        include_str!("../../../configs/machines/emeraldrapids.toml"),
+    ),
+    (
         "skylake",
         include_str!("../../../configs/machines/skylake.toml"),
     ),

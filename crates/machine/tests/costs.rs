@@ -27,6 +27,7 @@ fn the_timed_presets_are_the_issues_machines() {
         "power5plus",
         "power6",
         "zen4",
+        "emeraldrapids",
         "skylake",
         "neoverse-n1-4k",
         "neoverse-n1-16k",
@@ -49,6 +50,13 @@ fn the_timed_presets_are_the_issues_machines() {
     );
     // This VM is a guest: its preset can model nested paging.
     assert!(preset("zen4").unwrap().cost.unwrap().nested.is_some());
+    // The Intel guest's: CPUID leaf 4's caches, as its file says.
+    let emr = preset("emeraldrapids").unwrap().cost.unwrap();
+    assert!(emr.nested.is_some());
+    assert_eq!(
+        [emr.caches.l1d.size, emr.caches.l2.unwrap().size],
+        [48 << 10, 2 << 20]
+    );
 }
 
 #[test]

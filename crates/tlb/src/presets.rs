@@ -23,6 +23,10 @@ const PRESETS: &[(&str, &str)] = &[
     ),
     ("skylake", include_str!("../../../configs/tlb/skylake.toml")),
     ("zen4", include_str!("../../../configs/tlb/zen4.toml")),
+    (
+        "emeraldrapids",
+        include_str!("../../../configs/tlb/emeraldrapids.toml"),
+    ),
 ];
 
 /// Names of every preset, default first.

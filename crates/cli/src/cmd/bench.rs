@@ -50,7 +50,8 @@ pub struct BenchArgs {
     /// (docs/cost.md).
     #[arg(long)]
     pub predict: bool,
-    /// The machine `--predict` models: a preset with caches or a machine file.
+    /// The machine `--predict` models: a preset with caches, a machine file, or `host` (the
+    /// preset of this CPU, read from /proc/cpuinfo; said on standard error).
     #[arg(long, value_name = "NAME|FILE", default_value = super::bench_predict::DEFAULT_MACHINE, requires = "predict")]
     pub machine: String,
     /// The virtualisation `--predict` models: nested:host=4K|2M|1G, or none. The default is
@@ -164,10 +165,18 @@ pub fn run(a: BenchArgs) -> Result<i32> {
     // measurements run on a machine the model no longer loads.
     let predictions = if a.predict {
         let virt = (a.virt != "none").then_some(a.virt.as_str());
-        let predictions = super::bench_predict::predict(&specs, &pages, &a.machine, virt)?;
+        let machine = match a.machine.as_str() {
+            pagelab_machine::host::HOST => {
+                let choice = pagelab_machine::host::host_choice();
+                eprintln!("pagelab: --predict --machine host: {}", choice.reason);
+                choice.name.to_string()
+            }
+            named => named.to_string(),
+        };
+        let predictions = super::bench_predict::predict(&specs, &pages, &machine, virt)?;
         let model = match virt {
-            Some(v) => format!("{} {v}", a.machine),
-            None => a.machine.clone(),
+            Some(v) => format!("{machine} {v}"),
+            None => machine,
         };
         Some((predictions, model))
     } else {

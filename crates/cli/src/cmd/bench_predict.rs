@@ -15,8 +15,9 @@ use pagelab_lab::native::KernelSpec;
 use pagelab_report::lab_table::KernelPrediction;
 use pagelab_workloads::fmt_size;
 
-/// The machine `--predict` models by default: this development machine's core.
-pub const DEFAULT_MACHINE: &str = "zen4";
+/// The machine `--predict` models by default: the preset of the CPU it runs on
+/// (`pagelab_machine::host`).
+pub const DEFAULT_MACHINE: &str = pagelab_machine::host::HOST;
 /// The virtualisation `--predict` models by default. This machine is a KVM guest, whose
 /// host page size cannot be seen from inside; KVM backs a guest with transparent huge pages
 /// when the host has them, so 2M is assumed.
@@ -120,8 +121,8 @@ pub fn predict(
     if pagelab::model::cost_config(m.as_ref(), &cfg, None)?.is_none() {
         anyhow::bail!(
             "--predict --machine {machine}: the machine gives no caches and latencies to time \
-             a run with; give one with a [caches] section, such as {DEFAULT_MACHINE} (see \
-             `pagelab machines`)"
+             a run with; give one with a [caches] section, such as zen4 or emeraldrapids \
+             (see `pagelab machines`)"
         );
     }
     let cost = pagelab::model::cost_config(m.as_ref(), &cfg, virt)?
