@@ -277,3 +277,27 @@ fn a_page_filling_memory_beside_the_huge_zero_page_stays_mapped() {
     )
     .unwrap();
 }
+
+/// Found by the proptest (session 28): after a fork, the parent's unmap split its copy of a
+/// 64K folio and dropped the folio's head page, while the child mapped it whole. Reclaim
+/// then swapped the child's mapping out and took the folio off the LRU, but looked for
+/// mappers only at the head's address, so the parent's remaining pieces stayed mapped on
+/// no LRU list. Reclaim now finds every mapping of any part of the folio.
+#[test]
+fn reclaim_unmaps_every_part_of_a_folio_split_in_one_process_after_fork() {
+    use Op::*;
+    run(
+        "linux-thp:enabled=always,64K=always",
+        false,
+        0,
+        vec![
+            Map(513, 1),
+            TouchRun(100, 845),
+            Fork(3),
+            Unmap(23, 506),
+            Map(530, 1),
+            Touch(1024, false),
+        ],
+    )
+    .unwrap();
+}

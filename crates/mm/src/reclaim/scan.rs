@@ -144,25 +144,36 @@ impl Reclaimer<'_> {
         }
     }
 
-    /// The processes mapping the anonymous page at `va` on frames `pfn`,
-    /// with the start and size of their mapping holding `va`.
-    fn anon_mappers(&self, pfn: Pfn, va: VirtAddr) -> Vec<(u32, VirtAddr, PageSize)> {
+    /// Every mapping, in every process, of any part of the anonymous `size` folio at
+    /// `va` on frames `pfn`, as `(pid, start, size)`. Every part, as try_to_unmap finds
+    /// every PTE of a folio: after a fork, one process may have split and partly
+    /// unmapped its copy (its head page gone) while another maps it whole.
+    fn anon_mappers(
+        &self,
+        pfn: Pfn,
+        va: VirtAddr,
+        size: PageSize,
+    ) -> Vec<(u32, VirtAddr, PageSize)> {
         let base = self.m.base();
-        self.m
-            .pids()
-            .into_iter()
-            .filter_map(|pid| {
-                let t = self.m.proc(pid)?.pt.walk(va)?;
-                (t.frame_of(va, base) == pfn).then_some((pid, t.start, t.size))
-            })
-            .collect()
+        let folio = pfn.0..pfn.0 + frames(size);
+        let mut out = Vec::new();
+        for pid in self.m.pids() {
+            let Some(p) = self.m.proc(pid) else { continue };
+            for m in p.pt.mappings_in(va, size.bytes()) {
+                let first = m.pfn.to_pfn(base).0;
+                if first < folio.end && folio.start < first + frames(m.size) {
+                    out.push((pid, m.start, m.size));
+                }
+            }
+        }
+        out
     }
 
     /// Splits every mapping holding `va` down to pages of `size` or smaller.
     fn split_mappings_to(&mut self, va: VirtAddr, pfn: Pfn, size: PageSize) -> Result<(), MmError> {
         loop {
             let big = self
-                .anon_mappers(pfn, va)
+                .anon_mappers(pfn, va, size)
                 .into_iter()
                 .find(|&(_, _, s)| s > size);
             let Some((pid, start, _)) = big else {
@@ -191,7 +202,12 @@ impl Reclaimer<'_> {
     /// Swaps out the anonymous `size` page at `va` on frames `pfn`.
     fn swap_out(&mut self, pfn: Pfn, va: VirtAddr, size: PageSize) -> Result<(), MmError> {
         self.split_mappings_to(va, pfn, size)?;
-        let mappers = self.anon_mappers(pfn, va);
+        let mut mappers: Vec<u32> = self
+            .anon_mappers(pfn, va, size)
+            .iter()
+            .map(|m| m.0)
+            .collect();
+        mappers.dedup();
         if mappers.is_empty() {
             return Err(MmError::Policy(format!(
                 "reclaim: anonymous page at {va:#x} (frame {:#x}) is on the LRU but mapped nowhere",
@@ -199,7 +215,7 @@ impl Reclaimer<'_> {
             )));
         }
         let end = va + size.bytes();
-        for (pid, _, _) in mappers {
+        for pid in mappers {
             let removed = self.m.unmap_range(pid, va, end)?;
             self.policy.release(self.m, pid, &removed)?;
             self.swap.add(pid, va, end);
