@@ -20,6 +20,7 @@
  * own (malloc's) and ld.so's mmaps are not, and stay where QEMU puts them.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -45,8 +46,12 @@ __attribute__((visibility("default"))) void *mmap(void *addr, size_t len, int pr
         struct place_req r = {(uint64_t)(uintptr_t)addr, len, (uint64_t)(unsigned)prot,
                               (uint64_t)(unsigned)flags, (uint64_t)(int64_t)fd,
                               (uint64_t)offset, 0};
-        long err = syscall(PLACE_NR, &r);
-        (void)err; /* ENOSYS natively: r.answer stays 0 */
+        /* The call fails (ENOSYS natively, and under QEMU, whose plugin answers
+         * it only through r.answer): a program must not see that errno after
+         * an mmap that succeeded, so it is saved and put back. */
+        int saved = errno;
+        (void)syscall(PLACE_NR, &r);
+        errno = saved;
         if (r.answer != 0) {
             addr = (void *)(uintptr_t)r.answer;
         }

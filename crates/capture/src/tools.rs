@@ -157,18 +157,27 @@ pub fn plugin_path(api: u32) -> Result<PathBuf, CaptureError> {
 const PLACE_LIB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libpagelab_place.so"));
 
 /// The placement library preloaded into a program captured at Linux's
-/// addresses (`capture/place/pagelab_place.c`), found as the plugin is.
+/// addresses (`capture/place/pagelab_place.c`), installed under the shortest
+/// path the private directory allows (`/tmp/pagelab-UID/pl.so`).
+///
+/// Why short: ld.so loads a preloaded library with its own minimal malloc
+/// (glibc's `elf/dl-minimal-malloc.c`), which takes memory in 8K mmaps, and
+/// it copies the library's path into that memory twice (the `link_map`'s
+/// name and its real name). The library's cost there can tip ld.so into one
+/// more anonymous mmap than it makes natively, which then moves every later
+/// mapping of the model's layout (and so the addresses the placed program is
+/// given) one mapping's length down. python3 tips at a path of 24 bytes or
+/// more (its ld.so makes a third 8K mmap, 8K under the kernel's addresses
+/// from there on: docs/real-programs.md, "python3 at all sizes").
 pub fn place_lib_path() -> Result<PathBuf, CaptureError> {
-    let file = "libpagelab_place.so";
-    let built = Path::new(env!("OUT_DIR")).join(file);
-    if std::fs::metadata(&built).map(|m| m.len()).ok() == Some(PLACE_LIB.len() as u64) {
-        return Ok(built);
-    }
-    let hash = pagelab_sys::private::content_hash(PLACE_LIB);
-    let name = format!("libpagelab_place-{hash:016x}.so");
-    pagelab_sys::private::install(PLACE_LIB, &name, None)
+    pagelab_sys::private::install(PLACE_LIB, PLACE_LIB_NAME, None)
         .map_err(|e| CaptureError::io("writing the placement library".to_string(), e))
 }
+
+/// The placement library's file name in the private directory. One name for
+/// every version: `install` replaces a file of other content (by rename, so a
+/// QEMU that already loaded the old one keeps it).
+const PLACE_LIB_NAME: &str = "pl.so";
 
 /// The path of the capture test program (`capture/testprog`) the build made.
 pub fn testprog_path() -> PathBuf {
