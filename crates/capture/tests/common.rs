@@ -1,7 +1,8 @@
 //! Helpers shared by the capture tests.
 #![allow(dead_code)]
 
-use pagelab_capture::{Backend, Capture, CaptureCommand, StdoutTo};
+use pagelab_capture::layout::LayoutParams;
+use pagelab_capture::{Backend, Capture, CaptureCommand, Relocated, StdoutTo};
 use pagelab_core::{AccessKind, Event, VirtAddr};
 use pagelab_trace::TraceSource;
 use std::collections::BTreeSet;
@@ -99,3 +100,22 @@ pub fn regions(output: &str, prefix: &str) -> Vec<(u64, u64)> {
 
 /// The data pages the test program touches in each region.
 pub const TOUCHED: [u64; 6] = [0, 1, 5, 17, 40, 63];
+
+/// Runs `program args` under a capture placed at Linux's addresses and
+/// relocated there (docs/layout.md); its events. The program must succeed.
+pub fn placed(program: &str, args: &[String]) -> Vec<Event> {
+    let cmd = CaptureCommand {
+        backend: Backend::Qemu,
+        program: program.into(),
+        args: args.iter().map(Into::into).collect(),
+        stdout: StdoutTo::Stderr,
+    };
+    let (cap, setup) = Capture::spawn_relocatable(&cmd, LayoutParams::default()).unwrap();
+    let mut src = Relocated::new(cap, setup);
+    assert!(src.info().params["placement"].starts_with("linux"));
+    let mut events = Vec::new();
+    while src.fill(&mut events, 1 << 16).unwrap() {}
+    let status = src.inner_mut().status().unwrap();
+    assert_eq!(pagelab_capture::exit_code(status), 0);
+    events
+}

@@ -10,10 +10,8 @@
 
 mod common;
 
-use pagelab_capture::layout::LayoutParams;
-use pagelab_capture::{Backend, Capture, CaptureCommand, Relocated, StdoutTo};
+use pagelab_capture::Backend;
 use pagelab_core::Event;
-use pagelab_trace::TraceSource;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -49,24 +47,6 @@ fn native(program: &str, args: &[String]) -> Option<String> {
     Some(String::new())
 }
 
-/// Runs `program args` under the relocated capture; its events.
-fn captured(program: &str, args: &[String]) -> Vec<Event> {
-    let cmd = CaptureCommand {
-        backend: Backend::Qemu,
-        program: program.into(),
-        args: args.iter().map(Into::into).collect(),
-        stdout: StdoutTo::Stderr,
-    };
-    let (cap, setup) = Capture::spawn_relocatable(&cmd, LayoutParams::default()).unwrap();
-    let mut src = Relocated::new(cap, setup);
-    assert!(src.info().params["placement"].starts_with("linux"));
-    let mut events = Vec::new();
-    while src.fill(&mut events, 1 << 16).unwrap() {}
-    let status = src.inner_mut().status().unwrap();
-    assert_eq!(pagelab_capture::exit_code(status), 0);
-    events
-}
-
 fn read(p: &Path) -> Vec<u64> {
     std::fs::read_to_string(p)
         .unwrap()
@@ -82,7 +62,7 @@ fn check(dir: &Path, program: &str, args: impl Fn(&Path) -> Vec<String>) {
     if native(program, &args(&n)).is_none() {
         return;
     }
-    let events = captured(program, &args(&q));
+    let events = common::placed(program, &args(&q));
     let (kernel, seen) = (read(&n), read(&q));
     assert_eq!(kernel.len(), SIZES.len());
     let hex = |v: &[u64]| v.iter().map(|a| format!("{a:#x}")).collect::<Vec<_>>();

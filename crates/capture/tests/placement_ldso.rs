@@ -10,10 +10,8 @@
 
 mod common;
 
-use pagelab_capture::layout::LayoutParams;
-use pagelab_capture::{Backend, Capture, CaptureCommand, Relocated, StdoutTo};
+use pagelab_capture::Backend;
 use pagelab_core::Event;
-use pagelab_trace::TraceSource;
 use std::process::Command;
 
 const PYTHON: &str = "/usr/bin/python3";
@@ -70,21 +68,7 @@ fn a_placed_capture_maps_what_ld_so_maps_natively() {
         return;
     }
     let Some(kernel) = native() else { return };
-    let cmd = CaptureCommand {
-        backend: Backend::Qemu,
-        program: PYTHON.into(),
-        args: vec!["-c".into(), CODE.into()],
-        stdout: StdoutTo::Stderr,
-    };
-    let (cap, setup) = Capture::spawn_relocatable(&cmd, LayoutParams::default()).unwrap();
-    let mut src = Relocated::new(cap, setup);
-    assert!(src.info().params["placement"].starts_with("linux"));
-    let mut events = Vec::new();
-    while src.fill(&mut events, 1 << 16).unwrap() {}
-    assert_eq!(
-        pagelab_capture::exit_code(src.inner_mut().status().unwrap()),
-        0
-    );
+    let events = common::placed(PYTHON, &["-c".to_string(), CODE.to_string()]);
     // Each mmap is a request followed by its result; the library's own are
     // not in the relocated trace.
     let mut maps = Vec::new();
