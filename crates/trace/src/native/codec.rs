@@ -1,5 +1,6 @@
 //! The record codec: tags, varints and zigzag deltas (see `docs/trace-format.md`).
 
+use super::window::WINDOW;
 use crate::RecordSink;
 use pagelab_core::{
     AccessKind, Advice, Backing, CloneFlags, Event, ExecImage, FileIdentity, MapEvent, MapRequest,
@@ -51,7 +52,7 @@ const MAP_FILE: u8 = 2;
 pub(crate) struct Prev(pub(crate) [u64; 2]);
 
 /// The access kind of each reference kind code.
-const KINDS: [AccessKind; 4] = [
+pub(crate) const KINDS: [AccessKind; 4] = [
     AccessKind::Instr,
     AccessKind::Load,
     AccessKind::Store,
@@ -64,7 +65,7 @@ fn zigzag(v: i64) -> u64 {
 }
 
 #[inline(always)]
-fn unzigzag(v: u64) -> i64 {
+pub(crate) fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
@@ -221,14 +222,21 @@ fn varint_at_with<const PEXT: bool>(buf: &[u8], pos: usize) -> Option<(u64, usiz
         return None;
     }
     let bits = stops.trailing_zeros() + 1; // 8 * length in bytes
+    Some((squeeze::<PEXT>(w, bits), bits as usize / 8))
+}
+
+/// The value of the varint in the low `bits` bits of `w` (8 to 64, a
+/// multiple of 8), its continuation bits squeezed out: by one `pext` when
+/// `PEXT` (only inlined into code compiled for BMI2, on a CPU that has it).
+#[inline(always)]
+pub(crate) fn squeeze<const PEXT: bool>(w: u64, bits: u32) -> u64 {
     #[cfg(target_arch = "x86_64")]
     if PEXT {
         use std::arch::x86_64::{_bzhi_u64, _pext_u64};
         // SAFETY: `PEXT` is true only where the CPU has BMI2: in
         // `Cursor::decode_into_bmi2` (called under the `avx512` tier, which
         // has it) and in a test that checks the CPU first.
-        let x = unsafe { _pext_u64(w, _bzhi_u64(0x7f7f_7f7f_7f7f_7f7f, bits)) };
-        return Some((x, bits as usize / 8));
+        return unsafe { _pext_u64(w, _bzhi_u64(0x7f7f_7f7f_7f7f_7f7f, bits)) };
     }
     let mut x = if bits == 64 {
         w
@@ -240,7 +248,7 @@ fn varint_at_with<const PEXT: bool>(buf: &[u8], pos: usize) -> Option<(u64, usiz
     x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);
     x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
     x = (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4);
-    Some((x, bits as usize / 8))
+    x
 }
 
 /// A cursor over one block's raw bytes, followed by [`PADDING`] zero bytes.
@@ -320,12 +328,14 @@ impl Cursor<'_> {
         self.decode_with::<S, false>(prev, out, n)
     }
 
-    /// [`Cursor::decode_into`] compiled for BMI2, each varint squeezed by one `pext`.
+    /// [`Cursor::decode_into`] compiled for BMI2 and AVX-512BW: each varint
+    /// squeezed by one `pext`, a window's stops found by one compare.
     ///
     /// # Safety
-    /// The CPU must have BMI1 and BMI2 (the `avx512` tier has them).
+    /// The CPU must have BMI1, BMI2, AVX-512F and AVX-512BW (the `avx512`
+    /// tier has them).
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "bmi1,bmi2,lzcnt,popcnt")]
+    #[target_feature(enable = "bmi1,bmi2,lzcnt,popcnt,avx512f,avx512bw")]
     #[inline(never)]
     pub(crate) unsafe fn decode_into_bmi2<S: RecordSink>(
         &mut self,
@@ -345,6 +355,15 @@ impl Cursor<'_> {
     ) -> (usize, Result<(), DecodeError>) {
         let mut done = 0;
         while done < n {
+            // Windows while a whole one lies before the block's end; a
+            // record at a time after, and where a window cannot start.
+            if self.pos + WINDOW <= self.end {
+                let k = self.window::<S, PEXT>(prev, out, n - done);
+                if k > 0 {
+                    done += k;
+                    continue;
+                }
+            }
             let pos = self.pos;
             let tag = self.buf[pos];
             // A reference with its size in the tag is the tag and one varint.

@@ -7,10 +7,13 @@
 
 mod codec;
 mod reader;
+mod window;
 mod writer;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod window_tests;
 
 pub use reader::NativeReader;
 pub use writer::NativeWriter;

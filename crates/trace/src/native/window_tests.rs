@@ -1,0 +1,226 @@
+//! The window step against the record-at-a-time decoder, on random and
+//! edge-case record bytes, in the portable and (where the CPU has them)
+//! the BMI2 and AVX-512 builds.
+
+use super::codec::{encode, put_varint, Cursor, Prev, PADDING};
+use super::window::{starts, stops_portable, WINDOW};
+use pagelab_core::{AccessKind, Event, MemRef, VirtAddr};
+use proptest::prelude::*;
+
+/// The starts of a span read a record at a time as a tag and one varint
+/// (the grammar `starts` assumes, whatever the bytes are).
+fn starts_one_by_one(span: &[u8; WINDOW]) -> u64 {
+    let (mut m, mut at) = (0u64, 0);
+    while at < WINDOW {
+        m |= 1 << at;
+        at += 1;
+        while at < WINDOW && span[at] >= 0x80 {
+            at += 1;
+        }
+        at += 1;
+    }
+    m
+}
+
+/// What `decode` gives on `bytes` and its padding, from a fresh cursor:
+/// the events, the error and where the cursor ends.
+fn run(
+    bytes: &[u8],
+    decode: impl FnOnce(&mut Cursor<'_>, &mut Prev, &mut Vec<Event>) -> Option<&'static str>,
+) -> (Vec<Event>, Option<&'static str>, usize) {
+    let buf = padded(bytes);
+    let mut cur = Cursor {
+        buf: &buf,
+        end: bytes.len(),
+        pos: 0,
+    };
+    let (mut prev, mut out) = (Prev::default(), Vec::new());
+    let err = decode(&mut cur, &mut prev, &mut out);
+    (out, err, cur.pos)
+}
+
+/// What the window decoder must give: `Cursor::record` `n` times (stopping
+/// at the first error).
+fn one_by_one(bytes: &[u8], n: usize) -> (Vec<Event>, Option<&'static str>, usize) {
+    run(bytes, |cur, prev, out| {
+        for _ in 0..n {
+            match cur.record(prev) {
+                Ok(e) => out.push(e),
+                Err(e) => return Some(e),
+            }
+        }
+        None
+    })
+}
+
+/// `bytes` decoded by `decode_into` (portable) or `decode_into_bmi2`.
+fn decoded(bytes: &[u8], n: usize, simd: bool) -> (Vec<Event>, Option<&'static str>, usize) {
+    run(bytes, |cur, prev, out| {
+        let (done, r) = if simd {
+            #[cfg(target_arch = "x86_64")]
+            {
+                // SAFETY: the callers check the CPU's BMI2 and AVX-512 first.
+                unsafe { cur.decode_into_bmi2(prev, out, n) }
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            unreachable!()
+        } else {
+            cur.decode_into(prev, out, n)
+        };
+        assert_eq!(done, out.len());
+        r.err()
+    })
+}
+
+fn padded(bytes: &[u8]) -> Vec<u8> {
+    let mut buf = bytes.to_vec();
+    buf.extend_from_slice(&[0; PADDING]);
+    buf
+}
+
+/// Whether this CPU runs `decode_into_bmi2` (what the `avx512` tier checks).
+fn has_simd() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        has!("bmi1")
+            && has!("bmi2")
+            && has!("lzcnt")
+            && has!("popcnt")
+            && has!("avx512f")
+            && has!("avx512bw")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Both builds agree with the record-at-a-time decoder.
+fn check(bytes: &[u8], n: usize) -> Result<(), TestCaseError> {
+    let want = one_by_one(bytes, n);
+    prop_assert_eq!(&decoded(bytes, n, false), &want, "portable");
+    if has_simd() {
+        prop_assert_eq!(&decoded(bytes, n, true), &want, "BMI2 and AVX-512");
+    }
+    Ok(())
+}
+
+/// A reference of every kind, near and far, and sizes in and out of the tag.
+fn arb_ref() -> impl Strategy<Value = Event> {
+    let addr = prop_oneof![
+        4 => 0x7000_0000u64..0x7000_0100,
+        2 => 0x7000_0000u64..0x7100_0000,
+        1 => any::<u64>(),
+        1 => Just(u64::MAX),
+    ];
+    let size = prop_oneof![8 => 0u32..59, 1 => 59u32..70, 1 => any::<u32>()];
+    (0usize..4, addr, size).prop_map(|(k, addr, size)| {
+        let kind = [
+            AccessKind::Instr,
+            AccessKind::Load,
+            AccessKind::Store,
+            AccessKind::Modify,
+        ][k];
+        Event::Ref(MemRef {
+            addr: VirtAddr(addr),
+            size,
+            kind,
+        })
+    })
+}
+
+fn encoded(events: &[Event]) -> Vec<u8> {
+    let (mut out, mut prev) = (Vec::new(), Prev::default());
+    for e in events {
+        encode(&mut out, &mut prev, e);
+    }
+    out
+}
+
+#[test]
+fn starts_of_edge_spans() {
+    let mut spans = vec![
+        [0u8; WINDOW],
+        [0x80; WINDOW],
+        [0x7f; WINDOW],
+        [0xff; WINDOW],
+    ];
+    for i in 0..WINDOW {
+        let mut s = [0u8; WINDOW];
+        s[i] = 0x80;
+        spans.push(s);
+        let mut s = [0x80u8; WINDOW];
+        s[i] = 0;
+        spans.push(s);
+    }
+    for s in &spans {
+        assert_eq!(starts(stops_portable(s)), starts_one_by_one(s), "{s:?}");
+    }
+}
+
+#[test]
+fn long_varints_and_every_other_record_leave_the_window() {
+    // A varint of 9 and of 10 bytes (decoded one by one), a size after the
+    // tag, a switch, and a bad varint of 11 bytes, each among short records
+    // at every offset of a window.
+    let mut tails: Vec<Vec<u8>> = vec![];
+    for v in [u64::MAX >> 1, u64::MAX, 1 << 56] {
+        let mut t = vec![60];
+        put_varint(&mut t, v);
+        tails.push(t);
+    }
+    tails.push(vec![59, 3, 200, 1]);
+    tails.push(vec![0xf0, 1, 2]);
+    tails.push([vec![5], vec![0xff; 10], vec![1]].concat());
+    for tail in &tails {
+        for lead in 0..80 {
+            let mut bytes: Vec<u8> = (0..lead).flat_map(|i| [i as u8 % 120, 2]).collect();
+            bytes.extend_from_slice(tail);
+            bytes.extend((0..70).flat_map(|i| [130 + i as u8 % 60, 0x81, 1]));
+            for n in [1, 30, 1000] {
+                check(&bytes, n).unwrap();
+            }
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn starts_of_any_span(span in proptest::array::uniform32(any::<u8>()), more in proptest::array::uniform32(0u8..0x90)) {
+        let mut s = [0u8; WINDOW];
+        s[..32].copy_from_slice(&span);
+        s[32..].copy_from_slice(&more);
+        prop_assert_eq!(starts(stops_portable(&s)), starts_one_by_one(&s));
+        #[cfg(target_arch = "x86_64")]
+        if has_simd() {
+            // SAFETY: the CPU has AVX-512F and BW.
+            let simd = unsafe { super::window::stops_avx512(&s) };
+            prop_assert_eq!(simd, stops_portable(&s));
+        }
+    }
+
+    /// Streams of references, most with their size in the tag, decoded
+    /// whole and with a goal that ends inside a window.
+    #[test]
+    fn windows_decode_as_records_do(
+        events in proptest::collection::vec(arb_ref(), 0..600),
+        n in prop_oneof![Just(usize::MAX), 0usize..700],
+    ) {
+        check(&encoded(&events), n)?;
+    }
+
+    /// Any bytes, and streams with one byte changed: the same events, the
+    /// same error at the same place.
+    #[test]
+    fn damaged_streams_fail_alike(
+        events in proptest::collection::vec(arb_ref(), 1..300),
+        at in any::<prop::sample::Index>(),
+        x in 1u8..=255,
+        junk in proptest::collection::vec(any::<u8>(), 0..300),
+    ) {
+        let mut bytes = encoded(&events);
+        let i = at.index(bytes.len());
+        bytes[i] ^= x;
+        check(&bytes, usize::MAX)?;
+        check(&junk, usize::MAX)?;
+    }
+}
