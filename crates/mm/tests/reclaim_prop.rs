@@ -302,14 +302,12 @@ fn reclaim_unmaps_every_part_of_a_folio_split_in_one_process_after_fork() {
     .unwrap();
 }
 
-/// A known defect, found by the proptest in session 28 and not yet fixed (docs/status.md):
-/// with 16K base pages, a private file mapping that starts inside a base page (here at
-/// 4K page 297) and a run of touches past it under memory pressure leave a frame's
-/// reference count one above its mappers ("frame 0x0 has 1 references but is counted
-/// 2"). It fails on the code before session 28's reclaim change too. Run it with
-/// `cargo test -p pagelab-mm --test reclaim_prop -- --ignored`.
+/// Found by the proptest (session 28): with 16K base pages, a private file mapping that
+/// starts inside a base page (at 4K page 297) is mapped by a base page beginning 4K before
+/// it, whose folio is not the one the VMA's file offsets name. Reclaim dropped that folio
+/// from the page cache without finding the mapping, which kept the frames ("frame 0x0 has
+/// 1 references but is counted 2"). Reclaim now looks a base page beyond each side.
 #[test]
-#[ignore = "known defect: 16K base pages, a file mapping starting inside a base page, reclaim (docs/status.md)"]
 fn file_mapping_inside_a_large_base_page_keeps_reference_counts() {
     use Op::*;
     run(

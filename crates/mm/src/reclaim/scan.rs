@@ -244,12 +244,17 @@ impl Reclaimer<'_> {
                 let Backing::File { file_id, offset } = v.backing else {
                     continue;
                 };
-                let (a, b) = (fs.max(offset), fe.min(offset + (v.end - v.start)));
-                if file_id != file || a >= b {
+                // Where the folio's bytes lie in this VMA, widened by a base page on
+                // each side: a base page may start before the VMA (a 4K-granular
+                // mapping under larger base pages), and its folio is then not the one
+                // the file offsets alone name. The frames decide what is the folio's.
+                let (vs, off, bb) = (i128::from(v.start.0), i128::from(offset), i128::from(base));
+                let from = (vs + i128::from(fs) - off - bb).max(vs - bb).max(0);
+                let to = (vs + i128::from(fe) - off + bb).min(i128::from(v.end.0) + bb);
+                if file_id != file || from >= to {
                     continue;
                 }
-                let va = v.start + (a - offset);
-                for mp in p.pt.mappings_in(va, b - a) {
+                for mp in p.pt.mappings_in(VirtAddr(from as u64), (to - from) as u64) {
                     let f = mp.pfn.to_pfn(base_size).0;
                     if f >= lo && f < hi {
                         out.push((pid, mp.start, mp.size));
