@@ -62,7 +62,10 @@ fn predict_prints_the_models_steady_state_beside_each_configuration() {
     }
     let stdout = stdout_of_success(&cmd.output().unwrap());
     let table = stdout
-        .split_once("beside the model (zen4 nested:host=2M")
+        .split_once(&format!(
+            "beside the model ({} nested:host=2M",
+            pagelab_machine::host::host_choice().name
+        ))
         .unwrap_or_else(|| panic!("no prediction table in:\n{stdout}"))
         .1;
     // The model's own figures: 10,000 more updates after the same start.
