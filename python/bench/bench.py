@@ -23,13 +23,17 @@ each round gives each parallel run's ratio to that round's serial time, and
 the median and range over the rounds are shown (the goal: at most 0.6).
 Beside each parallel run: the workers' CPU (from /proc) and the ratio it
 allows at best (half of it over the serial time), then the CPU of this
-process and the workers' parents meanwhile, and the best ratio with it too.
-Then each task: its
+process and the workers' parents meanwhile, and the best ratio with it too;
+and the workers' CPU split per thread (/proc/PID/task) into their task threads
+(the tasks' own code) and the rest (the executor's machinery: a Dask worker's
+event loop, heartbeats, memory monitor). Then each task: its
 estimated cost and place in the order the sweep submits (pagelab.estimate),
 its serial wall and CPU, and its CPU on one thread, as a worker runs it (one
 more run in this process); and how long two workers given those CPU times
 take in the estimate's order and in the caller's (the tail each order
-leaves, whatever the machine's load).
+leaves, whatever the machine's load). Last, the task threads' CPU over the
+same tasks' one-thread CPU here (above 1: the tasks slowed by running two at
+a time, whatever the executor) and Dask's over the pool's, round by round.
 
 Without --quick every input and every sweep task is made to run at least
 --seconds (default 1.5) of CPU from Python: each workload's length parameter
@@ -92,6 +96,36 @@ def proc_cpu(pids: Iterable[int]) -> dict[int, float]:
         except (OSError, ValueError, IndexError):
             pass
     return out
+
+
+def thread_cpu(pids: Iterable[int]) -> dict[tuple[int, int], float]:
+    """CPU seconds each thread of the processes ``pids`` has used so far, by (pid, thread id),
+    from /proc (empty where there is none): how a worker's CPU is split into its task's
+    thread and the rest (a Dask worker's event loop and its other threads)."""
+    out = {}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    fields = f.read().rpartition(")")[2].split()
+                out[(pid, int(tid))] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+def task_threads(before: dict[tuple[int, int], float], after: dict[tuple[int, int], float]) -> float:
+    """The CPU the busiest thread of each worker used between ``before`` and ``after``: the
+    thread that ran its tasks (a one-thread worker runs every task on the same thread: a
+    pool worker on its main thread, a Dask worker on its one executor thread)."""
+    busiest: dict[int, float] = {}
+    for (pid, tid), c in after.items():
+        busiest[pid] = max(busiest.get(pid, 0.0), c - before.get((pid, tid), 0.0))
+    return sum(busiest.values())
 
 
 def parents(pids: Iterable[int]) -> list[int]:
@@ -218,10 +252,10 @@ class TimedSerial(SerialExecutor):
         return f
 
 
-def per_task(sources: list[str], configs: dict[str, dict[str, object]], serial: TimedSerial) -> None:
+def per_task(sources: list[str], configs: dict[str, dict[str, object]], serial: TimedSerial) -> float:
     """Each task's estimate (pagelab.estimate: the order the sweep submits in), its serial
     wall and CPU (engine threads, from the rounds) and its CPU on one thread, as a worker
-    runs it (one run here, in this process)."""
+    runs it (one run here, in this process); returns the sum of the last."""
     tasks = tasks_of(sources, configs)
     order = submission_order(tasks)
     rank = {i: r for r, i in enumerate(order)}
@@ -242,6 +276,7 @@ def per_task(sources: list[str], configs: dict[str, dict[str, object]], serial: 
         f"  two workers given these one-thread CPU times in turn: done after {by_estimate:.2f} s in the estimate's order,"
         f" {by_caller:.2f} s in the caller's; half their sum is {half:.2f} s (tails {by_estimate - half:.2f} and {by_caller - half:.2f} s)"
     )
+    return sum(one_thread)
 
 
 def makespan(lengths: list[float], workers: int) -> float:
@@ -273,6 +308,9 @@ def sweeps(quick: bool, rounds: int, seconds: float, tmp: str) -> None:
     # And the CPU of what else the parallel sweep runs on the same cores: this process
     # (the client, Dask's scheduler, the results' handling) and the workers' parents.
     others_cpu: dict[str, list[float]] = {"pool": [], "dask": []}
+    # Of the workers' CPU, what their task threads used: the tasks' own code (the rest of
+    # a worker's CPU is its executor's machinery).
+    tasks_cpu: dict[str, list[float]] = {"pool": [], "dask": []}
     serial_ex = TimedSerial()
 
     @contextlib.contextmanager
@@ -304,6 +342,7 @@ def sweeps(quick: bool, rounds: int, seconds: float, tmp: str) -> None:
         for name in order[r % 3 :] + order[: r % 3]:
             with started(name) as (executor, pids):
                 w0 = proc_cpu(pids())
+                t0 = thread_cpu(w0)
                 p0 = proc_cpu(parents(w0))
                 c0, start = cpu(resource.RUSAGE_SELF), time.perf_counter()
                 # Serial: one task at a time, each with the engine's own reading thread (the
@@ -316,6 +355,7 @@ def sweeps(quick: bool, rounds: int, seconds: float, tmp: str) -> None:
                 if w1:
                     # A process started during the sweep used all its CPU in it.
                     workers_cpu[name].append(sum(c - w0.get(pid, 0.0) for pid, c in w1.items()))
+                    tasks_cpu[name].append(task_threads(t0, thread_cpu(w1)))
                     p1 = proc_cpu(parents(w1))
                     others_cpu[name].append(cpu(resource.RUSAGE_SELF) - c0 + sum(c - p0.get(pid, 0.0) for pid, c in p1.items()))
     serial = times["serial"]
@@ -336,6 +376,11 @@ def sweeps(quick: bool, rounds: int, seconds: float, tmp: str) -> None:
             floor = [c / 2 / s for c, s in zip(workers_cpu[name], serial)]
             c = statistics.median(workers_cpu[name])
             print(f"  {'':<30} {'':>9}   workers' CPU {c:.2f} s ({c / tasks:.3f} s a task): at best {spread(floor)}x serial")
+            rest = [w - t for w, t in zip(workers_cpu[name], tasks_cpu[name])]
+            print(
+                f"  {'':<30} {'':>9}   of it their task threads {statistics.median(tasks_cpu[name]):.2f} s, the rest of the workers"
+                f" {statistics.median(rest):.2f} s ({spread([r / w for r, w in zip(rest, workers_cpu[name])])} of their CPU)"
+            )
             both = [(w + o) / 2 / s for w, o, s in zip(workers_cpu[name], others_cpu[name], serial)]
             print(
                 f"  {'':<30} {'':>9}   and {statistics.median(others_cpu[name]):.2f} s of CPU in this process and the workers' parents:"
@@ -343,7 +388,16 @@ def sweeps(quick: bool, rounds: int, seconds: float, tmp: str) -> None:
             )
         verdicts.append((label, statistics.median(ratio)))
     print("  each task: estimated CPU (1 thread), its place in the submission order, serial wall and CPU (median of the rounds), CPU on one thread:")
-    per_task(sources, configs, serial_ex)
+    alone = per_task(sources, configs, serial_ex)
+    # The same tasks' code on the workers, two at a time, against one at a time here: above 1
+    # is the tasks themselves slowed (the two sharing the machine), not the executor.
+    line = ", ".join(f"{name} {spread([t / alone for t in tasks_cpu[name]])}" for name in ("pool", "dask") if tasks_cpu[name])
+    if line:
+        print(f"  the workers' task threads' CPU over the tasks' one-thread CPU here (median [range] of the rounds): {line}")
+    if tasks_cpu["pool"] and tasks_cpu["dask"]:
+        paired = [d / p for d, p in zip(tasks_cpu["dask"], tasks_cpu["pool"])]
+        whole = [d / p for d, p in zip(workers_cpu["dask"], workers_cpu["pool"])]
+        print(f"  Dask's workers over the pool's, round by round: task threads {spread(paired)}, whole workers {spread(whole)}")
     if quick:
         print("(--quick: one round of short tasks; the goal is read from a full run)")
         return
