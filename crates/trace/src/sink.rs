@@ -1,6 +1,6 @@
 //! Sinks: where decoded or generated records go.
 
-use pagelab_core::{Event, MemRef};
+use pagelab_core::{Event, MemRef, PageSize, VirtAddr};
 
 use crate::{PageBatch, PageFilter};
 
@@ -17,6 +17,20 @@ pub trait RecordSink {
     fn reference(&mut self, r: MemRef);
     /// Any other record (a reference with its size after the tag included).
     fn event(&mut self, e: Event);
+    /// One reference of the native decoder's window loop, which knows its
+    /// side (0: instruction, 1: data) and its last byte already. A sink
+    /// that counts references may leave this one uncounted: the loop
+    /// reports every window's references once, by [`RecordSink::window_counts`],
+    /// before anything else reaches the sink (a count per window instead of
+    /// a read-modify-write of memory per record).
+    #[inline(always)]
+    fn window_reference(&mut self, r: MemRef, _side: usize, _last: VirtAddr) {
+        self.reference(r);
+    }
+    /// The references per side (instructions, data) that the window loop
+    /// has just handed to [`RecordSink::window_reference`].
+    #[inline(always)]
+    fn window_counts(&mut self, _refs: [u64; 2]) {}
 }
 
 impl RecordSink for Vec<Event> {
@@ -59,5 +73,15 @@ impl RecordSink for PageSink<'_> {
     #[inline(always)]
     fn event(&mut self, e: Event) {
         self.filter.event(&e, self.out);
+    }
+    #[inline(always)]
+    fn window_reference(&mut self, r: MemRef, side: usize, last: VirtAddr) {
+        let (first, last) = (r.addr.vpn(PageSize::MIN).0, last.vpn(PageSize::MIN).0);
+        self.filter.page(side, first, last, self.out);
+    }
+    #[inline(always)]
+    fn window_counts(&mut self, refs: [u64; 2]) {
+        self.out.refs[0] += refs[0];
+        self.out.refs[1] += refs[1];
     }
 }

@@ -40,6 +40,21 @@ const SIZE_OF_TAG: [u8; 256] = {
 };
 const NOT_FAST: u8 = 0xff;
 
+/// Per tag byte of [`SIZE_OF_TAG`]'s fast references: the offset of the
+/// reference's last byte from its first (the size less one; a reference of
+/// size 0 is its first byte alone, as `MemRef::last_byte` has it).
+const LAST_OF_TAG: [u8; 256] = {
+    let mut t = [0; 256];
+    let mut tag = 0;
+    while tag < 256 {
+        if SIZE_OF_TAG[tag] != NOT_FAST {
+            t[tag] = SIZE_OF_TAG[tag].saturating_sub(1);
+        }
+        tag += 1;
+    }
+    t
+};
+
 /// Bit `i` set where `span[i]` is below 0x80, in plain word operations.
 #[inline(always)]
 pub(crate) fn stops_portable(span: &[u8; WINDOW]) -> u64 {
@@ -145,6 +160,9 @@ impl Cursor<'_> {
         }
         let records = rest.count_ones();
         let [mut instr, mut data] = prev.0;
+        // The window's data references, counted in a register and handed
+        // to the sink once (with the rest, the instructions) at the end.
+        let mut data_refs = 0u64;
         let mut at = 0usize;
         while rest != 0 {
             let next = rest.trailing_zeros() as usize;
@@ -159,21 +177,27 @@ impl Cursor<'_> {
             let delta = unzigzag(squeeze::<SIMD>(word, 8 * len as u32)) as u64;
             // Both previous addresses in registers, each a chain of one add.
             let is_data = tag >= REF_STRIDE;
+            data_refs += u64::from(is_data);
             let addr = if is_data { data } else { instr }.wrapping_add(delta);
             if is_data {
                 data = addr;
             } else {
                 instr = addr;
             }
-            out.reference(MemRef {
+            // The last byte as `MemRef::last_byte` has it, from a table.
+            let last = addr.saturating_add(u64::from(LAST_OF_TAG[tag as usize]));
+            let r = MemRef {
                 addr: VirtAddr(addr),
                 size: size as u32,
                 kind: KINDS[(tag / REF_STRIDE) as usize],
-            });
+            };
+            out.window_reference(r, usize::from(is_data), VirtAddr(last));
             at = next;
         }
         prev.0 = [instr, data];
         self.pos = base + at;
-        (records - rest.count_ones()) as usize
+        let done = u64::from(records - rest.count_ones());
+        out.window_counts([done - data_refs, data_refs]);
+        done as usize
     }
 }

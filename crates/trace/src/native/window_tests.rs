@@ -4,6 +4,7 @@
 
 use super::codec::{encode, put_varint, Cursor, Prev, PADDING};
 use super::window::{starts, stops_portable, WINDOW};
+use crate::{PageBatch, PageFilter, PageSink};
 use pagelab_core::{AccessKind, Event, MemRef, VirtAddr};
 use proptest::prelude::*;
 
@@ -72,6 +73,57 @@ fn decoded(bytes: &[u8], n: usize, simd: bool) -> (Vec<Event>, Option<&'static s
     })
 }
 
+/// What the page filter's words and counts are after `bytes` went through
+/// the decoder straight into a [`PageSink`] (the window loop's own entry
+/// into the filter: its per-window counts, its last bytes from a table),
+/// and the error and where the cursor ends.
+type Paged = (Vec<u64>, [u64; 2], u64, Option<&'static str>, usize);
+
+fn paged(bytes: &[u8], n: usize, simd: bool) -> Paged {
+    let buf = padded(bytes);
+    let mut cur = Cursor {
+        buf: &buf,
+        end: bytes.len(),
+        pos: 0,
+    };
+    let (mut filter, mut batch) = (PageFilter::new(4, false), PageBatch::default());
+    let mut prev = Prev::default();
+    let mut sink = PageSink {
+        filter: &mut filter,
+        out: &mut batch,
+    };
+    let (done, r) = if simd {
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: the callers check the CPU's BMI2 and AVX-512 first.
+            unsafe { cur.decode_into_bmi2(&mut prev, &mut sink, n) }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        unreachable!()
+    } else {
+        cur.decode_into(&mut prev, &mut sink, n)
+    };
+    filter.flush(&mut batch);
+    assert_eq!(done as u64, batch.events());
+    (
+        batch.words,
+        batch.refs,
+        batch.other_events,
+        r.err(),
+        cur.pos,
+    )
+}
+
+/// The events of the record-at-a-time decoder through a page filter.
+fn filtered((events, err, pos): (Vec<Event>, Option<&'static str>, usize)) -> Paged {
+    let (mut filter, mut batch) = (PageFilter::new(4, false), PageBatch::default());
+    for e in &events {
+        filter.event(e, &mut batch);
+    }
+    filter.flush(&mut batch);
+    (batch.words, batch.refs, batch.other_events, err, pos)
+}
+
 fn padded(bytes: &[u8]) -> Vec<u8> {
     let mut buf = bytes.to_vec();
     buf.extend_from_slice(&[0; PADDING]);
@@ -98,8 +150,11 @@ fn has_simd() -> bool {
 fn check(bytes: &[u8], n: usize) -> Result<(), TestCaseError> {
     let want = one_by_one(bytes, n);
     prop_assert_eq!(&decoded(bytes, n, false), &want, "portable");
+    let pages = filtered(want.clone());
+    prop_assert_eq!(&paged(bytes, n, false), &pages, "portable, pages");
     if has_simd() {
         prop_assert_eq!(&decoded(bytes, n, true), &want, "BMI2 and AVX-512");
+        prop_assert_eq!(&paged(bytes, n, true), &pages, "BMI2 and AVX-512, pages");
     }
     Ok(())
 }
