@@ -14,6 +14,10 @@
  *   pagelab_testprog threads   touch from two threads, each in its own region
  *   pagelab_testprog closefd   close fd 2 (as daemons do), then touch
  *   pagelab_testprog sleep S   touch, then spin for S seconds (for Ctrl-C tests)
+ *   pagelab_testprog rmw N     touch, then map N pages and first touch each
+ *                              with one read-modify-write instruction
+ *                              (`addl $1, (page)`): natively one write fault
+ *                              a page; prints "rmw N pages"
  *
  * Nothing else touches the region: its data pages in a trace must be exactly
  * the listed ones.
@@ -68,6 +72,29 @@ static void spin(double secs)
     } while ((double)(now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) / 1e9 < secs);
 }
 
+/* Each page's first access is `addl $1, (mem)`, one instruction that reads
+ * and writes (compiled C would load and store in two instructions, and the
+ * first would take a read fault). */
+static void rmw(long n)
+{
+    size_t len = (size_t)n * PAGE;
+    char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        perror("mmap");
+        exit(2);
+    }
+    for (long i = 0; i < n; i++) {
+        int *x = (int *)(p + (size_t)i * PAGE);
+#if defined(__x86_64__) || defined(__i386__)
+        __asm__ volatile("addl $1, %0" : "+m"(*x));
+#else
+        __atomic_fetch_add(x, 1, __ATOMIC_RELAXED);
+#endif
+    }
+    printf("rmw %ld pages\n", n);
+    fflush(stdout);
+}
+
 static void *thread_main(void *arg)
 {
     (void)arg;
@@ -102,6 +129,8 @@ int main(int argc, char **argv)
         pthread_t th;
         pthread_create(&th, NULL, thread_main, NULL);
         pthread_join(th, NULL);
+    } else if (strcmp(mode, "rmw") == 0) {
+        rmw(argc > 2 ? atol(argv[2]) : 1);
     } else if (strcmp(mode, "sleep") == 0) {
         spin(argc > 2 ? atof(argv[2]) : 10);
     }

@@ -148,6 +148,9 @@ pub struct PluginReader<R: Read> {
     /// A question was decoded: return what precedes it, so that it is
     /// answered before the program, which waits for the answer, goes on.
     paused: bool,
+    /// Events of the output from this index on are this reader's own, and
+    /// a load among them may still become a modify (see [`Self::access`]).
+    merge_from: usize,
 }
 
 impl<R: Read> PluginReader<R> {
@@ -180,6 +183,7 @@ impl<R: Read> PluginReader<R> {
             pushed: 0,
             decode_start: 0,
             paused: false,
+            merge_from: 0,
         }
     }
 
@@ -310,6 +314,9 @@ impl<R: Read> PluginReader<R> {
                 self.cur.next = index + 1;
             }
         }
+        if store && self.merges_into_last(out, addr, 1 << shift) {
+            return Ok(());
+        }
         out.push(Event::Ref(MemRef {
             addr: VirtAddr(addr),
             size: 1 << shift,
@@ -322,9 +329,41 @@ impl<R: Read> PluginReader<R> {
         Ok(())
     }
 
-    /// Decodes records until `out` holds at least `limit` events or the input ends.
+    /// A store of `size` bytes at `addr` right after a load of the same
+    /// bytes with no event between (so by the same instruction: each
+    /// instruction's fetch precedes its first access): the load becomes a
+    /// modify, and true. QEMU reports a read-modify-write instruction (`addl
+    /// $1, (mem)`, `xchg`, ...) as a load then a store; the CPU takes it as
+    /// one write (a first touch is one write fault, not a read fault on the
+    /// zero page then a copy), and Lackey writes it as one `M`.
+    #[inline]
+    fn merges_into_last(&self, out: &mut [Event], addr: u64, size: u32) -> bool {
+        if out.len() <= self.merge_from {
+            return false;
+        }
+        match out.last_mut() {
+            Some(Event::Ref(p))
+                if p.kind == AccessKind::Load && p.addr.0 == addr && p.size == size =>
+            {
+                p.kind = AccessKind::Modify;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether `out`'s last event is a load of this reader's that the next
+    /// record may turn into a modify: decoding must not stop after it.
+    #[inline]
+    fn ends_in_load(&self, out: &[Event]) -> bool {
+        out.len() > self.merge_from
+            && matches!(out.last(), Some(Event::Ref(r)) if r.kind == AccessKind::Load)
+    }
+
+    /// Decodes records until `out` holds at least `limit` events (and does
+    /// not end in a load a store may join) or the input ends.
     fn decode(&mut self, out: &mut Vec<Event>, limit: usize) -> Result<(), TraceError> {
-        while out.len() < limit && !self.paused {
+        while (out.len() < limit || self.ends_in_load(out)) && !self.paused {
             if self.hi - self.lo < 8 {
                 if !self.refill()? {
                     return self.end(out);
@@ -652,6 +691,7 @@ impl<R: Read> PluginReader<R> {
 impl<R: Read> TraceSource for PluginReader<R> {
     fn fill(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError> {
         let start = out.len();
+        self.merge_from = start;
         // `max` may be anything, `usize::MAX` for "all"; a call may append
         // fewer, and the fast path reserves and writes up to the limit.
         let max = max.min(MAX_FILL);

@@ -427,3 +427,91 @@ fn any_max_is_allowed_into_a_non_empty_output() {
     assert!(!r.fill_pages(&mut filter, &mut batch, usize::MAX).unwrap());
     assert_eq!(batch.events(), all.len() as u64);
 }
+
+/// QEMU reports a read-modify-write instruction as a load then a store of
+/// the same bytes; the decoder gives one modify, as Lackey does, whatever
+/// the call boundaries (`max`) and on every path. A load and a store of
+/// other bytes, or by another instruction, or another execution of the same
+/// instruction, stay apart.
+#[test]
+fn a_load_and_store_of_one_instruction_are_one_modify() {
+    let mut w = base();
+    w.push(tb_exec(1));
+    w.push(mem(0, 0x8000, 2, false)); // addl $1, (0x8000)
+    w.push(mem(0, 0x8000, 2, true));
+    w.push(mem(1, 0x9000, 3, false)); // a load, then a store of other bytes
+    w.push(mem(1, 0x9008, 3, true));
+    w.push(mem(2, 0x9008, 3, false)); // a load by instruction 2...
+    w.push(tb_exec(1));
+    w.push(mem(0, 0x9008, 3, true)); // ...a store by instruction 0 of the next run
+    w.push(mem(1, 0xa000, 2, false)); // another size
+    w.push(mem(1, 0xa000, 3, true));
+    let expect = vec![
+        sw(10, 10),
+        i(0x1000, 3),
+        d(0x8000, 4, AccessKind::Modify),
+        i(0x1003, 4),
+        d(0x9000, 8, AccessKind::Load),
+        d(0x9008, 8, AccessKind::Store),
+        i(0x1007, 2),
+        d(0x9008, 8, AccessKind::Load),
+        i(0x1000, 3),
+        d(0x9008, 8, AccessKind::Store),
+        i(0x1003, 4),
+        d(0xa000, 4, AccessKind::Load),
+        d(0xa000, 8, AccessKind::Store),
+        i(0x1007, 2),
+    ];
+    let bytes = to_bytes(&w);
+    for max in [1, 2, 3, 4, 1000] {
+        for fast in [true, false] {
+            let mut r = PluginReader::new(&bytes[..], "test");
+            if !fast {
+                r = r.without_fast_path();
+            }
+            let mut out = Vec::new();
+            while r.fill(&mut out, max).unwrap() {}
+            assert_eq!(out, expect, "max {max}, fast path {fast}");
+
+            // Through the page filter: one data reference for the modify.
+            let mut r = PluginReader::new(&bytes[..], "test");
+            if !fast {
+                r = r.without_fast_path();
+            }
+            let mut filter = pagelab_trace::PageFilter::new(4, false);
+            let mut batch = pagelab_trace::PageBatch::default();
+            while r.fill_pages(&mut filter, &mut batch, max).unwrap() {}
+            assert_eq!(
+                batch.events(),
+                expect.len() as u64,
+                "max {max}, fast path {fast}"
+            );
+            assert_eq!(
+                batch.refs[1], 6,
+                "data references, max {max}, fast path {fast}"
+            );
+        }
+    }
+}
+
+/// A load at the end of one thread's records and a store of the same bytes
+/// by another thread are two accesses.
+#[test]
+fn a_modify_never_joins_two_threads() {
+    let mut w = base();
+    w.push(tb_exec(1));
+    w.push(mem(0, 0x8000, 2, false));
+    w.extend(thread(10, 11));
+    w.push(tb_exec(1));
+    w.push(mem(0, 0x8000, 2, true));
+    let (events, err) = decode(&w, 1000);
+    assert!(err.is_none(), "{err:?}");
+    let kinds: Vec<AccessKind> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Ref(r) if !r.kind.is_instr() => Some(r.kind),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kinds, [AccessKind::Load, AccessKind::Store]);
+}

@@ -504,3 +504,35 @@ fn a_vfork_child_runs_in_the_shells_address_space() {
         "{c:?}\n{stdout}\n{stderr}"
     );
 }
+
+/// A read-modify-write instruction's first touch of a page is one write fault natively
+/// (`addl $1, (page)` on 2000 fresh pages: 2070 faults in all on Linux 6.18). QEMU's plugin
+/// reports it as a load then a store, which the model took as a read fault (the zero page)
+/// and a write fault (4147 before the decoder made the pair one modify).
+#[test]
+fn a_read_modify_write_first_touch_is_one_fault() {
+    if let Err(e) = pagelab_capture::find_qemu() {
+        eprintln!("skipped: {e}");
+        return;
+    }
+    if let Err(why) = pagelab_lab::sysfs::Sysfs::host_for(&[]) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let Some((_serial, dir)) = guarded("rmw") else {
+        return;
+    };
+    let prog = pagelab_capture::testprog_path();
+    let prog = prog.to_str().unwrap();
+    let r = validated(
+        &dir,
+        &["--pages", "4K", "--thp", "madvise"],
+        &[prog, "rmw", "2000"],
+    );
+    let c = &r.cases[0];
+    assert!(c.kernel.faults >= 2000, "{c:?}");
+    assert!(
+        c.model.faults.abs_diff(c.kernel.faults) * 100 <= c.kernel.faults * 5,
+        "{c:?}"
+    );
+}

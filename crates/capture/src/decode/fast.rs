@@ -113,7 +113,22 @@ impl<R: Read> PluginReader<R> {
                         }
                         next = index + 1;
                     }
-                    let kind = if w >> 61 & 1 == 1 {
+                    let store = w >> 61 & 1 == 1;
+                    let (addr, size) = (w & ADDR_MASK, 1u32 << ((w >> 58) & 7));
+                    // A store joining the load just before it (`merges_into_last`).
+                    // SAFETY: `dst` is past `begin`, and the events from
+                    // `begin` to `dst` are written.
+                    let written = unsafe { dst.offset_from(begin) } as usize;
+                    if store && written > self.merge_from {
+                        if let Event::Ref(p) = unsafe { &mut *dst.sub(1) } {
+                            if p.kind == AccessKind::Load && p.addr.0 == addr && p.size == size {
+                                p.kind = AccessKind::Modify;
+                                used += 1;
+                                continue;
+                            }
+                        }
+                    }
+                    let kind = if store {
                         AccessKind::Store
                     } else {
                         AccessKind::Load
@@ -125,8 +140,8 @@ impl<R: Read> PluginReader<R> {
                     // masked word is written as is, nothing converts.)
                     unsafe {
                         dst.write(Event::Ref(MemRef {
-                            addr: VirtAddr(w & ADDR_MASK),
-                            size: 1 << ((w >> 58) & 7),
+                            addr: VirtAddr(addr),
+                            size,
                             kind,
                         }));
                         dst = dst.add(1);

@@ -123,6 +123,7 @@ impl<R: Read> PluginReader<R> {
             }
             // The general path, for the next event or events.
             scratch.clear();
+            self.merge_from = 0;
             let r = self.decode(&mut scratch, 1);
             // Placement questions are answered on `fill`'s path only (a relocated capture).
             self.paused = false;
@@ -167,6 +168,9 @@ impl<R: Read> PluginReader<R> {
         let mut taken = 0u64;
         let mut last = self.last_ipage;
         let mut used = 0;
+        // A load not yet given to the filter, which the next record may turn
+        // into a modify (`merges_into_last`), and the words used before it.
+        let mut pending: Option<(MemRef, usize)> = None;
         for chunk in src.chunks_exact(8) {
             if taken >= budget {
                 break;
@@ -179,6 +183,9 @@ impl<R: Read> PluginReader<R> {
                     };
                     if nb.len == 0 || nb.per_insn {
                         break;
+                    }
+                    if let Some((p, _)) = pending.take() {
+                        filter.reference(&p, out);
                     }
                     if next < len {
                         let (from, to) = (base + next as usize, base + len as usize);
@@ -194,27 +201,48 @@ impl<R: Read> PluginReader<R> {
                         if index >= len {
                             break;
                         }
+                        if let Some((p, _)) = pending.take() {
+                            filter.reference(&p, out);
+                        }
                         let (from, to) = (base + next as usize, base + index as usize + 1);
                         instructions(filter, out, &insns[from..to], one, &mut last);
                         taken += (index + 1 - next) as u64;
                         next = index + 1;
                     }
-                    let kind = if w >> 61 & 1 == 1 {
-                        AccessKind::Store
-                    } else {
-                        AccessKind::Load
-                    };
-                    let r = MemRef {
+                    let store = w >> 61 & 1 == 1;
+                    let mut r = MemRef {
                         addr: VirtAddr(w & ADDR_MASK),
                         size: 1 << ((w >> 58) & 7),
-                        kind,
+                        kind: AccessKind::Load,
                     };
-                    filter.reference(&r, out);
-                    taken += 1;
+                    match pending.take() {
+                        // Counted in `taken` when it was pending.
+                        Some((p, _)) if store && p.addr == r.addr && p.size == r.size => {
+                            r.kind = AccessKind::Modify;
+                            filter.reference(&r, out);
+                        }
+                        p => {
+                            if let Some((p, _)) = p {
+                                filter.reference(&p, out);
+                            }
+                            taken += 1;
+                            if store {
+                                r.kind = AccessKind::Store;
+                                filter.reference(&r, out);
+                            } else {
+                                pending = Some((r, used));
+                            }
+                        }
+                    }
                 }
                 _ => break,
             }
             used += 1;
+        }
+        // A load still pending is left to the general path, which decodes
+        // past it: its instructions were taken in and `next` counts them.
+        if let Some((_, at)) = pending {
+            used = at;
         }
         self.last_ipage = last;
         self.lo += 8 * used;
