@@ -138,6 +138,83 @@ impl ValidateCase {
             "differ"
         }
     }
+
+    /// The verdict against a kernel that ran the program several times (`runs`, each
+    /// native run's counts) and need not do the same each time (a race between processes,
+    /// the scheduler): each figure of `model` is judged against the kernel's range of that
+    /// figure over the runs, and agrees when it lies inside the range or within
+    /// `tolerance_percent` of the range's nearer end (the same as within the tolerance of
+    /// one run's figure). Folios at exit are compared when the model and every run have
+    /// them, else allocations at fault; a size a run lacks counts 0 there. With one run,
+    /// this is [`ValidateCase::verdict_of`] against it; with none, `differ`.
+    ///
+    /// ```
+    /// use pagelab_report::validate::{Counts, ValidateCase};
+    ///
+    /// let runs = [Counts::new(100, [("16K", 16)]), Counts::new(101, [("16K", 17)])];
+    /// let model = Counts::new(99, [("16K", 17)]);
+    /// assert_eq!(ValidateCase::verdict_over_runs(&model, &runs, 5.0), "agree");
+    /// let model = Counts::new(99, [("16K", 18)]);
+    /// assert_eq!(ValidateCase::verdict_over_runs(&model, &runs, 5.0), "differ");
+    /// ```
+    pub fn verdict_over_runs(
+        model: &Counts,
+        runs: &[Counts],
+        tolerance_percent: f64,
+    ) -> &'static str {
+        if runs.is_empty() {
+            return "differ";
+        }
+        // The kernel's figure nearest to `m` among `values`: the range's nearer end.
+        let near = |m: u64, values: &mut dyn Iterator<Item = u64>| {
+            let (lo, hi) = values.fold((u64::MAX, 0), |(lo, hi), v| (lo.min(v), hi.max(v)));
+            let k = m.clamp(lo, hi);
+            m.abs_diff(k) as f64 <= tolerance_percent / 100.0 * k as f64
+        };
+        let exit = model.exit_folios.is_some() && runs.iter().all(|r| r.exit_folios.is_some());
+        let m = sizes_compared(model, exit);
+        let ks: Vec<BTreeMap<String, u64>> = runs.iter().map(|r| sizes_compared(r, exit)).collect();
+        let mut sizes: Vec<&String> = m.keys().chain(ks.iter().flat_map(|k| k.keys())).collect();
+        sizes.sort();
+        sizes.dedup();
+        let allocs_ok = sizes.iter().all(|s| {
+            let n = m.get(*s).copied().unwrap_or(0);
+            near(n, &mut ks.iter().map(|k| k.get(*s).copied().unwrap_or(0)))
+        });
+        if near(model.faults, &mut runs.iter().map(|c| c.faults)) && allocs_ok {
+            "agree"
+        } else {
+            "differ"
+        }
+    }
+}
+
+/// The per-size counts a verdict compares: folios at exit (`exit`), else allocations at fault.
+fn sizes_compared(c: &Counts, exit: bool) -> BTreeMap<String, u64> {
+    match &c.exit_folios {
+        Some(f) if exit => f.clone(),
+        _ => c.allocs.clone(),
+    }
+}
+
+/// The sizes whose count (folios at exit where every run has them, else allocations at
+/// fault) varies over the kernel's runs, as `16K 16..17`, joined by `, `; empty when none
+/// varies.
+pub fn folio_spread(runs: &[Counts]) -> String {
+    let exit = runs.iter().all(|r| r.exit_folios.is_some());
+    let ks: Vec<BTreeMap<String, u64>> = runs.iter().map(|r| sizes_compared(r, exit)).collect();
+    let mut sizes: Vec<&String> = ks.iter().flat_map(|k| k.keys()).collect();
+    sizes.sort_by_key(|k| k.parse::<PageSize>().ok());
+    sizes.dedup();
+    sizes
+        .iter()
+        .filter_map(|s| {
+            let v = ks.iter().map(|k| k.get(*s).copied().unwrap_or(0));
+            let (lo, hi) = (v.clone().min()?, v.max()?);
+            (lo != hi).then(|| format!("{s} {lo}..{hi}"))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A validate result: every case, with the tolerance the verdicts used.
@@ -260,7 +337,12 @@ pub(crate) fn validate_rows(r: &ValidateResult) -> ([&'static str; 10], Vec<[Str
                 c.kernel_runs.iter().map(|k| k.faults).min(),
                 c.kernel_runs.iter().map(|k| k.faults).max(),
             ) {
-                (Some(lo), Some(hi)) if c.kernel_runs.len() > 1 => format!("{lo}..{hi}"),
+                (Some(lo), Some(hi)) if c.kernel_runs.len() > 1 => {
+                    match folio_spread(&c.kernel_runs) {
+                        f if f.is_empty() => format!("{lo}..{hi}"),
+                        f => format!("{lo}..{hi}; {f}"),
+                    }
+                }
                 _ => "-".into(),
             };
             [
@@ -331,84 +413,5 @@ pub fn recommendations(r: &ValidateResult) -> Vec<crate::recommend::Recommendati
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_allocation_the_kernel_did_not_make_differs_at_any_tolerance() {
-        let model = Counts::new(10, [("2M", 1)]);
-        let kernel = Counts::new(10, []);
-        assert_eq!(ValidateCase::verdict_of(&model, &kernel, 50.0), "differ");
-        assert_eq!(ValidateCase::verdict_of(&kernel, &kernel, 0.0), "agree");
-    }
-
-    #[test]
-    fn differences_are_signed_percentages_of_the_kernel() {
-        assert_eq!(difference(90, 100), "-10.0%");
-        assert_eq!(difference(100, 100), "=");
-        assert_eq!(difference(3, 0), "new");
-    }
-
-    #[test]
-    fn the_table_shows_the_spread_of_repeated_runs() {
-        let mut r = ValidateResult::new(5.0);
-        r.cases.push(ValidateCase {
-            workload: "xz -9".into(),
-            config: "64K".into(),
-            thp: "always".into(),
-            model: Counts::new(100, [("64K", 4)]),
-            kernel: Counts::new(98, [("64K", 4)]),
-            kernel_runs: vec![
-                Counts::new(97, []),
-                Counts::new(98, []),
-                Counts::new(99, []),
-            ],
-            verdict: "agree".into(),
-        });
-        let t = validate_table(&r);
-        assert!(t.contains("97..99"), "{t}");
-        assert!(t.contains("+2.0%"), "{t}");
-        assert!(t.contains("4×64K"), "{t}");
-        let json = serde_json::to_string(&r).unwrap();
-        assert!(
-            json.starts_with(r#"{"schema":"pagelab.validate/1""#),
-            "{json}"
-        );
-        let back: ValidateResult = serde_json::from_str(&json).unwrap();
-        assert_eq!(back, r);
-    }
-
-    #[test]
-    fn the_answer_names_the_cases_that_differ_and_the_largest_gap() {
-        let case = |config: &str, model: u64, kernel: u64, tol: f64| {
-            let (m, k) = (Counts::new(model, []), Counts::new(kernel, []));
-            ValidateCase {
-                workload: "ls /".into(),
-                config: config.into(),
-                thp: "always".into(),
-                verdict: ValidateCase::verdict_of(&m, &k, tol).into(),
-                model: m,
-                kernel: k,
-                kernel_runs: Vec::new(),
-            }
-        };
-        let mut r = ValidateResult::new(5.0);
-        r.cases = vec![
-            case("4K", 158, 131, 5.0),
-            case("64K", 87, 129, 5.0),
-            case("2M", 100, 99, 5.0),
-        ];
-        let rec = recommendations(&r);
-        assert_eq!(rec.len(), 1);
-        assert_eq!(
-            rec[0].sentence,
-            "ls /: the model and the kernel DIFFER by more than 5% under 2 of 3 configurations (4K always, 64K always); the largest fault difference is under 64K always: model 87, kernel 129 (-32.6%)."
-        );
-        let mut exact = ValidateResult::new(0.0);
-        exact.cases = vec![case("4K", 10, 10, 0.0)];
-        assert_eq!(
-            recommendations(&exact)[0].sentence,
-            "ls /: the model and the kernel agree exactly on faults and allocations per size under its one configuration (4K always)."
-        );
-    }
-}
+#[path = "validate_tests.rs"]
+mod tests;

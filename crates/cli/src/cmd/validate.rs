@@ -26,8 +26,10 @@ pub struct ValidateArgs {
     /// Workloads are held exact.
     #[arg(long, value_name = "P%")]
     pub tolerance: Option<String>,
-    /// With a program: native runs per configuration; their median is compared and
-    /// their spread shown (the kernel's own run-to-run noise).
+    /// With a program: native runs per configuration (default 3). Their median is
+    /// shown and their range (the kernel's own run-to-run noise); each figure of the
+    /// model agrees when within the tolerance of that range (inside it, or near
+    /// its nearer end). A racy program needs enough runs to show its range.
     #[arg(long, value_name = "N")]
     pub repeat: Option<usize>,
     /// Write the result as JSON (schema pagelab.validate/1).
