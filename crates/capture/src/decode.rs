@@ -353,10 +353,13 @@ impl<R: Read> PluginReader<R> {
     }
 
     /// Whether `out`'s last event is a load of this reader's that the next
-    /// record may turn into a modify: decoding must not stop after it.
+    /// record may turn into a modify: decoding must not stop after it. Never
+    /// while events decoded earlier wait in `staged` (a `fill` that took only
+    /// part of them): what is decoded now comes after those.
     #[inline]
     fn ends_in_load(&self, out: &[Event]) -> bool {
-        out.len() > self.merge_from
+        self.staged.is_empty()
+            && out.len() > self.merge_from
             && matches!(out.last(), Some(Event::Ref(r)) if r.kind == AccessKind::Load)
     }
 

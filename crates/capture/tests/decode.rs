@@ -487,7 +487,7 @@ fn a_load_and_store_of_one_instruction_are_one_modify() {
                 "max {max}, fast path {fast}"
             );
             assert_eq!(
-                batch.refs[1], 6,
+                batch.refs[1], 7,
                 "data references, max {max}, fast path {fast}"
             );
         }
@@ -514,4 +514,26 @@ fn a_modify_never_joins_two_threads() {
         })
         .collect();
     assert_eq!(kinds, [AccessKind::Load, AccessKind::Store]);
+}
+
+/// A `fill` that takes only part of the events decoded past the last call's end must not
+/// decode on after them, even when the last it takes is a load (found by the real-stream
+/// test at max 7: a block of many instructions staged, a load among them).
+#[test]
+fn a_partial_fill_ending_in_a_load_keeps_the_order() {
+    let mut w = thread(10, 10).to_vec();
+    w.extend(tb_def(1, 0x1000, &[1; 9], false));
+    w.push(tb_exec(1));
+    w.push(mem(0, 0x8000, 3, true));
+    w.push(mem(8, 0x9000, 3, false)); // after 8 instructions
+    w.push(mem(8, 0xa000, 3, false));
+    w.push(tb_exec(1));
+    w.push(mem(0, 0x8000, 3, false));
+    let (all, err) = decode(&w, 1000);
+    assert!(err.is_none(), "{err:?}");
+    for max in 1..12 {
+        let (events, err) = decode(&w, max);
+        assert!(err.is_none(), "{err:?}");
+        assert_eq!(events, all, "max {max}");
+    }
 }
