@@ -116,10 +116,12 @@ impl<R: Read> PluginReader<R> {
                     let store = w >> 61 & 1 == 1;
                     let (addr, size) = (w & ADDR_MASK, 1u32 << ((w >> 58) & 7));
                     // A store joining the load just before it (`merges_into_last`).
-                    // SAFETY: `dst` is past `begin`, and the events from
-                    // `begin` to `dst` are written.
+                    // SAFETY: `dst` and `begin` point into the same allocation,
+                    // `dst` at or past `begin`.
                     let written = unsafe { dst.offset_from(begin) } as usize;
                     if store && written > self.merge_from {
+                        // SAFETY: `written > 0`, and the events from `begin` to
+                        // `dst` are written, so `dst - 1` is an initialised event.
                         if let Event::Ref(p) = unsafe { &mut *dst.sub(1) } {
                             if p.kind == AccessKind::Load && p.addr.0 == addr && p.size == size {
                                 p.kind = AccessKind::Modify;
