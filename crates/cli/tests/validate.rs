@@ -42,6 +42,20 @@ fn guarded(name: &str) -> Option<(MutexGuard<'static, ()>, Scratch)> {
     Some((serial, tmp(name)))
 }
 
+/// As [`guarded`], for a test that also captures with QEMU and needs the kernel's THP
+/// knobs: `None` (saying why) without them.
+fn captured_and_guarded(name: &str) -> Option<(MutexGuard<'static, ()>, Scratch)> {
+    if let Err(e) = pagelab_capture::find_qemu() {
+        eprintln!("skipped: {e}");
+        return None;
+    }
+    if let Err(why) = pagelab_lab::sysfs::Sysfs::host_for(&[]) {
+        eprintln!("skipped: {why}");
+        return None;
+    }
+    guarded(name)
+}
+
 /// `pagelab validate ARGS --tolerance 50% --json DIR/v.json -- PROGRAM`, which must succeed,
 /// and its JSON.
 fn validated(
@@ -470,15 +484,7 @@ fn a_vfork_child_runs_in_the_shells_address_space() {
         eprintln!("skipped: no /usr/bin/dash (the shell that vforks for a simple command)");
         return;
     }
-    if let Err(e) = pagelab_capture::find_qemu() {
-        eprintln!("skipped: {e}");
-        return;
-    }
-    if let Err(why) = pagelab_lab::sysfs::Sysfs::host_for(&[]) {
-        eprintln!("skipped: {why}");
-        return;
-    }
-    let Some((_serial, dir)) = guarded("vfork") else {
+    let Some((_serial, dir)) = captured_and_guarded("vfork") else {
         return;
     };
     let json = dir.join("v.json");
@@ -511,15 +517,7 @@ fn a_vfork_child_runs_in_the_shells_address_space() {
 /// and a write fault (4147 before the decoder made the pair one modify).
 #[test]
 fn a_read_modify_write_first_touch_is_one_fault() {
-    if let Err(e) = pagelab_capture::find_qemu() {
-        eprintln!("skipped: {e}");
-        return;
-    }
-    if let Err(why) = pagelab_lab::sysfs::Sysfs::host_for(&[]) {
-        eprintln!("skipped: {why}");
-        return;
-    }
-    let Some((_serial, dir)) = guarded("rmw") else {
+    let Some((_serial, dir)) = captured_and_guarded("rmw") else {
         return;
     };
     let prog = pagelab_capture::testprog_path();
