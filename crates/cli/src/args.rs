@@ -44,9 +44,10 @@ pub enum Command {
     Presets,
     /// List the machine presets (page tables, page sizes, memory, NUMA, struct page),
     /// or show one machine, with --memory and --page-cluster, and what its kernel's
-    /// memory takes.
+    /// memory takes; or, with --measure, measure this machine's caches and memory and
+    /// write a machine file of them.
     #[command(
-        after_help = "Example:\n  pagelab machines\n  pagelab machines arm64-64k --memory 64G"
+        after_help = "Example:\n  pagelab machines\n  pagelab machines arm64-64k --memory 64G\n  pagelab machines --measure --out here.toml && pagelab bench --predict --machine here.toml"
     )]
     Machines(MachinesArgs),
     /// List the built-in workloads with their parameters and defaults.
@@ -129,6 +130,40 @@ pub struct MachinesArgs {
     /// Pages governed by one struct page (page clustering), replacing the machine's.
     #[arg(long, value_name = "N", requires = "machine")]
     pub page_cluster: Option<u32>,
+    /// Measure this machine: a dependent chase at growing footprints on 2M and on 4K pages
+    /// gives the caches' sizes and latencies as a core sees them, and memory's; the
+    /// machine file written keeps everything else of --base (docs/cost.md).
+    #[arg(long, conflicts_with_all = ["machine", "memory", "page_cluster"])]
+    pub measure: bool,
+    /// The preset the measured machine starts from (TLBs, walk caches, nested paging,
+    /// the L1's latency in cycles, which sets the clock): `host` is this CPU's preset.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "host",
+        requires = "measure"
+    )]
+    pub base: String,
+    /// Where --measure writes the machine file.
+    #[arg(
+        long,
+        short = 'o',
+        value_name = "FILE.toml",
+        default_value = "measured.toml",
+        requires = "measure"
+    )]
+    pub out: PathBuf,
+    /// The largest footprint --measure chases.
+    #[arg(
+        long,
+        value_name = "SIZE",
+        default_value = "256M",
+        requires = "measure"
+    )]
+    pub max: String,
+    /// Runs at each footprint and page size; the fastest counts.
+    #[arg(long, value_name = "N", default_value_t = 3, requires = "measure")]
+    pub repeat: u32,
 }
 
 #[derive(Args, Debug)]

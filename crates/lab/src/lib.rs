@@ -7,6 +7,7 @@
 //! - [`hugetlb`]: growing hugetlb pools and saying exactly what the kernel gave,
 //! - [`counters`]: snapshots of the kernel's own counters and their deltas,
 //! - [`perf`]: hardware counters through perf_event_open, reported unavailable when absent,
+//! - [`probe`]: a chase at growing footprints, the hierarchy `pagelab machines --measure` writes,
 //! - [`measure`]: the [`measure::Measurer`] seam (rusage, kernel counters, perf) and its fake,
 //! - [`bench`]: `pagelab bench`'s loop over configurations, kernels and repetitions,
 //! - [`run`]: `pagelab run`'s plan, checks and loop over configurations and repetitions,
@@ -29,6 +30,7 @@ pub mod counters;
 pub mod folios;
 pub mod measure;
 pub mod perf;
+pub mod probe;
 pub mod run;
 pub mod runner;
 pub mod shim;

@@ -166,3 +166,15 @@ fn base_page_bytes() -> u64 {
 pub fn host_preset() -> Result<Machine, MachineError> {
     preset(host_choice().name)
 }
+
+/// The CPU this program runs on, in words (`GenuineIntel family 6 model 207 (...)`), or
+/// why `/proc/cpuinfo` could not say.
+pub fn host_cpu_text() -> String {
+    match std::fs::read_to_string("/proc/cpuinfo")
+        .map_err(|e| e.to_string())
+        .and_then(|t| parse_cpuinfo(&t))
+    {
+        Ok(cpu) => cpu.to_string(),
+        Err(e) => format!("a CPU /proc/cpuinfo does not describe ({e})"),
+    }
+}

@@ -20,6 +20,7 @@
 
 mod describe;
 pub mod host;
+pub mod measured;
 mod presets;
 
 pub use describe::KernelMemory;

@@ -150,6 +150,15 @@ impl TlbArray {
         }
     }
 
+    /// The same array with its sets picked by `index` (a fully associative array has
+    /// no sets; configurations refuse an index for one).
+    pub fn with_index(self, index: crate::config::SetIndex) -> TlbArray {
+        match self {
+            TlbArray::SetAssoc(a) => TlbArray::SetAssoc(a.with_index(index)),
+            other => other,
+        }
+    }
+
     /// The hot path: the small arrays' short loops are inlined into the
     /// hierarchy; the hash table's longer code stays out of line.
     #[inline(always)]

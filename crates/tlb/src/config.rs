@@ -65,6 +65,30 @@ pub struct ArrayConfig {
     /// What the array does with a page of a size it does not list.
     #[serde(default)]
     pub other_sizes: OtherSizes,
+    /// How a set-associative array picks a page's set.
+    #[serde(default, skip_serializing_if = "SetIndex::is_linear")]
+    pub index: SetIndex,
+}
+
+/// How a set-associative array picks the set of a page number.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SetIndex {
+    /// The page number modulo the sets (its low bits).
+    #[default]
+    Linear,
+    /// The low bits XOR the as many bits above them: Intel's second-level TLB since
+    /// Skylake, reverse-engineered as "XOR-7" over its 128 sets (Gras et al., "Translation
+    /// Leak-aside Buffer", USENIX Security 2018). Pages a power-of-two stride apart then
+    /// spread over every set instead of piling into a few.
+    Xor,
+}
+
+impl SetIndex {
+    /// Whether this is the default, [`SetIndex::Linear`].
+    pub fn is_linear(&self) -> bool {
+        *self == SetIndex::Linear
+    }
 }
 
 /// How an array caches a page of a size it does not list, when it is the array
@@ -196,7 +220,11 @@ fn describe_array(a: &ArrayConfig) -> String {
             format!("{}{other}", names.join("/"))
         }
     };
-    format!("{} entries {org} ({sizes})", a.entries)
+    let index = match a.index {
+        SetIndex::Linear => "",
+        SetIndex::Xor => ", XOR-indexed",
+    };
+    format!("{} entries {org}{index} ({sizes})", a.entries)
 }
 
 type Problem = (String, String);
@@ -271,7 +299,21 @@ fn validate_geometry(a: &ArrayConfig) -> Result<(), (&'static str, String)> {
             ),
         ));
     }
-    let Some(w) = a.ways else { return Ok(()) };
+    let Some(w) = a.ways.filter(|&w| w != a.entries) else {
+        if a.index != SetIndex::Linear {
+            return Err((
+                "index",
+                "a fully associative array has no sets to index: give ways, or omit index".into(),
+            ));
+        }
+        if a.ways == Some(0) {
+            return Err((
+                "ways",
+                "ways must be at least 1 (omit ways for a fully associative array)".into(),
+            ));
+        }
+        return Ok(());
+    };
     if w == 0 {
         return Err((
             "ways",

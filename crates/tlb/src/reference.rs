@@ -20,7 +20,7 @@
 //! assert!(!t.contains(Vpn(2), k));
 //! ```
 
-use crate::config::{LevelConfig, OtherSizes, TlbConfig};
+use crate::config::{LevelConfig, OtherSizes, SetIndex, TlbConfig};
 use crate::{LevelStats, Outcome, Side, SideStats, TlbStats};
 use pagelab_core::{PageSize, VirtAddr, Vpn};
 
@@ -29,6 +29,7 @@ use pagelab_core::{PageSize, VirtAddr, Vpn};
 pub struct RefTlb {
     sets: Vec<Vec<(Vpn, PageSize)>>,
     ways: usize,
+    index: SetIndex,
 }
 
 impl RefTlb {
@@ -38,11 +39,27 @@ impl RefTlb {
         RefTlb {
             sets: vec![Vec::new(); entries / ways],
             ways,
+            index: SetIndex::Linear,
         }
     }
 
+    /// The same array with its sets picked by `index`.
+    pub fn with_index(mut self, index: SetIndex) -> RefTlb {
+        self.index = index;
+        self
+    }
+
     fn set(&self, vpn: Vpn) -> usize {
-        (vpn.0 % self.sets.len() as u64) as usize
+        let sets = self.sets.len() as u64;
+        match self.index {
+            SetIndex::Linear => (vpn.0 % sets) as usize,
+            // Written out from the definition rather than through SetIndex::set, so the
+            // oracle does not share the fast path's code.
+            SetIndex::Xor => {
+                let bits = sets.trailing_zeros();
+                ((vpn.0 ^ (vpn.0 >> bits)) % sets) as usize
+            }
+        }
     }
 
     /// Looks up, on a hit moves to front, on a miss inserts at front. Returns whether it hit.
@@ -107,7 +124,7 @@ impl RefLevel {
         let arrays = cfg
             .arrays
             .iter()
-            .map(|a| RefTlb::new(a.entries, a.ways))
+            .map(|a| RefTlb::new(a.entries, a.ways).with_index(a.index))
             .collect();
         RefLevel {
             cfg: cfg.clone(),

@@ -6,6 +6,7 @@
 //! 2..24 ways of real TLBs this is one short pass that compares and shifts at once.
 
 use crate::array::{key, move_to_front, unkey, Key, Tlb, EMPTY};
+use crate::config::SetIndex;
 use pagelab_core::{PageSize, Vpn};
 
 /// A set-associative TLB array: `entries / ways` sets of `ways` entries.
@@ -14,6 +15,9 @@ pub struct SetAssoc {
     keys: Vec<Key>,
     ways: usize,
     set_mask: u64,
+    /// Bits of the page number above the set's, folded into it by XOR ([`SetIndex::Xor`]);
+    /// 0 for a linear index.
+    xor_mask: u64,
     len: usize,
 }
 
@@ -34,8 +38,18 @@ impl SetAssoc {
             keys: vec![EMPTY; entries],
             ways,
             set_mask: sets as u64 - 1,
+            xor_mask: 0,
             len: 0,
         }
+    }
+
+    /// The same array with its sets picked by `index` (empty: call before any access).
+    pub fn with_index(mut self, index: SetIndex) -> SetAssoc {
+        self.xor_mask = match index {
+            SetIndex::Linear => 0,
+            SetIndex::Xor => self.set_mask,
+        };
+        self
     }
 
     /// Number of sets.
@@ -50,8 +64,11 @@ impl SetAssoc {
 
     #[inline]
     fn set_of(&self, k: Key) -> usize {
-        // The set index uses the page number, not the packed size bits.
-        ((k >> 5) & self.set_mask) as usize * self.ways
+        // The set index uses the page number, not the packed size bits; a linear index
+        // folds in nothing (xor_mask 0), an XOR index the bits above the set's.
+        let vpn = k >> 5;
+        let fold = (vpn >> self.set_mask.count_ones()) & self.xor_mask;
+        ((vpn ^ fold) & self.set_mask) as usize * self.ways
     }
 
     #[inline]

@@ -39,7 +39,7 @@ fn describe_shows_geometry() {
         "{d}"
     );
     assert!(
-        d.contains("L2 (unified) 1536 entries 12-way (4K/2M) + 16 entries 4-way (1G)"),
+        d.contains("L2 (unified) 1536 entries 12-way, XOR-indexed (4K/2M) + 16 entries 4-way (1G)"),
         "{d}"
     );
     let d = preset("pentium4").unwrap().describe();

@@ -4,6 +4,9 @@ use crate::args::MachinesArgs;
 use anyhow::{Context, Result};
 
 pub fn run(a: MachinesArgs) -> Result<()> {
+    if a.measure {
+        return super::machines_measure::run(&a);
+    }
     let Some(name) = &a.machine else {
         for m in pagelab_machine::presets() {
             crate::out::outln!("{}\n", m.describe())?;

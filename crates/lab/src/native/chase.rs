@@ -60,6 +60,30 @@ impl Chase {
 }
 
 impl Chase {
+    /// For `pagelab machines --measure` ([`crate::probe`]): maps and links the cycle as
+    /// [`Chase::run`] does, then times `chunks` stretches of `steps / chunks` steps one by
+    /// one. Returns each stretch's nanoseconds per step (a stretch the thread was
+    /// preempted in, on a loaded machine, shows as a slow one) and the first touch's faults.
+    pub(crate) fn time_chunks(&self, advice: Advice, chunks: u64) -> Result<(Vec<f64>, f64)> {
+        let mut m = Metrics::new();
+        let mut region = first_touch(self.nodes * self.node, advice, &mut m, |r| {
+            r.as_mut_slice::<u64>().fill(0);
+        })?;
+        let mut p = self.link(&mut region);
+        let per = (self.steps / chunks.max(1)).max(1);
+        let mut out = Vec::with_capacity(chunks as usize);
+        for _ in 0..chunks.max(1) {
+            let t = std::time::Instant::now();
+            for _ in 0..per {
+                // SAFETY: as in `run`: every node's base holds the address of a node's base.
+                p = unsafe { std::ptr::read_volatile(p as *const usize) };
+            }
+            out.push(t.elapsed().as_nanos() as f64 / per as f64);
+        }
+        std::hint::black_box(p);
+        Ok((out, m["first_touch_faults"]))
+    }
+
     /// Writes the cycle's pointers into `region` and returns the address of its first node.
     fn link(&self, region: &mut Region) -> usize {
         let base = region.as_mut_ptr() as usize;

@@ -1,0 +1,162 @@
+//! `pagelab machines --measure`: this machine's caches and memory, as a chase sees them,
+//! written as a machine file (the lab's [`pagelab_lab::probe`], the machine crate's
+//! [`pagelab_machine::measured`]).
+
+use crate::args::MachinesArgs;
+use crate::out::outln;
+use anyhow::{bail, Context, Result};
+use pagelab_machine::measured::{self, LatencyPoint, NominalCache};
+
+/// Below this share of consecutive virtual pages on consecutive frames, the kernel is
+/// taken to scatter a process's 4K frames (first-touch order gives nearly 1).
+const CONTIGUOUS: f64 = 0.5;
+
+pub fn run(a: &MachinesArgs) -> Result<()> {
+    let (base, why) = if a.base == pagelab_machine::host::HOST {
+        let c = pagelab_machine::host::host_choice();
+        (c.name.to_string(), Some(c.reason))
+    } else {
+        (a.base.clone(), None)
+    };
+    let base_text = pagelab_machine::preset_text(&base).with_context(|| {
+        format!(
+            "--base {base}: not a preset; the presets are {}",
+            pagelab_machine::preset_names().join(", ")
+        )
+    })?;
+    let base_m = pagelab_machine::preset(&base)?;
+    let Some(cost) = base_m.cost.as_ref() else {
+        bail!("--base {base}: the preset has no [caches]; give one that has, such as emeraldrapids or zen4");
+    };
+    if let Some(why) = why {
+        eprintln!("pagelab: --base host: {why}");
+    }
+    let mut nominal = measured::sysfs_caches();
+    let from = if nominal.is_empty() {
+        let c = &cost.caches;
+        let levels = [Some(&c.l1d), c.l2.as_ref(), c.l3.as_ref()];
+        nominal = levels
+            .iter()
+            .flatten()
+            .zip(1u8..)
+            .map(|(s, level)| NominalCache {
+                level,
+                size: s.size,
+                ways: s.ways,
+                line: s.line,
+            })
+            .collect();
+        format!("the preset {base} (sysfs names no caches)")
+    } else {
+        "/sys/devices/system/cpu/cpu0/cache".to_string()
+    };
+    let max = pagelab_core::parse_bytes(&a.max).with_context(|| format!("--max {}", a.max))?;
+    let opts = pagelab_lab::probe::ProbeOptions {
+        max,
+        repeat: a.repeat,
+        ..Default::default()
+    };
+    let progress = crate::progress::Progress::new("machines --measure");
+    let points = pagelab_lab::probe::probe(&opts, &mut |done, total| {
+        progress.step(&format!("chase {done} of {total} footprints"));
+    })?;
+    progress.step("frame placement");
+    let contiguity = pagelab_lab::probe::frame_contiguity(64 << 20)?;
+    progress.finish();
+    if points
+        .iter()
+        .filter(|p| p.bytes >= 2 << 20)
+        .any(|p| !p.huge)
+    {
+        eprintln!(
+            "pagelab: warning: THP gave the chase 4K pages at some footprints of 2M and more \
+             (is /sys/kernel/mm/transparent_hugepage/enabled `never`?): their times include \
+             TLB misses, so memory and the last level look slower than they are"
+        );
+    }
+    let curve: Vec<LatencyPoint> = points
+        .iter()
+        .map(|p| LatencyPoint {
+            bytes: p.bytes,
+            ns: p.ns_huge,
+        })
+        .collect();
+    let h = measured::analyse(&curve, &nominal).map_err(anyhow::Error::msg)?;
+    let l1_cycles = cost.caches.l1d.latency;
+    let ghz = l1_cycles as f64 / h.levels[0].ns;
+    let placement = contiguity.map(|c| {
+        if c < CONTIGUOUS {
+            "scattered"
+        } else {
+            "first-touch"
+        }
+    });
+
+    outln!("footprint  ns/step 2M-advised  ns/step 4K  4K adds")?;
+    for p in &points {
+        let note = if p.huge || p.bytes < 2 << 20 {
+            ""
+        } else {
+            "  (got 4K pages)"
+        };
+        outln!(
+            "{:>9}  {:>17.1}  {:>10.1}  {:>7.1}{note}",
+            pagelab_core::Bytes(p.bytes).to_string(),
+            p.ns_huge,
+            p.ns_base,
+            p.ns_base - p.ns_huge
+        )?;
+    }
+    outln!("\ncaches named by {from}; clock {ghz:.2} GHz (the {base} L1's {l1_cycles} cycles in {:.2} ns)", h.levels[0].ns)?;
+    for l in &h.levels {
+        outln!(
+            "L{}: {} of {} ({}-way), {:.1} ns = {:.0} cycles",
+            l.nominal.level,
+            pagelab_core::Bytes(l.size),
+            pagelab_core::Bytes(l.nominal.size),
+            l.nominal.ways,
+            l.ns,
+            l.ns * ghz
+        )?;
+    }
+    outln!(
+        "memory: {:.1} ns = {:.0} cycles",
+        h.memory_ns,
+        h.memory_ns * ghz
+    )?;
+    match contiguity {
+        Some(c) => outln!(
+            "4K frames: {:.1}% of consecutive pages on consecutive frames: {}",
+            c * 100.0,
+            placement.unwrap_or("first-touch")
+        )?,
+        None => {
+            outln!("4K frames: pagemap hides frame numbers (not root): the base's placement kept")?
+        }
+    }
+    let mut notes = vec![
+        format!(
+            "Written by `pagelab machines --measure` on {}.",
+            pagelab_machine::host::host_cpu_text()
+        ),
+        format!("Caches as {from}; clock {ghz:.2} GHz from the L1."),
+        "footprint, ns per dependent step on 2M-advised pages, on 4K pages:".to_string(),
+    ];
+    notes.extend(points.iter().map(|p| {
+        format!(
+            "  {:>9} {:>8.1} {:>8.1}",
+            pagelab_core::Bytes(p.bytes).to_string(),
+            p.ns_huge,
+            p.ns_base
+        )
+    }));
+    let text = measured::machine_toml(&base, base_text, &h, l1_cycles, placement, &notes)
+        .map_err(anyhow::Error::msg)?;
+    std::fs::write(&a.out, text).with_context(|| format!("writing {}", a.out.display()))?;
+    outln!(
+        "wrote {} (pagelab bench --predict --machine {})",
+        a.out.display(),
+        a.out.display()
+    )?;
+    Ok(())
+}

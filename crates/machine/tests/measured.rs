@@ -1,0 +1,189 @@
+//! `pagelab machines --measure`'s analysis: a chase's curve into a machine's caches.
+
+use pagelab_machine::measured::{
+    analyse, exact_size, machine_toml, segment, LatencyPoint, NominalCache,
+};
+use pagelab_machine::Machine;
+
+const K: u64 = 1 << 10;
+const M: u64 = 1 << 20;
+
+fn emr_caches() -> Vec<NominalCache> {
+    vec![
+        NominalCache {
+            level: 1,
+            size: 48 * K,
+            ways: 12,
+            line: 64,
+        },
+        NominalCache {
+            level: 2,
+            size: 2 * M,
+            ways: 16,
+            line: 64,
+        },
+        NominalCache {
+            level: 3,
+            size: 300 * M,
+            ways: 20,
+            line: 64,
+        },
+    ]
+}
+
+/// Footprints from 8K to 512M, four a doubling.
+fn footprints() -> Vec<u64> {
+    let mut v = Vec::new();
+    let mut b = 8.0 * K as f64;
+    while b <= 512.0 * M as f64 {
+        v.push((b as u64).next_multiple_of(4096));
+        b *= 2f64.powf(0.25);
+    }
+    v.dedup();
+    v
+}
+
+/// The time of a chase over `bytes` on an ideal LRU hierarchy: a level holds the whole
+/// cycle up to its size, then nothing; a small deterministic jitter stands in for noise.
+fn ideal(levels: &[(u64, f64)], memory: f64) -> Vec<LatencyPoint> {
+    footprints()
+        .into_iter()
+        .enumerate()
+        .map(|(i, bytes)| {
+            let ns = levels.iter().find(|l| bytes <= l.0).map_or(memory, |l| l.1);
+            let jitter = 1.0 + 0.03 * (((i * 7919) % 11) as f64 / 10.0 - 0.5);
+            LatencyPoint {
+                bytes,
+                ns: ns * jitter,
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn segment_finds_the_steps_of_a_step_function() {
+    let ys = [
+        1.0, 1.0, 1.1, 5.0, 5.0, 4.9, 5.1, 9.0, 9.0, 20.0, 20.0, 20.5,
+    ];
+    assert_eq!(segment(&ys, 4), vec![0, 3, 7, 9]);
+    assert_eq!(segment(&ys, 1), vec![0]);
+    assert_eq!(segment(&[], 3), Vec::<usize>::new());
+    // More stretches than points: one point each.
+    assert_eq!(segment(&[1.0, 2.0], 5), vec![0, 1]);
+}
+
+#[test]
+fn a_guest_with_a_part_of_the_l3_gets_that_part_and_the_private_levels_keep_their_size() {
+    // As this project's Emerald Rapids guest measured (docs/cost.md): L3 ends near 3.5M.
+    let pts = ideal(&[(48 * K, 2.4), (2 * M, 8.0), (3584 * K, 42.0)], 156.0);
+    let h = analyse(&pts, &emr_caches()).unwrap();
+    assert_eq!(h.levels[0].size, 48 * K);
+    assert_eq!(h.levels[1].size, 2 * M);
+    let l3 = h.levels[2].size as f64;
+    assert!((3.0 * M as f64..4.3 * M as f64).contains(&l3), "L3 {l3}");
+    assert_eq!(
+        h.levels[2].size % (20 * 64),
+        0,
+        "whole sets of the nominal ways"
+    );
+    for (got, want) in [
+        (h.levels[0].ns, 2.4),
+        (h.levels[1].ns, 8.0),
+        (h.levels[2].ns, 42.0),
+        (h.memory_ns, 156.0),
+    ] {
+        assert!((got / want - 1.0).abs() < 0.03, "{got} against {want}");
+    }
+}
+
+#[test]
+fn a_core_with_the_whole_l3_keeps_its_nominal_size() {
+    let caches = vec![
+        NominalCache {
+            level: 1,
+            size: 32 * K,
+            ways: 8,
+            line: 64,
+        },
+        NominalCache {
+            level: 2,
+            size: M,
+            ways: 8,
+            line: 64,
+        },
+        NominalCache {
+            level: 3,
+            size: 32 * M,
+            ways: 16,
+            line: 64,
+        },
+    ];
+    let pts = ideal(&[(32 * K, 1.0), (M, 3.5), (30 * M, 12.0)], 80.0);
+    let h = analyse(&pts, &caches).unwrap();
+    let sizes: Vec<u64> = h.levels.iter().map(|l| l.size).collect();
+    assert_eq!(sizes, vec![32 * K, M, 32 * M]);
+}
+
+#[test]
+fn the_machine_file_keeps_the_base_and_takes_the_measured_caches_at_the_l1s_clock() {
+    let pts = ideal(&[(48 * K, 2.5), (2 * M, 8.0), (3584 * K, 42.0)], 150.0);
+    let h = analyse(&pts, &emr_caches()).unwrap();
+    let base = pagelab_machine::preset_text("emeraldrapids").unwrap();
+    let text = machine_toml(
+        "emeraldrapids",
+        base,
+        &h,
+        5,
+        Some("scattered"),
+        &["measured on a test".into()],
+    )
+    .unwrap();
+    assert!(text.starts_with("# measured on a test\n"));
+    let m = Machine::from_toml_str(&text, "measured").unwrap();
+    let b = pagelab_machine::preset("emeraldrapids").unwrap();
+    assert_eq!(m.name, "emeraldrapids-measured");
+    assert_eq!(m.tlb, b.tlb);
+    let c = &m.cost.as_ref().unwrap().caches;
+    // 5 cycles in 2.5 ns: 2 GHz (the curve's 3% jitter moves each by a cycle or two).
+    assert_eq!(c.l1d.latency, 5);
+    let near =
+        |got: u32, want: u32| assert!(got.abs_diff(want) <= want / 25 + 1, "{got} against {want}");
+    near(c.l2.as_ref().unwrap().latency, 16);
+    near(c.l3.as_ref().unwrap().latency, 84);
+    near(c.memory_latency, 300);
+    assert_eq!(c.l3.as_ref().unwrap().size, h.levels[2].size);
+    assert_eq!(c.l3.as_ref().unwrap().ways, 20);
+    let bc = &b.cost.as_ref().unwrap();
+    let mc = m.cost.as_ref().unwrap();
+    assert_eq!(mc.walk_caches, bc.walk_caches);
+    assert_eq!(mc.nested, bc.nested);
+    assert_eq!(format!("{:?}", mc.frames.placement), "Scattered");
+}
+
+#[test]
+fn bad_curves_are_refused_saying_why() {
+    let caches = emr_caches();
+    let few: Vec<LatencyPoint> = (1..5)
+        .map(|i| LatencyPoint {
+            bytes: i * M,
+            ns: 10.0,
+        })
+        .collect();
+    let e = analyse(&few, &caches).unwrap_err();
+    assert!(e.contains("4 footprints cannot show 3 cache levels"), "{e}");
+    let mut pts = ideal(&[(48 * K, 2.4), (2 * M, 8.0)], 100.0);
+    pts[5].ns = f64::NAN;
+    assert!(analyse(&pts, &caches).unwrap_err().contains("footprint 5"));
+    let mut pts = ideal(&[(48 * K, 2.4), (2 * M, 8.0)], 100.0);
+    pts.swap(3, 4);
+    assert!(analyse(&pts, &caches).unwrap_err().contains("not larger"));
+    assert!(analyse(&pts, &[]).unwrap_err().contains("no cache level"));
+}
+
+#[test]
+fn sizes_are_written_exactly() {
+    assert_eq!(exact_size(3840 * K), "3840K");
+    assert_eq!(exact_size(2 * M), "2M");
+    assert_eq!(exact_size(1280), "1280");
+    assert_eq!(exact_size(4 << 30), "4G");
+}
