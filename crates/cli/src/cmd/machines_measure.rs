@@ -50,6 +50,8 @@ pub fn run(a: &MachinesArgs) -> Result<()> {
     } else {
         "/sys/devices/system/cpu/cpu0/cache".to_string()
     };
+    // A machine file has at most three levels of data cache.
+    nominal.truncate(3);
     let max = pagelab_core::parse_bytes(&a.max).with_context(|| format!("--max {}", a.max))?;
     let opts = pagelab_lab::probe::ProbeOptions {
         max,
