@@ -363,31 +363,79 @@ fn machines_measure_writes_a_machine_file_that_times_a_run() {
     let file = dir.join("here.toml");
     let f = file.to_str().unwrap();
     let out = run(&[
-        "machines", "--measure", "--base", "emeraldrapids", "--max", "8M", "--repeat", "1", "-o", f,
+        "machines",
+        "--measure",
+        "--base",
+        "emeraldrapids",
+        "--max",
+        "8M",
+        "--repeat",
+        "1",
+        "-o",
+        f,
     ]);
     let text = String::from_utf8(out.stdout).unwrap();
-    for want in ["footprint", "L1: ", "L2: ", "memory:", "4K frames:", "wrote"] {
+    for want in [
+        "footprint",
+        "L1: ",
+        "L2: ",
+        "memory:",
+        "4K frames:",
+        "wrote",
+    ] {
         assert!(text.contains(want), "{want} missing from:\n{text}");
     }
     let written = std::fs::read_to_string(&file).unwrap();
-    assert!(written.contains("name = \"emeraldrapids-measured\""), "{written}");
+    assert!(
+        written.contains("name = \"emeraldrapids-measured\""),
+        "{written}"
+    );
     assert!(written.contains("ns per dependent step"), "{written}");
     // The file is a machine that times a run.
     let v = result(
-        &["sim", "--machine", f, "--workload", "chase:nodes=4096,steps=20000", "--page-sizes", "4K,2M"],
+        &[
+            "sim",
+            "--machine",
+            f,
+            "--workload",
+            "chase:nodes=4096,steps=20000",
+            "--page-sizes",
+            "4K,2M",
+        ],
         "measured",
     );
     let runs = v["runs"].as_array().unwrap();
-    assert!(runs.iter().all(|r| r["cost"]["cycles"].as_u64().unwrap() > 0), "{v}");
+    assert!(
+        runs.iter()
+            .all(|r| r["cost"]["cycles"].as_u64().unwrap() > 0),
+        "{v}"
+    );
 }
 
 #[test]
 fn machines_measure_refuses_bad_options_saying_which() {
     let err = fail(&["machines", "--measure", "--max", "1K", "-o", "/dev/null"]);
     assert!(err.contains("at least the smallest"), "{err}");
-    let err = fail(&["machines", "--measure", "--base", "nosuch", "-o", "/dev/null"]);
-    assert!(err.contains("--base nosuch") && err.contains("zen4"), "{err}");
-    let err = fail(&["machines", "--measure", "--base", "x86-64", "-o", "/dev/null"]);
+    let err = fail(&[
+        "machines",
+        "--measure",
+        "--base",
+        "nosuch",
+        "-o",
+        "/dev/null",
+    ]);
+    assert!(
+        err.contains("--base nosuch") && err.contains("zen4"),
+        "{err}"
+    );
+    let err = fail(&[
+        "machines",
+        "--measure",
+        "--base",
+        "x86-64",
+        "-o",
+        "/dev/null",
+    ]);
     assert!(err.contains("no [caches]"), "{err}");
     let err = fail(&["machines", "--measure", "--max", "lots", "-o", "/dev/null"]);
     assert!(err.contains("--max lots"), "{err}");

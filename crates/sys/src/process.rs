@@ -216,6 +216,53 @@ pub(crate) fn ended_and_usage(status: i32, usage: &libc::rusage) -> (Ended, Usag
     )
 }
 
+/// The calling thread pinned to the CPU it runs on; dropping it restores the thread's
+/// former CPU set (on every exit path of the scope that holds it, unwinding included).
+pub struct Pinned {
+    old: libc::cpu_set_t,
+}
+
+impl Pinned {
+    /// Pins the calling thread to the CPU it is on now, so that a timing is not split
+    /// between cores.
+    ///
+    /// # Errors
+    /// When the kernel refuses to read or set the thread's CPU set.
+    pub fn here() -> io::Result<Pinned> {
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        // SAFETY: cpu_set_t is plain data; all zeros is the empty set.
+        let mut old: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `old` is a valid cpu_set_t of `size` bytes; 0 names the calling thread.
+        if unsafe { libc::sched_getaffinity(0, size, &mut old) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: sched_getcpu has no preconditions.
+        let cpu = unsafe { libc::sched_getcpu() };
+        if cpu < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: as above: an empty set, then one CPU added to it.
+        let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `cpu` is a CPU number the kernel just gave, below CPU_SETSIZE.
+        unsafe { libc::CPU_SET(cpu as usize, &mut one) };
+        // SAFETY: `one` is a valid cpu_set_t of `size` bytes.
+        if unsafe { libc::sched_setaffinity(0, size, &one) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Pinned { old })
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        // SAFETY: `old` is the set the kernel gave for this thread; restoring it cannot
+        // fail for a set the thread held before (an error would leave it pinned, harmless).
+        unsafe {
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.old);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,52 +315,5 @@ mod tests {
         .unwrap();
         let (ended, _) = wait_with_usage(pid).unwrap();
         assert_eq!(ended, Ended::Killed(libc::SIGKILL));
-    }
-}
-
-/// The calling thread pinned to the CPU it runs on; dropping it restores the thread's
-/// former CPU set (on every exit path of the scope that holds it, unwinding included).
-pub struct Pinned {
-    old: libc::cpu_set_t,
-}
-
-impl Pinned {
-    /// Pins the calling thread to the CPU it is on now, so that a timing is not split
-    /// between cores.
-    ///
-    /// # Errors
-    /// When the kernel refuses to read or set the thread's CPU set.
-    pub fn here() -> io::Result<Pinned> {
-        let size = std::mem::size_of::<libc::cpu_set_t>();
-        // SAFETY: cpu_set_t is plain data; all zeros is the empty set.
-        let mut old: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `old` is a valid cpu_set_t of `size` bytes; 0 names the calling thread.
-        if unsafe { libc::sched_getaffinity(0, size, &mut old) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: sched_getcpu has no preconditions.
-        let cpu = unsafe { libc::sched_getcpu() };
-        if cpu < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: as above: an empty set, then one CPU added to it.
-        let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `cpu` is a CPU number the kernel just gave, below CPU_SETSIZE.
-        unsafe { libc::CPU_SET(cpu as usize, &mut one) };
-        // SAFETY: `one` is a valid cpu_set_t of `size` bytes.
-        if unsafe { libc::sched_setaffinity(0, size, &one) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Pinned { old })
-    }
-}
-
-impl Drop for Pinned {
-    fn drop(&mut self) {
-        // SAFETY: `old` is the set the kernel gave for this thread; restoring it cannot
-        // fail for a set the thread held before (an error would leave it pinned, harmless).
-        unsafe {
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.old);
-        }
     }
 }

@@ -13,7 +13,9 @@ fn second_pass_misses(index: SetIndex, pages: u64, stride: u64) -> usize {
     for i in 0..pages {
         t.access(Vpn(i * stride), k);
     }
-    (0..pages).filter(|&i| !t.access(Vpn(i * stride), k)).count()
+    (0..pages)
+        .filter(|&i| !t.access(Vpn(i * stride), k))
+        .count()
 }
 
 #[test]
@@ -50,10 +52,17 @@ arrays = [{ entries = 16 }]
 [l1d]
 arrays = [{ entries = 16, index = "xor" }]
 "#;
-    let e = TlbConfig::from_toml_str(text, "t.toml").unwrap_err().to_string();
-    assert!(e.contains("index") && e.contains("fully associative"), "{e}");
+    let e = TlbConfig::from_toml_str(text, "t.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("index") && e.contains("fully associative"),
+        "{e}"
+    );
     let bad = text.replace("\"xor\"", "\"hashed\"");
-    let e = TlbConfig::from_toml_str(&bad, "t.toml").unwrap_err().to_string();
+    let e = TlbConfig::from_toml_str(&bad, "t.toml")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("hashed"), "{e}");
 }
 
