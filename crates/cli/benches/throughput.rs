@@ -229,31 +229,6 @@ for i in range(20000):
 print(sorted(words.items(), key=lambda kv: (-kv[1], kv[0]))[:3])
 ";
 
-/// Pins this process (and so the children it starts) to the processor it is
-/// running on; returns the previous affinity to restore, or `None` if it cannot.
-fn pin_to_one_cpu() -> Option<libc::cpu_set_t> {
-    // SAFETY: plain syscalls on this process with properly sized sets.
-    unsafe {
-        let mut old: libc::cpu_set_t = std::mem::zeroed();
-        let size = std::mem::size_of::<libc::cpu_set_t>();
-        if libc::sched_getaffinity(0, size, &mut old) != 0 {
-            return None;
-        }
-        let cpu = libc::sched_getcpu();
-        if cpu < 0 {
-            return None;
-        }
-        let mut one: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu as usize, &mut one);
-        (libc::sched_setaffinity(0, size, &one) == 0).then_some(old)
-    }
-}
-
-fn unpin(old: &libc::cpu_set_t) {
-    // SAFETY: as in `pin_to_one_cpu`.
-    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), old) };
-}
-
 /// Pairs of runs (`wc -l`, then the study) whose medians are taken.
 const PAIRS: usize = 9;
 
@@ -435,17 +410,16 @@ fn main() {
     let traces = inputs(&dir, repeat, &wanted);
     // Every figure is taken on one core (the goals' terms): the pieces of a
     // Lackey file parsed in parallel then share it.
-    let old = pin_to_one_cpu();
-    if old.is_none() {
+    // Pinning this thread pins the children it starts too; dropped at the end.
+    let pinned = pagelab_sys::process::Pinned::here().ok();
+    if pinned.is_none() {
         println!("could not pin this process to one processor: the figures are of every core");
     }
     let mut rows = vec![];
     for (name, path) in traces {
         rows.push(bench_trace(&name, &path, &dir));
     }
-    if let Some(old) = old {
-        unpin(&old);
-    }
+    drop(pinned);
     println!("\n| trace | refs | Lackey text | one core: study / wc -l (goal <= 4x) | native M refs/s (goal >= 150) | slowest policy / study (goal >= 0.33) |");
     println!("|---|---:|---:|---:|---:|---:|");
     for row in rows {

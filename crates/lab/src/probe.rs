@@ -3,8 +3,9 @@
 //! The `chase` kernel ([`crate::native`]) runs at footprints growing geometrically, each
 //! twice: with its data advised `MADV_HUGEPAGE` (2M pages where THP allows it: its time is
 //! then the caches' and memory's, the TLB holding every page) and `MADV_NOHUGEPAGE` (4K
-//! pages: the difference is what a TLB miss's walk adds to a dependent load). Each figure
-//! is the fastest of `repeat` runs, the thread pinned to the CPU it started on. Nothing on
+//! pages: the difference is what a TLB miss's walk adds to a dependent load). Each run is
+//! timed in stretches, and a figure is the 10th percentile of the stretches of `repeat`
+//! runs, the thread pinned to the CPU it started on. Nothing on
 //! the machine is changed: no THP knob is written, so where THP is off the 2M runs get 4K
 //! pages, and [`ProbePoint::huge`] says so.
 
@@ -27,7 +28,7 @@ pub struct ProbeOptions {
 }
 
 impl Default for ProbeOptions {
-    /// 8K to 256M, four footprints a doubling, 1M steps, best of 3: about a minute.
+    /// 8K to 256M, four footprints a doubling, 1M steps, 3 runs: well under a minute idle.
     fn default() -> Self {
         ProbeOptions {
             min: 8 << 10,

@@ -29,7 +29,7 @@ use serde::Serialize;
 pub struct LatencyPoint {
     /// Bytes the chase's nodes cover.
     pub bytes: u64,
-    /// Nanoseconds per dependent step (the best of the repeats).
+    /// Nanoseconds per dependent step.
     pub ns: f64,
 }
 
@@ -160,40 +160,34 @@ pub fn analyse(points: &[LatencyPoint], nominal: &[NominalCache]) -> Result<Hier
     let starts = segment(&logs, k);
     let stretch = |j: usize| starts[j]..starts.get(j + 1).copied().unwrap_or(points.len());
     let ns_of = |j: usize| median(&mut points[stretch(j)].iter().map(|p| p.ns).collect::<Vec<_>>());
-    let mut levels = Vec::new();
-    for (j, c) in nominal.iter().enumerate() {
-        let ns = ns_of(j);
-        let next = ns_of(j + 1);
-        // Where the curve crosses the middle of this level's and the next stretch's
-        // latencies, log-linear between the two footprints around the crossing.
-        let mid = (ns * next).sqrt().ln();
-        let b = stretch(j + 1).start;
-        let cross = (1..points.len())
-            .find(|&i| i >= stretch(j).start && logs[i] >= mid && logs[i - 1] < mid)
-            .unwrap_or(b);
-        let (p0, p1) = (points[cross - 1], points[cross]);
-        let t = ((mid - p0.ns.ln()) / (p1.ns.ln() - p0.ns.ln())).clamp(0.0, 1.0);
-        let at =
-            ((p0.bytes as f64).ln() + t * ((p1.bytes as f64).ln() - (p0.bytes as f64).ln())).exp();
-        let set_bytes = c.ways as u64 * c.line as u64;
-        // Only the last level is shared (with other cores, and in a guest with other
-        // guests); the levels before it are the core's own whatever a noisy curve says.
-        let last = j + 1 == nominal.len();
-        let size = if last && at < c.size as f64 / 2.0 {
-            ((at / set_bytes as f64).round() as u64).max(1) * set_bytes
-        } else {
-            c.size
-        };
-        levels.push(MeasuredLevel {
+    let mut levels: Vec<MeasuredLevel> = nominal
+        .iter()
+        .enumerate()
+        .map(|(j, c)| MeasuredLevel {
             nominal: *c,
-            size,
-            ns,
-        });
+            size: c.size,
+            ns: ns_of(j),
+        })
+        .collect();
+    let memory_ns = ns_of(nominal.len());
+    // Only the last level is shared (with other cores, and in a guest with other guests);
+    // the levels before it are the core's own whatever a noisy curve says. Its size is
+    // where the curve crosses the middle of its and memory's latencies, log-linear
+    // between the two footprints around the crossing.
+    let j = nominal.len() - 1;
+    let last = &mut levels[j];
+    let mid = (last.ns * memory_ns).sqrt().ln();
+    let cross = (stretch(j).start.max(1)..points.len())
+        .find(|&i| logs[i] >= mid && logs[i - 1] < mid)
+        .unwrap_or(stretch(j + 1).start);
+    let (p0, p1) = (points[cross - 1], points[cross]);
+    let t = ((mid - p0.ns.ln()) / (p1.ns.ln() - p0.ns.ln())).clamp(0.0, 1.0);
+    let at = ((p0.bytes as f64).ln() + t * ((p1.bytes as f64).ln() - (p0.bytes as f64).ln())).exp();
+    if at < last.nominal.size as f64 / 2.0 {
+        let set_bytes = last.nominal.ways as u64 * last.nominal.line as u64;
+        last.size = ((at / set_bytes as f64).round() as u64).max(1) * set_bytes;
     }
-    Ok(Hierarchy {
-        levels,
-        memory_ns: ns_of(nominal.len()),
-    })
+    Ok(Hierarchy { levels, memory_ns })
 }
 
 /// The data caches `/sys/devices/system/cpu/cpu0/cache` names (Data and Unified, by

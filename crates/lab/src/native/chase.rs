@@ -43,10 +43,7 @@ impl Chase {
     }
 
     pub(crate) fn run(&self, advice: Advice, m: &mut Metrics) -> Result<()> {
-        let mut region = first_touch(self.nodes * self.node, advice, m, |r| {
-            r.as_mut_slice::<u64>().fill(0);
-        })?;
-        let mut p = self.link(&mut region);
+        let (_region, mut p) = self.prepare(advice, m)?;
         let phase = Phase::start();
         for _ in 0..self.steps {
             // SAFETY: every slot at a node's base holds the address of a node's base inside
@@ -66,10 +63,7 @@ impl Chase {
     /// preempted in, on a loaded machine, shows as a slow one) and the first touch's faults.
     pub(crate) fn time_chunks(&self, advice: Advice, chunks: u64) -> Result<(Vec<f64>, f64)> {
         let mut m = Metrics::new();
-        let mut region = first_touch(self.nodes * self.node, advice, &mut m, |r| {
-            r.as_mut_slice::<u64>().fill(0);
-        })?;
-        let mut p = self.link(&mut region);
+        let (_region, mut p) = self.prepare(advice, &mut m)?;
         let per = (self.steps / chunks.max(1)).max(1);
         let mut out = Vec::with_capacity(chunks as usize);
         for _ in 0..chunks.max(1) {
@@ -82,6 +76,16 @@ impl Chase {
         }
         std::hint::black_box(p);
         Ok((out, m["first_touch_faults"]))
+    }
+
+    /// Maps the nodes (the first touch, recorded in `m`) and links the cycle; returns the
+    /// region, which must outlive every step, and the address of the first node.
+    fn prepare(&self, advice: Advice, m: &mut Metrics) -> Result<(Region, usize)> {
+        let mut region = first_touch(self.nodes * self.node, advice, m, |r| {
+            r.as_mut_slice::<u64>().fill(0);
+        })?;
+        let p = self.link(&mut region);
+        Ok((region, p))
     }
 
     /// Writes the cycle's pointers into `region` and returns the address of its first node.
