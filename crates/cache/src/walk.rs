@@ -141,14 +141,30 @@ pub struct WalkCost {
     pub refs: u32,
     /// Cycles of those reads, one after the other.
     pub cycles: u32,
+    /// The part of `cycles` spent by reads that missed the L1D: the walker's reads go
+    /// through the L1D, so these hold one of its miss buffers as a data miss does
+    /// ([`crate::overlap`]).
+    pub miss_cycles: u32,
     /// Walk-cache hits (at most one per dimension walked).
     pub cache_hits: u32,
 }
 
 impl WalkCost {
+    /// One entry read at `paddr` through `caches`.
+    #[inline]
+    fn read(&mut self, caches: &mut Caches, paddr: u64) {
+        let c = caches.access(paddr, Line::Table);
+        self.refs += 1;
+        self.cycles += c;
+        if c > caches.l1_latency() {
+            self.miss_cycles += c;
+        }
+    }
+
     fn add(&mut self, o: WalkCost) {
         self.refs += o.refs;
         self.cycles += o.cycles;
+        self.miss_cycles += o.miss_cycles;
         self.cache_hits += o.cache_hits;
     }
 }
@@ -263,8 +279,7 @@ impl PageTable {
             ..WalkCost::default()
         };
         for &e in &entries[..n] {
-            cost.refs += 1;
-            cost.cycles += caches.access(e, Line::Table);
+            cost.read(caches, e);
         }
         cost
     }
@@ -317,8 +332,7 @@ impl Host {
         };
         for &gpa in &entries[..n] {
             let hpa = self.walk_gpa(gpa, caches, &mut cost);
-            cost.refs += 1;
-            cost.cycles += caches.access(hpa, Line::Table);
+            cost.read(caches, hpa);
         }
         let data = guest.page_of(va);
         self.walk_gpa(data, caches, &mut cost);

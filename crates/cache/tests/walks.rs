@@ -27,9 +27,11 @@ fn a_cold_walk_reads_one_line_per_level_from_memory() {
     let w = pt.walk(0x7f00_1234_5000, &mut caches);
     assert_eq!((w.refs, w.cycles, w.cache_hits), (4, 4 * MEM, 0));
     assert_eq!(caches.counts()[0].table_misses, 4);
-    // The next page: every entry in the same lines, all L1 hits.
+    // Every read missed the L1D: all of the walk's cycles would hold a miss buffer.
+    assert_eq!(w.miss_cycles, w.cycles);
+    // The next page: every entry in the same lines, all L1 hits, none missing.
     let w = pt.walk(0x7f00_1234_6000, &mut caches);
-    assert_eq!((w.refs, w.cycles), (4, 4 * 4));
+    assert_eq!((w.refs, w.cycles, w.miss_cycles), (4, 4 * 4, 0));
     // A 2M leaf (level 2) reads three levels.
     let mut big = PageTable::new(
         TableLayout {

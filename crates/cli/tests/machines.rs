@@ -381,6 +381,8 @@ fn machines_measure_writes_a_machine_file_that_times_a_run() {
         "L2: ",
         "memory:",
         "4K frames:",
+        "misses in flight:",
+        "walks: one line in each of 16384 4K pages",
         "wrote",
     ] {
         assert!(text.contains(want), "{want} missing from:\n{text}");
@@ -391,6 +393,12 @@ fn machines_measure_writes_a_machine_file_that_times_a_run() {
         "{written}"
     );
     assert!(written.contains("ns per dependent step"), "{written}");
+    // The measured overlap: whole numbers of misses and walks in flight.
+    let m: toml::Table = toml::from_str(&written).unwrap();
+    let o = m["overlap"].as_table().unwrap();
+    for k in ["miss_buffers", "walkers"] {
+        assert!(o[k].as_integer().unwrap() >= 1, "{k} in {written}");
+    }
     // The file is a machine that times a run.
     let v = result(
         &[

@@ -50,6 +50,9 @@ struct Run {
     tlb_cycles: u64,
     data_cycles: u64,
     walk_cycles: u64,
+    /// The part of `walk_cycles` of reads that missed the L1D (for the overlap: they
+    /// hold a miss buffer).
+    walk_miss_cycles: u64,
     walk_refs: u64,
     walks: [u64; 2],
     walk_cache_hits: u64,
@@ -65,9 +68,9 @@ struct Run {
     /// The clock of overlapped misses, when the references are independent
     /// and the machine overlaps them.
     overlap: Option<Overlap>,
-    /// The TLB and walk cycles of the line [`Run::translate_line`] translated, for the
-    /// overlap.
-    pending: (u64, u64),
+    /// The TLB, walk and walk-miss cycles of the line [`Run::translate_line`]
+    /// translated, for the overlap.
+    pending: (u64, u64, u64),
     /// Ticks ([`TICKS`]) the overlap hid, of all references and of loads.
     hidden: u64,
     load_hidden: u64,
@@ -128,6 +131,7 @@ impl Run {
         self.walks[side] += 1;
         self.walk_refs += w.refs as u64;
         self.walk_cycles += w.cycles as u64;
+        self.walk_miss_cycles += w.miss_cycles as u64;
         self.walk_cache_hits += w.cache_hits as u64;
     }
 
@@ -148,7 +152,7 @@ impl Run {
         let offset = self.size.bytes() - 1;
         let mut a = addr;
         loop {
-            let (tlb, walk) = (self.tlb_cycles, self.walk_cycles);
+            let (tlb, walk, miss) = (self.tlb_cycles, self.walk_cycles, self.walk_miss_cycles);
             let (base, _) = self.translate(1, a, hit);
             let mut paddr = base | (a & offset);
             if let Some(h) = &mut self.host {
@@ -157,7 +161,11 @@ impl Run {
             let data = self.caches.access(paddr, Line::Data) as u64;
             self.data_cycles += data;
             if self.overlap.is_some() {
-                let tw = (self.tlb_cycles - tlb, self.walk_cycles - walk);
+                let tw = (
+                    self.tlb_cycles - tlb,
+                    self.walk_cycles - walk,
+                    self.walk_miss_cycles - miss,
+                );
                 self.overlap_line(tw, data, load);
             }
             let next = ((a >> line_shift) + 1) << line_shift;
@@ -168,13 +176,13 @@ impl Run {
         }
     }
 
-    /// One data line's `(tlb, walk)` cycles and `data` cycles through the overlap
-    /// clock: what it hid is counted (of loads apart).
-    fn overlap_line(&mut self, (tlb, walk): (u64, u64), data: u64, load: bool) {
+    /// One data line's `(tlb, walk, walk miss)` cycles and `data` cycles through the
+    /// overlap clock: what it hid is counted (of loads apart).
+    fn overlap_line(&mut self, (tlb, walk, walk_miss): (u64, u64, u64), data: u64, load: bool) {
         let Some(o) = &mut self.overlap else { return };
         let moved = o.independent(
             tlb * TICKS,
-            walk * TICKS,
+            (walk * TICKS, walk_miss * TICKS),
             data * TICKS,
             data > self.l1_latency,
         );
@@ -200,11 +208,15 @@ impl Run {
     #[inline]
     fn translate_line(&mut self, a: u64, hit: &[u32; 3], load: bool) {
         let before = self.tlb_cycles + self.walk_cycles;
-        let walk = self.walk_cycles;
+        let (walk, miss) = (self.walk_cycles, self.walk_miss_cycles);
         self.va = a;
         let nested = self.host.is_some();
         self.lookup(1, a, hit, nested);
-        self.pending = (self.tlb_cycles + walk - before, self.walk_cycles - walk);
+        self.pending = (
+            self.tlb_cycles + walk - before,
+            self.walk_cycles - walk,
+            self.walk_miss_cycles - miss,
+        );
         if let Some(h) = &mut self.host {
             self.paddr = h.translate(self.last_base[1] | (a & (self.size.bytes() - 1)));
         }
@@ -329,6 +341,7 @@ impl CostStudy {
                     tlb_cycles: 0,
                     data_cycles: 0,
                     walk_cycles: 0,
+                    walk_miss_cycles: 0,
                     walk_refs: 0,
                     walks: [0; 2],
                     walk_cache_hits: 0,
@@ -337,7 +350,7 @@ impl CostStudy {
                     va: 0,
                     paddr: 0,
                     overlap: None,
-                    pending: (0, 0),
+                    pending: (0, 0, 0),
                     hidden: 0,
                     load_hidden: 0,
                     l1_latency: m.cost.caches.l1d.latency as u64,
@@ -437,7 +450,7 @@ impl CostStudy {
                     self.load_repeats += u64::from(load);
                     if self.independent {
                         for run in &mut self.runs {
-                            run.overlap_line((hit[0] as u64, 0), self.l1_latency as u64, load);
+                            run.overlap_line((hit[0] as u64, 0, 0), self.l1_latency as u64, load);
                         }
                     }
                     continue;

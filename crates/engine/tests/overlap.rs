@@ -94,3 +94,31 @@ fn the_workloads_kinds_say_which_references_are_independent() {
     };
     assert!(!pagelab_engine::independent_refs(&trace));
 }
+
+#[test]
+fn a_walks_reads_that_miss_the_l1d_take_miss_buffers_from_the_data() {
+    // Random updates over 64M: every one misses the caches, and on 4K pages walks too.
+    // With walkers to spare, walks that took no miss buffer would hide entirely behind
+    // the data's misses, and 4K pages would cost what 2M pages do; their reads that
+    // missed the L1D hold buffers as the data's misses do, so 4K pages are slower by
+    // about those reads' share of the buffers. The steady state: the cycles of 200K
+    // more updates after the same table's initialisation.
+    let c = cost("emeraldrapids", Some((8, 64)));
+    let few = costs(&timed("gups:table=64M,updates=200000,align=2M", &c));
+    let more = costs(&timed("gups:table=64M,updates=400000,align=2M", &c));
+    let per = |i: usize| (more[i].cycles - few[i].cycles) as f64 / 200_000.0;
+    let walks = more[0].walks - few[0].walks;
+    assert!(walks > 150_000, "4K pages walk on most updates: {walks}");
+    assert!(more[1].walks - few[1].walks < 100, "2M pages hardly walk");
+    let misses = more[0].caches[0].table_misses - few[0].caches[0].table_misses;
+    assert!(
+        misses > walks / 2,
+        "the walks' reads miss the L1D: {misses} in {walks} walks"
+    );
+    assert!(
+        per(0) > 1.1 * per(1),
+        "4K {} cycles an update against 2M {}",
+        per(0),
+        per(1)
+    );
+}

@@ -20,8 +20,13 @@
 //! - nanoseconds become cycles at the clock the first level implies: the base preset's L1
 //!   latency in cycles (the vendor's figure) over the measured L1 time.
 //!
+//! The `[overlap]` comes from a second measurement where one was made ([`overlap_spec`]):
+//! the misses and the walks a core keeps in flight, each the time of a dependent load over
+//! that of an independent one (`pagelab_lab::probe::overlap` says how).
+//!
 //! Everything else (TLBs, walk caches, nested paging, costs) is the base preset's.
 
+pub use pagelab_cache::overlap::{OverlapSpec, MAX_IN_FLIGHT};
 use serde::Serialize;
 
 /// One footprint of the chase: bytes of nodes visited in one random cycle, time per step.
@@ -233,6 +238,34 @@ pub fn sysfs_caches() -> Vec<NominalCache> {
     out
 }
 
+/// The `[overlap]` of misses and walks measured in flight (dependent time over independent
+/// time, [`OverlapSpec`]'s meaning): each rounded to a whole number within
+/// 1..=[`MAX_IN_FLIGHT`]. Walks that could not be measured (`None`: no walk showed, or they
+/// hid entirely) keep `base`'s walkers, or with no base are as many as the misses.
+///
+/// # Errors
+/// A misses figure that is not a positive number.
+pub fn overlap_spec(
+    misses: f64,
+    walks: Option<f64>,
+    base: Option<&OverlapSpec>,
+) -> Result<OverlapSpec, String> {
+    if !(misses.is_finite() && misses > 0.0) {
+        return Err(format!("{misses} misses in flight is not a measurement"));
+    }
+    let whole = |x: f64| (x.round() as u32).clamp(1, MAX_IN_FLIGHT);
+    let miss_buffers = whole(misses);
+    let walkers = match (walks.filter(|w| w.is_finite() && *w > 0.0), base) {
+        (Some(w), _) => whole(w),
+        (None, Some(b)) => b.walkers,
+        (None, None) => miss_buffers,
+    };
+    Ok(OverlapSpec {
+        miss_buffers,
+        walkers,
+    })
+}
+
 /// `bytes` in the largest unit that divides it exactly (`3840K`, `2M`, `1280`), as machine
 /// files write sizes.
 pub fn exact_size(bytes: u64) -> String {
@@ -245,8 +278,9 @@ pub fn exact_size(bytes: u64) -> String {
 }
 
 /// The base machine's TOML with its caches replaced by the measured ones, at the clock its
-/// L1 latency (`l1_cycles`) implies, and its `[frames] placement` by `placement` where
-/// one was measured; `notes` become comment lines at the top.
+/// L1 latency (`l1_cycles`) implies, its `[frames] placement` by `placement` and its
+/// `[overlap]` by `overlap` where they were measured; `notes` become comment lines at the
+/// top.
 ///
 /// # Errors
 /// When the base text does not parse, or the result is not a valid machine.
@@ -256,6 +290,7 @@ pub fn machine_toml(
     h: &Hierarchy,
     l1_cycles: u32,
     placement: Option<&str>,
+    overlap: Option<&OverlapSpec>,
     notes: &[String],
 ) -> Result<String, String> {
     let mut t: toml::Table =
@@ -286,6 +321,15 @@ pub fn machine_toml(
         f.insert("placement".into(), toml::Value::String(p.to_string()));
         t.insert("frames".into(), toml::Value::Table(f));
     }
+    if let Some(o) = overlap {
+        let mut f = toml::Table::new();
+        f.insert(
+            "miss_buffers".into(),
+            toml::Value::Integer(o.miss_buffers.into()),
+        );
+        f.insert("walkers".into(), toml::Value::Integer(o.walkers.into()));
+        t.insert("overlap".into(), toml::Value::Table(f));
+    }
     let name = format!("{base_name}-measured");
     let sizes: Vec<String> = h
         .levels
@@ -312,7 +356,12 @@ pub fn machine_toml(
     t.insert(
         "source".into(),
         toml::Value::String(format!(
-            "pagelab machines --measure (a dependent chase on 2M pages) on the base preset {base_name}"
+            "pagelab machines --measure (a dependent chase on 2M pages{}) on the base preset {base_name}",
+            if overlap.is_some() {
+                "; misses and walks in flight from dependent against independent loads"
+            } else {
+                ""
+            }
         )),
     );
     let body = toml::to_string(&t).map_err(|e| e.to_string())?;

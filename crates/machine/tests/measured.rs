@@ -1,7 +1,8 @@
 //! `pagelab machines --measure`'s analysis: a chase's curve into a machine's caches.
 
+use pagelab_cache::overlap::{OverlapSpec, MAX_IN_FLIGHT};
 use pagelab_machine::measured::{
-    analyse, exact_size, machine_toml, segment, LatencyPoint, NominalCache,
+    analyse, exact_size, machine_toml, overlap_spec, segment, LatencyPoint, NominalCache,
 };
 use pagelab_machine::Machine;
 
@@ -135,6 +136,10 @@ fn the_machine_file_keeps_the_base_and_takes_the_measured_caches_at_the_l1s_cloc
         &h,
         5,
         Some("scattered"),
+        Some(&OverlapSpec {
+            miss_buffers: 13,
+            walkers: 3,
+        }),
         &["measured on a test".into()],
     )
     .unwrap();
@@ -158,6 +163,40 @@ fn the_machine_file_keeps_the_base_and_takes_the_measured_caches_at_the_l1s_cloc
     assert_eq!(mc.walk_caches, bc.walk_caches);
     assert_eq!(mc.nested, bc.nested);
     assert_eq!(format!("{:?}", mc.frames.placement), "Scattered");
+    assert_eq!(
+        (
+            mc.overlap.as_ref().unwrap().miss_buffers,
+            mc.overlap.as_ref().unwrap().walkers
+        ),
+        (13, 3)
+    );
+    // Without a measured overlap the base's stays.
+    let kept = machine_toml("emeraldrapids", base, &h, 5, None, None, &[]).unwrap();
+    let kept = Machine::from_toml_str(&kept, "kept").unwrap();
+    assert_eq!(kept.cost.unwrap().overlap, bc.overlap);
+}
+
+#[test]
+fn the_overlap_is_the_measured_figures_rounded_within_the_pools_bounds() {
+    let base = OverlapSpec {
+        miss_buffers: 16,
+        walkers: 4,
+    };
+    let o = overlap_spec(12.6, Some(2.4), Some(&base)).unwrap();
+    assert_eq!((o.miss_buffers, o.walkers), (13, 2));
+    // Walks not measured keep the base's walkers, or without a base follow the misses.
+    let o = overlap_spec(12.6, None, Some(&base)).unwrap();
+    assert_eq!((o.miss_buffers, o.walkers), (13, 4));
+    let o = overlap_spec(12.6, Some(f64::NAN), None).unwrap();
+    assert_eq!((o.miss_buffers, o.walkers), (13, 13));
+    // A dependent load faster than independent ones still has one miss in flight; an
+    // absurd figure is held to the most a machine file may give.
+    let o = overlap_spec(0.3, Some(1e9), None).unwrap();
+    assert_eq!((o.miss_buffers, o.walkers), (1, MAX_IN_FLIGHT));
+    assert!(overlap_spec(f64::INFINITY, None, None)
+        .unwrap_err()
+        .contains("not a measurement"));
+    assert!(overlap_spec(-1.0, None, None).is_err());
 }
 
 #[test]

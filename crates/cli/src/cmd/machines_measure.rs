@@ -64,6 +64,8 @@ pub fn run(a: &MachinesArgs) -> Result<()> {
     })?;
     progress.step("frame placement");
     let contiguity = pagelab_lab::probe::frame_contiguity(64 << 20)?;
+    progress.step("misses and walks in flight");
+    let ov = pagelab_lab::probe::overlap::overlap(max, opts.steps, a.repeat)?;
     progress.finish();
     if points
         .iter()
@@ -86,6 +88,9 @@ pub fn run(a: &MachinesArgs) -> Result<()> {
     let h = measured::analyse(&curve, &nominal).map_err(anyhow::Error::msg)?;
     let l1_cycles = cost.caches.l1d.latency;
     let ghz = l1_cycles as f64 / h.levels[0].ns;
+    let walks = ov.walks_in_flight().filter(|_| ov.walk_huge_ok);
+    let overlap = measured::overlap_spec(ov.misses_in_flight(), walks, cost.overlap.as_ref())
+        .map_err(anyhow::Error::msg)?;
     let placement = contiguity.map(|c| {
         if c < CONTIGUOUS {
             "scattered"
@@ -136,14 +141,25 @@ pub fn run(a: &MachinesArgs) -> Result<()> {
             outln!("4K frames: pagemap hides frame numbers (not root): the base's placement kept")?
         }
     }
+    let overlap_lines = overlap_text(&ov, &overlap, cost.overlap.is_some());
+    for l in &overlap_lines {
+        outln!("{l}")?;
+    }
+    if !ov.memory_huge {
+        eprintln!(
+            "pagelab: warning: the misses in flight were measured on 4K pages (THP gave no 2M \
+             page): each load also walked, which the figure then includes"
+        );
+    }
     let mut notes = vec![
         format!(
             "Written by `pagelab machines --measure` on {}.",
             pagelab_machine::host::host_cpu_text()
         ),
         format!("Caches as {from}; clock {ghz:.2} GHz from the L1."),
-        "footprint, ns per dependent step on 2M-advised pages, on 4K pages:".to_string(),
     ];
+    notes.extend(overlap_lines);
+    notes.push("footprint, ns per dependent step on 2M-advised pages, on 4K pages:".to_string());
     notes.extend(points.iter().map(|p| {
         format!(
             "  {:>9} {:>8.1} {:>8.1}",
@@ -152,8 +168,16 @@ pub fn run(a: &MachinesArgs) -> Result<()> {
             p.ns_base
         )
     }));
-    let text = measured::machine_toml(&base, base_text, &h, l1_cycles, placement, &notes)
-        .map_err(anyhow::Error::msg)?;
+    let text = measured::machine_toml(
+        &base,
+        base_text,
+        &h,
+        l1_cycles,
+        placement,
+        Some(&overlap),
+        &notes,
+    )
+    .map_err(anyhow::Error::msg)?;
     std::fs::write(&a.out, text).with_context(|| format!("writing {}", a.out.display()))?;
     outln!(
         "wrote {} (pagelab bench --predict --machine {})",
@@ -161,4 +185,54 @@ pub fn run(a: &MachinesArgs) -> Result<()> {
         a.out.display()
     )?;
     Ok(())
+}
+
+/// The lines that say how the overlap was measured and what it gave (printed, and written
+/// as comments into the machine file).
+fn overlap_text(
+    ov: &pagelab_lab::probe::overlap::OverlapProbe,
+    o: &measured::OverlapSpec,
+    base_has: bool,
+) -> Vec<String> {
+    let (md, mi) = ov.memory;
+    let (bd, bi) = ov.walk_base;
+    let (hd, hi) = ov.walk_huge;
+    let pages = pagelab_lab::probe::overlap::WALK_PAGES;
+    let walks = match ov.walks_in_flight() {
+        Some(w) if ov.walk_huge_ok => format!("{w:.1} walks in flight: walkers = {}", o.walkers),
+        Some(_) => format!(
+            "not measured (THP gave the 2M-advised run 4K pages): walkers = {} ({})",
+            o.walkers,
+            if base_has {
+                "the base's"
+            } else {
+                "as many as the misses"
+            }
+        ),
+        None => format!(
+            "no walk showed or they hid entirely: walkers = {} ({})",
+            o.walkers,
+            if base_has {
+                "the base's"
+            } else {
+                "as many as the misses"
+            }
+        ),
+    };
+    vec![
+        format!(
+            "misses in flight: random lines over {} on 2M-advised pages, dependent {md:.1} ns, \
+             independent {mi:.2} ns: {:.1}: miss_buffers = {}",
+            pagelab_core::Bytes(ov.memory_bytes),
+            ov.misses_in_flight(),
+            o.miss_buffers
+        ),
+        format!(
+            "walks: one line in each of {pages} 4K pages, dependent {bd:.1} ns (2M-advised \
+             {hd:.1}: a walk {:.1} ns), independent {bi:.2} ns (2M-advised {hi:.2}: a walk adds \
+             {:.2} ns): {walks}",
+            bd - hd,
+            bi - hi
+        ),
+    ]
 }
