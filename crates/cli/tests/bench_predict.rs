@@ -56,7 +56,15 @@ fn predict_prints_the_models_steady_state_beside_each_configuration() {
         &["4K"]
     };
     let mut cmd = pagelab();
-    cmd.args(["bench", "--repeat", "1", "--predict", KERNEL]);
+    cmd.args([
+        "bench",
+        "--repeat",
+        "1",
+        "--predict",
+        "--machine",
+        "host",
+        KERNEL,
+    ]);
     for s in sizes {
         cmd.args(["--pages", s]);
     }
@@ -120,4 +128,46 @@ fn predict_refuses_a_machine_without_caches_before_measuring() {
     assert!(stderr.contains("x86-64"), "{stderr}");
     assert!(stderr.contains("caches"), "{stderr}");
     assert!(!String::from_utf8_lossy(&out.stdout).contains("median of"));
+}
+
+#[test]
+fn predict_measures_this_machine_by_default_and_models_the_file_it_wrote() {
+    if !two_mega_thp() {
+        eprintln!("SKIPPED: the measured 2M curve needs THP, and bench's 2M half root");
+        return;
+    }
+    let out = pagelab()
+        .args([
+            "bench",
+            "--repeat",
+            "1",
+            "--predict",
+            "--pages",
+            "4K",
+            KERNEL,
+        ])
+        .output()
+        .unwrap();
+    let stdout = stdout_of_success(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let path = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("pagelab: --predict --machine measured: wrote "))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no measured file named in:\n{stderr}"))
+        .to_string();
+    assert!(stderr.contains("misses in flight:"), "{stderr}");
+    // The table models the file it names, and the file is a machine with caches measured
+    // here and an [overlap].
+    assert!(
+        stdout.contains(&format!("beside the model ({path} nested:host=2M")),
+        "{stdout}"
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    let m = pagelab_machine::Machine::from_toml_str(&text, &path).unwrap();
+    let cost = m.cost.unwrap();
+    assert!(
+        cost.overlap.is_some() && cost.caches.memory_latency > 0,
+        "{text}"
+    );
 }

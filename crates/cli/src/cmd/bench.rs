@@ -50,8 +50,10 @@ pub struct BenchArgs {
     /// (docs/cost.md).
     #[arg(long)]
     pub predict: bool,
-    /// The machine `--predict` models: a preset with caches, a machine file, or `host` (the
-    /// preset of this CPU, read from /proc/cpuinfo; said on standard error).
+    /// The machine `--predict` models: `measured` (this machine, measured first as
+    /// `pagelab machines --measure` does: about a minute), `host` (the preset of this CPU,
+    /// read from /proc/cpuinfo; said on standard error), a preset with caches, or a
+    /// machine file.
     #[arg(long, value_name = "NAME|FILE", default_value = super::bench_predict::DEFAULT_MACHINE, requires = "predict")]
     pub machine: String,
     /// The virtualisation `--predict` models: nested:host=4K|2M|1G, or none. The default is
@@ -171,6 +173,7 @@ pub fn run(a: BenchArgs) -> Result<i32> {
                 eprintln!("pagelab: --predict --machine host: {}", choice.reason);
                 choice.name.to_string()
             }
+            super::bench_predict::MEASURED => super::bench_predict::measure_here()?,
             named => named.to_string(),
         };
         let predictions = super::bench_predict::predict(&specs, &pages, &machine, virt)?;

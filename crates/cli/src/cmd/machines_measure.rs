@@ -12,11 +12,41 @@ use pagelab_machine::measured::{self, LatencyPoint, NominalCache};
 const CONTIGUOUS: f64 = 0.5;
 
 pub fn run(a: &MachinesArgs) -> Result<()> {
-    let (base, why) = if a.base == pagelab_machine::host::HOST {
+    let max = pagelab_core::parse_bytes(&a.max).with_context(|| format!("--max {}", a.max))?;
+    let m = measure(&a.base, max, a.repeat)?;
+    for l in m.curve.iter().chain(&m.summary) {
+        outln!("{l}")?;
+    }
+    std::fs::write(&a.out, m.text).with_context(|| format!("writing {}", a.out.display()))?;
+    outln!(
+        "wrote {} (pagelab bench --predict --machine {})",
+        a.out.display(),
+        a.out.display()
+    )?;
+    Ok(())
+}
+
+/// What [`measure`] found: the machine file, the curve's table and the summary, as lines.
+pub struct Measured {
+    /// The machine file's TOML.
+    pub text: String,
+    /// The chase's table: footprint, ns per step on 2M-advised and 4K pages.
+    pub curve: Vec<String>,
+    /// The caches, memory, frames and overlap found.
+    pub summary: Vec<String>,
+}
+
+/// Measures this machine on the base preset `base_arg` (`host`: this CPU's), the chase up
+/// to `max` bytes, `repeat` runs of each; warnings go to stderr, progress to the terminal.
+///
+/// # Errors
+/// A base without caches, bad options, or a measurement that fails.
+pub fn measure(base_arg: &str, max: u64, repeat: u32) -> Result<Measured> {
+    let (base, why) = if base_arg == pagelab_machine::host::HOST {
         let c = pagelab_machine::host::host_choice();
         (c.name.to_string(), Some(c.reason))
     } else {
-        (a.base.clone(), None)
+        (base_arg.to_string(), None)
     };
     let base_text = pagelab_machine::preset_text(&base).with_context(|| {
         format!(
@@ -52,10 +82,9 @@ pub fn run(a: &MachinesArgs) -> Result<()> {
     };
     // A machine file has at most three levels of data cache.
     nominal.truncate(3);
-    let max = pagelab_core::parse_bytes(&a.max).with_context(|| format!("--max {}", a.max))?;
     let opts = pagelab_lab::probe::ProbeOptions {
         max,
-        repeat: a.repeat,
+        repeat,
         ..Default::default()
     };
     let progress = crate::progress::Progress::new("machines --measure");
@@ -65,7 +94,7 @@ pub fn run(a: &MachinesArgs) -> Result<()> {
     progress.step("frame placement");
     let contiguity = pagelab_lab::probe::frame_contiguity(64 << 20)?;
     progress.step("misses and walks in flight");
-    let ov = pagelab_lab::probe::overlap::overlap(max, opts.steps, a.repeat)?;
+    let ov = pagelab_lab::probe::overlap::overlap(max, opts.steps, repeat)?;
     progress.finish();
     if points
         .iter()
@@ -99,24 +128,27 @@ pub fn run(a: &MachinesArgs) -> Result<()> {
         }
     });
 
-    outln!("footprint  ns/step 2M-advised  ns/step 4K  4K adds")?;
+    let mut curve = vec!["footprint  ns/step 2M-advised  ns/step 4K  4K adds".to_string()];
     for p in &points {
         let note = if p.huge || p.bytes < 2 << 20 {
             ""
         } else {
             "  (got 4K pages)"
         };
-        outln!(
+        curve.push(format!(
             "{:>9}  {:>17.1}  {:>10.1}  {:>7.1}{note}",
             pagelab_core::Bytes(p.bytes).to_string(),
             p.ns_huge,
             p.ns_base,
             p.ns_base - p.ns_huge
-        )?;
+        ));
     }
-    outln!("\ncaches named by {from}; clock {ghz:.2} GHz (the {base} L1's {l1_cycles} cycles in {:.2} ns)", h.levels[0].ns)?;
+    let mut summary = vec![format!(
+        "\ncaches named by {from}; clock {ghz:.2} GHz (the {base} L1's {l1_cycles} cycles in {:.2} ns)",
+        h.levels[0].ns
+    )];
     for l in &h.levels {
-        outln!(
+        summary.push(format!(
             "L{}: {} of {} ({}-way), {:.1} ns = {:.0} cycles",
             l.nominal.level,
             pagelab_core::Bytes(l.size),
@@ -124,27 +156,25 @@ pub fn run(a: &MachinesArgs) -> Result<()> {
             l.nominal.ways,
             l.ns,
             l.ns * ghz
-        )?;
+        ));
     }
-    outln!(
+    summary.push(format!(
         "memory: {:.1} ns = {:.0} cycles",
         h.memory_ns,
         h.memory_ns * ghz
-    )?;
-    match contiguity {
-        Some(c) => outln!(
+    ));
+    summary.push(match contiguity {
+        Some(c) => format!(
             "4K frames: {:.1}% of consecutive pages on consecutive frames: {}",
             c * 100.0,
             placement.unwrap_or("first-touch")
-        )?,
+        ),
         None => {
-            outln!("4K frames: pagemap hides frame numbers (not root): the base's placement kept")?
+            "4K frames: pagemap hides frame numbers (not root): the base's placement kept".into()
         }
-    }
+    });
     let overlap_lines = overlap_text(&ov, &overlap, cost.overlap.is_some());
-    for l in &overlap_lines {
-        outln!("{l}")?;
-    }
+    summary.extend(overlap_lines.iter().cloned());
     if !ov.memory_huge {
         eprintln!(
             "pagelab: warning: the misses in flight were measured on 4K pages (THP gave no 2M \
@@ -178,13 +208,11 @@ pub fn run(a: &MachinesArgs) -> Result<()> {
         &notes,
     )
     .map_err(anyhow::Error::msg)?;
-    std::fs::write(&a.out, text).with_context(|| format!("writing {}", a.out.display()))?;
-    outln!(
-        "wrote {} (pagelab bench --predict --machine {})",
-        a.out.display(),
-        a.out.display()
-    )?;
-    Ok(())
+    Ok(Measured {
+        text,
+        curve,
+        summary,
+    })
 }
 
 /// The lines that say how the overlap was measured and what it gave (printed, and written
