@@ -36,7 +36,8 @@ pub fn is_baseline(pages: &[PageSize]) -> bool {
 /// Runs every (configuration, kernel, repetition) in that order, with the knobs of `session`
 /// (none: the knobs cannot be changed here, and only the baseline runs, its data advised
 /// MADV_NOHUGEPAGE), and returns the summarized result; `interrupted_by` says when a held
-/// signal stopped it early (only whole configurations are kept then, none summarized).
+/// signal stopped it early (only whole rounds are kept then, none summarized: see
+/// [`run_all`]).
 /// `progress` hears about each run. A child that fails is an error naming the kernel and
 /// configuration.
 pub fn run(
@@ -59,6 +60,13 @@ pub fn run(
 }
 
 /// The loop of [`run`]; the signal that stopped it, if one did.
+///
+/// The runs go in rounds: each round runs every kernel once under every configuration, so
+/// that a stretch of the machine being slower or faster (a neighbour of this VM, a
+/// frequency change) falls on one run of each configuration rather than on all the runs
+/// of one, and the ratios between configurations, which is what a user reads, stay
+/// honest. The knobs are set again for each configuration in each round. When a signal
+/// stops it, only the rounds that completed are kept (none: no configuration).
 fn run_all(
     req: &BenchRequest,
     session: &mut Option<KnobSession>,
@@ -67,78 +75,111 @@ fn run_all(
     configs: &mut Vec<LabConfig>,
 ) -> anyhow::Result<Option<i32>> {
     let (total, mut done) = (req.pages.len() * req.specs.len() * req.repeat as usize, 0);
-    for config_pages in &req.pages {
-        let label = runner::config_label(config_pages, None);
-        if let Some(s) = session.as_mut() {
-            s.configure(config_pages, req.mode)
-                .with_context(|| format!("configuring {label}"))?;
-        }
-        let advice = if is_baseline(config_pages) {
-            Advice::NoHugePage
-        } else if req.mode == ThpMode::Madvise {
-            Advice::HugePage
-        } else {
-            Advice::None
-        };
-        for spec in &req.specs {
-            let mut config = LabConfig {
+    let mut slots: Vec<LabConfig> = req
+        .pages
+        .iter()
+        .flat_map(|config_pages| {
+            let label = runner::config_label(config_pages, None);
+            req.specs.iter().map(move |spec| LabConfig {
                 subject: spec.to_string(),
                 label: label.clone(),
                 pages: config_pages.clone(),
                 thp: req.mode.as_str().to_string(),
                 ..Default::default()
-            };
-            for r in 0..req.repeat {
-                if let Some(sig) = session::interrupted() {
-                    return Ok(Some(sig));
+            })
+        })
+        .collect();
+    let mut rounds = 0;
+    let stopped = 'rounds: {
+        for r in 0..req.repeat {
+            for (c, config_pages) in req.pages.iter().enumerate() {
+                let label = runner::config_label(config_pages, None);
+                if let Some(s) = session.as_mut() {
+                    s.configure(config_pages, req.mode)
+                        .with_context(|| format!("configuring {label}"))?;
                 }
-                done += 1;
-                progress(&format!(
-                    "[{done}/{total}] {spec} under {label} (run {}/{})",
-                    r + 1,
-                    req.repeat
-                ));
-                let mut argv = req.child.clone();
-                argv.push(format!("--advice={advice}").into());
-                argv.push(spec.to_string().into());
-                let run = RunSpec {
-                    argv,
-                    env: Vec::new(),
-                    capture_stdout: true,
-                    no_randomize: false,
-                    folios_at_exit: false,
+                let advice = if is_baseline(config_pages) {
+                    Advice::NoHugePage
+                } else if req.mode == ThpMode::Madvise {
+                    Advice::HugePage
+                } else {
+                    Advice::None
                 };
-                let measured = measure(measurer, &run, &mut |pid| match session.as_mut() {
-                    Some(s) => s.note_program(pid, "pagelab bench-child"),
-                    None => Ok(()),
-                });
-                let mut outcome = match measured {
-                    Ok(outcome) => outcome,
-                    // A signal between the check above and the child's start.
-                    Err(e) => match crate::LabError::interrupt_in(&e) {
-                        Some(sig) => return Ok(Some(sig)),
-                        None => return Err(e),
-                    },
-                };
-                if let Some(sig) = outcome.interrupted {
-                    return Ok(Some(sig));
+                for (k, spec) in req.specs.iter().enumerate() {
+                    if let Some(sig) = session::interrupted() {
+                        break 'rounds Some(sig);
+                    }
+                    done += 1;
+                    progress(&format!(
+                        "[{done}/{total}] {spec} under {label} (run {}/{})",
+                        r + 1,
+                        req.repeat
+                    ));
+                    match one_run(req, session, measurer, spec, &label, advice)? {
+                        Ok(run) => slots[c * req.specs.len() + k].runs.push(run),
+                        Err(sig) => break 'rounds Some(sig),
+                    }
                 }
-                let exit = &outcome.measurement.exit;
-                if exit.code != Some(0) {
-                    bail!(
-                        "the benchmark child for `{spec}` under {label} failed (exit code {:?}, \
-                         signal {:?}); its error is above",
-                        exit.code,
-                        exit.signal
-                    );
-                }
-                let report = ChildReport::from_stdout(&outcome.stdout)
-                    .with_context(|| format!("`{spec}` under {label}"))?;
-                outcome.measurement.metrics = report.metrics;
-                config.runs.push(outcome.measurement);
             }
-            configs.push(config);
+            rounds += 1;
+        }
+        None
+    };
+    for mut slot in slots {
+        slot.runs.truncate(rounds);
+        if !slot.runs.is_empty() {
+            configs.push(slot);
         }
     }
-    Ok(None)
+    Ok(stopped)
+}
+
+/// One child's run of `spec` under `label`: its measurement with the child's metrics, or
+/// the signal that stopped it.
+fn one_run(
+    req: &BenchRequest,
+    session: &mut Option<KnobSession>,
+    measurer: &mut dyn Measurer,
+    spec: &KernelSpec,
+    label: &str,
+    advice: Advice,
+) -> anyhow::Result<Result<pagelab_report::Measurement, i32>> {
+    let mut argv = req.child.clone();
+    argv.push(format!("--advice={advice}").into());
+    argv.push(spec.to_string().into());
+    let run = RunSpec {
+        argv,
+        env: Vec::new(),
+        capture_stdout: true,
+        no_randomize: false,
+        folios_at_exit: false,
+    };
+    let measured = measure(measurer, &run, &mut |pid| match session.as_mut() {
+        Some(s) => s.note_program(pid, "pagelab bench-child"),
+        None => Ok(()),
+    });
+    let mut outcome = match measured {
+        Ok(outcome) => outcome,
+        // A signal between the check above and the child's start.
+        Err(e) => match crate::LabError::interrupt_in(&e) {
+            Some(sig) => return Ok(Err(sig)),
+            None => return Err(e),
+        },
+    };
+    if let Some(sig) = outcome.interrupted {
+        return Ok(Err(sig));
+    }
+    let exit = &outcome.measurement.exit;
+    if exit.code != Some(0) {
+        bail!(
+            "the benchmark child for `{spec}` under {label} failed (exit code {:?}, \
+             signal {:?}); its error is above",
+            exit.code,
+            exit.signal
+        );
+    }
+    let report = ChildReport::from_stdout(&outcome.stdout)
+        .with_context(|| format!("`{spec}` under {label}"))?;
+    outcome.measurement.metrics = report.metrics;
+    Ok(Ok(outcome.measurement))
 }

@@ -189,8 +189,9 @@ fn the_default_configuration_is_every_thp_size_of_the_kernel() {
 }
 
 /// `pagelab bench`'s loop through the fake: each child's report becomes the run's metrics,
-/// summarized per (kernel, configuration), the baseline advised MADV_NOHUGEPAGE; a failing
-/// child is an error naming the kernel and configuration.
+/// summarized per (kernel, configuration), the runs in rounds of every configuration, the
+/// baseline advised MADV_NOHUGEPAGE; a failing child is an error naming the kernel and
+/// configuration.
 #[test]
 fn bench_summarizes_each_childs_report_and_names_a_failing_child() {
     use pagelab_lab::bench::{self, BenchRequest};
@@ -219,14 +220,17 @@ fn bench_summarizes_each_childs_report_and_names_a_failing_child() {
         .iter()
         .map(|c| (c.label.clone(), c.summary["metrics/ns_per_element"].median))
         .collect();
-    assert_eq!(medians, [("4K".to_string(), 4.0), ("2M".to_string(), 1.5)]);
+    // The runs go in rounds, every configuration once a round: 4K gets the first and
+    // third reports (3 and 2), 2M the second and fourth (5 and 1).
+    assert_eq!(medians, [("4K".to_string(), 2.5), ("2M".to_string(), 3.0)]);
+    assert!(r.configs.iter().all(|c| c.runs.len() == 2));
     let advice: Vec<&str> = m.ran.iter().map(|a| a[2].to_str().unwrap()).collect();
     assert_eq!(
         advice,
         [
             "--advice=nohugepage",
-            "--advice=nohugepage",
             "--advice=hugepage",
+            "--advice=nohugepage",
             "--advice=hugepage"
         ]
     );
