@@ -310,6 +310,7 @@ fn policy(path: &str, spec: &str) -> u64 {
         cow: Default::default(),
         file_faults: Default::default(),
         platform: None,
+        exit_mappings: false,
     };
     let mut src = pagelab_trace::open(path, None).unwrap();
     let r = pagelab_engine::run_policies(&mut *src, &cfg, &mut ()).unwrap();

@@ -204,6 +204,7 @@ pub fn policy_config(study: &StudyConfig, a: &PolicyArgs<'_>) -> Result<PolicyCo
         cow,
         file_faults: file_faults(a.page_cache, a.fault_around)?,
         platform,
+        exit_mappings: false,
     })
 }
 

@@ -32,6 +32,10 @@ pub struct PolicyConfig {
     /// The modelled machine's page-table geometry, kernel and nodes (`None`:
     /// today's default machine, the geometry following each policy's base page).
     pub platform: Option<pagelab_mm::platform::Platform>,
+    /// Keep each process's mappings at its exit, with the pages and large folios each
+    /// maps ([`pagelab_mm::exit_map`]), in the run's `exit_mappings` (`validate
+    /// --per-mapping`).
+    pub exit_mappings: bool,
 }
 
 /// One policy's run.
@@ -67,6 +71,9 @@ impl PolicyRun {
             .map_err(|e| EngineError::Model(e.to_string()))?;
         mm.set_cow(cfg.cow);
         mm.set_file_faults(cfg.file_faults);
+        if cfg.exit_mappings {
+            mm.record_exit_mappings();
+        }
         Ok(PolicyRun {
             asids: match cfg.tlb.asids {
                 Some(n) => Some(
@@ -312,6 +319,10 @@ impl PolicyRun {
                 reclaim_preemptions: s.reclaim_preemptions,
                 faults_by_pid: self.mm.faults_by_task().clone(),
                 policy_counters: self.mm.policy_counters(),
+                exit_mappings: self
+                    .mm
+                    .exit_mappings()
+                    .and_then(|x| serde_json::to_value(x).ok()),
                 kernel: self
                     .mm
                     .kernel_stats()

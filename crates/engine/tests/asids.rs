@@ -31,6 +31,7 @@ fn misses(asids: Option<u32>, events: &[Event]) -> u64 {
         cow: Default::default(),
         file_faults: Default::default(),
         platform: None,
+        exit_mappings: false,
     };
     let r = run_policies(&mut Events(Vec::from(events).into_iter()), &cfg, &mut ()).unwrap();
     r.runs[0].dtlb_misses

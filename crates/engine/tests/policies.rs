@@ -33,6 +33,7 @@ fn base_policies_equal_the_fixed_size_study_on_a_real_trace() {
             cow: Default::default(),
             file_faults: Default::default(),
             platform: None,
+            exit_mappings: false,
         };
         let got = run_policies(&mut Events(events.clone().into_iter()), &cfg, &mut ()).unwrap();
         for (g, w) in got.runs.iter().zip(&want.runs) {
@@ -69,6 +70,7 @@ fn linux_thp_on_a_real_trace_uses_2m_pages_when_always() {
         cow: Default::default(),
         file_faults: Default::default(),
         platform: None,
+        exit_mappings: false,
     };
     let got = run_policies(&mut Events(events.into_iter()), &cfg, &mut ()).unwrap();
     let (always, never) = (
@@ -107,6 +109,7 @@ fn strict_mode_rejects_contradictions_with_their_position() {
         cow: Default::default(),
         file_faults: Default::default(),
         platform: None,
+        exit_mappings: false,
     };
     let lenient = run_policies(&mut Events(events.clone().into_iter()), &cfg, &mut ()).unwrap();
     assert_eq!(

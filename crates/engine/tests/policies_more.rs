@@ -22,6 +22,7 @@ fn run(events: &[Event], policies: &[&str]) -> Vec<RunStats> {
         cow: Default::default(),
         file_faults: Default::default(),
         platform: None,
+        exit_mappings: false,
     };
     let events: Vec<Event> = events.to_vec();
     run_policies(&mut Events(events.into_iter()), &cfg, &mut ())

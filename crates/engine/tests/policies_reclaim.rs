@@ -40,6 +40,7 @@ fn run(mode: SuperpageReclaim) -> RunStats {
         cow: Default::default(),
         file_faults: Default::default(),
         platform: None,
+        exit_mappings: false,
     };
     let mut r = run_policies(&mut Events(events.into_iter()), &cfg, &mut ()).unwrap();
     r.runs.remove(0)

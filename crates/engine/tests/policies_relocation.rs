@@ -24,6 +24,7 @@ fn relocation_on_a_real_trace_collapses_and_misses_less_than_4k() {
         cow: Default::default(),
         file_faults: Default::default(),
         platform: None,
+        exit_mappings: false,
     };
     let got = run_policies(&mut Events(events.into_iter()), &cfg, &mut ()).unwrap();
     let (base, deflt, half) = (&got.runs[0], &got.runs[1], &got.runs[2]);

@@ -35,6 +35,7 @@ fn reservation_on_a_real_trace_populates_base_pages_and_promotes() {
         cow: Default::default(),
         file_faults: Default::default(),
         platform: None,
+        exit_mappings: false,
     };
     let got = run_policies(&mut Events(events.into_iter()), &cfg, &mut ()).unwrap();
     let mm = |i: usize| got.runs[i].mm.clone().unwrap();

@@ -34,6 +34,7 @@ fn run(events: Vec<Event>, policy: &str) -> Result<(), String> {
         cow: Default::default(),
         file_faults: Default::default(),
         platform: None,
+        exit_mappings: false,
     };
     run_policies(&mut Events(events.into_iter()), &cfg, &mut ())
         .map(|_| ())

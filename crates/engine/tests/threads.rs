@@ -108,6 +108,7 @@ fn one_thread_means_one_and_no_bound_changes_a_result() {
         cow: Default::default(),
         file_faults: Default::default(),
         platform: None,
+        exit_mappings: false,
     };
     let prefix = real_prefix(1_500_000);
 

@@ -61,6 +61,23 @@ impl Folios {
     }
 }
 
+/// One line of `/proc/PID/maps` as [`FolioCounter::by_mapping`] read it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MapsFolios {
+    /// First byte.
+    pub start: u64,
+    /// One past the last byte.
+    pub end: u64,
+    /// The line's path or `[heap]`, `[stack]`, ...; `anon` for an anonymous mapping.
+    pub name: String,
+    /// 4K pages present (zero pages included).
+    pub pages: u64,
+    /// Of those, 4K pages of a zero page (the 4K one or the huge one): read, never written.
+    pub zero: u64,
+    /// The large folios first seen in it.
+    pub folios: Folios,
+}
+
 /// Reads `/proc/kpageflags` to tell the folios of frames; one per reading.
 pub struct FolioCounter {
     flags: File,
@@ -78,28 +95,29 @@ impl FolioCounter {
     /// pages the process maps (a folio mapped in two places of one process counts once).
     pub fn mapped_by(&self, pid: u32) -> io::Result<Folios> {
         let mut out = Folios::default();
-        for (_, f) in self.by_mapping(pid)? {
-            out.add(&f);
+        for m in self.by_mapping(pid)? {
+            out.add(&m.folios);
         }
         Ok(out)
     }
 
-    /// As [`FolioCounter::mapped_by`], by mapping: each line of `/proc/PID/maps` that maps a
-    /// large folio, with the folios first seen in it (a folio mapped twice counts in the
-    /// lower mapping only, so the sum is [`FolioCounter::mapped_by`]'s count).
-    pub fn by_mapping(&self, pid: u32) -> io::Result<Vec<(String, Folios)>> {
+    /// As [`FolioCounter::mapped_by`], by mapping: each line of `/proc/PID/maps`, with the
+    /// 4K pages present in it and the large folios first seen in it (a folio mapped twice
+    /// counts in the lower mapping only, so the sum is [`FolioCounter::mapped_by`]'s count).
+    pub fn by_mapping(&self, pid: u32) -> io::Result<Vec<MapsFolios>> {
         let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
         let pagemap = File::open(format!("/proc/{pid}/pagemap"))?;
         let mut seen = Seen::new(); // head -> (pages, flags, line)
         let mut entries = vec![0u8; 8 * 4096];
-        let lines: Vec<&str> = maps.lines().collect();
-        for (i, line) in lines.iter().enumerate() {
+        let mut out = Vec::new();
+        for (i, line) in maps.lines().enumerate() {
             let Some((start, end)) = range_of(line) else {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
                     format!("/proc/{pid}/maps: unreadable line `{line}`"),
                 ));
             };
+            let (mut present, mut zero) = (0, 0);
             let mut page = start / 4096;
             while page < end / 4096 {
                 let n = (end / 4096 - page).min(4096);
@@ -107,8 +125,14 @@ impl FolioCounter {
                 let got = pagemap.read_at(buf, page * 8)?;
                 for e in buf[..got].chunks_exact(8) {
                     let e = u64::from_ne_bytes(e.try_into().expect("8 bytes"));
-                    if e & PM_PRESENT != 0 && e & PM_PFN != 0 {
-                        self.note(e & PM_PFN, i, &mut seen)?;
+                    if e & PM_PRESENT != 0 {
+                        present += 1;
+                        if e & PM_PFN != 0 {
+                            if self.flags_of(e & PM_PFN)? & KPF_ZERO_PAGE != 0 {
+                                zero += 1;
+                            }
+                            self.note(e & PM_PFN, i, &mut seen)?;
+                        }
                     }
                 }
                 if got < buf.len() {
@@ -116,13 +140,20 @@ impl FolioCounter {
                 }
                 page += n;
             }
+            out.push(MapsFolios {
+                start,
+                end,
+                name: name_of(line),
+                pages: present,
+                zero,
+                folios: Folios::default(),
+            });
         }
-        let mut out: BTreeMap<usize, Folios> = BTreeMap::new();
         for &(pages, flags, line) in seen.values() {
             let Some(size) = PageSize::from_bytes(pages * 4096) else {
                 continue;
             };
-            let f = out.entry(line).or_default();
+            let f = &mut out[line].folios;
             let by = if flags & KPF_ANON != 0 {
                 &mut f.anon
             } else {
@@ -130,10 +161,7 @@ impl FolioCounter {
             };
             *by.entry(size).or_default() += 1;
         }
-        Ok(out
-            .into_iter()
-            .map(|(i, f)| (lines[i].to_string(), f))
-            .collect())
+        Ok(out)
     }
 
     /// Notes the folio of frame `pfn` in `seen` (head frame -> pages, flags, the maps line
@@ -181,6 +209,20 @@ fn range_of(line: &str) -> Option<(u64, u64)> {
     ))
 }
 
+/// The name field of a `/proc/PID/maps` line (its sixth field on: a path may hold
+/// spaces), or `anon` when it has none.
+fn name_of(line: &str) -> String {
+    let mut rest = line;
+    for _ in 0..5 {
+        rest = rest.trim_start();
+        rest = rest.find(char::is_whitespace).map_or("", |i| &rest[i..]);
+    }
+    match rest.trim() {
+        "" => "anon".to_string(),
+        name => name.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,6 +232,11 @@ mod tests {
         let line = "7f0000000000-7f0000010000 rw-p 00000000 00:00 0 ";
         assert_eq!(range_of(line), Some((0x7f00_0000_0000, 0x7f00_0001_0000)));
         assert_eq!(range_of("garbage"), None);
+        assert_eq!(name_of(line), "anon");
+        let heap = "555555559000-55555557a000 rw-p 00000000 00:00 0      [heap]";
+        assert_eq!(name_of(heap), "[heap]");
+        let file = "7ffff7fc3000-7ffff7fc5000 r--p 00000000 fd:01 1234  /usr/lib/a b.so";
+        assert_eq!(name_of(file), "/usr/lib/a b.so");
     }
 
     #[test]

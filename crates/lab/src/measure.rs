@@ -56,6 +56,8 @@ pub struct ExitFolios {
     pub folios: crate::folios::Folios,
     /// How many processes were read at their exit.
     pub processes: u64,
+    /// Each process's mappings at its exit, in the order the processes exited.
+    pub mappings: Vec<(u32, Vec<crate::folios::MapsFolios>)>,
 }
 
 /// Measures runs of programs.
@@ -103,6 +105,9 @@ pub struct RunOutcome {
     pub stdout: Vec<u8>,
     /// The signal pagelab received (and passed on to the program) during the run, if any.
     pub interrupted: Option<i32>,
+    /// Each process's mappings at its exit, in exit order, when the folios at exit were
+    /// read ([`RunSpec::folios_at_exit`]); empty otherwise.
+    pub exit_mappings: Vec<(u32, Vec<crate::folios::MapsFolios>)>,
 }
 
 /// Runs `spec` once through `m` and makes its [`Measurement`]: wall, user and system time,
@@ -177,6 +182,7 @@ pub fn measure(
         measurement,
         stdout: e.stdout,
         interrupted: e.interrupted,
+        exit_mappings: e.exit_folios.map(|x| x.mappings).unwrap_or_default(),
     })
 }
 

@@ -153,10 +153,13 @@ pub(crate) fn execute(
         // program); a failed reading leaves the whole count unknown, with its reason.
         Some(c) => pagelab_sys::trace::follow(pid, |p| {
             if let Some(Ok(total)) = &mut exit_folios {
-                match c.mapped_by(p) {
-                    Ok(f) => {
-                        total.folios.add(&f);
+                match c.by_mapping(p) {
+                    Ok(maps) => {
+                        for m in &maps {
+                            total.folios.add(&m.folios);
+                        }
                         total.processes += 1;
+                        total.mappings.push((p, maps));
                     }
                     Err(e) => exit_folios = Some(Err(format!("process {p}: {e}"))),
                 }

@@ -18,6 +18,7 @@
 
 pub mod cache;
 pub mod counters;
+pub mod exit_map;
 pub mod fault;
 pub mod fault_around;
 pub mod filemap;

@@ -53,6 +53,9 @@ pub struct Mm {
     /// Faults each task took (by pid), as the kernel counts a task's `min_flt`
     /// and `maj_flt`: a vfork child's in the address space it borrows are its own.
     faults_by_task: std::collections::BTreeMap<u32, u64>,
+    /// Each process's mappings at its exit, in exit order, once asked for
+    /// ([`Mm::record_exit_mappings`]).
+    exit_mappings: Option<Vec<crate::exit_map::ExitProcess>>,
 }
 
 impl Mm {
@@ -113,6 +116,7 @@ impl Mm {
             base: spec.base(),
             kernel: crate::kmem::KernelStats::on(platform, phys, spec.base())?,
             faults_by_task: Default::default(),
+            exit_mappings: None,
         })
     }
 
@@ -134,6 +138,26 @@ impl Mm {
     /// The policy's own counters.
     pub fn policy_counters(&self) -> serde_json::Value {
         self.policy.counters()
+    }
+
+    /// From now on keep each exiting process's mappings, with the pages and large folios
+    /// each maps ([`crate::exit_map`]), for [`Mm::exit_mappings`].
+    pub fn record_exit_mappings(&mut self) {
+        self.exit_mappings.get_or_insert_with(Vec::new);
+    }
+
+    /// The mappings of each process at its exit, in exit order, when recorded.
+    pub fn exit_mappings(&self) -> Option<&[crate::exit_map::ExitProcess]> {
+        self.exit_mappings.as_deref()
+    }
+
+    /// Process `pid` exits, its address space whole: the policy counts what it maps, and
+    /// its mappings are kept when asked for.
+    fn exiting(&mut self, pid: u32) {
+        self.policy.exit(&self.machine, pid);
+        if let Some(list) = &mut self.exit_mappings {
+            list.push(crate::exit_map::ExitProcess::of(&self.machine, pid));
+        }
     }
 
     /// Times reclaim has run (kswapd and direct); each run may clear

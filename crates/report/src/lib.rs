@@ -70,6 +70,7 @@ mod schema;
 mod sweep;
 mod table;
 pub mod validate;
+pub mod validate_mappings;
 
 pub use crate::csv::{write_csv, write_csv_to, CsvExporter};
 pub use any::{load_any, parse_any, AnyResult, KNOWN_SCHEMAS};

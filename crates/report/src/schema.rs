@@ -209,6 +209,11 @@ pub struct PolicyStats {
     /// The policy's own counters (for linux-thp: `anon_fault_alloc`, `anon_fault_fallback` per size).
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub policy_counters: serde_json::Value,
+    /// Each process's mappings at its exit, in exit order, when the run was asked to keep
+    /// them (`validate --per-mapping`): `[{"pid", "mappings": [{"start", "end", "name",
+    /// "pages", "folios": {"64K": n}}]}]` (see [`crate::validate_mappings`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_mappings: Option<serde_json::Value>,
     /// The kernel's own memory on a machine given by `--machine`: struct page,
     /// page clustering, `mem_map_bytes`, and on a 32-bit kernel its low memory
     /// and the peak of the page tables the kernel kept there.

@@ -85,7 +85,7 @@ impl Counts {
 }
 
 /// Counts by size as `3×64K 1×2M` in size order, or `-` when there are none.
-fn per_size_text(counts: &BTreeMap<String, u64>) -> String {
+pub(crate) fn per_size_text(counts: &BTreeMap<String, u64>) -> String {
     let mut sizes: Vec<(&String, &u64)> = counts.iter().filter(|(_, &n)| n > 0).collect();
     sizes.sort_by_key(|(k, _)| k.parse::<PageSize>().ok());
     if sizes.is_empty() {
@@ -114,6 +114,11 @@ pub struct ValidateCase {
     pub kernel_runs: Vec<Counts>,
     /// `agree` when every figure is within the tolerance, else `differ`.
     pub verdict: String,
+    /// With `validate --per-mapping`: what each process mapped at its exit, mapping by
+    /// mapping, the model's beside the kernel's (one native run's: the first whose folios
+    /// at exit are the median's) ([`crate::validate_mappings`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mappings: Vec<crate::validate_mappings::MappingRow>,
 }
 
 impl ValidateCase {

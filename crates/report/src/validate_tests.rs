@@ -32,6 +32,7 @@ fn the_table_shows_the_spread_of_repeated_runs() {
             Counts::new(99, []),
         ],
         verdict: "agree".into(),
+        mappings: Vec::new(),
     });
     let t = validate_table(&r);
     assert!(t.contains("97..99"), "{t}");
@@ -58,6 +59,7 @@ fn the_answer_names_the_cases_that_differ_and_the_largest_gap() {
             model: m,
             kernel: k,
             kernel_runs: Vec::new(),
+            mappings: Vec::new(),
         }
     };
     let mut r = ValidateResult::new(5.0);
@@ -128,6 +130,7 @@ fn a_racy_kernel_is_met_anywhere_in_its_range() {
         kernel: runs[0].clone(),
         kernel_runs: runs.to_vec(),
         verdict: v(&model(273, 17)).into(),
+        mappings: Vec::new(),
     });
     let t = validate_table(&r);
     assert!(t.contains("277..278; 16K 16..17"), "{t}");

@@ -32,6 +32,12 @@ pub struct ValidateArgs {
     /// its nearer end). A racy program needs enough runs to show its range.
     #[arg(long, value_name = "N")]
     pub repeat: Option<usize>,
+    /// With a program: after the totals, a table per case of what each process mapped at
+    /// its exit, mapping by mapping (range, file or [heap]/[stack]/anon, 4K pages present,
+    /// large anonymous folios by size), the model's beside the kernel's, so that a
+    /// difference can be found in one mapping; also in `--json` (`mappings`).
+    #[arg(long)]
+    pub per_mapping: bool,
     /// Write the result as JSON (schema pagelab.validate/1).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -73,6 +79,7 @@ pub fn run(a: ValidateArgs) -> Result<i32> {
         ("--tolerance", a.tolerance.is_some()),
         ("--repeat", a.repeat.is_some()),
         ("--layout", a.layout.layout.is_some()),
+        ("--per-mapping", a.per_mapping),
     ] {
         if given {
             bail!("{flag} is for a program (`-- PROGRAM`): workloads are held exact, in one run");

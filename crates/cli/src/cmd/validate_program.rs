@@ -12,6 +12,7 @@ use pagelab_lab::validate::program::{self, NativeCase, ProgramOptions};
 use pagelab_mm::fault_around::FileFaults;
 use pagelab_mm::policy::PolicySpec;
 use pagelab_report::validate::{validate_table, Counts, ValidateCase, ValidateResult};
+use pagelab_report::validate_mappings::{join, mappings_table, ExitProcess, MappingRow};
 use pagelab_report::{Measurement, RunStats};
 use std::collections::BTreeMap;
 
@@ -52,7 +53,8 @@ pub fn run(a: &ValidateArgs, sysfs: &Sysfs) -> Result<i32> {
     let mut settings: Vec<String> = native.iter().map(|c| c.settings.clone()).collect();
     settings.sort();
     settings.dedup();
-    let cfg = model_config(&settings, file_faults())?;
+    let mut cfg = model_config(&settings, file_faults())?;
+    cfg.exit_mappings = a.per_mapping;
     let model_progress = Progress::new("validate: capturing and modelling");
     let (sim, code) = super::capture::with_program(&a.program, &a.layout, |src| {
         let mut p = model_progress;
@@ -68,12 +70,25 @@ pub fn run(a: &ValidateArgs, sysfs: &Sysfs) -> Result<i32> {
             .iter()
             .position(|s| *s == case.settings)
             .context("a setting without a model run")?;
-        result
-            .cases
-            .push(compare(&workload, case, &sim.runs[i], tolerance));
+        let mut c = compare(&workload, case, &sim.runs[i], tolerance);
+        if a.per_mapping {
+            c.mappings = per_mapping(&c, case, &sim.runs[i])?;
+        }
+        result.cases.push(c);
     }
     result.provenance = Some(super::report::provenance(None, Vec::new())?);
     out!("{}", validate_table(&result))?;
+    if a.per_mapping {
+        for c in &result.cases {
+            outln!(
+                "\n{} {} ({}): per mapping at exit, model against kernel",
+                c.config,
+                c.thp,
+                c.verdict
+            )?;
+            out!("{}", mappings_table(&c.mappings))?;
+        }
+    }
     let (differ, n) = (result.differing(), result.cases.len());
     let any = super::validate::write_outputs(a, result)?;
     super::report::print_answer(&any, &pagelab_report::recommend::Rule::default())?;
@@ -116,6 +131,7 @@ fn model_config(
         cow: Default::default(),
         file_faults,
         platform: None,
+        exit_mappings: false,
     })
 }
 
@@ -170,7 +186,24 @@ fn compare(workload: &str, case: &NativeCase, model: &RunStats, tolerance: f64) 
         } else {
             Vec::new()
         },
+        mappings: Vec::new(),
     }
+}
+
+/// The per-mapping rows of case `c`: the model's processes at their exits against those of
+/// one native run, the first whose folios at exit are the median's (else the first run).
+fn per_mapping(c: &ValidateCase, case: &NativeCase, model: &RunStats) -> Result<Vec<MappingRow>> {
+    // With one run `kernel_runs` is empty, and that run is the one.
+    let run = c
+        .kernel_runs
+        .iter()
+        .position(|r| r.exit_folios == c.kernel.exit_folios)
+        .unwrap_or(0);
+    let model: Vec<ExitProcess> = match model.mm.as_ref().and_then(|m| m.exit_mappings.clone()) {
+        Some(v) => serde_json::from_value(v).context("the model's mappings at exit")?,
+        None => Vec::new(),
+    };
+    Ok(join(&model, &case.exit_mappings_of(run)))
 }
 
 /// A native run's faults as the kernel counts them for the process (minor and major), its

@@ -267,6 +267,7 @@ pub fn validate_result(result: &LabResult) -> ValidateResult {
             model: c.predicted.as_ref().map(counts).unwrap_or_default(),
             kernel: c.runs.first().map(counts).unwrap_or_default(),
             kernel_runs: Vec::new(),
+            mappings: Vec::new(),
             verdict: if c.disagreements.is_empty() {
                 "agree"
             } else {

@@ -15,6 +15,7 @@ use crate::sysfs::{Sysfs, ThpMode};
 use crate::LabError;
 use anyhow::Context;
 use pagelab_core::PageSize;
+use pagelab_report::validate_mappings::{ExitMapping, ExitProcess};
 use pagelab_report::Measurement;
 use std::ffi::OsString;
 
@@ -47,6 +48,9 @@ pub struct NativeCase {
     pub settings: String,
     /// Each run's measurement.
     pub runs: Vec<Measurement>,
+    /// Each run's processes' mappings at their exits, in exit order (empty where the folios
+    /// at exit could not be read), for `validate --per-mapping`.
+    pub exit_mappings: Vec<Vec<(u32, Vec<crate::folios::MapsFolios>)>>,
 }
 
 /// Runs the program `opts.repeat` times under every (mode, configuration), restoring every
@@ -84,6 +88,7 @@ pub fn run_native(
                 mode,
                 settings,
                 runs: Vec::new(),
+                exit_mappings: Vec::new(),
             };
             for _ in 0..opts.repeat {
                 step += 1;
@@ -123,12 +128,45 @@ pub fn run_native(
                     .into());
                 }
                 case.runs.push(run.measurement);
+                case.exit_mappings.push(run.exit_mappings);
             }
             out.push(case);
         }
     }
     session.restore()?;
     Ok(out)
+}
+
+impl NativeCase {
+    /// Run `run`'s processes' mappings at their exits, in exit order, as
+    /// `validate --per-mapping` compares them: pages present and large anonymous folios.
+    pub fn exit_mappings_of(&self, run: usize) -> Vec<ExitProcess> {
+        let Some(processes) = self.exit_mappings.get(run) else {
+            return Vec::new();
+        };
+        processes
+            .iter()
+            .map(|(pid, maps)| ExitProcess {
+                pid: *pid,
+                mappings: maps
+                    .iter()
+                    .map(|m| ExitMapping {
+                        start: m.start,
+                        end: m.end,
+                        name: m.name.clone(),
+                        pages: m.pages,
+                        zero: m.zero,
+                        folios: m
+                            .folios
+                            .anon
+                            .iter()
+                            .map(|(s, n)| (s.to_string(), *n))
+                            .collect(),
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
 }
 
 /// Where the kernel exposes `fault_around_bytes` (debugfs, when mounted).

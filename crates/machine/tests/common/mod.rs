@@ -56,6 +56,7 @@ pub fn run_with(
         cow: Default::default(),
         file_faults: Default::default(),
         platform: Some(platform),
+        exit_mappings: false,
     };
     let r =
         run_policies(&mut Events(events.into_iter()), &cfg, &mut ()).map_err(|e| e.to_string())?;

@@ -340,29 +340,15 @@ impl Policy for LinuxThpPolicy {
     }
 
     fn exit(&mut self, m: &Machine, pid: u32) {
-        let Some(p) = m.proc(pid) else { return };
-        let base = m.base();
-        // Keyed by the page's first frame, as the lab keys a folio by its head frame: a
-        // folio mapped at two addresses of one process is one folio. In this model that
-        // happens with a large page-cache page mapped by two mappings of one file (an
-        // anonymous page is only ever mapped once per process: mremap is an unmap and a
-        // new map here, and fork gives the child a process of its own).
-        // A folio whose mapping was split (part of it unmapped or re-protected) is still
-        // one folio, as kpageflags shows it: counted at its whole size, once.
-        let mut seen = std::collections::HashSet::new();
-        for vma in p.aspace.iter() {
-            for page in p.pt.mappings_in(vma.start, vma.len()) {
-                let frame = page.pfn.to_pfn(base);
-                let (head, size) = m.kept_folio_of(frame).unwrap_or((frame, page.size));
-                if size <= base || m.is_zero(head) || !seen.insert(head) {
-                    continue;
-                }
-                let by = if vma.backing == Backing::Anon {
-                    &mut self.exit_anon_folios
-                } else {
-                    &mut self.exit_file_folios
-                };
-                by.add(size, 1);
+        // Each folio once, in the first VMA mapping it (crate::exit_map).
+        for v in crate::exit_map::vma_folios(m, pid) {
+            let by = if v.backing == Backing::Anon {
+                &mut self.exit_anon_folios
+            } else {
+                &mut self.exit_file_folios
+            };
+            for (size, n) in v.folios {
+                by.add(size, n);
             }
         }
     }

@@ -123,7 +123,7 @@ impl Mm {
                 // What the process maps at its exit is counted as the kernel's exit stop
                 // sees it; an exec is no exit (the lab reads a process at its exit only).
                 if matches!(ev, Event::Exit { .. }) {
-                    self.policy.exit(&self.machine, pid);
+                    self.exiting(pid);
                 }
                 self.drop_space(pid)?;
                 Ok(Invalidate::All)

@@ -25,7 +25,6 @@
 
 use super::Mm;
 use crate::machine::MmError;
-use crate::policy::Policy;
 use crate::system::Invalidate;
 use pagelab_core::{CloneFlags, Event, VirtAddr};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -81,7 +80,7 @@ impl Mm {
             // mm_release: the task leaves the owner's space, which stays. At its exit
             // the kernel's exit stop still sees that space as the task's.
             if matches!(ev, Event::Exit { .. }) {
-                self.policy.exit(&self.machine, owner);
+                self.exiting(owner);
             }
             self.borrowed.owner.remove(&task);
             self.pid = task;
@@ -100,7 +99,7 @@ impl Mm {
         Some(match ev {
             Event::Exit { .. } => {
                 // Its users hold the space (mmput frees it when the last goes).
-                self.policy.exit(&self.machine, owner);
+                self.exiting(owner);
                 self.borrowed.exited.insert(owner);
                 Ok(Invalidate::All)
             }
