@@ -79,6 +79,10 @@ enum {
     NR_MMAP = 9, NR_MPROTECT = 10, NR_MUNMAP = 11, NR_BRK = 12, NR_MREMAP = 25,
     NR_MADVISE = 28, NR_CLONE = 56, NR_FORK = 57, NR_VFORK = 58, NR_EXECVE = 59,
     NR_EXIT = 60, NR_EXIT_GROUP = 231, NR_EXECVEAT = 322, NR_CLONE3 = 435,
+    /* System calls that write a user buffer of their result's length: the kernel's
+     * writes fault there as the program's own would, and the plugin sees none of them. */
+    NR_READ = 0, NR_PREAD64 = 17, NR_READLINK = 89, NR_GETDENTS64 = 217,
+    NR_READLINKAT = 267, NR_GETRANDOM = 318,
     /* No kernel's: pagelab's placement library asks where a mapping goes
      * (capture/place/pagelab_place.c; QEMU answers ENOSYS). */
     PLACE_NR = 0x5047,
@@ -839,6 +843,8 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint
         return;
     case NR_MMAP: case NR_MUNMAP: case NR_MREMAP: case NR_MPROTECT: case NR_MADVISE:
     case NR_BRK: case NR_CLONE: case NR_CLONE3: case NR_FORK: case NR_VFORK:
+    case NR_READ: case NR_PREAD64: case NR_READLINK: case NR_GETDENTS64:
+    case NR_READLINKAT: case NR_GETRANDOM:
         t->sc_num = num;
         t->sc_args[0] = a1, t->sc_args[1] = a2, t->sc_args[2] = a3;
         t->sc_args[3] = a4, t->sc_args[4] = a5, t->sc_args[5] = a6;

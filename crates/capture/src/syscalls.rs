@@ -1,7 +1,8 @@
 //! What an x86-64 system call recorded by the plugin does to the address space.
 
 use pagelab_core::{
-    Advice, Backing, Event, FileIdentity, MapEvent, MapRequest, Prot, Sharing, VirtAddr,
+    AccessKind, Advice, Backing, Event, FileIdentity, MapEvent, MapRequest, MemRef, Prot, Sharing,
+    VirtAddr,
 };
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
@@ -24,6 +25,29 @@ pub mod nr {
     pub const EXIT: u64 = 60;
     /// exit_group(status): the process ends
     pub const EXIT_GROUP: u64 = 231;
+    /// read(fd, buf, count)
+    pub const READ: u64 = 0;
+    /// pread64(fd, buf, count, offset)
+    pub const PREAD64: u64 = 17;
+    /// readlink(path, buf, size)
+    pub const READLINK: u64 = 89;
+    /// getdents64(fd, buf, count)
+    pub const GETDENTS64: u64 = 217;
+    /// readlinkat(dirfd, path, buf, size)
+    pub const READLINKAT: u64 = 267;
+    /// getrandom(buf, count, flags)
+    pub const GETRANDOM: u64 = 318;
+}
+
+/// The user buffer a system call writes as many bytes of as it returns, as (argument index
+/// of the buffer, of its size); `None` for one that writes none the plugin records.
+fn written_buffer(num: u64) -> Option<(usize, usize)> {
+    match num {
+        nr::READ | nr::PREAD64 | nr::READLINK | nr::GETDENTS64 => Some((1, 2)),
+        nr::READLINKAT => Some((2, 3)),
+        nr::GETRANDOM => Some((0, 1)),
+        _ => None,
+    }
 }
 
 /// The base page (x86-64's 4K), from `pagelab_core`.
@@ -46,6 +70,27 @@ pub(crate) fn prot(p: u64) -> Prot {
 
 fn is_error(ret: i64) -> bool {
     (-4095..0).contains(&ret)
+}
+
+/// The kernel's writes of `len` bytes at `buf` (`copy_to_user` of a read and its kind): one
+/// store per 4K page, in order. The kernel takes them as the program's own stores: a write
+/// fault on a page not present, which allocates (a large folio where its range is empty)
+/// where a program's first load of the data would map the zero page and copy it at its
+/// first store. QEMU's plugin sees no access of the kernel's, so without these a buffer
+/// that `read` fills first and the program then only reads (gzip's window) is all zero
+/// pages in the model and faults twice where the kernel faulted once.
+fn kernel_writes(buf: u64, len: u64, out: &mut Vec<Event>) {
+    let end = buf.saturating_add(len);
+    let mut at = buf;
+    while at < end {
+        let next = (at | (PAGE - 1)).saturating_add(1).min(end);
+        out.push(Event::Ref(MemRef {
+            addr: VirtAddr(at),
+            size: (next - at) as u32,
+            kind: AccessKind::Store,
+        }));
+        at = next;
+    }
 }
 
 /// The decoder's memory of each process's address space, as far as it needs it.
@@ -152,7 +197,11 @@ impl AddressSpaces {
             nr::EXIT_GROUP => out.push(Event::Exit {
                 status: a[0] as i32,
             }),
-            _ => {}
+            n => {
+                if let Some((buf, size)) = written_buffer(n) {
+                    kernel_writes(a[buf], ret.min(a[size]), out);
+                }
+            }
         }
     }
 
