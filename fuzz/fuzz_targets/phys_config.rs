@@ -54,6 +54,7 @@ fuzz_target!(|data: &[u8]| {
         cow: CowMode::Whole,
         file_faults: Default::default(),
         platform: None,
+        exit_mappings: false,
     };
     match run_policies(&mut VecSource::new(events), &cfg, &mut ()) {
         Ok(r) => assert_eq!(r.runs.len(), 3),

@@ -68,6 +68,7 @@ fuzz_target!(|data: &[u8]| {
         cow,
         file_faults: Default::default(),
         platform: None,
+        exit_mappings: false,
     };
     if let Err(e) = run_policies(&mut src, &cfg, &mut ()) {
         let msg = e.to_string();
