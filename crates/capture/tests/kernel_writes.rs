@@ -16,7 +16,10 @@ fn decode(words: &[u64]) -> Vec<Event> {
     out
 }
 
-fn stores(events: &[Event]) -> Vec<(u64, u32)> {
+/// Stores as (address, size).
+type Stores = Vec<(u64, u32)>;
+
+fn stores(events: &[Event]) -> Stores {
     events
         .iter()
         .filter_map(|e| match e {
@@ -60,7 +63,7 @@ fn a_read_writes_its_buffer_page_by_page() {
 
 #[test]
 fn each_call_names_its_buffer_and_a_failure_or_nothing_read_writes_nothing() {
-    let cases: [(u64, [u64; 6], Vec<(u64, u32)>); 6] = [
+    let cases: [(u64, [u64; 6], Stores); 6] = [
         (17, [3, 0x1000, 100, 64, 0, 0], vec![(0x1000, 100)]), // pread64
         (89, [0x9000, 0x2000, 100, 0, 0, 0], vec![(0x2000, 100)]), // readlink
         (217, [3, 0x3000, 100, 0, 0, 0], vec![(0x3000, 100)]), // getdents64
