@@ -546,6 +546,16 @@ impl<R: Read> PluginReader<R> {
                     *x = self.word(at, 2 + i);
                 }
                 let file = (words >= 9).then(|| (self.word(at, 8), self.word(at, 9)));
+                if crate::syscalls::implausible_write(value, ret) {
+                    return Err(self.corrupt(
+                        at,
+                        format!(
+                            "system call {value} returned {ret} bytes into a buffer, more than \
+                             Linux returns from one call ({})",
+                            crate::syscalls::MAX_RW_COUNT
+                        ),
+                    ));
+                }
                 if value == nr::EXIT {
                     // One thread of several ended: forget it.
                     self.cur = Thread::new(ThreadId::default());

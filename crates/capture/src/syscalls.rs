@@ -50,6 +50,18 @@ fn written_buffer(num: u64) -> Option<(usize, usize)> {
     }
 }
 
+/// The most one call of the buffer-writing kind returns: Linux's `MAX_RW_COUNT`
+/// (`INT_MAX` rounded down to a page, include/linux/fs.h); `getrandom` and the rest return
+/// less. A recorded result beyond it is not a kernel's.
+pub(crate) const MAX_RW_COUNT: u64 = 0x7fff_f000;
+
+/// Whether a recorded call `num` that writes a user buffer claims to have returned more
+/// bytes than any kernel returns from one call (a corrupt stream: decoded, it would be
+/// millions of stores).
+pub(crate) fn implausible_write(num: u64, ret: u64) -> bool {
+    written_buffer(num).is_some() && !is_error(ret as i64) && ret > MAX_RW_COUNT
+}
+
 /// The base page (x86-64's 4K), from `pagelab_core`.
 const PAGE: u64 = pagelab_core::PageSize::MIN.bytes();
 const MAP_SHARED: u64 = 0x01;

@@ -83,6 +83,43 @@ fn each_call_names_its_buffer_and_a_failure_or_nothing_read_writes_nothing() {
     }
     // A return past the buffer's size (a corrupt stream) writes the buffer only.
     let mut w = thread(7, 7).to_vec();
-    w.extend(syscall(0, 1 << 40, [3, 0x7000, 100, 0, 0, 0], None));
+    // (A return past what any kernel returns is an error: the test below.)
+    w.extend(syscall(0, 1000, [3, 0x7000, 100, 0, 0, 0], None));
     assert_eq!(stores(&decode(&w)), vec![(0x7000, 100)]);
+}
+
+#[test]
+fn a_result_no_kernel_returns_is_a_corrupt_stream_not_millions_of_stores() {
+    // Found by the qemu_stream fuzz target: a read "returning" 2^40 bytes into a buffer of
+    // 2^40 became 2^28 stores and ran the fuzzer out of memory. Linux returns at most
+    // MAX_RW_COUNT (0x7ffff000) from one call.
+    let mut w = thread(7, 7).to_vec();
+    w.extend(syscall(
+        0,
+        1 << 40,
+        [3, 0x7000_0000, 1 << 40, 0, 0, 0],
+        None,
+    ));
+    let bytes = to_bytes(&w);
+    let mut r = PluginReader::new(&bytes[..], "test");
+    let mut out = Vec::new();
+    let e = loop {
+        match r.fill(&mut out, 1000) {
+            Ok(true) => continue,
+            Ok(false) => panic!("decoded {} events from an impossible read", out.len()),
+            Err(e) => break e.to_string(),
+        }
+    };
+    assert!(e.contains("more than Linux returns from one call"), "{e}");
+    assert!(e.contains("test"), "the error names the stream: {e}");
+    assert!(out.len() < 10, "{} events", out.len());
+    // The most a kernel returns is still decoded, page by page.
+    let mut w = thread(7, 7).to_vec();
+    w.extend(syscall(
+        0,
+        0x7fff_f000,
+        [3, 0x1000_0000, 0x7fff_f000, 0, 0, 0],
+        None,
+    ));
+    assert_eq!(stores(&decode(&w)).len(), 0x7fff_f000 / 4096);
 }
