@@ -30,7 +30,9 @@ pub const DEFAULT_MACHINE: &str = MEASURED;
 /// # Errors
 /// A measurement that fails, or a file that cannot be written.
 pub fn measure_here() -> Result<String> {
-    let m = super::machines_measure::measure(pagelab_machine::host::HOST, 256 << 20, 3)?;
+    // The probe's own defaults, which are `machines --measure`'s too.
+    let o = pagelab_lab::probe::ProbeOptions::default();
+    let m = super::machines_measure::measure(pagelab_machine::host::HOST, o.max, o.repeat)?;
     let dir = pagelab_sys::private::private_dir()
         .context("finding the private directory for the measured machine file")?;
     let path = dir.join("measured.toml");

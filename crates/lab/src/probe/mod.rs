@@ -84,8 +84,8 @@ pub fn footprints(o: &ProbeOptions) -> Result<Vec<u64>> {
     Ok(out)
 }
 
-/// Stretches each chase is timed in (see [`ProbeOptions::steps`]).
-const CHUNKS: u64 = 64;
+/// Stretches each chase or overlap measurement is timed in (see [`ProbeOptions::steps`]).
+pub(crate) const CHUNKS: u64 = 64;
 
 /// The chase's ns per step over `bytes` and the first touch's faults: the 10th percentile
 /// of the stretches of `repeat` runs, so that stretches a loaded machine preempted the
@@ -97,12 +97,23 @@ fn time(bytes: u64, o: &ProbeOptions, advice: Advice) -> Result<(f64, f64)> {
         steps: o.steps,
         seed: 1,
     };
+    tenth_percentile(o.repeat, || {
+        k.time_chunks(advice, CHUNKS)
+            .with_context(|| format!("running `{k}` ({advice})"))
+    })
+}
+
+/// The 10th percentile of the stretches of `repeat` runs (at least one), each of which
+/// returns its stretches' times and its faults, and the fewest faults of a run: stretches
+/// a loaded machine preempted the thread in, and the cold first ones, do not count.
+pub(crate) fn tenth_percentile(
+    repeat: u32,
+    mut run: impl FnMut() -> Result<(Vec<f64>, f64)>,
+) -> Result<(f64, f64)> {
     let mut all = Vec::new();
     let mut faults = f64::INFINITY;
-    for _ in 0..o.repeat {
-        let (ns, f) = k
-            .time_chunks(advice, CHUNKS)
-            .with_context(|| format!("running `{k}` ({advice})"))?;
+    for _ in 0..repeat.max(1) {
+        let (ns, f) = run()?;
         all.extend(ns);
         faults = faults.min(f);
     }

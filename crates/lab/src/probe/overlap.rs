@@ -169,9 +169,6 @@ impl OverlapProbe {
     }
 }
 
-/// Stretches each measurement is timed in.
-const CHUNKS: u64 = 64;
-
 /// The 10th percentile of the stretches of `repeat` runs, and the fewest faults.
 fn timed(
     l: Lines,
@@ -180,15 +177,7 @@ fn timed(
     repeat: u32,
     independent: bool,
 ) -> Result<(f64, f64)> {
-    let mut all = Vec::new();
-    let mut faults = f64::INFINITY;
-    for _ in 0..repeat.max(1) {
-        let (ns, f) = l.time(advice, steps, CHUNKS, independent)?;
-        all.extend(ns);
-        faults = faults.min(f);
-    }
-    all.sort_by(f64::total_cmp);
-    Ok((all[all.len() / 10], faults))
+    super::tenth_percentile(repeat, || l.time(advice, steps, super::CHUNKS, independent))
 }
 
 /// Dependent and independent times of `l`, and whether a 2M-advised run got huge pages (a
