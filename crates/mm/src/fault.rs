@@ -13,7 +13,7 @@
 use crate::machine::{Machine, MmError};
 use crate::pagetable::{Mapping, PageTable, PteFlags, Translation};
 use crate::vma::Vma;
-use pagelab_core::{Backing, Pfn, Prot, Sharing, VirtAddr};
+use pagelab_core::{Backing, PageSize, Pfn, Prot, Sharing, VirtAddr};
 
 /// How a write to a shared private superpage is resolved.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -52,6 +52,24 @@ pub fn cow_fault(
     mode: CowMode,
 ) -> Result<Vec<crate::pagetable::PhysMapping>, MmError> {
     let flags = PteFlags::from_prot(vma.prot);
+    let base = m.base();
+    if mode == CowMode::Whole && m.keeps_folios() && t.size > base && pte_mapped(t.size, base) {
+        // Linux maps a large folio below the PMD size with one PTE per base page, and a
+        // write-protect fault on one of them is resolved for that PTE alone: `do_wp_page`
+        // copies the base page into an order-0 folio (`wp_page_copy`) while another
+        // process maps the folio, and otherwise makes only the faulting PTE writable
+        // (`__wp_can_reuse_large_anon_folio`, Linux 6.15 on, then `wp_page_reuse`), so
+        // each further base page written takes a fault of its own. The folio stays whole
+        // (`Machine::set_keep_folios`). Found on `bash -c` after its fork: the parent's
+        // 16K..64K folios written after the child's exec.
+        m.split_page(pid, t.start)?;
+        let piece = m
+            .proc_mut(pid)
+            .pt
+            .walk(addr)
+            .ok_or(MmError::Policy("split lost a page".into()))?;
+        return cow_fault(m, pid, vma, &piece, addr, mode);
+    }
     let head = head_pfn(m, t);
     if m.exclusive(head, t.size) {
         // Nobody else holds it: write in place (wp_page_reuse). Still a fault: the
@@ -61,7 +79,6 @@ pub fn cow_fault(
         m.count_fault(t.size);
         return Ok(Vec::new());
     }
-    let base = m.base();
     if mode == CowMode::Base && t.size > base {
         m.split_page(pid, t.start)?;
         let piece = m
@@ -93,6 +110,12 @@ pub fn cow_fault(
     m.stats.copied_bytes += size.bytes();
     m.count_fault(size);
     Ok(freed)
+}
+
+/// Whether Linux maps a `size` page with PTEs: below what one PMD entry maps (2M with 4K
+/// base pages, a page table's 512 entries).
+fn pte_mapped(size: PageSize, base: PageSize) -> bool {
+    size.bytes() < base.bytes() << 9
 }
 
 /// Fork: the child `child` gets a copy of `parent`'s VMAs, and of the

@@ -37,6 +37,11 @@ impl Machine {
         self.keep_folios = on;
     }
 
+    /// Whether a page whose mapping is split keeps its folio whole (`linux-thp`).
+    pub fn keeps_folios(&self) -> bool {
+        self.keep_folios
+    }
+
     /// The folio that holds frame `pfn` (4K units) and is mapped by smaller pages than
     /// itself: its head frame and size.
     pub fn kept_folio_of(&self, pfn: Pfn) -> Option<(Pfn, PageSize)> {
