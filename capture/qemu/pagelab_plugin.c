@@ -83,12 +83,19 @@ enum {
      * writes fault there as the program's own would, and the plugin sees none of them. */
     NR_READ = 0, NR_PREAD64 = 17, NR_READLINK = 89, NR_GETDENTS64 = 217,
     NR_READLINKAT = 267, NR_GETRANDOM = 318,
+    /* rseq: QEMU 7.2 answers ENOSYS, the kernel registers the area and writes it after
+     * each fork, in parent and child; recorded failed or not. */
+    NR_RSEQ = 334,
+    /* wait4 and waitid: the kernel writes the status (siginfo, rusage) into user memory,
+     * and the caller sleeps, which is when the kernel writes its rseq area again. */
+    NR_WAIT4 = 61, NR_WAITID = 247,
     /* No kernel's: pagelab's placement library asks where a mapping goes
      * (capture/place/pagelab_place.c; QEMU answers ENOSYS). */
     PLACE_NR = 0x5047,
 };
 #define CLONE_VM_FLAG 0x100
 #define CLONE_VFORK_FLAG 0x4000
+#define CLONE_CHILD_SETTID_FLAG 0x01000000
 #define CSIGNAL_MASK 0xffULL
 #define MAP_ANON_FLAG 0x20
 
@@ -114,6 +121,7 @@ struct tstate {
     int64_t sc_num;             /* system call awaiting its result, or -1 */
     uint64_t sc_args[6];
     uint64_t sc_clone;          /* a fork-like call's clone flags, as the guest asked */
+    uint64_t sc_child_tid;      /* where the child's tid goes (CLONE_CHILD_SETTID), or 0 */
     uint64_t placed;            /* the address last given as a hint, until its mmap */
     uint64_t placed_hint;       /* the program's own hint for that mmap */
 };
@@ -775,6 +783,24 @@ static uint64_t clone_flags(int64_t num, uint64_t a1)
     }
 }
 
+/* Where a fork-like call asks the kernel to write the child's tid in the child's memory
+ * (CLONE_CHILD_SETTID: glibc's fork passes its thread's tid field), or 0. */
+static uint64_t child_tid(int64_t num, uint64_t a1, uint64_t a4)
+{
+    uint64_t args[3] = {0, 0, 0}; /* struct clone_args: flags, pidfd, child_tid */
+    switch (num) {
+    case NR_CLONE:
+        return (a1 & CLONE_CHILD_SETTID_FLAG) ? a4 : 0;
+    case NR_CLONE3:
+        if (guest_read(a1, args, sizeof args) != sizeof args) {
+            return 0;
+        }
+        return (args[0] & CLONE_CHILD_SETTID_FLAG) ? args[2] : 0;
+    default:
+        return 0;
+    }
+}
+
 /* A placement question from pagelab's library in the guest: `req_p` points
  * to its struct place_req (hint, length, protection, flags, descriptor,
  * offset, answer). The PLACE record goes to pagelab with everything before
@@ -844,7 +870,7 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint
     case NR_MMAP: case NR_MUNMAP: case NR_MREMAP: case NR_MPROTECT: case NR_MADVISE:
     case NR_BRK: case NR_CLONE: case NR_CLONE3: case NR_FORK: case NR_VFORK:
     case NR_READ: case NR_PREAD64: case NR_READLINK: case NR_GETDENTS64:
-    case NR_READLINKAT: case NR_GETRANDOM:
+    case NR_READLINKAT: case NR_GETRANDOM: case NR_RSEQ: case NR_WAIT4: case NR_WAITID:
         t->sc_num = num;
         t->sc_args[0] = a1, t->sc_args[1] = a2, t->sc_args[2] = a3;
         t->sc_args[3] = a4, t->sc_args[4] = a5, t->sc_args[5] = a6;
@@ -857,6 +883,7 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint
         }
         if (is_fork_like(num)) {
             t->sc_clone = clone_flags(num, a1);
+            t->sc_child_tid = child_tid(num, a1, a4);
             flush_thread(t);
         }
         return;
@@ -926,7 +953,7 @@ static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, 
         }
         return;
     }
-    if (ret < 0 && ret > -4096 && num != NR_BRK) {
+    if (ret < 0 && ret > -4096 && num != NR_BRK && num != NR_RSEQ) {
         return; /* failed: the address space did not change */
     }
     uint64_t dev = 0, ino = 0;
@@ -1011,10 +1038,13 @@ static void on_fork_child(void)
         free(self->b.slot);
     }
     buf_get(&self->b, SLOT_THREAD, self->pid, self->tid);
-    /* The fork-like call is in progress: its flags are the parent's copy's. */
-    *self->b.pos++ = EXT(X_CHILD, 2, 0);
+    /* The fork-like call is in progress: its flags are the parent's copy's. QEMU
+     * writes the child's tid itself (CLONE_CHILD_SETTID), unseen by the plugin, as the
+     * kernel does in the child's first return to user (schedule_tail). */
+    *self->b.pos++ = EXT(X_CHILD, 3, 0);
     *self->b.pos++ = parent;
     *self->b.pos++ = self->sc_clone;
+    *self->b.pos++ = self->sc_child_tid;
 }
 
 static void on_exit_all(qemu_plugin_id_t id, void *ud)

@@ -579,12 +579,17 @@ impl<R: Read> PluginReader<R> {
                 self.finish_block(out);
                 // Older streams carry no flags: a plain fork.
                 let flags = CloneFlags(if words >= 1 { self.word(at, 1) } else { 0 });
+                let parent = self.cur.id.pid;
                 if self.forks.insert(value as u32) {
                     self.switch_to_cur(out);
+                    self.spaces.fork(parent, value as u32, flags);
                     out.push(Event::Fork {
                         child: value as u32,
                         flags,
                     });
+                }
+                if !flags.shares_mm() {
+                    self.spaces.forked(parent);
                 }
             }
             format::X_EXEC => {
@@ -607,11 +612,25 @@ impl<R: Read> PluginReader<R> {
                         out.push(Event::Switch(parent));
                         self.emitted = Some(parent);
                     }
+                    self.spaces.fork(parent.pid, self.cur.id.pid, flags);
                     out.push(Event::Fork {
                         child: self.cur.id.pid,
                         flags,
                     });
                 }
+                // The kernel's writes in the child's first return to user mode, which QEMU
+                // makes itself or not at all: the child's tid (CLONE_CHILD_SETTID, a
+                // 4-byte store at the pointer the call passed; older streams: none) and
+                // its rseq area (see `AddressSpaces::register_rseq`).
+                let tid_at = if words >= 3 { self.word(at, 3) } else { 0 };
+                let rseq = self.spaces.rseq_write(self.cur.id.pid);
+                if tid_at != 0 || rseq.is_some() {
+                    self.switch_to_cur(out);
+                }
+                if tid_at != 0 {
+                    out.push(crate::syscalls::kernel_store(tid_at, 4));
+                }
+                out.extend(rseq);
             }
             other => return Err(self.corrupt(at, format!("unknown record type {other}"))),
         }

@@ -37,6 +37,12 @@ pub mod nr {
     pub const READLINKAT: u64 = 267;
     /// getrandom(buf, count, flags)
     pub const GETRANDOM: u64 = 318;
+    /// rseq(area, len, flags, sig)
+    pub const RSEQ: u64 = 334;
+    /// wait4(pid, status, options, rusage)
+    pub const WAIT4: u64 = 61;
+    /// waitid(which, pid, infop, options, rusage)
+    pub const WAITID: u64 = 247;
 }
 
 /// The user buffer a system call writes as many bytes of as it returns, as (argument index
@@ -114,6 +120,31 @@ pub(crate) struct AddressSpaces {
     maps: BTreeMap<(u32, VirtAddr), MapEvent>,
     /// Last program break per process.
     brk: FxHashMap<u32, u64>,
+    /// Each process's registered `struct rseq` (see [`AddressSpaces::register_rseq`]).
+    rseq: FxHashMap<u32, u64>,
+    /// Processes whose rseq area a fork write-protected and the kernel has not written
+    /// since: it does when the process next sleeps (see [`AddressSpaces::forked`]).
+    rseq_pending: rustc_hash::FxHashSet<u32>,
+}
+
+/// What `wait4` and `waitid` write: an `int` status, a `siginfo_t`, a `struct rusage`.
+const STATUS_BYTES: u64 = 4;
+const SIGINFO_BYTES: u64 = 128;
+const RUSAGE_BYTES: u64 = 144;
+
+/// The bytes of `struct rseq` the kernel writes (cpu_id_start, cpu_id, rseq_cs, flags,
+/// node_id, mm_cid: 32 bytes; the area is 32-byte aligned, so one page).
+const RSEQ_WRITTEN: u32 = 32;
+const RSEQ_FLAG_UNREGISTER: u64 = 1;
+const ENOSYS: i64 = -38;
+
+/// One store of `size` bytes at `addr`: a write of the kernel's into user memory.
+pub(crate) fn kernel_store(addr: u64, size: u32) -> Event {
+    Event::Ref(MemRef {
+        addr: VirtAddr(addr),
+        size,
+        kind: AccessKind::Store,
+    })
 }
 
 impl AddressSpaces {
@@ -134,10 +165,16 @@ impl AddressSpaces {
             }
             return;
         }
+        if num == nr::RSEQ {
+            return self.register_rseq(pid, sret, a, out);
+        }
         if is_error(sret) {
             return;
         }
         match num {
+            // wait4 returns the child's pid, 0 when WNOHANG found none (nothing written).
+            nr::WAIT4 if sret > 0 => self.waited(pid, num, a, out),
+            nr::WAITID => self.waited(pid, num, a, out),
             nr::MMAP => {
                 let backing = match file {
                     Some(key) if a[3] & MAP_ANONYMOUS == 0 => {
@@ -220,7 +257,76 @@ impl AddressSpaces {
     /// Forgets what the decoder knew of `pid`'s address space: it exec'd.
     pub(crate) fn exec(&mut self, pid: u32) {
         self.brk.remove(&pid);
+        // execve drops the registration (rseq_execve); the new program's libc registers again.
+        self.rseq.remove(&pid);
+        self.rseq_pending.remove(&pid);
         self.forget(pid, VirtAddr(0), u64::MAX);
+    }
+
+    /// rseq(2): glibc (2.35 on) registers a `struct rseq` in each thread's TCB, and the
+    /// kernel writes it on the thread's return to user mode after it was preempted or
+    /// migrated, and on a forked child's first return (`rseq_handle_notify_resume`). QEMU
+    /// 7.2 answers the call with ENOSYS, so under QEMU glibc runs without it and the trace
+    /// holds none of the kernel's writes. They matter after a fork, which write-protects
+    /// the area's page in parent and child: natively each takes a fault there that the
+    /// trace does not show (`perf record -e page-faults -d`: a fault at the area's
+    /// `rseq_cs` from `__put_user_8` in the forking shell and in each forked child). The
+    /// registration is taken as the kernel's success when QEMU refused it as unknown.
+    fn register_rseq(&mut self, pid: u32, ret: i64, a: &[u64; 6], out: &mut Vec<Event>) {
+        if ret != 0 && ret != ENOSYS {
+            return;
+        }
+        if a[2] & RSEQ_FLAG_UNREGISTER != 0 {
+            self.rseq.remove(&pid);
+        } else if a[0] != 0 {
+            self.rseq.insert(pid, a[0]);
+            // The kernel fills the area's CPU ids on the return from registering.
+            out.push(kernel_store(a[0], RSEQ_WRITTEN));
+        }
+    }
+
+    /// A fork of `parent` into `child` with `flags`: the child keeps the parent's rseq
+    /// registration unless it shares its memory (`rseq_fork`).
+    pub(crate) fn fork(&mut self, parent: u32, child: u32, flags: pagelab_core::CloneFlags) {
+        match self.rseq.get(&parent) {
+            Some(&area) if !flags.shares_mm() => self.rseq.insert(child, area),
+            _ => self.rseq.remove(&child),
+        };
+    }
+
+    /// The kernel's write of `pid`'s rseq area after a fork (see [`Self::register_rseq`]),
+    /// if it registered one.
+    pub(crate) fn rseq_write(&self, pid: u32) -> Option<Event> {
+        self.rseq.get(&pid).map(|&a| kernel_store(a, RSEQ_WRITTEN))
+    }
+
+    /// `pid` forked a child that does not share its memory: the fork write-protected its
+    /// rseq area, which the kernel writes the next time `pid` returns to user mode after
+    /// sleeping or being preempted. A shell forks its children one after another and
+    /// then waits (`perf`: one fault at the area in the shell after two forks), so the
+    /// write is made at the process's next wait.
+    pub(crate) fn forked(&mut self, pid: u32) {
+        if self.rseq.contains_key(&pid) {
+            self.rseq_pending.insert(pid);
+        }
+    }
+
+    /// A wait4 or waitid that returned: the kernel's writes of the status, siginfo and
+    /// rusage the caller asked for, and of its rseq area if a fork left it to write.
+    fn waited(&mut self, pid: u32, num: u64, a: &[u64; 6], out: &mut Vec<Event>) {
+        if self.rseq_pending.remove(&pid) {
+            out.extend(self.rseq_write(pid));
+        }
+        let (info, rusage) = if num == nr::WAIT4 {
+            ((a[1], STATUS_BYTES), a[3])
+        } else {
+            ((a[2], SIGINFO_BYTES), a[4])
+        };
+        for (buf, len) in [info, (rusage, RUSAGE_BYTES)] {
+            if buf != 0 {
+                kernel_writes(buf, len, out);
+            }
+        }
     }
 
     /// mremap as an unmap of what went away and a map of what came, with the
