@@ -62,13 +62,7 @@ pub fn cow_fault(
         // each further base page written takes a fault of its own. The folio stays whole
         // (`Machine::set_keep_folios`). Found on `bash -c` after its fork: the parent's
         // 16K..64K folios written after the child's exec.
-        m.split_page(pid, t.start)?;
-        let piece = m
-            .proc_mut(pid)
-            .pt
-            .walk(addr)
-            .ok_or(MmError::Policy("split lost a page".into()))?;
-        return cow_fault(m, pid, vma, &piece, addr, mode);
+        return split_and_retry(m, pid, vma, t, addr, mode);
     }
     let head = head_pfn(m, t);
     if m.exclusive(head, t.size) {
@@ -80,25 +74,13 @@ pub fn cow_fault(
         return Ok(Vec::new());
     }
     if mode == CowMode::Base && t.size > base {
-        m.split_page(pid, t.start)?;
-        let piece = m
-            .proc_mut(pid)
-            .pt
-            .walk(addr)
-            .ok_or(MmError::Policy("split lost a page".into()))?;
-        return cow_fault(m, pid, vma, &piece, addr, mode);
+        return split_and_retry(m, pid, vma, t, addr, mode);
     }
     let size = t.size;
     let Some(pfn) = m.alloc_frames(size) else {
         if size > base {
             // No block for a whole copy: split and copy the base page.
-            m.split_page(pid, t.start)?;
-            let piece = m
-                .proc_mut(pid)
-                .pt
-                .walk(addr)
-                .ok_or(MmError::Policy("split lost a page".into()))?;
-            return cow_fault(m, pid, vma, &piece, addr, mode);
+            return split_and_retry(m, pid, vma, t, addr, mode);
         }
         return Err(MmError::OutOfMemory { addr, size });
     };
@@ -110,6 +92,24 @@ pub fn cow_fault(
     m.stats.copied_bytes += size.bytes();
     m.count_fault(size);
     Ok(freed)
+}
+
+/// Splits the page `t` one step down and resolves the write on the piece that holds `addr`.
+fn split_and_retry(
+    m: &mut Machine,
+    pid: u32,
+    vma: &Vma,
+    t: &Translation,
+    addr: VirtAddr,
+    mode: CowMode,
+) -> Result<Vec<crate::pagetable::PhysMapping>, MmError> {
+    m.split_page(pid, t.start)?;
+    let piece = m
+        .proc_mut(pid)
+        .pt
+        .walk(addr)
+        .ok_or(MmError::Policy("split lost a page".into()))?;
+    cow_fault(m, pid, vma, &piece, addr, mode)
 }
 
 /// Whether Linux maps a `size` page with PTEs: below what one PMD entry maps (2M with 4K
