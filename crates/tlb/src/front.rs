@@ -330,6 +330,19 @@ impl<const RANKS: usize> FrontMiss<RANKS> {
     pub fn l1(self, tlb: &mut TlbHierarchy, s: usize) -> bool {
         tlb.l1_behind_front::<RANKS>(s, self.key, self.carry)
     }
+
+    /// [`FrontMiss::l1`] with the walk of the array in AVX-512 instructions
+    /// (the same result and the same array after).
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub unsafe fn l1_avx512(self, tlb: &mut TlbHierarchy, s: usize) -> bool {
+        // SAFETY: the CPU has AVX-512F (the caller's contract).
+        unsafe { tlb.l1_behind_front_avx512::<RANKS>(s, self.key, self.carry) }
+    }
 }
 
 #[cfg(test)]
@@ -383,13 +396,24 @@ mod tests {
                 .collect();
             // As the engine does: the L1 at once, the rest after the call.
             let mut l1_misses = Vec::new();
+            let avx512 = pagelab_core::isa::Isa::Avx512.supported() && c % 2 == 0;
             let missed = |i: usize, m: FrontMiss<RANKS>| {
-                if !m.l1(&mut tlbs[m.lane], usize::from(part[i].0)) {
+                let (tlb, side) = (&mut tlbs[m.lane], usize::from(part[i].0));
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the CPU has AVX-512F (checked).
+                let hit = if avx512 {
+                    unsafe { m.l1_avx512(tlb, side) }
+                } else {
+                    m.l1(tlb, side)
+                };
+                #[cfg(not(target_arch = "x86_64"))]
+                let hit = m.l1(tlb, side);
+                if !hit {
                     l1_misses.push((i, m.lane));
                 }
             };
             #[cfg(target_arch = "x86_64")]
-            if pagelab_core::isa::Isa::Avx512.supported() && c % 2 == 0 {
+            if avx512 {
                 // SAFETY: the CPU has AVX-512F (checked).
                 unsafe { fronts.access_each_avx512(part.len(), next, missed) };
             } else {

@@ -313,10 +313,41 @@ impl TlbHierarchy {
         k: u64,
         carry: u64,
     ) -> bool {
+        self.behind_front(s, |a| a.access_behind_front::<RANKS>(k, carry))
+    }
+
+    /// [`TlbHierarchy::l1_behind_front`] with the array's walk in AVX-512
+    /// instructions (the same keys in the same places).
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(crate) unsafe fn l1_behind_front_avx512<const RANKS: usize>(
+        &mut self,
+        s: usize,
+        k: u64,
+        carry: u64,
+    ) -> bool {
+        // SAFETY: the CPU has AVX-512F (the caller's contract).
+        self.behind_front(s, |a| unsafe {
+            a.access_behind_front_avx512::<RANKS>(k, carry)
+        })
+    }
+
+    /// The L1 array held by [`crate::Fronts`] on side `s`, looked up by
+    /// `lookup` (whether it hit), counted.
+    #[inline(always)]
+    fn behind_front(
+        &mut self,
+        s: usize,
+        lookup: impl FnOnce(&mut SmallFullyAssoc) -> bool,
+    ) -> bool {
         let level = &mut self.l1[s];
         level.accesses += 1;
         let hit = match level.arrays.as_mut_slice() {
-            [TlbArray::SmallFullyAssoc(a)] => a.access_behind_front::<RANKS>(k, carry),
+            [TlbArray::SmallFullyAssoc(a)] => lookup(a),
             _ => unreachable!("Fronts holds only single small arrays"),
         };
         level.misses += u64::from(!hit);
