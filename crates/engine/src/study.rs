@@ -369,17 +369,8 @@ impl Study {
             let mut n = 0;
             let missed = |j: usize, m: FrontMiss<RANKS>| {
                 let side = (part[j] & DATA) as usize;
-                let tlb = &mut runs[m.lane].tlb;
-                #[cfg(target_arch = "x86_64")]
                 // SAFETY: only `feed_fronts_avx512` passes `AVX512`, for a CPU that has it.
-                let hit = if AVX512 {
-                    unsafe { m.l1_avx512(tlb, side) }
-                } else {
-                    m.l1(tlb, side)
-                };
-                #[cfg(not(target_arch = "x86_64"))]
-                let hit = m.l1(tlb, side);
-                if !hit {
+                if !unsafe { m.l1_in_tier(&mut runs[m.lane].tlb, side, AVX512) } {
                     deferred[n] = (j as u32, m.lane as u8);
                     n += 1;
                 }

@@ -343,6 +343,21 @@ impl<const RANKS: usize> FrontMiss<RANKS> {
         // SAFETY: the CPU has AVX-512F (the caller's contract).
         unsafe { tlb.l1_behind_front_avx512::<RANKS>(s, self.key, self.carry) }
     }
+
+    /// [`FrontMiss::l1_avx512`] when `avx512`, else [`FrontMiss::l1`].
+    ///
+    /// # Safety
+    /// `avx512` only where the CPU has AVX-512F.
+    #[inline(always)]
+    pub unsafe fn l1_in_tier(self, tlb: &mut TlbHierarchy, s: usize, avx512: bool) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if avx512 {
+            // SAFETY: the CPU has AVX-512F (the caller's contract).
+            return unsafe { self.l1_avx512(tlb, s) };
+        }
+        let _ = avx512;
+        self.l1(tlb, s)
+    }
 }
 
 #[cfg(test)]
@@ -399,16 +414,8 @@ mod tests {
             let avx512 = pagelab_core::isa::Isa::Avx512.supported() && c % 2 == 0;
             let missed = |i: usize, m: FrontMiss<RANKS>| {
                 let (tlb, side) = (&mut tlbs[m.lane], usize::from(part[i].0));
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: the CPU has AVX-512F (checked).
-                let hit = if avx512 {
-                    unsafe { m.l1_avx512(tlb, side) }
-                } else {
-                    m.l1(tlb, side)
-                };
-                #[cfg(not(target_arch = "x86_64"))]
-                let hit = m.l1(tlb, side);
-                if !hit {
+                // SAFETY: `avx512` only where the CPU has AVX-512F (checked).
+                if !unsafe { m.l1_in_tier(tlb, side, avx512) } {
                     l1_misses.push((i, m.lane));
                 }
             };
