@@ -334,7 +334,10 @@ impl Host {
             let hpa = self.walk_gpa(gpa, caches, &mut cost);
             cost.read(caches, hpa);
         }
-        let data = guest.page_of(va);
+        // The data's own guest-physical address, not its page's start: a guest page larger
+        // than the host's spans several host pages.
+        let offset = va & ((1u64 << guest.layout.page_shift) - 1);
+        let data = guest.page_of(va) | offset;
         self.walk_gpa(data, caches, &mut cost);
         cost
     }

@@ -35,6 +35,10 @@ const HOST_BASE: u64 = 1 << 44;
 /// One page size's run.
 struct Run {
     size: PageSize,
+    /// The size of the run's TLB entries: the page size, or under nested paging the
+    /// smaller of it and the host's, as the hardware caches a combined translation
+    /// (a guest 2M page on 4K host pages is splintered into 4K entries).
+    tlb_size: PageSize,
     /// Per side, the bits of an address that name its L1 TLB entry (the
     /// page's, or its fragment's where the L1 caches fragments).
     memo_shift: [u32; 2],
@@ -99,7 +103,10 @@ impl Run {
             self.tlb_cycles += hit[0] as u64;
             return false;
         }
-        let walked = match self.tlb.access_addr(SIDES[side], VirtAddr(addr), self.size) {
+        let walked = match self
+            .tlb
+            .access_addr(SIDES[side], VirtAddr(addr), self.tlb_size)
+        {
             Outcome::L1Hit => {
                 self.tlb_cycles += hit[0] as u64;
                 false
@@ -319,9 +326,11 @@ impl CostStudy {
             .iter()
             .map(|&size| {
                 let tlb = TlbHierarchy::new(&m.tlb).map_err(|e: TlbError| e.to_string())?;
+                let tlb_size = cfg.nested_host.map_or(size, |h| size.min(h));
                 Ok(Run {
                     size,
-                    memo_shift: SIDES.map(|side| tlb.l1_entry_shift(side, size)),
+                    tlb_size,
+                    memo_shift: SIDES.map(|side| tlb.l1_entry_shift(side, tlb_size)),
                     tlb,
                     caches: Caches::new(&m.cost),
                     pt: PageTable::placed(

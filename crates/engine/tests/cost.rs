@@ -158,6 +158,29 @@ fn nested_walks_cost_more_and_larger_host_pages_less() {
 }
 
 #[test]
+fn a_guest_page_larger_than_the_hosts_is_splintered_in_the_tlb() {
+    // One word in each of 8192 4K pages of a 32M heap: 16 guest 2M pages, which a TLB
+    // of 2M entries holds. On 2M host pages the combined translation is a 2M entry, so
+    // after the first pass nothing walks; on 4K host pages it is a 4K entry (Intel's
+    // SDM, "combined mappings": the smaller of the guest's and the EPT's page), and 8192
+    // of them overflow zen4's 3072-entry L2 TLB, so every access walks: a short guest
+    // walk (a 2M leaf) and a host walk of the data's own 4K page. Those host walks tell
+    // the data's 4K pages apart: translating the guest page's start instead hit the
+    // nested TLB every time.
+    let spec = "stride:heap=32M,page=4K,every=1,iters=4,init=false,align=2M";
+    let on = |host| timed(spec, "2M", &cost("zen4", Some(host)));
+    let c = |r: &SimResult| r.runs[0].cost.clone().unwrap();
+    let (h2m, h4k) = (c(&on(PageSize::M2)), c(&on(PageSize::K4)));
+    let accesses = 4 * 8192;
+    assert!(h2m.walks <= 16 + 2, "{h2m:?}");
+    assert!(h4k.walks >= accesses, "{h4k:?}");
+    // Each walk reads the guest's 2M leaf entry and at least the host's 4K leaf entry
+    // for the data (the nested TLB's 64 entries cannot hold 8192 host pages).
+    assert!(h4k.walk_refs >= 2 * h4k.walks, "{h4k:?}");
+    assert!(h4k.cycles > h2m.cycles, "{h4k:?} {h2m:?}");
+}
+
+#[test]
 fn every_preset_with_caches_times_a_workload() {
     let timed_presets: Vec<_> = pagelab_machine::presets()
         .into_iter()
