@@ -80,7 +80,8 @@ def test_worker_killed_mid_sweep(dask_cluster):
     sources = [f"gups:updates=1500000,seed={s}" for s in range(1, 7)]
     configs = [{"page_sizes": ["4K", "2M"]}]
     expected = pagelab.sweep(sources, configs, executor=SerialExecutor())
-    victims = list(client.run(os.getpid).values())
+    pids = client.run(os.getpid)
+    victim_addr, victims = next(iter(pids)), list(pids.values())
     killed = []
 
     def kill_one_once_busy():
@@ -100,9 +101,18 @@ def test_worker_killed_mid_sweep(dask_cluster):
     df = pagelab.sweep(sources, configs, executor=client.get_executor())
     t.join()
     assert killed, "no worker was seen busy"
+    # The scheduler may still list the killed worker for a moment after the sweep (a
+    # broadcast to it then fails: CI, session 31): wait until it is gone and the nanny's
+    # new worker has joined.
+    deadline = time.monotonic() + 60
+    while True:
+        workers = client.scheduler_info()["workers"]
+        if victim_addr not in workers and len(workers) == 2:
+            break
+        assert time.monotonic() < deadline, f"the killed worker still listed: {sorted(workers)}"
+        time.sleep(0.1)
     assert victims[0] not in client.run(os.getpid).values()
     # The nanny started the lost worker again with the sweep's Dask settings.
-    client.wait_for_workers(2)
     import dask
 
     for key, value in DASK_CONFIG.items():
