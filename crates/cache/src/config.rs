@@ -93,6 +93,11 @@ pub struct NestedSpec {
     /// The host page table's walk caches, as `[walk_caches]` gives the guest's.
     #[serde(default)]
     pub walk_cache_entries: Vec<u32>,
+    /// The host's page as this guest's TLB caches it (4K, 2M or 1G), where it is known:
+    /// `pagelab machines --measure` writes what its probe found. `--virt nested` without
+    /// `host=` models it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_page: Option<pagelab_core::PageSize>,
 }
 
 /// How a run's frames lie in physical memory (`[frames] placement`).
@@ -273,6 +278,16 @@ impl CostSpec {
                         format!("{v}: allowed 1 to {max} in flight (1: no overlap)"),
                     );
                 }
+            }
+            let most = crate::overlap::MAX_WALK_INTERVAL;
+            if o.walk_interval > most {
+                return bad(
+                    "overlap.walk_interval",
+                    format!(
+                        "{} cycles: allowed 0 (walks start as walkers come free) to {most}",
+                        o.walk_interval
+                    ),
+                );
             }
         }
         if let Some(n) = &self.nested {

@@ -24,6 +24,9 @@
 //!   them where walkers alone would hide it entirely: on this project's
 //!   Intel guest, random loads over 256M took 1.3 times as long on 4K pages
 //!   as on 2M pages though the walkers were not short (`docs/cost.md`);
+//! - where the machine gives a `walk_interval`, a walk also starts no sooner
+//!   than that many cycles after the one before: short walks, which a pool
+//!   of walkers would overlap many at a time, then go one an interval;
 //! - the time a reference waits for a walker or a buffer holds up everything
 //!   after it (the pools are taken in program order), so the clock never runs
 //!   further ahead of the misses than the pools allow;
@@ -33,7 +36,7 @@
 //!
 //! Everything is counted in ticks of 1/[`TICKS`] cycle, so that instructions
 //! of half a cycle add up exactly. There is no limit of the reorder window
-//! besides the two pools, and no bandwidth limit.
+//! besides the two pools and the interval, and no bandwidth limit.
 
 use serde::{Deserialize, Serialize};
 
@@ -46,10 +49,25 @@ pub struct OverlapSpec {
     pub miss_buffers: u32,
     /// Page walks that can be under way at once.
     pub walkers: u32,
+    /// Cycles from one walk's start to the next one's at the least (0, the default: walks
+    /// start as walkers come free). Short walks show it: on this project's Intel guest,
+    /// walks of 12 ns (a guest 2M page splintered over 4K host pages) added 2.6 ns each
+    /// to independent loads where walks of 70 ns added 8.5, so that a pool of walkers
+    /// alone, which gives both the same share of their latency, cannot be the whole
+    /// story (`pagelab machines --measure` measures both; docs/cost.md).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub walk_interval: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The most of either pool a machine file may give.
 pub const MAX_IN_FLIGHT: u32 = 256;
+
+/// The longest [`OverlapSpec::walk_interval`] a machine file may give, cycles.
+pub const MAX_WALK_INTERVAL: u32 = 1000;
 
 /// The completion times of the slots of one pool, earliest first taken.
 #[derive(Clone, Debug)]
@@ -95,6 +113,9 @@ pub const TICKS: u64 = 256;
 pub struct Overlap {
     misses: Pool,
     walks: Pool,
+    /// [`OverlapSpec::walk_interval`] in ticks, and the earliest start of the next walk.
+    walk_interval: u64,
+    next_walk: u64,
     /// When the next reference may start.
     clock: u64,
     /// When the last reference so far completes (every pool slot and the clock are at or
@@ -108,6 +129,8 @@ impl Overlap {
         Overlap {
             misses: Pool::new(spec.miss_buffers),
             walks: Pool::new(spec.walkers),
+            walk_interval: u64::from(spec.walk_interval) * TICKS,
+            next_walk: 0,
             clock: 0,
             frontier: 0,
         }
@@ -137,13 +160,14 @@ impl Overlap {
         let mut waited = 0;
         if walk > 0 {
             let (w, walker_free) = self.walks.first_free();
-            let mut start = t.max(walker_free);
+            let mut start = t.max(walker_free).max(self.next_walk);
             if walk_miss > 0 {
                 let (b, buffer_free) = self.misses.first_free();
                 start = start.max(buffer_free);
                 self.misses.busy_until[b] = start + walk_miss;
             }
             self.walks.busy_until[w] = start + walk;
+            self.next_walk = start + self.walk_interval;
             waited += start - t;
             t = start + walk;
         }
@@ -188,6 +212,7 @@ mod tests {
         Overlap::new(&OverlapSpec {
             miss_buffers,
             walkers,
+            walk_interval: 0,
         })
     }
 
@@ -243,6 +268,33 @@ mod tests {
             o.independent(7, (50, 0), 20, true);
         }
         assert_eq!(o.elapsed(), 131);
+    }
+
+    #[test]
+    fn walks_start_no_closer_than_the_interval() {
+        // The interval is given in cycles and the clock counts ticks: everything here is
+        // in cycles, times TICKS.
+        let t = TICKS;
+        let run = |walk_interval: u32, walk: u64, n: u64| {
+            let mut o = Overlap::new(&OverlapSpec {
+                miss_buffers: 16,
+                walkers: 8,
+                walk_interval,
+            });
+            for _ in 0..n {
+                o.issue(t);
+                o.independent(7 * t, (walk * t, 0), 14 * t, true);
+            }
+            o.elapsed() / t
+        };
+        // Short walks (TLB 7, walk 6, data 14 from the L2) with 8 walkers, 1 cycle of
+        // instructions each: the walkers alone keep up, one reference a cycle.
+        assert_eq!(run(0, 6, 100), 100 + 7 + 6 + 14);
+        // An interval of 7: the n-th walk starts at 8 + 7n, the last (n = 99) at 701.
+        assert_eq!(run(7, 6, 100), 8 + 7 * 99 + 6 + 14);
+        // Long walks (200 cycles) are held by the walkers, not by an interval of 7: ten
+        // rounds of 8 walks, a round 200 cycles after the last, its walks 7 apart.
+        assert_eq!(run(7, 200, 80), 8 + 200 * 10 + 7 * 7 + 14);
     }
 
     #[test]

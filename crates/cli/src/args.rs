@@ -114,8 +114,9 @@ pub struct ModelArgs {
     pub tlb: Option<String>,
     /// Virtualisation: nested:host=4K|2M|1G models a guest whose page walks
     /// are two-dimensional under a host of that page size (needs a --machine
-    /// with caches and a [nested] section, such as zen4; see docs/cost.md).
-    #[arg(long, value_name = "nested:host=SIZE", requires = "machine")]
+    /// with caches and a [nested] section, such as zen4; see docs/cost.md);
+    /// nested alone, the machine file's [nested] host_page (2M if none).
+    #[arg(long, value_name = "nested[:host=SIZE]", requires = "machine")]
     pub virt: Option<String>,
 }
 

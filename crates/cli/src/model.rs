@@ -3,6 +3,7 @@
 //! same messages).
 
 use anyhow::{Context, Result};
+use pagelab_core::PageSize;
 use pagelab_engine::{CostConfig, CostMachine, PolicyConfig, StudyConfig};
 use pagelab_machine::Machine;
 
@@ -74,19 +75,37 @@ pub fn cost_config(
     };
     let nested_host = match virt {
         None => None,
-        Some(v) => {
-            let size = v.strip_prefix("nested:host=").ok_or_else(|| {
-                anyhow::anyhow!(
-                    "--virt {v}: write nested:host=4K, nested:host=2M or nested:host=1G"
-                )
-            })?;
-            Some(size.parse().with_context(|| format!("--virt {v}"))?)
-        }
+        Some(v) => Some(nested_host(&machine, v)?),
     };
     Ok(Some(CostConfig {
         machine,
         nested_host,
     }))
+}
+
+/// The host page of `--virt v`: `nested:host=SIZE`, or `nested` alone for the machine's
+/// `[nested] host_page` (what `pagelab machines --measure` found), 2M where the file gives
+/// none (said on standard error: KVM backs a guest with transparent huge pages when the
+/// host has them).
+fn nested_host(machine: &CostMachine, v: &str) -> Result<PageSize> {
+    if v == "nested" {
+        let found = machine.cost.nested.as_ref().and_then(|n| n.host_page);
+        return Ok(found.unwrap_or_else(|| {
+            eprintln!(
+                "pagelab: --virt nested: machine {} gives no [nested] host_page (`pagelab \
+                 machines --measure` finds it); 2M host pages assumed",
+                machine.name
+            );
+            PageSize::M2
+        }));
+    }
+    let size = v.strip_prefix("nested:host=").ok_or_else(|| {
+        anyhow::anyhow!(
+            "--virt {v}: write nested (the machine's host page), nested:host=4K, \
+             nested:host=2M or nested:host=1G"
+        )
+    })?;
+    size.parse().with_context(|| format!("--virt {v}"))
 }
 
 /// Default page sizes of a study without a machine.

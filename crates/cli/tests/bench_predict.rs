@@ -157,15 +157,22 @@ fn predict_measures_this_machine_by_default_and_models_the_file_it_wrote() {
         .unwrap_or_else(|| panic!("no measured file named in:\n{stderr}"))
         .to_string();
     assert!(stderr.contains("misses in flight:"), "{stderr}");
-    // The table models the file it names, and the file is a machine with caches measured
-    // here and an [overlap].
-    assert!(
-        stdout.contains(&format!("beside the model ({path} nested:host=2M")),
-        "{stdout}"
-    );
+    assert!(stderr.contains("host page:"), "{stderr}");
+    // The table models the file it names, over the host page the file says it found
+    // (`--virt nested`, the default), and the file is a machine with caches measured here
+    // and an [overlap].
     let text = std::fs::read_to_string(&path).unwrap();
     let m = pagelab_machine::Machine::from_toml_str(&text, &path).unwrap();
     let cost = m.cost.unwrap();
+    let host = cost
+        .nested
+        .as_ref()
+        .and_then(|n| n.host_page)
+        .map_or("2M".to_string(), |p| p.to_string());
+    assert!(
+        stdout.contains(&format!("beside the model ({path} nested:host={host}")),
+        "{stdout}"
+    );
     assert!(
         cost.overlap.is_some() && cost.caches.memory_latency > 0,
         "{text}"

@@ -117,7 +117,10 @@ fn virt_needs_a_machine_with_caches_and_a_size_it_knows() {
         "--workload",
         W,
     ]);
-    assert!(e.contains("write nested:host=4K"), "{e}");
+    assert!(
+        e.contains("write nested (the machine's host page), nested:host=4K"),
+        "{e}"
+    );
     let e = fail(&[
         "sim",
         "--machine",
@@ -143,6 +146,80 @@ fn virt_needs_a_machine_with_caches_and_a_size_it_knows() {
         "nested",
     );
     assert_eq!(v["machine"], "zen4 (nested:host=2M)");
+}
+
+#[test]
+fn virt_nested_alone_models_the_host_page_the_machine_file_gives() {
+    // A machine file that says its host's pages are 4K (as `machines --measure` writes).
+    let dir = common::tmp("cost-host-page");
+    let file = dir.join("guest.toml");
+    let text = pagelab_machine::preset_text("zen4").unwrap().replacen(
+        "ntlb_entries =",
+        "host_page = \"4K\"\nntlb_entries =",
+        1,
+    );
+    std::fs::write(&file, text).unwrap();
+    let f = file.to_str().unwrap();
+    let args = |m: &str| {
+        vec![
+            "sim".to_string(),
+            "--machine".into(),
+            m.into(),
+            "--virt".into(),
+            "nested".into(),
+            "--page-sizes".into(),
+            "4K,2M".into(),
+            "--workload".into(),
+            W.into(),
+        ]
+    };
+    let a = args(f);
+    let v = json(&a.iter().map(String::as_str).collect::<Vec<_>>(), "found");
+    assert!(
+        v["machine"].as_str().unwrap().ends_with("(nested:host=4K)"),
+        "{}",
+        v["machine"]
+    );
+    // Over 4K host pages a 2M guest page's TLB entries are 4K (splintered): the same
+    // figures as nested:host=4K written out, and more walks than over 2M host pages.
+    let mut explicit = a.clone();
+    explicit[4] = "nested:host=4K".into();
+    let e = json(
+        &explicit.iter().map(String::as_str).collect::<Vec<_>>(),
+        "explicit",
+    );
+    assert_eq!(v["runs"], e["runs"]);
+    // A file without one: 2M, said on standard error.
+    let a = args("zen4");
+    let out = pagelab(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    common::succeeded(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("gives no [nested] host_page") && err.contains("2M host pages assumed"),
+        "{err}"
+    );
+    let two = json(
+        &[
+            "sim",
+            "--machine",
+            "zen4",
+            "--virt",
+            "nested",
+            "--page-sizes",
+            "4K,2M",
+            "--workload",
+            W,
+        ],
+        "assumed",
+    );
+    assert_eq!(two["machine"], "zen4 (nested:host=2M)");
+    let walks = |v: &serde_json::Value| v["runs"][1]["cost"]["walks"].as_u64().unwrap();
+    assert!(
+        walks(&v) > walks(&two),
+        "{} against {}",
+        walks(&v),
+        walks(&two)
+    );
 }
 
 #[test]

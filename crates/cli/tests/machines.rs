@@ -383,6 +383,8 @@ fn machines_measure_writes_a_machine_file_that_times_a_run() {
         "4K frames:",
         "misses in flight:",
         "walks: one line in each of 16384 4K pages",
+        "host page: 16384 lines on 2M-advised pages",
+        "walk_interval = ",
         "wrote",
     ] {
         assert!(text.contains(want), "{want} missing from:\n{text}");
@@ -398,6 +400,18 @@ fn machines_measure_writes_a_machine_file_that_times_a_run() {
     let o = m["overlap"].as_table().unwrap();
     for k in ["miss_buffers", "walkers"] {
         assert!(o[k].as_integer().unwrap() >= 1, "{k} in {written}");
+    }
+    // The host page, where THP gave the probe 2M pages: 4K or 2M, and the line says which.
+    let found = m
+        .get("nested")
+        .and_then(|n| n.get("host_page"))
+        .and_then(|p| p.as_str());
+    match found {
+        Some(p) => {
+            assert!(p == "4K" || p == "2M", "{written}");
+            assert!(text.contains(&format!("host_page = {p}")), "{text}");
+        }
+        None => assert!(text.contains("the base's kept"), "{text}"),
     }
     // The file is a machine that times a run.
     let v = result(

@@ -13,6 +13,7 @@ fn cost(machine: &str, overlap: Option<(u32, u32)>) -> CostConfig {
         c.overlap = overlap.map(|(miss_buffers, walkers)| pagelab_cache::OverlapSpec {
             miss_buffers,
             walkers,
+            walk_interval: 0,
         });
     }
     CostConfig {

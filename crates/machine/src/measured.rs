@@ -26,7 +26,8 @@
 //!
 //! Everything else (TLBs, walk caches, nested paging, costs) is the base preset's.
 
-pub use pagelab_cache::overlap::{OverlapSpec, MAX_IN_FLIGHT};
+pub use pagelab_cache::overlap::{OverlapSpec, MAX_IN_FLIGHT, MAX_WALK_INTERVAL};
+use pagelab_core::PageSize;
 use serde::Serialize;
 
 /// One footprint of the chase: bytes of nodes visited in one random cycle, time per step.
@@ -241,13 +242,16 @@ pub fn sysfs_caches() -> Vec<NominalCache> {
 /// The `[overlap]` of misses and walks measured in flight (dependent time over independent
 /// time, [`OverlapSpec`]'s meaning): each rounded to a whole number within
 /// 1..=[`MAX_IN_FLIGHT`]. Walks that could not be measured (`None`: no walk showed, or they
-/// hid entirely) keep `base`'s walkers, or with no base are as many as the misses.
+/// hid entirely) keep `base`'s walkers, or with no base are as many as the misses. The
+/// interval between walks' starts, cycles, rounded within 0..=[`MAX_WALK_INTERVAL`], where
+/// it was measured; else `base`'s, or none.
 ///
 /// # Errors
 /// A misses figure that is not a positive number.
 pub fn overlap_spec(
     misses: f64,
     walks: Option<f64>,
+    walk_interval: Option<f64>,
     base: Option<&OverlapSpec>,
 ) -> Result<OverlapSpec, String> {
     if !(misses.is_finite() && misses > 0.0) {
@@ -260,9 +264,15 @@ pub fn overlap_spec(
         (None, Some(b)) => b.walkers,
         (None, None) => miss_buffers,
     };
+    let walk_interval = match (walk_interval.filter(|i| i.is_finite() && *i >= 0.0), base) {
+        (Some(i), _) => (i.round() as u32).min(MAX_WALK_INTERVAL),
+        (None, Some(b)) => b.walk_interval,
+        (None, None) => 0,
+    };
     Ok(OverlapSpec {
         miss_buffers,
         walkers,
+        walk_interval,
     })
 }
 
@@ -277,10 +287,20 @@ pub fn exact_size(bytes: u64) -> String {
     bytes.to_string()
 }
 
+/// What was measured besides the caches; `None` keeps the base's.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Found<'a> {
+    /// `[frames] placement`: `scattered` or `first-touch`.
+    pub placement: Option<&'a str>,
+    /// `[overlap]`.
+    pub overlap: Option<&'a OverlapSpec>,
+    /// `[nested] host_page`: the host's page as this guest's TLB caches it.
+    pub host_page: Option<PageSize>,
+}
+
 /// The base machine's TOML with its caches replaced by the measured ones, at the clock its
-/// L1 latency (`l1_cycles`) implies, its `[frames] placement` by `placement` and its
-/// `[overlap]` by `overlap` where they were measured; `notes` become comment lines at the
-/// top.
+/// L1 latency (`l1_cycles`) implies, and its `[frames] placement`, `[overlap]` and
+/// `[nested] host_page` by what `found` gives; `notes` become comment lines at the top.
 ///
 /// # Errors
 /// When the base text does not parse, or the result is not a valid machine.
@@ -289,10 +309,14 @@ pub fn machine_toml(
     base_text: &str,
     h: &Hierarchy,
     l1_cycles: u32,
-    placement: Option<&str>,
-    overlap: Option<&OverlapSpec>,
+    found: Found<'_>,
     notes: &[String],
 ) -> Result<String, String> {
+    let Found {
+        placement,
+        overlap,
+        host_page,
+    } = found;
     let mut t: toml::Table =
         toml::from_str(base_text).map_err(|e| format!("machine {base_name}: {e}"))?;
     let ghz = l1_cycles as f64 / h.levels[0].ns;
@@ -328,7 +352,22 @@ pub fn machine_toml(
             toml::Value::Integer(o.miss_buffers.into()),
         );
         f.insert("walkers".into(), toml::Value::Integer(o.walkers.into()));
+        if o.walk_interval > 0 {
+            f.insert(
+                "walk_interval".into(),
+                toml::Value::Integer(o.walk_interval.into()),
+            );
+        }
         t.insert("overlap".into(), toml::Value::Table(f));
+    }
+    if let Some(page) = host_page {
+        let nested = t
+            .entry("nested")
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let toml::Value::Table(nested) = nested else {
+            return Err(format!("machine {base_name}: `nested` is not a table"));
+        };
+        nested.insert("host_page".into(), toml::Value::String(page.to_string()));
     }
     let name = format!("{base_name}-measured");
     let sizes: Vec<String> = h

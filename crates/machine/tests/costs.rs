@@ -122,8 +122,43 @@ fn a_missing_latency_or_section_is_refused_with_its_field() {
     );
     let msg = refused("zen4", "walkers = 6", "walkers = 1000");
     assert!(msg.contains("field `overlap.walkers`"), "{msg}");
+    let msg = refused("zen4", "walkers = 6", "walkers = 6\nwalk_interval = 5000");
+    assert!(
+        msg.contains("field `overlap.walk_interval`") && msg.contains("allowed 0"),
+        "{msg}"
+    );
     let msg = refused("zen4", "walkers = 6", "walker = 6");
     assert!(msg.contains("unknown field `walker`"), "{msg}");
+    let msg = refused(
+        "zen4",
+        "ntlb_entries =",
+        "host_page = \"64K\"\nntlb_entries =",
+    );
+    assert!(
+        msg.contains("field `nested.host_page`") && msg.contains("4K, 2M or 1G"),
+        "{msg}"
+    );
+    let msg = refused(
+        "zen4",
+        "ntlb_entries =",
+        "host_page = \"3K\"\nntlb_entries =",
+    );
+    assert!(msg.contains("host_page"), "{msg}");
+    let ok = preset_text("zen4").unwrap().replacen(
+        "ntlb_entries =",
+        "host_page = \"1G\"\nntlb_entries =",
+        1,
+    );
+    let m = Machine::from_toml_str(&ok, "my.toml").unwrap();
+    assert_eq!(
+        m.cost
+            .unwrap()
+            .nested
+            .unwrap()
+            .host_page
+            .map(|p| p.to_string()),
+        Some("1G".to_string())
+    );
     let msg = refused(
         "zen4",
         "placement = \"first-touch\"",

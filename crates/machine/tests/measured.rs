@@ -1,8 +1,9 @@
 //! `pagelab machines --measure`'s analysis: a chase's curve into a machine's caches.
 
-use pagelab_cache::overlap::{OverlapSpec, MAX_IN_FLIGHT};
+use pagelab_cache::overlap::{OverlapSpec, MAX_IN_FLIGHT, MAX_WALK_INTERVAL};
+use pagelab_core::PageSize;
 use pagelab_machine::measured::{
-    analyse, exact_size, machine_toml, overlap_spec, segment, LatencyPoint, NominalCache,
+    analyse, exact_size, machine_toml, overlap_spec, segment, Found, LatencyPoint, NominalCache,
 };
 use pagelab_machine::Machine;
 
@@ -135,11 +136,15 @@ fn the_machine_file_keeps_the_base_and_takes_the_measured_caches_at_the_l1s_cloc
         base,
         &h,
         5,
-        Some("scattered"),
-        Some(&OverlapSpec {
-            miss_buffers: 13,
-            walkers: 3,
-        }),
+        Found {
+            placement: Some("scattered"),
+            overlap: Some(&OverlapSpec {
+                miss_buffers: 13,
+                walkers: 3,
+                walk_interval: 7,
+            }),
+            host_page: Some(PageSize::K4),
+        },
         &["measured on a test".into()],
     )
     .unwrap();
@@ -161,19 +166,24 @@ fn the_machine_file_keeps_the_base_and_takes_the_measured_caches_at_the_l1s_cloc
     let bc = &b.cost.as_ref().unwrap();
     let mc = m.cost.as_ref().unwrap();
     assert_eq!(mc.walk_caches, bc.walk_caches);
-    assert_eq!(mc.nested, bc.nested);
-    assert_eq!(format!("{:?}", mc.frames.placement), "Scattered");
+    // The nested TLB and walk caches are the base's; the host page is the one found.
+    let (mn, bn) = (mc.nested.as_ref().unwrap(), bc.nested.as_ref().unwrap());
     assert_eq!(
-        (
-            mc.overlap.as_ref().unwrap().miss_buffers,
-            mc.overlap.as_ref().unwrap().walkers
-        ),
-        (13, 3)
+        (mn.ntlb_entries, &mn.walk_cache_entries),
+        (bn.ntlb_entries, &bn.walk_cache_entries)
     );
+    assert_eq!((mn.host_page, bn.host_page), (Some(PageSize::K4), None));
+    assert_eq!(format!("{:?}", mc.frames.placement), "Scattered");
+    let o = mc.overlap.as_ref().unwrap();
+    assert_eq!((o.miss_buffers, o.walkers, o.walk_interval), (13, 3, 7));
     // Without a measured overlap the base's stays.
-    let kept = machine_toml("emeraldrapids", base, &h, 5, None, None, &[]).unwrap();
+    let kept = machine_toml("emeraldrapids", base, &h, 5, Found::default(), &[]).unwrap();
     let kept = Machine::from_toml_str(&kept, "kept").unwrap();
-    assert_eq!(kept.cost.unwrap().overlap, bc.overlap);
+    let kc = kept.cost.unwrap();
+    assert_eq!(
+        (kc.overlap, kc.nested),
+        (bc.overlap.clone(), bc.nested.clone())
+    );
 }
 
 #[test]
@@ -181,22 +191,31 @@ fn the_overlap_is_the_measured_figures_rounded_within_the_pools_bounds() {
     let base = OverlapSpec {
         miss_buffers: 16,
         walkers: 4,
+        walk_interval: 0,
     };
-    let o = overlap_spec(12.6, Some(2.4), Some(&base)).unwrap();
-    assert_eq!((o.miss_buffers, o.walkers), (13, 2));
-    // Walks not measured keep the base's walkers, or without a base follow the misses.
-    let o = overlap_spec(12.6, None, Some(&base)).unwrap();
-    assert_eq!((o.miss_buffers, o.walkers), (13, 4));
-    let o = overlap_spec(12.6, Some(f64::NAN), None).unwrap();
-    assert_eq!((o.miss_buffers, o.walkers), (13, 13));
+    let o = overlap_spec(12.6, Some(2.4), Some(7.26), Some(&base)).unwrap();
+    assert_eq!((o.miss_buffers, o.walkers, o.walk_interval), (13, 2, 7));
+    // Walks not measured keep the base's walkers, or without a base follow the misses; an
+    // interval not measured is the base's, or none.
+    let base = OverlapSpec {
+        walk_interval: 5,
+        ..base
+    };
+    let o = overlap_spec(12.6, None, None, Some(&base)).unwrap();
+    assert_eq!((o.miss_buffers, o.walkers, o.walk_interval), (13, 4, 5));
+    let o = overlap_spec(12.6, Some(f64::NAN), Some(f64::NAN), None).unwrap();
+    assert_eq!((o.miss_buffers, o.walkers, o.walk_interval), (13, 13, 0));
     // A dependent load faster than independent ones still has one miss in flight; an
     // absurd figure is held to the most a machine file may give.
-    let o = overlap_spec(0.3, Some(1e9), None).unwrap();
-    assert_eq!((o.miss_buffers, o.walkers), (1, MAX_IN_FLIGHT));
-    assert!(overlap_spec(f64::INFINITY, None, None)
+    let o = overlap_spec(0.3, Some(1e9), Some(1e9), None).unwrap();
+    assert_eq!(
+        (o.miss_buffers, o.walkers, o.walk_interval),
+        (1, MAX_IN_FLIGHT, MAX_WALK_INTERVAL)
+    );
+    assert!(overlap_spec(f64::INFINITY, None, None, None)
         .unwrap_err()
         .contains("not a measurement"));
-    assert!(overlap_spec(-1.0, None, None).is_err());
+    assert!(overlap_spec(-1.0, None, None, None).is_err());
 }
 
 #[test]

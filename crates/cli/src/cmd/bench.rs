@@ -56,8 +56,8 @@ pub struct BenchArgs {
     /// machine file.
     #[arg(long, value_name = "NAME|FILE", default_value = super::bench_predict::DEFAULT_MACHINE, requires = "predict")]
     pub machine: String,
-    /// The virtualisation `--predict` models: nested:host=4K|2M|1G, or none. The default is
-    /// this machine's (a KVM guest; the host's page size is assumed).
+    /// The virtualisation `--predict` models: nested (the machine file's host page, as
+    /// `machines --measure` found it; 2M if it gives none), nested:host=4K|2M|1G, or none.
     #[arg(long, value_name = "VIRT", default_value = super::bench_predict::DEFAULT_VIRT, requires = "predict")]
     pub virt: String,
     /// Kernels, as NAME[:key=value,...]: stride, stream, gups, chase, fault (all of them
@@ -176,9 +176,9 @@ pub fn run(a: BenchArgs) -> Result<i32> {
             super::bench_predict::MEASURED => super::bench_predict::measure_here()?,
             named => named.to_string(),
         };
-        let predictions = super::bench_predict::predict(&specs, &pages, &machine, virt)?;
-        let model = match virt {
-            Some(v) => format!("{machine} {v}"),
+        let (predictions, host) = super::bench_predict::predict(&specs, &pages, &machine, virt)?;
+        let model = match host {
+            Some(h) => format!("{machine} nested:host={h}"),
             None => machine,
         };
         Some((predictions, model))

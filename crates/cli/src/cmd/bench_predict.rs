@@ -48,9 +48,10 @@ pub fn measure_here() -> Result<String> {
     Ok(path.display().to_string())
 }
 /// The virtualisation `--predict` models by default. This machine is a KVM guest, whose
-/// host page size cannot be seen from inside; KVM backs a guest with transparent huge pages
-/// when the host has them, so 2M is assumed.
-pub const DEFAULT_VIRT: &str = "nested:host=2M";
+/// host page cannot be read from inside but shows in time: `machines --measure` (and so
+/// `--machine measured`) writes what its probe found as `[nested] host_page`, which
+/// `nested` alone models; a machine file without one is modelled over 2M host pages.
+pub const DEFAULT_VIRT: &str = "nested";
 
 /// The two model workloads that estimate one kernel, and the units of work between them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -131,12 +132,13 @@ pub fn goal_holds(spec: &KernelSpec) -> bool {
 /// The model's cycles per unit of work of every kernel under every configuration of a
 /// single page size (a configuration of several sizes is not one fixed size, which is what
 /// the model's study runs). `machine` is a preset or file with caches; `virt` as `--virt`.
+/// Also returns the host page modelled, if nested.
 pub fn predict(
     specs: &[KernelSpec],
     configs: &[Vec<PageSize>],
     machine: &str,
     virt: Option<&str>,
-) -> Result<Vec<KernelPrediction>> {
+) -> Result<(Vec<KernelPrediction>, Option<PageSize>)> {
     let mut sizes: Vec<PageSize> = configs
         .iter()
         .filter(|c| c.len() == 1)
@@ -184,7 +186,7 @@ pub fn predict(
                 .collect(),
         });
     }
-    Ok(out)
+    Ok((out, cost.nested_host))
 }
 
 #[cfg(test)]

@@ -96,6 +96,7 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32) -> Result<Measured> {
     progress.step("misses and walks in flight");
     let ov = pagelab_lab::probe::overlap::overlap(max, opts.steps, repeat)?;
     progress.finish();
+    let hp = ov.host;
     if points
         .iter()
         .filter(|p| p.bytes >= 2 << 20)
@@ -117,9 +118,14 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32) -> Result<Measured> {
     let h = measured::analyse(&curve, &nominal).map_err(anyhow::Error::msg)?;
     let l1_cycles = cost.caches.l1d.latency;
     let ghz = l1_cycles as f64 / h.levels[0].ns;
-    let walks = ov.walks_in_flight().filter(|_| ov.walk_huge_ok);
-    let overlap = measured::overlap_spec(ov.misses_in_flight(), walks, cost.overlap.as_ref())
-        .map_err(anyhow::Error::msg)?;
+    let interval = ov.walk_interval_ns().map(|ns| ns * ghz);
+    let overlap = measured::overlap_spec(
+        ov.misses_in_flight(),
+        ov.walks_in_flight(),
+        interval,
+        cost.overlap.as_ref(),
+    )
+    .map_err(anyhow::Error::msg)?;
     let placement = contiguity.map(|c| {
         if c < CONTIGUOUS {
             "scattered"
@@ -203,8 +209,11 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32) -> Result<Measured> {
         base_text,
         &h,
         l1_cycles,
-        placement,
-        Some(&overlap),
+        measured::Found {
+            placement,
+            overlap: Some(&overlap),
+            host_page: hp.host_page(),
+        },
         &notes,
     )
     .map_err(anyhow::Error::msg)?;
@@ -224,27 +233,34 @@ fn overlap_text(
 ) -> Vec<String> {
     let (md, mi) = ov.memory;
     let (bd, bi) = ov.walk_base;
-    let (hd, hi) = ov.walk_huge;
+    let (pd, pi) = ov.host.packed;
     let pages = pagelab_lab::probe::overlap::WALK_PAGES;
+    let kept = if base_has {
+        "the base's"
+    } else {
+        "as many as the misses"
+    };
     let walks = match ov.walks_in_flight() {
-        Some(w) if ov.walk_huge_ok => format!("{w:.1} walks in flight: walkers = {}", o.walkers),
-        Some(_) => format!(
-            "not measured (THP gave the 2M-advised run 4K pages): walkers = {} ({})",
-            o.walkers,
-            if base_has {
-                "the base's"
-            } else {
-                "as many as the misses"
-            }
+        Some(w) => format!("{w:.1} walks in flight: walkers = {}", o.walkers),
+        None if !ov.host.huge_ok => format!(
+            "not measured (THP gave the packed lines 4K pages): walkers = {} ({kept})",
+            o.walkers
         ),
         None => format!(
-            "no walk showed or they hid entirely: walkers = {} ({})",
-            o.walkers,
-            if base_has {
-                "the base's"
-            } else {
-                "as many as the misses"
-            }
+            "no walk showed or they hid entirely: walkers = {} ({kept})",
+            o.walkers
+        ),
+    };
+    let interval = match ov.walk_interval_ns() {
+        Some(ns) => format!(
+            "splintered walks of {:.1} ns added {ns:.2} ns each, more than their share of the \
+             walkers: walk_interval = {} cycles",
+            ov.host.translation_ns(),
+            o.walk_interval
+        ),
+        None => format!(
+            "no interval between walks showed: walk_interval = {}",
+            o.walk_interval
         ),
     };
     vec![
@@ -256,11 +272,34 @@ fn overlap_text(
             o.miss_buffers
         ),
         format!(
-            "walks: one line in each of {pages} 4K pages, dependent {bd:.1} ns (2M-advised \
-             {hd:.1}: a walk {:.1} ns), independent {bi:.2} ns (2M-advised {hi:.2}: a walk adds \
-             {:.2} ns): {walks}",
-            bd - hd,
-            bi - hi
+            "walks: one line in each of {pages} 4K pages, dependent {bd:.1} ns (packed into 1M \
+             on a 2M-advised page {pd:.1}: a walk {:.1} ns), independent {bi:.2} ns (packed \
+             {pi:.2}: a walk adds {:.2} ns): {walks}",
+            bd - pd,
+            bi - pi
         ),
+        host_page_text(&ov.host),
+        interval,
     ]
+}
+
+/// The line that says what the host-page probe measured and found.
+fn host_page_text(hp: &pagelab_lab::probe::host_page::HostPageProbe) -> String {
+    let ((sd, si), (pd, pi)) = (hp.spread, hp.packed);
+    let found = match hp.host_page() {
+        None => "not measured (THP gave the 2M-advised lines 4K pages): the base's kept".into(),
+        Some(p) => {
+            let flight = hp
+                .walks_in_flight()
+                .map(|w| format!("; {w:.1} such walks in flight"))
+                .unwrap_or_default();
+            format!("host_page = {p}{flight}")
+        }
+    };
+    format!(
+        "host page: 16384 lines on 2M-advised pages, one per 4K over 64M against packed into \
+         1M, dependent {sd:.1} against {pd:.1} ns, independent {si:.2} against {pi:.2} ns \
+         (a translation {:.1} ns): {found}",
+        hp.translation_ns()
+    )
 }

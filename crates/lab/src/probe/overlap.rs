@@ -14,14 +14,20 @@
 //!   level, so that each load is a memory miss and no walk: the dependent time over the
 //!   independent one;
 //! - **walks in flight:** one line in each of many 4K pages (far more than any TLB holds,
-//!   while the lines and the page-table entries fit in the L2), then the same on 2M-advised
-//!   pages (no walk). The walk's latency is the dependent 4K time less the 2M one; the time
-//!   it adds to an independent reference is the independent 4K time less the 2M one; their
-//!   ratio is the walks under way at once.
+//!   while the lines and the page-table entries fit in the L2), against the same number of
+//!   lines packed into 1M on a 2M-advised page (no walk, and no more than an L2 TLB hit
+//!   under nested paging: [`super::host_page`]). The walk's latency is the dependent 4K time
+//!   less the packed one; the time it adds to an independent reference is the independent
+//!   4K time less the packed one; their ratio is the walks under way at once.
+//! - **the interval between walks:** where the host's pages are 4K, the same spread lines on
+//!   2M-advised pages walk too, a short walk; the time each adds to an independent load,
+//!   set against its latency, says whether walks also start no closer than some interval
+//!   ([`OverlapProbe::walk_interval_ns`]).
 //!
-//! Each line is at a different offset in its slot (a colour, `(i * 37) mod (spacing / 64)`
-//! lines), so that lines one per page do not all fall into a few cache sets.
+//! Each line is at a different offset in its slot (a colour, [`Lines::offset`]), so that
+//! lines one per page do not all fall into a few cache sets.
 
+use super::host_page::HostPageProbe;
 use crate::native::Advice;
 use anyhow::{bail, Result};
 
@@ -52,10 +58,16 @@ impl Lines {
         Ok(())
     }
 
-    /// The byte offset of line `i` in the region.
-    fn offset(&self, i: u64) -> usize {
+    /// The byte offset of line `i` in the region: in its slot at the colour `i / 32` (mod
+    /// the slot's lines). 32 slots in a row share a colour, so that over physically
+    /// contiguous 4K slots the low five bits of the slot number (which an L2 of 2048 sets
+    /// indexes with) and 64 colours reach every one of 2048 sets, 8 lines a set for 16384
+    /// lines; over scattered frames the lines spread at random. Either way they stay in an
+    /// L2 of 2M, and only the translation tells placements apart. (Before session 32 the
+    /// colour was `i * 37`, which over contiguous frames reaches only 64 sets.)
+    pub(crate) fn offset(&self, i: u64) -> usize {
         let colours = self.spacing / 64;
-        (i * self.spacing + ((i * 37) & (colours - 1)) * 64) as usize
+        (i * self.spacing + ((i / 32) & (colours - 1)) * 64) as usize
     }
 
     /// Line `i`'s place in the visiting order: a bijection on `0..count`
@@ -147,10 +159,8 @@ pub struct OverlapProbe {
     pub memory_huge: bool,
     /// One line per 4K of [`WALK_PAGES`] pages on 4K pages: dependent, independent.
     pub walk_base: (f64, f64),
-    /// The same lines on 2M-advised pages: dependent, independent.
-    pub walk_huge: (f64, f64),
-    /// Whether those got 2M pages.
-    pub walk_huge_ok: bool,
+    /// The same number of lines on 2M-advised pages, spread and packed (the baseline).
+    pub host: HostPageProbe,
 }
 
 impl OverlapProbe {
@@ -159,13 +169,27 @@ impl OverlapProbe {
         self.memory.0 / self.memory.1
     }
 
-    /// Walks in flight: the walk's latency (dependent, 4K less 2M) over the time it adds to
-    /// an independent load (independent, 4K less 2M); `None` where either is not positive
-    /// (no walk showed, or the walks hid entirely).
+    /// Walks in flight: the walk's latency (dependent, 4K less packed) over the time it
+    /// adds to an independent load (independent, 4K less packed); `None` where either is not
+    /// positive (no walk showed, or the walks hid entirely) or the packed lines got no 2M
+    /// page.
     pub fn walks_in_flight(&self) -> Option<f64> {
-        let walk = self.walk_base.0 - self.walk_huge.0;
-        let added = self.walk_base.1 - self.walk_huge.1;
-        (walk > 0.0 && added > 0.0).then(|| walk / added)
+        let walk = self.walk_base.0 - self.host.packed.0;
+        let added = self.walk_base.1 - self.host.packed.1;
+        (self.host.huge_ok && walk > 0.0 && added > 0.0).then(|| walk / added)
+    }
+
+    /// The least time from one walk's start to the next one's, ns, where it shows: the
+    /// short walks of a guest's 2M pages splintered over 4K host pages each add this much
+    /// to an independent load, more than their share of the walkers would
+    /// (latency / [`OverlapProbe::walks_in_flight`]). `None` where the host's pages are not
+    /// 4K (no short walks to measure) or the short walks took no more than that share.
+    pub fn walk_interval_ns(&self) -> Option<f64> {
+        let walks = self.walks_in_flight()?;
+        let added = self.host.spread.1 - self.host.packed.1;
+        (self.host.host_page() == Some(pagelab_core::PageSize::K4)
+            && added > self.host.translation_ns() / walks)
+            .then_some(added)
     }
 }
 
@@ -182,7 +206,12 @@ fn timed(
 
 /// Dependent and independent times of `l`, and whether a 2M-advised run got huge pages (a
 /// fault per 16 base pages or fewer).
-fn pair(l: Lines, advice: Advice, steps: u64, repeat: u32) -> Result<((f64, f64), bool)> {
+pub(crate) fn pair(
+    l: Lines,
+    advice: Advice,
+    steps: u64,
+    repeat: u32,
+) -> Result<((f64, f64), bool)> {
     let (dep, faults) = timed(l, advice, steps, repeat, false)?;
     let (ind, _) = timed(l, advice, steps, repeat, true)?;
     let pages = (l.count * l.spacing).div_ceil(4096) as f64;
@@ -209,14 +238,13 @@ pub fn overlap(memory_bytes: u64, steps: u64, repeat: u32) -> Result<OverlapProb
     };
     let (mem, memory_huge) = pair(memory, Advice::HugePage, steps, repeat)?;
     let (walk_base, _) = pair(walk, Advice::NoHugePage, steps, repeat)?;
-    let (walk_huge, walk_huge_ok) = pair(walk, Advice::HugePage, steps, repeat)?;
+    let host = super::host_page::host_page(steps, repeat)?;
     Ok(OverlapProbe {
         memory_bytes: memory.count * 64,
         memory: mem,
         memory_huge,
         walk_base,
-        walk_huge,
-        walk_huge_ok,
+        host,
     })
 }
 
@@ -238,14 +266,59 @@ mod tests {
             }
         }
         let l = Lines {
-            count: 64,
+            count: WALK_PAGES,
             spacing: 4096,
         };
-        let mut sets: Vec<usize> = (0..64).map(|i| l.offset(i) % 4096 / 64).collect();
-        sets.sort_unstable();
-        sets.dedup();
-        assert_eq!(sets.len(), 64, "one line per page, each at another offset");
-        assert!((0..64).all(|i| l.offset(i) / 4096 == i as usize));
+        assert!(
+            (0..l.count).all(|i| l.offset(i) / 4096 == i as usize),
+            "one line a page"
+        );
+        // Physically contiguous, the set of a 2048-set cache is bits 6-16 of the offset
+        // itself: every set takes 8 of the 16384 lines.
+        let mut per_set = vec![0u32; 2048];
+        for i in 0..l.count {
+            per_set[(l.offset(i) >> 6) & 2047] += 1;
+        }
+        assert!(per_set.iter().all(|&n| n == 8), "8 lines in every set");
+        let packed = Lines {
+            count: WALK_PAGES,
+            spacing: 64,
+        };
+        assert!((0..packed.count).all(|i| packed.offset(i) == i as usize * 64));
+    }
+
+    #[test]
+    fn walks_in_flight_and_their_interval_come_from_the_packed_baseline() {
+        // This guest under load (session 32): 4K walks of 70.4 ns adding 8.46 ns, splintered
+        // walks of 12.4 ns adding 2.6 ns, more than their share of 8.3 walkers (1.5 ns).
+        let p = OverlapProbe {
+            memory_bytes: 256 << 20,
+            memory: (144.2, 15.32),
+            memory_huge: true,
+            walk_base: (77.7, 10.13),
+            host: HostPageProbe {
+                spread: (19.7, 4.27),
+                packed: (7.3, 1.67),
+                huge_ok: true,
+            },
+        };
+        let w = p.walks_in_flight().unwrap();
+        assert!((w - 70.4 / 8.46).abs() < 1e-9, "{w}");
+        let i = p.walk_interval_ns().unwrap();
+        assert!((i - 2.6).abs() < 1e-9, "{i}");
+        // Short walks that take only their share of the walkers: no interval.
+        let mut q = p;
+        q.host.spread.1 = 1.67 + 12.4 / w * 0.9;
+        assert_eq!(q.walk_interval_ns(), None);
+        // 2M host pages: no short walks, no interval; the walkers stay measured.
+        q.host.spread = (7.6, 1.7);
+        assert_eq!(
+            (q.walk_interval_ns(), q.walks_in_flight().is_some()),
+            (None, true)
+        );
+        // The packed lines without a 2M page: nothing to measure against.
+        q.host.huge_ok = false;
+        assert_eq!(q.walks_in_flight(), None);
     }
 
     #[test]
