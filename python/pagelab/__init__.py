@@ -171,7 +171,9 @@ def study(
     ``cost.walk_cycles``, ``cost.walk_cache_hits``, ``cost.caches`` per level
     with data and page-table lines apart, ...) and ``speedup_over_4k``.
     ``virt="nested:host=2M"`` (or ``4K``, ``1G``) models a guest under nested
-    paging, as ``--virt``; it needs such a machine.
+    paging, as ``--virt``; it needs such a machine. ``virt="nested"`` takes the
+    host page the machine file gives (``[nested] host_page``, which
+    ``pagelab machines --measure`` writes), 2M where it gives none.
 
     ``threads`` bounds the threads the engine uses for the call (reading ahead, parsing a
     plain Lackey file in pieces, stepping policy runs side by side); by default it uses what
