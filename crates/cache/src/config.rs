@@ -17,6 +17,7 @@
 //! tlb_hit = [0]          # cycles of a hit in each TLB level
 //! ```
 
+use pagelab_core::PageSize;
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// One level of data cache.
@@ -97,7 +98,7 @@ pub struct NestedSpec {
     /// `pagelab machines --measure` writes what its probe found. `--virt nested` without
     /// `host=` models it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host_page: Option<pagelab_core::PageSize>,
+    pub host_page: Option<PageSize>,
 }
 
 /// How a run's frames lie in physical memory (`[frames] placement`).
@@ -296,6 +297,14 @@ impl CostSpec {
                     "nested.walk_cache_entries",
                     "at most 4 levels (the host's levels above the leaves)",
                 );
+            }
+            if let Some(page) = n.host_page {
+                if ![PageSize::K4, PageSize::M2, PageSize::G1].contains(&page) {
+                    return bad(
+                        "nested.host_page",
+                        format!("{page}: an x86-64 host maps guests with 4K, 2M or 1G pages; write one of those"),
+                    );
+                }
             }
         }
         Ok(())

@@ -382,14 +382,6 @@ fn cost_spec(
                 .into(),
         ));
     }
-    if let Some(page) = nested.as_ref().and_then(|n| n.host_page) {
-        if ![PageSize::K4, PageSize::M2, PageSize::G1].contains(&page) {
-            return Err((
-                "nested.host_page".into(),
-                format!("{page}: an x86-64 host maps guests with 4K, 2M or 1G pages; write one of those"),
-            ));
-        }
-    }
     match (caches, costs) {
         (Some(caches), Some(costs)) => Ok(Some(CostSpec {
             caches,

@@ -96,7 +96,6 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32) -> Result<Measured> {
     progress.step("misses and walks in flight");
     let ov = pagelab_lab::probe::overlap::overlap(max, opts.steps, repeat)?;
     progress.finish();
-    let hp = ov.host;
     if points
         .iter()
         .filter(|p| p.bytes >= 2 << 20)
@@ -212,7 +211,7 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32) -> Result<Measured> {
         measured::Found {
             placement,
             overlap: Some(&overlap),
-            host_page: hp.host_page(),
+            host_page: ov.host.host_page(),
         },
         &notes,
     )

@@ -181,15 +181,13 @@ impl OverlapProbe {
 
     /// The least time from one walk's start to the next one's, ns, where it shows: the
     /// short walks of a guest's 2M pages splintered over 4K host pages each add this much
-    /// to an independent load, more than their share of the walkers would
-    /// (latency / [`OverlapProbe::walks_in_flight`]). `None` where the host's pages are not
+    /// to an independent load where fewer of them are in flight
+    /// ([`HostPageProbe::walks_in_flight`]) than of the long 4K walks
+    /// ([`OverlapProbe::walks_in_flight`]): more than their share of the walkers. `None` where the host's pages are not
     /// 4K (no short walks to measure) or the short walks took no more than that share.
     pub fn walk_interval_ns(&self) -> Option<f64> {
-        let walks = self.walks_in_flight()?;
-        let added = self.host.spread.1 - self.host.packed.1;
-        (self.host.host_page() == Some(pagelab_core::PageSize::K4)
-            && added > self.host.translation_ns() / walks)
-            .then_some(added)
+        let short = self.host.walks_in_flight()?;
+        (short < self.walks_in_flight()?).then_some(self.host.spread.1 - self.host.packed.1)
     }
 }
 
