@@ -579,11 +579,17 @@ impl CostStudy {
 
 /// Whether the data references of the input `info` names do not depend on one
 /// another: those of the built-in workloads whose addresses come from a counter or a
-/// generator of their own (`stride`, `stream`, `gups`), not from the data they load (a
-/// `chase` loads each address from the node before). A trace says nothing of its
-/// dependences, so its references are taken as dependent (every latency paid in full).
+/// generator of their own (`stride`, `stream`, `gups`, `lines:order=independent`), not
+/// from the data they load (a `chase`, or `lines` by default, loads each address from
+/// the line before). A trace says nothing of its dependences, so its references are
+/// taken as dependent (every latency paid in full).
 pub fn independent_refs(info: &pagelab_core::SourceInfo) -> bool {
-    info.kind == "workload" && matches!(info.name.as_str(), "stride" | "stream" | "gups")
+    info.kind == "workload"
+        && match info.name.as_str() {
+            "stride" | "stream" | "gups" => true,
+            "lines" => info.params.get("order").is_some_and(|o| o == "independent"),
+            _ => false,
+        }
 }
 
 /// The smallest page of `runs` and the address bits their tables

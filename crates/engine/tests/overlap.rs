@@ -88,6 +88,15 @@ fn the_workloads_kinds_say_which_references_are_independent() {
         let expected = matches!(name, "stride" | "stream" | "gups");
         assert_eq!(pagelab_engine::independent_refs(&info), expected, "{name}");
     }
+    // `lines` is a chase unless its order says independent, as its info carries it.
+    for (order, expected) in [("dependent", false), ("independent", true)] {
+        let src = pagelab_workloads::open(&format!("lines:order={order}")).unwrap();
+        assert_eq!(
+            pagelab_engine::independent_refs(&src.info()),
+            expected,
+            "{order}"
+        );
+    }
     let trace = pagelab_core::SourceInfo {
         kind: "lackey".into(),
         name: "stride".into(),
@@ -122,4 +131,34 @@ fn a_walks_reads_that_miss_the_l1d_take_miss_buffers_from_the_data() {
         per(0),
         per(1)
     );
+}
+
+#[test]
+fn the_probes_independent_lines_overlap_and_its_dependent_ones_do_not() {
+    // The probe's lines one per 4K page (walks on 4K pages), the steady state of 20K more
+    // loads: each load on the last pays its walk and its line in full, on either clock;
+    // independent loads overlap them and come out several times cheaper on 4K pages.
+    let c = cost("zen4", Some((24, 6)));
+    let serial = cost("zen4", None);
+    let per = |spec: &str, c: &CostConfig| -> Vec<f64> {
+        let few = costs(&timed(&format!("{spec},steps=20000"), c));
+        let more = costs(&timed(&format!("{spec},steps=40000"), c));
+        (0..2)
+            .map(|i| (more[i].cycles - few[i].cycles) as f64 / 20_000.0)
+            .collect()
+    };
+    let dep = per("lines:lines=16384,spacing=4K", &c);
+    assert_eq!(dep, per("lines:lines=16384,spacing=4K", &serial));
+    let ind = per("lines:lines=16384,spacing=4K,order=independent", &c);
+    let ind_serial = per("lines:lines=16384,spacing=4K,order=independent", &serial);
+    assert!(ind[0] * 3.0 < dep[0], "4K: {ind:?} against {dep:?}");
+    assert!(
+        ind[0] * 3.0 < ind_serial[0],
+        "4K: {ind:?} against {ind_serial:?}"
+    );
+    // On 2M pages the lines are in the L2 and nothing walks: the independent loads are
+    // bound by the loop's 20 instructions at zen4's 0.5 cycles.
+    assert_eq!(ind[1], 10.0);
+    assert!(ind[1] < dep[1] && ind[1] < ind_serial[1]);
+    assert!(dep[0] > dep[1], "4K pages walk, 2M do not: {dep:?}");
 }

@@ -17,6 +17,7 @@
 //! | `stream` | McCalpin's STREAM: copy, scale, add, triad over three arrays |
 //! | `gups`   | HPCC RandomAccess: random 8-byte read-modify-writes over a table |
 //! | `chase`  | a pointer chase around one random cycle through all nodes |
+//! | `lines`  | the probe of `machines --measure`: lines one per slot at colours, dependent or independent |
 //! | `shm-fanout` | many processes attach one shared segment and touch its pages (Bligh and Hansen, OLS 2003) |
 //! | `forkexec` | an SDET-like churn of processes that fork, exec, map libraries and exit |
 //! | `prefork` | a server that writes its heap and forks workers that do not exec (copy-on-write) |
@@ -49,6 +50,13 @@
 //!   `steps=1000000`; `seed=1`; `init=true`; `align=16`. Per step: 3
 //!   instructions and one 8-byte load at the node's base. The cycle is
 //!   [`Permutation`] applied to 0, 1, 2, ...: never stored.
+//! - `lines`: `lines=16384`, a power of two; `spacing=4K` bytes from one
+//!   line's slot to the next, a power of two from 64; `steps=1000000`;
+//!   `order=dependent` or `independent`; `init=true`; `align=2M`. Line `i`
+//!   is at [`line_offset`], visited in the order of [`visit_order`], as the
+//!   lab's probe visits them. Per step: 3 instructions and one load
+//!   (dependent), or 20 instructions and one load (independent: the probe's
+//!   loop as compiled).
 //!
 //! - `shm-fanout`: `procs=16` processes, forked by process 1, each attach a
 //!   `segment=64M` shared segment at `addr=256M` and touch its first
@@ -99,6 +107,7 @@ mod code;
 mod error;
 mod forkexec;
 mod gups;
+mod lines;
 mod perm;
 mod prefork;
 mod shm;
@@ -107,6 +116,7 @@ mod stream;
 mod stride;
 
 pub use error::WorkloadError;
+pub use lines::{line_offset, visit_order};
 pub use perm::Permutation;
 pub use spec::{fmt_size, ParamDoc, WorkloadDoc};
 
@@ -115,11 +125,12 @@ use pagelab_trace::TraceSource;
 use spec::Params;
 
 /// Every workload's documentation, in catalog order.
-const DOCS: [&WorkloadDoc; 7] = [
+const DOCS: [&WorkloadDoc; 8] = [
     &stride::DOC,
     &stream::DOC,
     &gups::DOC,
     &chase::DOC,
+    &lines::DOC,
     &shm::DOC,
     &forkexec::DOC,
     &prefork::DOC,
@@ -131,6 +142,7 @@ enum Config {
     Stream(stream::Config),
     Gups(gups::Config),
     Chase(chase::Config),
+    Lines(lines::Config),
     ShmFanout(shm::Config),
     ForkExec(forkexec::Config),
     Prefork(prefork::Config),
@@ -150,6 +162,7 @@ fn parse(spec: &str) -> Result<Config, WorkloadError> {
         "stride" => Config::Stride(stride::Config::parse(&params)?),
         "stream" => Config::Stream(stream::Config::parse(&params)?),
         "gups" => Config::Gups(gups::Config::parse(&params)?),
+        "lines" => Config::Lines(lines::Config::parse(&params)?),
         "shm-fanout" => Config::ShmFanout(shm::Config::parse(&params)?),
         "forkexec" => Config::ForkExec(forkexec::Config::parse(&params)?),
         "prefork" => Config::Prefork(prefork::Config::parse(&params)?),
@@ -173,6 +186,7 @@ pub fn open(spec: &str) -> Result<Box<dyn TraceSource + Send>, WorkloadError> {
         Config::Stream(c) => Box::new(Driver::new(stream::Stream::new(c))),
         Config::Gups(c) => Box::new(Driver::new(gups::Gups::new(c))),
         Config::Chase(c) => Box::new(Driver::new(chase::Chase::new(c))),
+        Config::Lines(c) => Box::new(Driver::new(lines::Lines::new(c))),
         Config::ShmFanout(c) => Box::new(Driver::new(shm::ShmFanout::new(c))),
         Config::ForkExec(c) => Box::new(Driver::new(forkexec::ForkExec::new(c))),
         Config::Prefork(c) => Box::new(Driver::new(prefork::Prefork::new(c))),
@@ -191,6 +205,7 @@ pub fn total_refs(spec: &str) -> Result<u64, WorkloadError> {
         Config::Stream(c) => c.total_refs(),
         Config::Gups(c) => c.total_refs(),
         Config::Chase(c) => c.total_refs(),
+        Config::Lines(c) => c.total_refs(),
         Config::ShmFanout(c) => c.total_refs(),
         Config::ForkExec(c) => c.total_refs(),
         Config::Prefork(c) => c.total_refs(),

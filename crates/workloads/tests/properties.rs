@@ -91,6 +91,15 @@ fn counts_follow_the_formulas() {
             "chase:nodes=1000,node=24,steps=777",
             24000 / 32 * 5 + 777 * 4,
         ),
+        // lines: memset of lines x spacing + 4 per dependent step, 21 per independent.
+        (
+            "lines:lines=64,spacing=256,steps=99",
+            64 * 256 / 32 * 5 + 99 * 4,
+        ),
+        (
+            "lines:lines=64,spacing=64,steps=99,order=independent,init=false",
+            99 * 21,
+        ),
     ];
     for (spec, expect) in cases {
         assert_eq!(total_refs(spec).unwrap(), expect, "{spec}");
@@ -109,6 +118,12 @@ fn every_data_reference_stays_inside_the_data() {
         ("stream:n=333,iters=1", BSS_BASE, 333 * 24),
         ("gups:table=4K,updates=1000", MMAP_BASE, 4096),
         ("chase:nodes=33,node=40,steps=100", MMAP_BASE, 33 * 40),
+        // `lines` starts 2M-aligned by default.
+        (
+            "lines:lines=32,spacing=4K,steps=100",
+            0x7f3a_1c60_0000,
+            32 * 4096,
+        ),
     ] {
         for (addr, size, _) in data(&refs(spec)) {
             assert!(
@@ -166,10 +181,11 @@ fn info_lists_every_effective_parameter() {
 fn default_set_opens_and_is_sized_for_a_quick_study() {
     let set = pagelab_workloads::default_set();
     // One spec per single-process workload; the many-process ones
-    // (shm-fanout, forkexec, prefork) are for `pagelab sharing`, not the study.
+    // (shm-fanout, forkexec, prefork) are for `pagelab sharing`, not the study, and
+    // `lines` is the loads of `machines --measure`'s probe, not a program.
     let single = pagelab_workloads::catalog()
         .iter()
-        .filter(|d| !["shm-fanout", "forkexec", "prefork"].contains(&d.name))
+        .filter(|d| !["shm-fanout", "forkexec", "prefork", "lines"].contains(&d.name))
         .count();
     assert_eq!(set.len(), single);
     let total: u64 = set.iter().map(|s| total_refs(s).unwrap()).sum();
@@ -224,5 +240,41 @@ fn prefork_writes_the_heap_then_each_worker_touches_its_part() {
             })
             .collect();
         assert_eq!(r, &want, "worker {w}");
+    }
+}
+
+#[test]
+fn lines_visit_the_probes_lines_in_its_order() {
+    use pagelab_workloads::{line_offset, visit_order};
+    let base = 0x7f3a_1c60_0000; // MMAP_BASE aligned up to 2M, `lines`' default
+    for order in ["dependent", "independent"] {
+        let spec = format!("lines:lines=64,spacing=4K,steps=130,order={order},init=false");
+        let loads: Vec<u64> = data(&refs(&spec)).iter().map(|d| d.0).collect();
+        assert_eq!(loads.len(), 130, "{spec}");
+        for (i, &a) in loads.iter().enumerate() {
+            let line = visit_order(i as u64 % 64, 64);
+            assert_eq!(a, base + line_offset(line, 4096), "{spec}: step {i}");
+        }
+        let first: HashSet<u64> = loads[..64].iter().copied().collect();
+        assert_eq!(first.len(), 64, "{spec}: every line once in 64 steps");
+    }
+    // Line i sits in slot i at the colour i / 32: slots 0-31 at offset 0, 32-63 at 64.
+    assert_eq!(line_offset(31, 4096), 31 * 4096);
+    assert_eq!(line_offset(32, 4096), 32 * 4096 + 64);
+    // Packed lines (spacing 64) have one colour: line i at i x 64.
+    assert_eq!(line_offset(1000, 64), 64_000);
+}
+
+#[test]
+fn lines_refuse_what_the_probe_cannot_be() {
+    for (spec, key) in [
+        ("lines:lines=100", "lines"),
+        ("lines:lines=1", "lines"),
+        ("lines:spacing=100", "spacing"),
+        ("lines:spacing=32", "spacing"),
+        ("lines:order=random", "order"),
+    ] {
+        let e = open(spec).err().expect(spec).to_string();
+        assert!(e.contains(key), "{spec}: {e}");
     }
 }

@@ -32,13 +32,17 @@ pub const DEFAULT_MACHINE: &str = MEASURED;
 pub fn measure_here() -> Result<String> {
     // The probe's own defaults, which are `machines --measure`'s too.
     let o = pagelab_lab::probe::ProbeOptions::default();
+    use super::machines_measure::probe_in_model;
     let m = super::machines_measure::measure(pagelab_machine::host::HOST, o.max, o.repeat)?;
     let dir = pagelab_sys::private::private_dir()
         .context("finding the private directory for the measured machine file")?;
     let path = dir.join("measured.toml");
     std::fs::write(&path, &m.text).with_context(|| format!("writing {}", path.display()))?;
-    for l in &m.summary {
-        eprintln!("pagelab: --predict --machine measured: {}", l.trim_start());
+    let file = path.display().to_string();
+    for l in m.summary.iter().chain(&probe_in_model(&file, &m)?) {
+        if !l.is_empty() {
+            eprintln!("pagelab: --predict --machine measured: {}", l.trim_start());
+        }
     }
     eprintln!(
         "pagelab: --predict --machine measured: wrote {} (`pagelab machines --measure` \
@@ -163,30 +167,50 @@ pub fn predict(
         let Some(pair) = model_pair(spec) else {
             continue;
         };
-        let mut cycles = Vec::new();
-        for w in [&pair.small, &pair.large] {
-            let progress = &mut crate::progress::Progress::new(&format!("model of {spec}"));
-            let mut src = pagelab::builtin::open(w)?;
-            let r = pagelab_engine::run_cost_study(&mut *src, &cfg, &cost, progress)
-                .with_context(|| format!("the model of `{spec}` ({w})"))?;
-            cycles.push(
-                r.runs
-                    .iter()
-                    .map(|run| run.cost.as_ref().map_or(0, |c| c.cycles))
-                    .collect::<Vec<u64>>(),
-            );
-        }
+        let cycles = steady_state(&cfg, &cost, &pair, &spec.to_string())?;
         out.push(KernelPrediction {
             subject: spec.to_string(),
             goal: goal_holds(spec),
             cycles_per_op: sizes
                 .iter()
-                .zip(cycles[1].iter().zip(&cycles[0]))
-                .map(|(s, (&b, &a))| (s.to_string(), b.saturating_sub(a) as f64 / pair.ops as f64))
+                .zip(cycles)
+                .map(|(s, c)| (s.to_string(), c))
                 .collect(),
         });
     }
     Ok((out, cost.nested_host))
+}
+
+/// The model's steady state of `pair` under each of `cfg`'s page sizes, in their order:
+/// the difference of its two workloads' cycles over its units of work. `what` names it in
+/// the progress line and in errors.
+///
+/// # Errors
+/// A workload that does not open, or a run that fails.
+pub fn steady_state(
+    cfg: &pagelab_engine::StudyConfig,
+    cost: &pagelab_engine::CostConfig,
+    pair: &ModelPair,
+    what: &str,
+) -> Result<Vec<f64>> {
+    let mut cycles = Vec::new();
+    for w in [&pair.small, &pair.large] {
+        let progress = &mut crate::progress::Progress::new(&format!("model of {what}"));
+        let mut src = pagelab::builtin::open(w)?;
+        let r = pagelab_engine::run_cost_study(&mut *src, cfg, cost, progress)
+            .with_context(|| format!("the model of `{what}` ({w})"))?;
+        cycles.push(
+            r.runs
+                .iter()
+                .map(|run| run.cost.as_ref().map_or(0, |c| c.cycles))
+                .collect::<Vec<u64>>(),
+        );
+    }
+    Ok(cycles[1]
+        .iter()
+        .zip(&cycles[0])
+        .map(|(&b, &a)| b.saturating_sub(a) as f64 / pair.ops as f64)
+        .collect())
 }
 
 #[cfg(test)]

@@ -17,7 +17,10 @@ pub fn run(a: &MachinesArgs) -> Result<()> {
     for l in m.curve.iter().chain(&m.summary) {
         outln!("{l}")?;
     }
-    std::fs::write(&a.out, m.text).with_context(|| format!("writing {}", a.out.display()))?;
+    std::fs::write(&a.out, &m.text).with_context(|| format!("writing {}", a.out.display()))?;
+    for l in probe_in_model(&a.out.display().to_string(), &m)? {
+        outln!("{l}")?;
+    }
     outln!(
         "wrote {} (pagelab bench --predict --machine {})",
         a.out.display(),
@@ -34,6 +37,83 @@ pub struct Measured {
     pub curve: Vec<String>,
     /// The caches, memory, frames and overlap found.
     pub summary: Vec<String>,
+    /// What the probes of misses, walks and the host's page measured.
+    pub probe: pagelab_lab::probe::overlap::OverlapProbe,
+    /// The clock found, GHz.
+    pub ghz: f64,
+}
+
+/// Steps of the model's two runs of each of the probe's loads ([`probe_in_model`]): their
+/// difference is the steady state.
+const MODEL_STEPS: (u64, u64) = (100_000, 200_000);
+
+/// The probe's loads ([`pagelab_lab::probe::overlap`]: the 16384 lines one per 4K page on 4K
+/// and on 2M-advised pages, and packed into 1M, each load on the last and independent), as
+/// measured and as the model of the machine file at `path` (`--virt nested`) puts them: the
+/// model's `lines` workload visits the same lines in the same order. Lines of a table,
+/// cycles at the measured clock.
+///
+/// # Errors
+/// A file the model cannot time with, or a run that fails.
+pub fn probe_in_model(path: &str, m: &Measured) -> Result<Vec<String>> {
+    use super::bench_predict::{steady_state, ModelPair, DEFAULT_VIRT};
+    let (cfg, machine) = pagelab::model::machine_study_config(Some(path), Some("4K,2M"), None)?;
+    let cost = pagelab::model::cost_config(machine.as_ref(), &cfg, Some(DEFAULT_VIRT))?
+        .context("a measured machine file has caches")?;
+    let p = &m.probe;
+    let count = pagelab_lab::probe::overlap::WALK_PAGES;
+    // (spacing, label, measured on 4K pages, measured on 2M-advised pages)
+    let layouts = [
+        (
+            "4K",
+            "one per 4K over 64M",
+            Some(p.walk_base),
+            p.host.spread,
+        ),
+        ("64", "packed into 1M", None, p.host.packed),
+    ];
+    let mut out = vec![
+        String::new(),
+        format!(
+            "the probe's loads ({count} lines), measured and in the model of this file \
+             (--virt {DEFAULT_VIRT}; the `lines` workload), cycles per load at {:.2} GHz:",
+            m.ghz
+        ),
+        format!(
+            "{:<20}  {:<4}  {:<11}  {:>11}  {:>8}  {:>7}  {:>14}",
+            "lines", "page", "order", "measured ns", "= cycles", "model", "model/measured"
+        ),
+    ];
+    for (spacing, label, on_4k, on_2m) in layouts {
+        for (order, pick) in [
+            ("dependent", (|t: (f64, f64)| t.0) as fn((f64, f64)) -> f64),
+            ("independent", |t: (f64, f64)| t.1),
+        ] {
+            let w = |steps: u64| {
+                format!("lines:lines={count},spacing={spacing},order={order},steps={steps}")
+            };
+            let pair = ModelPair {
+                small: w(MODEL_STEPS.0),
+                large: w(MODEL_STEPS.1),
+                ops: MODEL_STEPS.1 - MODEL_STEPS.0,
+            };
+            let model = steady_state(&cfg, &cost, &pair, &format!("the probe's {order} lines"))?;
+            for (page, measured, modelled) in
+                [("4K", on_4k, model[0]), ("2M", Some(on_2m), model[1])]
+            {
+                let Some(measured) = measured.map(pick) else {
+                    continue;
+                };
+                let cycles = measured * m.ghz;
+                out.push(format!(
+                    "{label:<20}  {page:<4}  {order:<11}  {measured:>11.2}  {cycles:>8.1}  \
+                     {modelled:>7.1}  {:>14.2}",
+                    modelled / cycles
+                ));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Measures this machine on the base preset `base_arg` (`host`: this CPU's), the chase up
@@ -220,6 +300,8 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32) -> Result<Measured> {
         text,
         curve,
         summary,
+        probe: ov,
+        ghz,
     })
 }
 
@@ -301,4 +383,62 @@ fn host_page_text(hp: &pagelab_lab::probe::host_page::HostPageProbe) -> String {
          (a translation {:.1} ns): {found}",
         hp.translation_ns()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pagelab_lab::probe::{host_page::HostPageProbe, overlap::OverlapProbe};
+
+    #[test]
+    fn the_probes_loads_are_set_beside_the_models() {
+        // The figures of this project's Zen 4 guest (session 33), against the zen4 preset.
+        let m = Measured {
+            text: String::new(),
+            curve: Vec::new(),
+            summary: Vec::new(),
+            probe: OverlapProbe {
+                memory_bytes: 256 << 20,
+                memory: (167.7, 15.16),
+                memory_huge: true,
+                walk_base: (30.6, 3.89),
+                host: HostPageProbe {
+                    spread: (26.5, 3.46),
+                    packed: (8.5, 2.06),
+                    huge_ok: true,
+                },
+            },
+            ghz: 3.5,
+        };
+        let lines = probe_in_model("zen4", &m).unwrap();
+        let rows: Vec<Vec<&str>> = lines[3..]
+            .iter()
+            .map(|l| {
+                l.split("  ")
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
+            .collect();
+        assert_eq!(rows.len(), 6, "{lines:#?}");
+        let measured: Vec<f64> = rows.iter().map(|r| r[3].parse().unwrap()).collect();
+        assert_eq!(measured, [30.6, 26.5, 3.89, 3.46, 8.5, 2.06]);
+        for r in &rows {
+            let (ns, cycles, model, ratio): (f64, f64, f64, f64) = (
+                r[3].parse().unwrap(),
+                r[4].parse().unwrap(),
+                r[5].parse().unwrap(),
+                r[6].parse().unwrap(),
+            );
+            assert!((cycles - ns * 3.5).abs() < 0.06, "{r:?}");
+            assert!(
+                model > 0.0 && (ratio - model / cycles).abs() < 0.01,
+                "{r:?}"
+            );
+        }
+        // In the model too a walk costs the dependent spread lines on 4K pages more than
+        // the packed ones on 2M, and independent loads less than dependent ones.
+        let model: Vec<f64> = rows.iter().map(|r| r[5].parse().unwrap()).collect();
+        assert!(model[0] > model[4] && model[2] < model[0] && model[5] < model[4]);
+    }
 }

@@ -58,25 +58,20 @@ impl Lines {
         Ok(())
     }
 
-    /// The byte offset of line `i` in the region: in its slot at the colour `i / 32` (mod
-    /// the slot's lines). 32 slots in a row share a colour, so that over physically
-    /// contiguous 4K slots the low five bits of the slot number (which an L2 of 2048 sets
-    /// indexes with) and 64 colours reach every one of 2048 sets, 8 lines a set for 16384
-    /// lines; over scattered frames the lines spread at random. Either way they stay in an
-    /// L2 of 2M, and only the translation tells placements apart. (Before session 32 the
-    /// colour was `i * 37`, which over contiguous frames reaches only 64 sets.)
+    /// The byte offset of line `i` in the region: [`pagelab_workloads::line_offset`], the
+    /// colour `i / 32` (mod the slot's lines), so that the lines reach every set of an L2
+    /// of 2048 sets over contiguous frames and spread at random over scattered ones; the
+    /// model's `lines` workload places them alike. (Before session 32 the colour was
+    /// `i * 37`, which over contiguous frames reaches only 64 sets.)
     pub(crate) fn offset(&self, i: u64) -> usize {
-        let colours = self.spacing / 64;
-        (i * self.spacing + ((i / 32) & (colours - 1)) * 64) as usize
+        pagelab_workloads::line_offset(i, self.spacing) as usize
     }
 
-    /// Line `i`'s place in the visiting order: a bijection on `0..count`
-    /// (multiply by an odd number, fold the high half down, multiply again, all mod count).
+    /// Line `i`'s place in the visiting order: [`pagelab_workloads::visit_order`], a
+    /// bijection on `0..count`, the model's `lines` workload's order.
     #[inline(always)]
-    fn order(i: u64, mask: u64, half: u32) -> u64 {
-        let mut h = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) & mask;
-        h ^= h >> half;
-        h.wrapping_mul(0xbf58_476d_1ce4_e5b9) & mask
+    fn order(i: u64, count: u64) -> u64 {
+        pagelab_workloads::visit_order(i, count)
     }
 
     /// Maps the lines advised as `advice`, first-touches them, and times `chunks`
@@ -103,27 +98,27 @@ impl Lines {
             r.as_mut_slice::<u64>().fill(0);
         })?;
         let base = region.as_mut_ptr() as usize;
-        let (mask, half) = (self.count - 1, self.count.trailing_zeros().div_ceil(2));
+        let (mask, count) = (self.count - 1, self.count);
         // The dependent cycle visits the lines in the independent loop's order.
         {
             let words = region.as_mut_slice::<usize>();
-            let mut from = self.offset(Self::order(0, mask, half));
+            let mut from = self.offset(Self::order(0, count));
             for i in 1..=self.count {
-                let to = self.offset(Self::order(i & mask, mask, half));
+                let to = self.offset(Self::order(i & mask, count));
                 words[from / 8] = base + to;
                 from = to;
             }
         }
         let per = (steps / chunks.max(1)).max(1);
         let mut out = Vec::with_capacity(chunks as usize);
-        let mut p = base + self.offset(Self::order(0, mask, half));
+        let mut p = base + self.offset(Self::order(0, count));
         let mut sum = 0usize;
         let mut i = 0u64;
         for _ in 0..chunks.max(1) {
             let t = std::time::Instant::now();
             if independent {
                 for _ in 0..per {
-                    let at = base + self.offset(Self::order(i & mask, mask, half));
+                    let at = base + self.offset(Self::order(i & mask, count));
                     // SAFETY: `offset` of a line below `count` lies inside the region,
                     // 8-aligned, and every word of the region was written.
                     sum = sum.wrapping_add(unsafe { std::ptr::read_volatile(at as *const usize) });
@@ -253,10 +248,9 @@ mod tests {
     #[test]
     fn the_order_is_a_bijection_and_the_colours_spread_the_lines() {
         for count in [2u64, 8, 1024, 1 << 15] {
-            let (mask, half) = (count - 1, count.trailing_zeros().div_ceil(2));
             let mut seen = vec![false; count as usize];
             for i in 0..count {
-                let o = Lines::order(i, mask, half);
+                let o = Lines::order(i, count);
                 assert!(
                     !std::mem::replace(&mut seen[o as usize], true),
                     "{count}: {i}"
