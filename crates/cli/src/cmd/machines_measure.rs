@@ -47,8 +47,8 @@ pub struct Measured {
 /// difference is the steady state.
 const MODEL_STEPS: (u64, u64) = (100_000, 200_000);
 
-/// The probe's loads ([`pagelab_lab::probe::overlap`]: the 16384 lines one per 4K page on 4K
-/// and on 2M-advised pages, and packed into 1M, each load on the last and independent), as
+/// The probe's loads ([`pagelab_lab::probe::overlap`]: its lines one per 4K page on 4K and
+/// on 2M-advised pages, and packed, each load on the last and independent), as
 /// measured and as the model of the machine file at `path` (`--virt nested`) puts them: the
 /// model's `lines` workload visits the same lines in the same order. Lines of a table,
 /// cycles at the measured clock.
@@ -61,16 +61,13 @@ pub fn probe_in_model(path: &str, m: &Measured) -> Result<Vec<String>> {
     let cost = pagelab::model::cost_config(machine.as_ref(), &cfg, Some(DEFAULT_VIRT))?
         .context("a measured machine file has caches")?;
     let p = &m.probe;
-    let count = pagelab_lab::probe::overlap::WALK_PAGES;
+    let count = p.walk_pages;
+    let spread = format!("one per 4K over {}", pagelab_core::Bytes(count * 4096));
+    let packed = format!("packed into {}", pagelab_core::Bytes(count * 64));
     // (spacing, label, measured on 4K pages, measured on 2M-advised pages)
     let layouts = [
-        (
-            "4K",
-            "one per 4K over 64M",
-            Some(p.walk_base),
-            p.host.spread,
-        ),
-        ("64", "packed into 1M", None, p.host.packed),
+        ("4K", &spread, Some(p.walk_base), p.host.spread),
+        ("64", &packed, None, p.host.packed),
     ];
     let mut out = vec![
         String::new(),
@@ -174,7 +171,9 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32) -> Result<Measured> {
     progress.step("frame placement");
     let contiguity = pagelab_lab::probe::frame_contiguity(64 << 20)?;
     progress.step("misses and walks in flight");
-    let ov = pagelab_lab::probe::overlap::overlap(max, opts.steps, repeat)?;
+    let l2 = nominal.iter().find(|c| c.level == 2).map(|c| c.size);
+    let walk_pages = pagelab_lab::probe::overlap::walk_pages(l2);
+    let ov = pagelab_lab::probe::overlap::overlap(max, walk_pages, opts.steps, repeat)?;
     progress.finish();
     if points
         .iter()
@@ -315,7 +314,7 @@ fn overlap_text(
     let (md, mi) = ov.memory;
     let (bd, bi) = ov.walk_base;
     let (pd, pi) = ov.host.packed;
-    let pages = pagelab_lab::probe::overlap::WALK_PAGES;
+    let pages = ov.walk_pages;
     let kept = if base_has {
         "the base's"
     } else {
@@ -353,19 +352,20 @@ fn overlap_text(
             o.miss_buffers
         ),
         format!(
-            "walks: one line in each of {pages} 4K pages, dependent {bd:.1} ns (packed into 1M \
+            "walks: one line in each of {pages} 4K pages, dependent {bd:.1} ns (packed into {} \
              on a 2M-advised page {pd:.1}: a walk {:.1} ns), independent {bi:.2} ns (packed \
              {pi:.2}: a walk adds {:.2} ns): {walks}",
+            pagelab_core::Bytes(pages * 64),
             bd - pd,
             bi - pi
         ),
-        host_page_text(&ov.host),
+        host_page_text(&ov.host, pages),
         interval,
     ]
 }
 
 /// The line that says what the host-page probe measured and found.
-fn host_page_text(hp: &pagelab_lab::probe::host_page::HostPageProbe) -> String {
+fn host_page_text(hp: &pagelab_lab::probe::host_page::HostPageProbe, pages: u64) -> String {
     let ((sd, si), (pd, pi)) = (hp.spread, hp.packed);
     let found = match hp.host_page() {
         None => "not measured (THP gave the 2M-advised lines 4K pages): the base's kept".into(),
@@ -378,9 +378,11 @@ fn host_page_text(hp: &pagelab_lab::probe::host_page::HostPageProbe) -> String {
         }
     };
     format!(
-        "host page: 16384 lines on 2M-advised pages, one per 4K over 64M against packed into \
-         1M, dependent {sd:.1} against {pd:.1} ns, independent {si:.2} against {pi:.2} ns \
+        "host page: {pages} lines on 2M-advised pages, one per 4K over {} against packed into \
+         {}, dependent {sd:.1} against {pd:.1} ns, independent {si:.2} against {pi:.2} ns \
          (a translation {:.1} ns): {found}",
+        pagelab_core::Bytes(pages * 4096),
+        pagelab_core::Bytes(pages * 64),
         hp.translation_ns()
     )
 }
@@ -401,6 +403,7 @@ mod tests {
                 memory_bytes: 256 << 20,
                 memory: (167.7, 15.16),
                 memory_huge: true,
+                walk_pages: 16384,
                 walk_base: (30.6, 3.89),
                 host: HostPageProbe {
                     spread: (26.5, 3.46),

@@ -3,20 +3,21 @@
 //! Under nested paging the hardware caches a guest-virtual to host-physical translation at
 //! the smaller of the guest's and the host's page (a guest 2M page over 4K host pages is
 //! splintered into 4K entries). From inside a guest the host's page size cannot be read, but
-//! it shows in time: the same 16384 lines, on 2M-advised pages, once spread one per 4K page
-//! over 64M and once packed into 1M, each load on the last.
+//! it shows in time: the same lines (16384 where the L2 is 2M, 8192 where it is 1M:
+//! [`super::overlap::walk_pages`]), on 2M-advised pages, once spread one per 4K page (64M or
+//! 32M) and once packed (1M or 512K), each load on the last.
 //!
-//! - Over 2M host pages the spread lines need 32 2M entries and the packed one, which any L1
-//!   TLB holds; the lines stay in an L2 of 2M either way ([`Lines::offset`]): the two take the
-//!   same time.
-//! - Over 4K host pages the spread lines need 16384 4K entries, eight times the largest L2
-//!   TLB, so nearly every load walks; the packed need 256, which the L2 TLB holds: the spread
-//!   lines take a walk longer.
+//! - Over 2M host pages the spread lines need 32 or 16 2M entries and the packed one, which
+//!   any L1 TLB holds; the lines stay in the L2 either way ([`Lines::offset`]): the two take
+//!   the same time.
+//! - Over 4K host pages the spread lines need a 4K entry each, several times the largest L2
+//!   TLB, so nearly every load walks; the packed need 256 or 128, which the L2 TLB holds: the
+//!   spread lines take a walk longer.
 //!
 //! The same two layouts with independent loads give the time a splintered walk adds when
 //! walks overlap, and so how many are under way at once.
 
-use super::overlap::{Lines, WALK_PAGES};
+use super::overlap::Lines;
 use crate::native::Advice;
 use anyhow::Result;
 use pagelab_core::PageSize;
@@ -24,10 +25,11 @@ use pagelab_core::PageSize;
 /// What [`host_page`] measured, ns per load.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct HostPageProbe {
-    /// One line in each of [`WALK_PAGES`] 4K slots, on 2M-advised pages: dependent,
+    /// One line in each of [`super::overlap::walk_pages`] 4K slots, on 2M-advised pages: dependent,
     /// independent.
     pub spread: (f64, f64),
-    /// The same number of lines packed into 1M, on a 2M-advised page: dependent, independent.
+    /// The same number of lines packed (64 bytes apart), on a 2M-advised page: dependent,
+    /// independent.
     pub packed: (f64, f64),
     /// Whether both got 2M pages from the guest's kernel (else nothing can be told).
     pub huge_ok: bool,
@@ -71,17 +73,17 @@ impl HostPageProbe {
     }
 }
 
-/// Measures the two layouts, `steps` loads a run, `repeat` runs of each.
+/// Measures the two layouts of `pages` lines, `steps` loads a run, `repeat` runs of each.
 ///
 /// # Errors
 /// A region that cannot be mapped.
-pub fn host_page(steps: u64, repeat: u32) -> Result<HostPageProbe> {
+pub fn host_page(pages: u64, steps: u64, repeat: u32) -> Result<HostPageProbe> {
     let spread = Lines {
-        count: WALK_PAGES,
+        count: pages,
         spacing: 4096,
     };
     let packed = Lines {
-        count: WALK_PAGES,
+        count: pages,
         spacing: 64,
     };
     let (spread_t, spread_huge) = super::overlap::pair(spread, Advice::HugePage, steps, repeat)?;

@@ -14,8 +14,8 @@
 //!   level, so that each load is a memory miss and no walk: the dependent time over the
 //!   independent one;
 //! - **walks in flight:** one line in each of many 4K pages (far more than any TLB holds,
-//!   while the lines and the page-table entries fit in the L2), against the same number of
-//!   lines packed into 1M on a 2M-advised page (no walk, and no more than an L2 TLB hit
+//!   while the lines and the page-table entries fit in half the L2: [`walk_pages`]), against the same number of
+//!   lines packed 64 bytes apart on a 2M-advised page (no walk, and no more than an L2 TLB hit
 //!   under nested paging: [`super::host_page`]). The walk's latency is the dependent 4K time
 //!   less the packed one; the time it adds to an independent reference is the independent
 //!   4K time less the packed one; their ratio is the walks under way at once.
@@ -139,9 +139,26 @@ impl Lines {
     }
 }
 
-/// Pages of the walk measurement: 16K 4K pages (64M) are eight times the largest L2 TLB
-/// of 2K entries, while their lines (1M) and page-table entries (128K) fit an L2 of 2M.
+/// Pages of the walk measurement where the L2 is 2M or more (or not known): 16K 4K pages
+/// (64M) are eight times an L2 TLB of 2K entries, while their lines (1M) and page-table
+/// entries (128K) fit an L2 of 2M ([`walk_pages`]).
 pub const WALK_PAGES: u64 = 16 << 10;
+
+/// The fewest pages [`walk_pages`] gives: more than an L2 TLB of 3K entries.
+pub const MIN_WALK_PAGES: u64 = 4 << 10;
+
+/// Pages (and lines) of the walk and host-page measurements on a core whose L2 holds
+/// `l2_bytes`: as many as half the L2 holds lines, a power of two from [`MIN_WALK_PAGES`]
+/// to [`WALK_PAGES`]. The lines and the entries the walks read then stay in the L2 with
+/// room to spare, under any replacement: where they filled it (16384 lines are exactly a
+/// 1M L2, Zen 4's), which of them a load finds there would depend on the replacement
+/// policy rather than on the translation being measured (docs/cost.md, session 33).
+pub fn walk_pages(l2_bytes: Option<u64>) -> u64 {
+    l2_bytes.map_or(WALK_PAGES, |b| {
+        let lines = (b / 2 / 64).max(1);
+        (1u64 << lines.ilog2()).clamp(MIN_WALK_PAGES, WALK_PAGES)
+    })
+}
 
 /// What [`overlap`] measured, ns per load.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -152,7 +169,10 @@ pub struct OverlapProbe {
     pub memory: (f64, f64),
     /// Whether those got 2M pages.
     pub memory_huge: bool,
-    /// One line per 4K of [`WALK_PAGES`] pages on 4K pages: dependent, independent.
+    /// Pages (one line each) of the walk and host-page measurements ([`walk_pages`]).
+    pub walk_pages: u64,
+    /// One line per 4K of [`OverlapProbe::walk_pages`] pages on 4K pages: dependent,
+    /// independent.
     pub walk_base: (f64, f64),
     /// The same number of lines on 2M-advised pages, spread and packed (the baseline).
     pub host: HostPageProbe,
@@ -212,11 +232,17 @@ pub(crate) fn pair(
 }
 
 /// Measures misses and walks in flight; `memory_bytes` is the memory measurement's
-/// footprint (rounded down to a power of two of lines), `steps` the loads of each run.
+/// footprint (rounded down to a power of two of lines), `walk_pages` the pages of the walk
+/// measurements ([`walk_pages`]), `steps` the loads of each run.
 ///
 /// # Errors
 /// A footprint under 2 lines, or a region that cannot be mapped.
-pub fn overlap(memory_bytes: u64, steps: u64, repeat: u32) -> Result<OverlapProbe> {
+pub fn overlap(
+    memory_bytes: u64,
+    walk_pages: u64,
+    steps: u64,
+    repeat: u32,
+) -> Result<OverlapProbe> {
     let lines = memory_bytes / 64;
     if lines < 2 {
         bail!("a memory footprint of {memory_bytes} bytes has fewer than 2 lines");
@@ -226,16 +252,17 @@ pub fn overlap(memory_bytes: u64, steps: u64, repeat: u32) -> Result<OverlapProb
         spacing: 64,
     };
     let walk = Lines {
-        count: WALK_PAGES,
+        count: walk_pages,
         spacing: 4096,
     };
     let (mem, memory_huge) = pair(memory, Advice::HugePage, steps, repeat)?;
     let (walk_base, _) = pair(walk, Advice::NoHugePage, steps, repeat)?;
-    let host = super::host_page::host_page(steps, repeat)?;
+    let host = super::host_page::host_page(walk_pages, steps, repeat)?;
     Ok(OverlapProbe {
         memory_bytes: memory.count * 64,
         memory: mem,
         memory_huge,
+        walk_pages,
         walk_base,
         host,
     })
@@ -280,6 +307,20 @@ mod tests {
     }
 
     #[test]
+    fn the_walk_measurement_takes_half_the_l2() {
+        // Emerald Rapids' 2M L2 and anything larger or unknown: 16384 lines (1M); Zen 4's
+        // 1M L2: 8192 (512K), the 16384 would fill it; never fewer than 4096 pages, more
+        // than a 3K-entry L2 TLB; a size that is no power of two rounds down.
+        assert_eq!(walk_pages(Some(2 << 20)), 16384);
+        assert_eq!(walk_pages(Some(32 << 20)), 16384);
+        assert_eq!(walk_pages(None), 16384);
+        assert_eq!(walk_pages(Some(1 << 20)), 8192);
+        assert_eq!(walk_pages(Some(1280 << 10)), 8192);
+        assert_eq!(walk_pages(Some(256 << 10)), 4096);
+        assert_eq!(walk_pages(Some(0)), 4096);
+    }
+
+    #[test]
     fn walks_in_flight_and_their_interval_come_from_the_packed_baseline() {
         // This guest under load (session 32): 4K walks of 70.4 ns adding 8.46 ns, splintered
         // walks of 12.4 ns adding 2.6 ns, more than their share of 8.3 walkers (1.5 ns).
@@ -287,6 +328,7 @@ mod tests {
             memory_bytes: 256 << 20,
             memory: (144.2, 15.32),
             memory_huge: true,
+            walk_pages: WALK_PAGES,
             walk_base: (77.7, 10.13),
             host: HostPageProbe {
                 spread: (19.7, 4.27),
