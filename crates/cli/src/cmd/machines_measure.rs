@@ -7,8 +7,9 @@ use crate::out::outln;
 use anyhow::{bail, Context, Result};
 use pagelab_machine::measured::{self, LatencyPoint, NominalCache};
 
-/// Below this share of consecutive virtual pages on consecutive frames, the kernel is
-/// taken to scatter a process's 4K frames (first-touch order gives nearly 1).
+/// Below this share of consecutive virtual pages on neighbouring frames (one above or one
+/// below), the kernel is taken to scatter a process's 4K frames (first-touch order, or its
+/// reverse, gives nearly 1).
 const CONTIGUOUS: f64 = 0.5;
 
 pub fn run(a: &MachinesArgs) -> Result<()> {
@@ -249,7 +250,7 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32) -> Result<Measured> {
     ));
     summary.push(match contiguity {
         Some(c) => format!(
-            "4K frames: {:.1}% of consecutive pages on consecutive frames: {}",
+            "4K frames: {:.1}% of consecutive pages on neighbouring frames: {}",
             c * 100.0,
             placement.unwrap_or("first-touch")
         ),
