@@ -83,6 +83,21 @@ pub fn cost_config(
     }))
 }
 
+/// Whether this process has not yet said that machine `name` gives no host page: the note
+/// is said once per machine and process, since a sweep (Python's, or a worker's) asks for
+/// many configurations of one machine.
+fn first_time_for(name: &str) -> bool {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let first = !said.iter().any(|n| n == name);
+    if first {
+        said.push(name.to_string());
+    }
+    first
+}
+
 /// The host page of `--virt v`: `nested:host=SIZE`, or `nested` alone for the machine's
 /// `[nested] host_page` (what `pagelab machines --measure` found), 2M where the file gives
 /// none (said on standard error: KVM backs a guest with transparent huge pages when the
@@ -91,11 +106,13 @@ fn nested_host(machine: &CostMachine, v: &str) -> Result<PageSize> {
     if v == "nested" {
         let found = machine.cost.nested.as_ref().and_then(|n| n.host_page);
         return Ok(found.unwrap_or_else(|| {
-            eprintln!(
-                "pagelab: --virt nested: machine {} gives no [nested] host_page (`pagelab \
-                 machines --measure` finds it); 2M host pages assumed",
-                machine.name
-            );
+            if first_time_for(&machine.name) {
+                eprintln!(
+                    "pagelab: --virt nested: machine {} gives no [nested] host_page (`pagelab \
+                     machines --measure` finds it); 2M host pages assumed",
+                    machine.name
+                );
+            }
             PageSize::M2
         }));
     }
@@ -362,4 +379,14 @@ pub fn max_ref_size(text: &str) -> Result<u32> {
         .map_err(|e| anyhow::anyhow!("--max-ref-size {text}: {e}"))?;
     u32::try_from(bytes)
         .map_err(|_| anyhow::anyhow!("--max-ref-size {text}: a reference size is below 4G"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_missing_host_page_is_said_once_per_machine() {
+        assert!(super::first_time_for("a machine of this test"));
+        assert!(!super::first_time_for("a machine of this test"));
+        assert!(super::first_time_for("another machine of this test"));
+    }
 }
