@@ -382,13 +382,33 @@ fn machines_measure_writes_a_machine_file_that_times_a_run() {
         "memory:",
         "4K frames:",
         "misses in flight:",
-        "walks: one line in each of 16384 4K pages",
-        "host page: 16384 lines on 2M-advised pages",
+        "walks: one line in each of ",
+        "host page: ",
         "walk_interval = ",
+        "the probe's loads (",
+        "model/measured",
         "wrote",
     ] {
         assert!(text.contains(want), "{want} missing from:\n{text}");
     }
+    // The walk and host-page probes take half the L2 in lines, the same count in both, and
+    // the model's rows follow them: six rows, one per layout, page and order.
+    let count = |after: &str, before: &str| -> u64 {
+        let rest = &text[text.find(after).unwrap() + after.len()..];
+        rest[..rest.find(before).unwrap()].parse().unwrap()
+    };
+    let pages = count("walks: one line in each of ", " 4K pages");
+    assert!(
+        pages.is_power_of_two() && (4096..=16384).contains(&pages),
+        "{pages}"
+    );
+    assert_eq!(count("host page: ", " lines on 2M-advised pages"), pages);
+    assert_eq!(count("the probe's loads (", " lines)"), pages);
+    let rows = text
+        .lines()
+        .filter(|l| l.starts_with("one per 4K over ") || l.starts_with("packed into "))
+        .count();
+    assert_eq!(rows, 6, "{text}");
     let written = std::fs::read_to_string(&file).unwrap();
     assert!(
         written.contains("name = \"emeraldrapids-measured\""),
