@@ -116,6 +116,25 @@ impl<S: TraceSource> VforkOrder<S> {
 
     /// `parent` runs again: its held records are ordered next, then a switch
     /// back to `back` (the thread whose records follow in the trace).
+    /// Follows `events` while nothing is held or waiting, as [`VforkOrder::order`] would
+    /// deliver them unchanged (switches only move the current thread); returns the index of
+    /// the first that `order` must see (a fork that suspends its parent), if any.
+    fn pass_through(&mut self, events: &[Event]) -> Option<usize> {
+        for (i, ev) in events.iter().enumerate() {
+            match ev {
+                Event::Switch(t) => {
+                    self.cur = Some(*t);
+                    self.emitted = Some(*t);
+                }
+                Event::Fork { flags, .. } if flags.suspends_parent() && self.cur.is_some() => {
+                    return Some(i);
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+
     fn release(&mut self, parent: ThreadId, back: Option<ThreadId>) {
         let Some(i) = self.held.iter().position(|(h, _)| *h == parent) else {
             return;
@@ -158,6 +177,32 @@ impl<S: TraceSource> TraceSource for VforkOrder<S> {
                     Some(e) => Err(e.duplicate()),
                     None => Ok(false),
                 };
+            }
+            if self.input.is_empty()
+                && self.held.is_empty()
+                && self.waiting.is_empty()
+                && !self.skipped
+            {
+                // Nothing held, nothing waiting: events pass through as they are until one
+                // that `order` would act on, straight into `out` (no copy through the queues).
+                let start = out.len();
+                match self.inner.fill(out, max) {
+                    Ok(true) => {
+                        if let Some(k) = self.pass_through(&out[start..]) {
+                            self.input.extend(out.drain(start + k..));
+                        }
+                        if out.len() > start {
+                            return Ok(true);
+                        }
+                    }
+                    Ok(false) => self.inner_done = true,
+                    Err(e) => {
+                        out.truncate(start);
+                        self.inner_done = true;
+                        self.error = Some(e);
+                    }
+                }
+                continue;
             }
             self.batch.clear();
             match self.inner.fill(&mut self.batch, max) {
@@ -206,6 +251,38 @@ mod tests {
         let mut out = Vec::new();
         while src.fill(&mut out, batch).unwrap() {}
         out
+    }
+
+    /// Every event through `order` one at a time, never the pass-through: the reference.
+    fn ordered_slowly(events: Vec<Event>) -> Vec<Event> {
+        let mut src = VforkOrder::new(Events(Vec::new().into_iter()));
+        src.input.extend(events);
+        let mut out = Vec::new();
+        while src.fill(&mut out, 7).unwrap() {}
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn passing_through_orders_as_order_does(
+            picks in proptest::collection::vec((0u8..10, 1u32..5), 0..200),
+            batch in 1usize..40,
+        ) {
+            // Random threads' switches, references, plain forks, vforks, execs and exits.
+            let events: Vec<Event> = picks
+                .iter()
+                .enumerate()
+                .map(|(i, &(kind, pid))| match kind {
+                    0 | 1 => sw(pid),
+                    2 => vfork(pid),
+                    3 => Event::fork(pid),
+                    4 => Event::Exec(None),
+                    5 => Event::Exit { status: 0 },
+                    _ => r(i as u64),
+                })
+                .collect();
+            proptest::prop_assert_eq!(ordered(events.clone(), batch), ordered_slowly(events));
+        }
     }
 
     #[test]
