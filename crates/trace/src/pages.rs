@@ -264,7 +264,15 @@ impl PageFilter {
                 .iter()
                 .position(|&p| p == page)
                 .unwrap_or(depth - 1);
-            recent.copy_within(0..at, 1);
+            // The pages before `at` move back one, by selects on the whole
+            // array (a `copy_within` of a varying length is a call to
+            // `memmove` on every kept word).
+            let r = *recent;
+            for (i, p) in recent.iter_mut().enumerate().skip(1) {
+                if i <= at {
+                    *p = r[i - 1];
+                }
+            }
             recent[0] = page;
         }
     }
