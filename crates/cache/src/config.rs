@@ -80,7 +80,20 @@ pub struct CostsSpec {
     /// Cycles of a hit in each TLB level, first level first (a miss pays
     /// the last level's, then the walk).
     pub tlb_hit: Vec<u32>,
+    /// Cycles every page walk costs beyond the latencies of its reads (0, the default):
+    /// the walker's own work, from the TLB miss to the translation's use. A walk of
+    /// entries that all hit the L1D still takes this long. `pagelab machines --measure`
+    /// measures it from its probe's walking loads (docs/cost.md).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub walk: u32,
 }
+
+pub(crate) fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// The most cycles [`CostsSpec::walk`] may give.
+pub const MAX_WALK_CYCLES: u32 = 10_000;
 
 /// The `[nested]` section: what a guest under a hypervisor adds (used with
 /// `--virt nested:host=SIZE`).
@@ -109,18 +122,40 @@ pub enum FramePlacement {
     /// booted machine hands them out.
     #[default]
     FirstTouch,
-    /// Small frames scattered over the machine's memory (`phys.memory`),
-    /// as Linux hands them out after a while ([`crate::Placement`]).
+    /// Small frames scattered over the machine's memory (`phys.memory`), or over
+    /// `[frames] span` of it, as Linux hands them out after a while
+    /// ([`crate::Placement`]).
     Scattered,
 }
 
 /// The `[frames]` section.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FramesSpec {
     /// Where frames lie (default: `first-touch`).
     #[serde(default)]
     pub placement: FramePlacement,
+    /// Bytes of memory a `scattered` placement spreads small frames over (default: all of
+    /// `phys.memory`). A machine that has run for a while hands a process its 4K frames
+    /// from a few gigabytes of free lists, not from the whole of memory:
+    /// `pagelab machines --measure` reads the span from `/proc/self/pagemap`.
+    #[serde(
+        default,
+        deserialize_with = "some_bytes",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub span: Option<u64>,
+    /// The share of a `scattered` placement's small frames that lie right above the one
+    /// placed before (default 0): the share of a process's consecutive 4K pages on
+    /// neighbouring frames, which `pagelab machines --measure` reads from
+    /// `/proc/self/pagemap`. Linux's per-CPU free lists hand out runs of neighbouring
+    /// frames between their jumps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub neighbours: Option<f64>,
+}
+
+fn some_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    bytes(d).map(Some)
 }
 
 /// Everything about time a machine file gives.
@@ -269,6 +304,40 @@ impl CostSpec {
                     k.tlb_hit.len()
                 ),
             );
+        }
+        if k.walk > MAX_WALK_CYCLES {
+            return bad(
+                "costs.walk",
+                format!(
+                    "{} cycles: allowed 0 (a walk costs its reads alone) to {MAX_WALK_CYCLES}",
+                    k.walk
+                ),
+            );
+        }
+        if let Some(span) = self.frames.span {
+            if span == 0 || !span.is_multiple_of(crate::frames::LARGE) {
+                return bad(
+                    "frames.span",
+                    format!("{span} bytes: a whole number (at least one) of 2M blocks"),
+                );
+            }
+            if self.frames.placement != FramePlacement::Scattered {
+                return bad(
+                    "frames.span",
+                    "a span is where a scattered placement spreads frames: give it with placement = \"scattered\"",
+                );
+            }
+        }
+        if let Some(n) = self.frames.neighbours {
+            if !(0.0..=1.0).contains(&n) {
+                return bad("frames.neighbours", format!("{n}: a share, from 0 to 1"));
+            }
+            if self.frames.placement != FramePlacement::Scattered {
+                return bad(
+                    "frames.neighbours",
+                    "the share of frames placed next to the last is a scattered placement's: give it with placement = \"scattered\"",
+                );
+            }
         }
         if let Some(o) = &self.overlap {
             let max = crate::overlap::MAX_IN_FLIGHT;

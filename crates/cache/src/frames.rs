@@ -33,11 +33,28 @@ pub enum Placement {
     Scattered {
         /// Bytes of physical memory the frames are scattered over.
         memory: u64,
+        /// Of the small frames, the share (in [`NEIGHBOURS_ONE`]ths) that lie right above
+        /// the one placed before, where it is free: the measured share of a process's
+        /// consecutive pages on neighbouring frames (0: every frame drawn anew).
+        neighbours: u32,
     },
 }
 
+/// [`Placement::Scattered`]'s `neighbours` of 1: every small frame right above the last.
+pub const NEIGHBOURS_ONE: u32 = 1 << 16;
+
+impl Placement {
+    /// Small frames scattered over `memory` bytes, none placed next to the last on purpose.
+    pub fn scattered(memory: u64) -> Placement {
+        Placement::Scattered {
+            memory,
+            neighbours: 0,
+        }
+    }
+}
+
 /// The smallest frame placed as a whole free block rather than scattered.
-const LARGE: u64 = 2 << 20;
+pub(crate) const LARGE: u64 = 2 << 20;
 /// The unit the scattered placement permutes.
 const UNIT_SHIFT: u32 = 12;
 
@@ -66,10 +83,10 @@ impl Frames {
                 next: base,
                 ..Frames::default()
             },
-            Placement::Scattered { memory } => Frames {
+            Placement::Scattered { memory, neighbours } => Frames {
                 // A run that needs more than the memory goes on above it.
                 next: base + memory,
-                scatter: Some(Box::new(Scatter::new(base, memory))),
+                scatter: Some(Box::new(Scatter::new(base, memory, neighbours))),
                 ..Frames::default()
             },
         }
@@ -122,6 +139,23 @@ impl Frames {
     }
 }
 
+/// A fixed bijection of `[0, 2^bits)` (`bits` from 1 to 64): each step (an odd multiply,
+/// an xor-shift, an add, all modulo `2^bits`) is one.
+fn mix(mut x: u64, bits: u32) -> u64 {
+    let mask = u64::MAX >> (64 - bits);
+    let half = bits.div_ceil(2);
+    for k in [
+        0x9e37_79b9_7f4a_7c15u64,
+        0xbf58_476d_1ce4_e5b9,
+        0x94d0_49bb_1331_11eb,
+    ] {
+        x = x.wrapping_mul(k | 1) & mask;
+        x ^= x >> half;
+        x = x.wrapping_add(k >> 7) & mask;
+    }
+    x
+}
+
 /// The scattered placement's state.
 #[derive(Clone, Debug)]
 struct Scatter {
@@ -139,12 +173,21 @@ struct Scatter {
     /// Small frames' 4K frames in each `LARGE` block, which a large frame
     /// must avoid.
     in_block: FxHashMap<u64, u32>,
+    /// [`Placement::Scattered`]'s `neighbours`, and the small frames placed so far (which
+    /// draws whether the next one goes right above the last).
+    neighbours: u32,
+    placed: u64,
+    /// The unit after the last small frame's end.
+    after_last: u64,
 }
 
 impl Scatter {
-    fn new(base: u64, memory: u64) -> Scatter {
+    fn new(base: u64, memory: u64, neighbours: u32) -> Scatter {
         let units = (memory >> UNIT_SHIFT).max(1);
         Scatter {
+            neighbours: neighbours.min(NEIGHBOURS_ONE),
+            placed: 0,
+            after_last: u64::MAX,
             base,
             units,
             bits: units.next_power_of_two().trailing_zeros().max(1),
@@ -155,29 +198,12 @@ impl Scatter {
         }
     }
 
-    /// A fixed bijection of `[0, 2^bits)`: each step (an odd multiply, an
-    /// xor-shift, an add, all modulo `2^bits`) is one.
-    fn mix(&self, mut x: u64) -> u64 {
-        let mask = (1u64 << self.bits) - 1;
-        let half = self.bits.div_ceil(2);
-        for k in [
-            0x9e37_79b9_7f4a_7c15u64,
-            0xbf58_476d_1ce4_e5b9,
-            0x94d0_49bb_1331_11eb,
-        ] {
-            x = x.wrapping_mul(k | 1) & mask;
-            x ^= x >> half;
-            x = x.wrapping_add(k >> 7) & mask;
-        }
-        x
-    }
-
     /// The permutation of `[0, units)` (cycle-walking the bijection until it
     /// lands inside).
     fn permuted(&self, i: u64) -> u64 {
-        let mut x = self.mix(i);
+        let mut x = mix(i, self.bits);
         while x >= self.units {
-            x = self.mix(x);
+            x = mix(x, self.bits);
         }
         x
     }
@@ -190,6 +216,17 @@ impl Scatter {
         }
         let n = (bytes >> UNIT_SHIFT).max(1);
         let top = (self.low - self.base) >> UNIT_SHIFT;
+        // A fixed draw per frame: the low 16 bits of the mixed count, uniform enough.
+        let draw = (mix(self.placed, 64) & u64::from(NEIGHBOURS_ONE - 1)) as u32;
+        self.placed += 1;
+        let next = self.after_last;
+        if draw < self.neighbours
+            && next.is_multiple_of(n)
+            && next.checked_add(n).is_some_and(|end| end <= top)
+            && (next..next + n).all(|u| !self.taken.contains(&u))
+        {
+            return Some(self.take(next, n));
+        }
         while self.next < self.units {
             let i = self.permuted(self.next) & !(n - 1);
             // Every index once: `next` counts the tries.
@@ -197,13 +234,19 @@ impl Scatter {
             if i + n > top || (i..i + n).any(|u| self.taken.contains(&u)) {
                 continue;
             }
-            for u in i..i + n {
-                self.taken.insert(u);
-                *self.in_block.entry(self.block(u)).or_default() += 1;
-            }
-            return Some(self.base + (i << UNIT_SHIFT));
+            return Some(self.take(i, n));
         }
         None
+    }
+
+    /// Takes the `n` units from `i`; returns their address.
+    fn take(&mut self, i: u64, n: u64) -> u64 {
+        for u in i..i + n {
+            self.taken.insert(u);
+            *self.in_block.entry(self.block(u)).or_default() += 1;
+        }
+        self.after_last = i + n;
+        self.base + (i << UNIT_SHIFT)
     }
 
     fn block(&self, unit: u64) -> u64 {
@@ -231,12 +274,11 @@ mod tests {
     #[test]
     fn the_mix_is_a_permutation() {
         for bits in [1, 2, 5, 12] {
-            let s = Scatter::new(0, (1u64 << bits) << UNIT_SHIFT);
-            let mut seen: Vec<u64> = (0..1u64 << bits).map(|i| s.mix(i)).collect();
+            let mut seen: Vec<u64> = (0..1u64 << bits).map(|i| mix(i, bits)).collect();
             seen.sort_unstable();
             assert_eq!(seen, (0..1u64 << bits).collect::<Vec<_>>(), "{bits} bits");
         }
-        let s = Scatter::new(0, 1000 << UNIT_SHIFT);
+        let s = Scatter::new(0, 1000 << UNIT_SHIFT, 0);
         let mut seen: Vec<u64> = (0..1000).map(|i| s.permuted(i)).collect();
         seen.sort_unstable();
         seen.dedup();

@@ -40,9 +40,9 @@ mod walk;
 
 pub use config::{
     CacheSpec, CachesSpec, CostError, CostSpec, CostsSpec, FramePlacement, FramesSpec, NestedSpec,
-    WalkCachesSpec,
+    WalkCachesSpec, MAX_WALK_CYCLES,
 };
-pub use frames::{Frames, Placement};
+pub use frames::{Frames, Placement, NEIGHBOURS_ONE};
 pub use hierarchy::{CacheCounts, Caches, Line};
 pub use overlap::{Overlap, OverlapSpec};
 pub use reference::ReferenceCache;

@@ -55,12 +55,8 @@ pub struct OverlapSpec {
     /// to independent loads where walks of 70 ns added 8.5, so that a pool of walkers
     /// alone, which gives both the same share of their latency, cannot be the whole
     /// story (`pagelab machines --measure` measures both; docs/cost.md).
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::config::is_zero")]
     pub walk_interval: u32,
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
 }
 
 /// The most of either pool a machine file may give.

@@ -36,7 +36,7 @@ proptest! {
         pages in prop::collection::vec((0u64..1 << 20, prop::sample::select(vec![12u32, 14, 16, 20, 21])), 1..600),
     ) {
         let memory = memory_mb << 20;
-        let mut f = Frames::placed(0, Placement::Scattered { memory });
+        let mut f = Frames::placed(0, Placement::scattered(memory));
         let mut out = Vec::new();
         let mut seen = std::collections::HashMap::new();
         for &(vpn, shift) in &pages {
@@ -65,7 +65,7 @@ proptest! {
 #[test]
 fn a_full_memory_goes_on_above_it_without_overlap() {
     let memory = 4 << 20;
-    let mut f = Frames::placed(0, Placement::Scattered { memory });
+    let mut f = Frames::placed(0, Placement::scattered(memory));
     let mut out = Vec::new();
     // 1500 of the 1024 4K frames: 476 above the memory.
     for vpn in 0..1500 {
@@ -84,7 +84,7 @@ fn a_full_memory_goes_on_above_it_without_overlap() {
 fn large_frames_are_whole_free_blocks_from_the_top() {
     // 100 small frames in 512 blocks of 2M leave most blocks whole.
     let memory = 1 << 30;
-    let mut f = Frames::placed(0, Placement::Scattered { memory });
+    let mut f = Frames::placed(0, Placement::scattered(memory));
     let small: Vec<u64> = (0..100).map(|v| f.page(v, K4)).collect();
     let big: Vec<u64> = (0..4).map(|v| f.page(1000 + v, M2)).collect();
     for &b in &big {
@@ -117,12 +117,40 @@ fn heap_frames(placement: Placement) -> Vec<u64> {
 #[test]
 fn a_heap_of_4k_pages_is_scattered_as_linux_scatters_it() {
     // This VM's kernel (docs/cost.md): 4079 and 4092 runs, 987 and 992 blocks.
-    let s = heap_frames(Placement::Scattered { memory: 24 << 30 });
+    let s = heap_frames(Placement::scattered(24 << 30));
     let (runs, blocks) = (s[s.len() - 2], s[s.len() - 1]);
     assert!(runs > 4000, "{runs} runs of consecutive frames");
     assert!(blocks > 900, "{blocks} 2M blocks");
     let t = heap_frames(Placement::FirstTouch);
     assert_eq!((t[t.len() - 2], t[t.len() - 1]), (1, 8));
+}
+
+/// Of a 16M heap's 4095 pairs of consecutive pages, those on neighbouring frames.
+fn neighbour_pairs(placement: Placement) -> (usize, u64) {
+    let mut f = Frames::placed(0, placement);
+    let frames: Vec<u64> = (0..4096).map(|v| f.page(v, K4) >> K4).collect();
+    let near = frames.windows(2).filter(|w| w[1] == w[0] + 1).count();
+    (near, *frames.iter().max().unwrap() + 1)
+}
+
+#[test]
+fn a_share_of_frames_lies_next_to_the_last_and_all_inside_the_span() {
+    use pagelab_cache::NEIGHBOURS_ONE;
+    let span = 2u64 << 30;
+    let with = |share: f64| Placement::Scattered {
+        memory: span,
+        neighbours: (share * f64::from(NEIGHBOURS_ONE)) as u32,
+    };
+    // None on purpose: a chance pair or two in 4095. Every one: a single run.
+    assert!(neighbour_pairs(with(0.0)).0 < 5);
+    assert_eq!(neighbour_pairs(with(1.0)).0, 4095);
+    // A share between: near it (each page a fixed draw), the frames inside the span.
+    for share in [0.35, 0.64, 0.9] {
+        let (near, top) = neighbour_pairs(with(share));
+        let got = near as f64 / 4095.0;
+        assert!((got - share).abs() < 0.03, "{share}: {got}");
+        assert!(top << K4 <= span, "{share}: a frame at {top:#x} pages");
+    }
 }
 
 #[test]
@@ -159,7 +187,7 @@ fn scattered_frames_cost_a_nested_walk_its_host_walks() {
     };
     let (first, scattered) = (
         refs(Placement::FirstTouch),
-        refs(Placement::Scattered { memory: 24 << 30 }),
+        refs(Placement::scattered(24 << 30)),
     );
     eprintln!(
         "nested walks of 4096 pages: {first} references at first touch, {scattered} scattered"

@@ -380,7 +380,8 @@ fn machines_measure_writes_a_machine_file_that_times_a_run() {
         "L1: ",
         "L2: ",
         "memory:",
-        "4K frames:",
+        "4K frames",
+        "a walk's own cost: ",
         "misses in flight:",
         "walks: one line in each of ",
         "host page: ",
@@ -432,6 +433,25 @@ fn machines_measure_writes_a_machine_file_that_times_a_run() {
             assert!(text.contains(&format!("host_page = {p}")), "{text}");
         }
         None => assert!(text.contains("the base's kept"), "{text}"),
+    }
+    // A walk's own cost, in cycles, and as root where the probe's frames lay.
+    let walk = m["costs"]
+        .get("walk")
+        .map_or(0, |w| w.as_integer().unwrap());
+    assert!(
+        text.contains(&format!("walk = {walk} cycles")) || walk == 0,
+        "{text}"
+    );
+    if let Some(f) = m.get("frames") {
+        assert_eq!(f["placement"].as_str(), Some("scattered"), "{written}");
+        let n = f["neighbours"].as_float().unwrap();
+        assert!((0.0..=1.0).contains(&n), "{written}");
+        assert!(
+            text.contains("4K frames (the walk measurement's "),
+            "{text}"
+        );
+    } else {
+        assert!(text.contains("pagemap hides frame numbers"), "{text}");
     }
     // The file is a machine that times a run.
     let v = result(

@@ -80,6 +80,8 @@ struct Run {
     load_hidden: u64,
     /// The L1D's latency: a data access that costs more missed it.
     l1_latency: u64,
+    /// Cycles each walk costs beyond its reads (`costs.walk`).
+    walk_extra: u64,
 }
 
 impl Run {
@@ -137,7 +139,7 @@ impl Run {
         };
         self.walks[side] += 1;
         self.walk_refs += w.refs as u64;
-        self.walk_cycles += w.cycles as u64;
+        self.walk_cycles += w.cycles as u64 + self.walk_extra;
         self.walk_miss_cycles += w.miss_cycles as u64;
         self.walk_cache_hits += w.cache_hits as u64;
     }
@@ -363,6 +365,7 @@ impl CostStudy {
                     hidden: 0,
                     load_hidden: 0,
                     l1_latency: m.cost.caches.l1d.latency as u64,
+                    walk_extra: m.cost.costs.walk.into(),
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;

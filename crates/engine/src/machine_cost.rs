@@ -46,6 +46,14 @@ impl CostMachine {
                 cost.costs.tlb_hit.len()
             ));
         }
+        if let Some(span) = cost.frames.span.filter(|&s| s > m.phys.memory.0) {
+            return Err(format!(
+                "machine {}: field `frames.span`: {} is more than the machine's memory (phys.memory = {}): frames are scattered over part of memory, at most all of it",
+                m.name,
+                pagelab_core::Bytes(span),
+                m.phys.memory
+            ));
+        }
         Ok(Some(CostMachine {
             name: m.name.clone(),
             description: m.description.clone(),
@@ -62,7 +70,10 @@ impl CostMachine {
         match self.cost.frames.placement {
             FramePlacement::FirstTouch => Placement::FirstTouch,
             FramePlacement::Scattered => Placement::Scattered {
-                memory: self.memory,
+                memory: self.cost.frames.span.unwrap_or(self.memory),
+                neighbours: (self.cost.frames.neighbours.unwrap_or(0.0)
+                    * f64::from(pagelab_cache::NEIGHBOURS_ONE))
+                .round() as u32,
             },
         }
     }

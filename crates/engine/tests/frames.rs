@@ -9,9 +9,15 @@ use pagelab_engine::{run_cost_study, CostConfig, CostMachine, StudyConfig};
 use pagelab_report::CostStats;
 
 fn costs(spec: &str, placement: FramePlacement) -> Vec<CostStats> {
+    zen4_costs(spec, |c| c.frames.placement = placement)
+}
+
+/// The costs of `spec` on zen4 (nested over 2M host pages), its time sections changed by
+/// `edit`.
+fn zen4_costs(spec: &str, edit: impl FnOnce(&mut pagelab_cache::CostSpec)) -> Vec<CostStats> {
     let mut m = pagelab_machine::preset("zen4").unwrap();
     let tlb = m.tlb.clone().unwrap();
-    m.cost.as_mut().unwrap().frames.placement = placement;
+    edit(m.cost.as_mut().unwrap());
     let c = CostConfig {
         machine: CostMachine::new(&m, &tlb).unwrap().unwrap(),
         nested_host: Some(PageSize::M2),
@@ -49,4 +55,38 @@ fn scattered_4k_frames_cost_host_walks_and_2m_pages_barely_move() {
         "2M: {a} cycles first touch, {b} scattered"
     );
     assert!(scattered[0].cycles > first[0].cycles);
+}
+
+/// The costs of `spec` on zen4 (nested over 2M host pages) with `costs.walk = walk`.
+fn with_walk(spec: &str, walk: u32) -> Vec<CostStats> {
+    zen4_costs(spec, |c| c.costs.walk = walk)
+}
+
+#[test]
+fn a_walks_own_cost_is_added_once_to_every_walk() {
+    // Dependent loads (a chase) pay every cycle in order: the walks' cycles and the run's
+    // grow by exactly 25 a walk, and nothing else moves.
+    let spec = "chase:nodes=20000,node=4096,steps=30000,align=2M";
+    let (plain, costly) = (with_walk(spec, 0), with_walk(spec, 25));
+    // 20000 4K pages walk nearly every step; 40 2M pages once each.
+    assert!(plain[0].walks > 20000 && plain[1].walks >= 40, "{plain:?}");
+    for (a, b) in plain.iter().zip(&costly) {
+        assert_eq!((a.walks, a.walk_refs), (b.walks, b.walk_refs));
+        assert_eq!(b.walk_cycles, a.walk_cycles + 25 * a.walks);
+        assert_eq!(b.cycles, a.cycles + 25 * a.walks);
+    }
+}
+
+#[test]
+fn a_span_beyond_the_memory_is_refused() {
+    let mut m = pagelab_machine::preset("zen4").unwrap();
+    let tlb = m.tlb.clone().unwrap();
+    let frames = &mut m.cost.as_mut().unwrap().frames;
+    frames.placement = FramePlacement::Scattered;
+    frames.span = Some(32 << 30);
+    let e = CostMachine::new(&m, &tlb).unwrap_err();
+    assert!(
+        e.contains("frames.span") && e.contains("32G") && e.contains("24G"),
+        "{e}"
+    );
 }

@@ -290,8 +290,10 @@ pub fn exact_size(bytes: u64) -> String {
 /// What was measured besides the caches; `None` keeps the base's.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Found<'a> {
-    /// `[frames] placement`: `scattered` or `first-touch`.
-    pub placement: Option<&'a str>,
+    /// `[frames]`: where a process's 4K frames lie.
+    pub frames: Option<pagelab_cache::FramesSpec>,
+    /// `[costs] walk`: a walk's own cycles beyond its reads.
+    pub walk: Option<u32>,
     /// `[overlap]`.
     pub overlap: Option<&'a OverlapSpec>,
     /// `[nested] host_page`: the host's page as this guest's TLB caches it.
@@ -313,7 +315,8 @@ pub fn machine_toml(
     notes: &[String],
 ) -> Result<String, String> {
     let Found {
-        placement,
+        frames,
+        walk,
         overlap,
         host_page,
     } = found;
@@ -340,10 +343,30 @@ pub fn machine_toml(
         toml::Value::Integer(cycles(h.memory_ns)),
     );
     t.insert("caches".into(), toml::Value::Table(caches));
-    if let Some(p) = placement {
+    if let Some(spec) = frames {
         let mut f = toml::Table::new();
-        f.insert("placement".into(), toml::Value::String(p.to_string()));
+        let placement = match spec.placement {
+            pagelab_cache::FramePlacement::FirstTouch => "first-touch",
+            pagelab_cache::FramePlacement::Scattered => "scattered",
+        };
+        f.insert("placement".into(), toml::Value::String(placement.into()));
+        if let Some(span) = spec.span {
+            f.insert("span".into(), toml::Value::String(exact_size(span)));
+        }
+        if let Some(n) = spec.neighbours {
+            let n = (n * 1000.0).round() / 1000.0;
+            f.insert("neighbours".into(), toml::Value::Float(n));
+        }
         t.insert("frames".into(), toml::Value::Table(f));
+    }
+    if let Some(w) = walk {
+        let costs = t
+            .entry("costs")
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let toml::Value::Table(costs) = costs else {
+            return Err(format!("machine {base_name}: `costs` is not a table"));
+        };
+        costs.insert("walk".into(), toml::Value::Integer(w.into()));
     }
     if let Some(o) = overlap {
         let mut f = toml::Table::new();

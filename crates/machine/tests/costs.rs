@@ -127,6 +127,33 @@ fn a_missing_latency_or_section_is_refused_with_its_field() {
         msg.contains("field `overlap.walk_interval`") && msg.contains("allowed 0"),
         "{msg}"
     );
+    let msg = refused("zen4", "tlb_hit = [0, 7]", "tlb_hit = [0, 7]\nwalk = 20000");
+    assert!(
+        msg.contains("field `costs.walk`") && msg.contains("allowed 0"),
+        "{msg}"
+    );
+    let ft = "placement = \"first-touch\"";
+    let sc = "placement = \"scattered\"";
+    let msg = refused("zen4", ft, &format!("{sc}\nspan = \"3M\""));
+    assert!(
+        msg.contains("field `frames.span`") && msg.contains("2M blocks"),
+        "{msg}"
+    );
+    let msg = refused("zen4", ft, &format!("{ft}\nspan = \"2G\""));
+    assert!(
+        msg.contains("field `frames.span`") && msg.contains("scattered"),
+        "{msg}"
+    );
+    let msg = refused("zen4", ft, &format!("{sc}\nneighbours = 1.5"));
+    assert!(
+        msg.contains("field `frames.neighbours`") && msg.contains("from 0 to 1"),
+        "{msg}"
+    );
+    let msg = refused("zen4", ft, &format!("{ft}\nneighbours = 0.5"));
+    assert!(
+        msg.contains("field `frames.neighbours`") && msg.contains("scattered"),
+        "{msg}"
+    );
     let msg = refused("zen4", "walkers = 6", "walker = 6");
     assert!(msg.contains("unknown field `walker`"), "{msg}");
     let msg = refused(
@@ -203,6 +230,17 @@ fn frames_are_placed_as_the_file_says() {
     assert_eq!(placement(zen4), FramePlacement::FirstTouch);
     let scattered = zen4.replace("placement = \"first-touch\"", "placement = \"scattered\"");
     assert_eq!(placement(&scattered), FramePlacement::Scattered);
+    // A span and a share of neighbours, as `machines --measure` writes them.
+    let measured = scattered.replace(
+        "[frames]\nplacement = \"scattered\"",
+        "[frames]\nplacement = \"scattered\"\nspan = \"20916M\"\nneighbours = 0.482",
+    );
+    let f = Machine::from_toml_str(&measured, "my.toml")
+        .unwrap()
+        .cost
+        .unwrap()
+        .frames;
+    assert_eq!((f.span, f.neighbours), (Some(20916 << 20), Some(0.482)));
     // Without a [frames] section, first touch (every other preset).
     assert_eq!(
         preset("pentium4").unwrap().cost.unwrap().frames.placement,

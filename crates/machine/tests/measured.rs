@@ -137,7 +137,12 @@ fn the_machine_file_keeps_the_base_and_takes_the_measured_caches_at_the_l1s_cloc
         &h,
         5,
         Found {
-            placement: Some("scattered"),
+            frames: Some(pagelab_cache::FramesSpec {
+                placement: pagelab_cache::FramePlacement::Scattered,
+                span: Some(20 << 30),
+                neighbours: Some(0.48219),
+            }),
+            walk: Some(28),
             overlap: Some(&OverlapSpec {
                 miss_buffers: 13,
                 walkers: 3,
@@ -174,6 +179,13 @@ fn the_machine_file_keeps_the_base_and_takes_the_measured_caches_at_the_l1s_cloc
     );
     assert_eq!((mn.host_page, bn.host_page), (Some(PageSize::K4), None));
     assert_eq!(format!("{:?}", mc.frames.placement), "Scattered");
+    // The span written as a size, the share to three places, the walk into `[costs]`.
+    assert!(text.contains("span = \"20G\""), "{text}");
+    assert_eq!(
+        (mc.frames.span, mc.frames.neighbours),
+        (Some(20 << 30), Some(0.482))
+    );
+    assert_eq!((mc.costs.walk, bc.costs.walk), (28, 0));
     let o = mc.overlap.as_ref().unwrap();
     assert_eq!((o.miss_buffers, o.walkers, o.walk_interval), (13, 3, 7));
     // Without a measured overlap the base's stays.
@@ -181,8 +193,13 @@ fn the_machine_file_keeps_the_base_and_takes_the_measured_caches_at_the_l1s_cloc
     let kept = Machine::from_toml_str(&kept, "kept").unwrap();
     let kc = kept.cost.unwrap();
     assert_eq!(
-        (kc.overlap, kc.nested),
-        (bc.overlap.clone(), bc.nested.clone())
+        (kc.overlap, kc.nested, kc.frames, kc.costs.walk),
+        (
+            bc.overlap.clone(),
+            bc.nested.clone(),
+            bc.frames,
+            bc.costs.walk
+        )
     );
 }
 

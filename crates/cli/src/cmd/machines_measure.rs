@@ -5,12 +5,10 @@
 use crate::args::MachinesArgs;
 use crate::out::outln;
 use anyhow::{bail, Context, Result};
+use pagelab_cache::MAX_WALK_CYCLES;
+use pagelab_core::PageSize;
+use pagelab_lab::probe::overlap::OverlapProbe;
 use pagelab_machine::measured::{self, LatencyPoint, NominalCache};
-
-/// Below this share of consecutive virtual pages on neighbouring frames (one above or one
-/// below), the kernel is taken to scatter a process's 4K frames (first-touch order, or its
-/// reverse, gives nearly 1).
-const CONTIGUOUS: f64 = 0.5;
 
 pub fn run(a: &MachinesArgs) -> Result<()> {
     let max = pagelab_core::parse_bytes(&a.max).with_context(|| format!("--max {}", a.max))?;
@@ -48,33 +46,67 @@ pub struct Measured {
 /// difference is the steady state.
 const MODEL_STEPS: (u64, u64) = (100_000, 200_000);
 
-/// The probe's loads ([`pagelab_lab::probe::overlap`]: its lines one per 4K page on 4K and
-/// on 2M-advised pages, and packed, each load on the last and independent), as
-/// measured and as the model of the machine file at `path` (`--virt nested`) puts them: the
-/// model's `lines` workload visits the same lines in the same order. Lines of a table,
-/// cycles at the measured clock.
+/// The model's cycles per load of the probe's loads, as [`model_of_probe`] runs them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ProbeModel {
+    /// One line per 4K page: `[order][page]`, dependent then independent, 4K then 2M pages.
+    pub spread: [[f64; 2]; 2],
+    /// Packed lines on a 2M page: dependent, independent.
+    pub packed: [f64; 2],
+}
+
+/// The probe's loads ([`pagelab_lab::probe::overlap`]: `count` lines one per 4K page on 4K
+/// and on 2M-advised pages, and packed, each load on the last and independent) in the
+/// model of the machine file at `path` (`--virt nested`): its `lines` workload visits the
+/// same lines in the same order.
 ///
 /// # Errors
 /// A file the model cannot time with, or a run that fails.
-pub fn probe_in_model(path: &str, m: &Measured) -> Result<Vec<String>> {
+pub fn model_of_probe(path: &str, count: u64) -> Result<ProbeModel> {
     use super::bench_predict::{steady_state, ModelPair, DEFAULT_VIRT};
     let (cfg, machine) = pagelab::model::machine_study_config(Some(path), Some("4K,2M"), None)?;
     let cost = pagelab::model::cost_config(machine.as_ref(), &cfg, Some(DEFAULT_VIRT))?
         .context("a measured machine file has caches")?;
+    let run = |spacing: &str, order: &str| {
+        let w = |steps: u64| {
+            format!("lines:lines={count},spacing={spacing},order={order},steps={steps}")
+        };
+        let pair = ModelPair {
+            small: w(MODEL_STEPS.0),
+            large: w(MODEL_STEPS.1),
+            ops: MODEL_STEPS.1 - MODEL_STEPS.0,
+        };
+        steady_state(&cfg, &cost, &pair, &format!("the probe's {order} lines"))
+    };
+    let mut out = ProbeModel {
+        spread: [[0.0; 2]; 2],
+        packed: [0.0; 2],
+    };
+    for (i, order) in ["dependent", "independent"].into_iter().enumerate() {
+        let spread = run("4K", order)?;
+        out.spread[i] = [spread[0], spread[1]];
+        out.packed[i] = run("64", order)?[1];
+    }
+    Ok(out)
+}
+
+/// The probe's loads as measured and as the model of the machine file at `path` puts them
+/// ([`model_of_probe`]). Lines of a table, cycles at the measured clock.
+///
+/// # Errors
+/// A file the model cannot time with, or a run that fails.
+pub fn probe_in_model(path: &str, m: &Measured) -> Result<Vec<String>> {
     let p = &m.probe;
     let count = p.walk_pages;
+    let model = model_of_probe(path, count)?;
     let spread = format!("one per 4K over {}", pagelab_core::Bytes(count * 4096));
     let packed = format!("packed into {}", pagelab_core::Bytes(count * 64));
-    // (spacing, label, measured on 4K pages, measured on 2M-advised pages)
-    let layouts = [
-        ("4K", &spread, Some(p.walk_base), p.host.spread),
-        ("64", &packed, None, p.host.packed),
-    ];
     let mut out = vec![
         String::new(),
         format!(
             "the probe's loads ({count} lines), measured and in the model of this file \
-             (--virt {DEFAULT_VIRT}; the `lines` workload), cycles per load at {:.2} GHz:",
+             (--virt {}; the `lines` workload), cycles per load at {:.2} GHz:",
+            super::bench_predict::DEFAULT_VIRT,
             m.ghz
         ),
         format!(
@@ -82,36 +114,88 @@ pub fn probe_in_model(path: &str, m: &Measured) -> Result<Vec<String>> {
             "lines", "page", "order", "measured ns", "= cycles", "model", "model/measured"
         ),
     ];
-    for (spacing, label, on_4k, on_2m) in layouts {
-        for (order, pick) in [
-            ("dependent", (|t: (f64, f64)| t.0) as fn((f64, f64)) -> f64),
-            ("independent", |t: (f64, f64)| t.1),
-        ] {
-            let w = |steps: u64| {
-                format!("lines:lines={count},spacing={spacing},order={order},steps={steps}")
-            };
-            let pair = ModelPair {
-                small: w(MODEL_STEPS.0),
-                large: w(MODEL_STEPS.1),
-                ops: MODEL_STEPS.1 - MODEL_STEPS.0,
-            };
-            let model = steady_state(&cfg, &cost, &pair, &format!("the probe's {order} lines"))?;
-            for (page, measured, modelled) in
-                [("4K", on_4k, model[0]), ("2M", Some(on_2m), model[1])]
-            {
-                let Some(measured) = measured.map(pick) else {
-                    continue;
-                };
-                let cycles = measured * m.ghz;
-                out.push(format!(
-                    "{label:<20}  {page:<4}  {order:<11}  {measured:>11.2}  {cycles:>8.1}  \
-                     {modelled:>7.1}  {:>14.2}",
-                    modelled / cycles
-                ));
-            }
+    let pick = |t: (f64, f64), i: usize| if i == 0 { t.0 } else { t.1 };
+    for (i, order) in ["dependent", "independent"].into_iter().enumerate() {
+        let rows = [
+            (&spread, "4K", pick(p.walk_base, i), model.spread[i][0]),
+            (&spread, "2M", pick(p.host.spread, i), model.spread[i][1]),
+        ];
+        for (label, page, measured, modelled) in rows {
+            out.push(row(label, page, order, measured, m.ghz, modelled));
         }
     }
+    for (i, order) in ["dependent", "independent"].into_iter().enumerate() {
+        let measured = pick(p.host.packed, i);
+        out.push(row(&packed, "2M", order, measured, m.ghz, model.packed[i]));
+    }
     Ok(out)
+}
+
+fn row(label: &str, page: &str, order: &str, ns: f64, ghz: f64, modelled: f64) -> String {
+    let cycles = ns * ghz;
+    format!(
+        "{label:<20}  {page:<4}  {order:<11}  {ns:>11.2}  {cycles:>8.1}  {modelled:>7.1}  {:>14.2}",
+        modelled / cycles
+    )
+}
+
+/// A walk's own cost, in cycles: what a walk adds to a dependent load on the machine (the
+/// probe's spread lines less its packed ones) beyond what the same walk's reads add in the
+/// model of the file at `path` (whose `costs.walk` is 0), which reads every entry through
+/// the caches and charges nothing else. The splintered walk of a guest 2M page over 4K host
+/// pages gives it where the host's page is 4K: its frames are one 2M block whatever the
+/// guest's free lists hold, so its reads are the same in the model as on the machine. Else
+/// the walk of 4K pages gives it. `None` where neither walk showed, or THP gave the probe
+/// no 2M pages; with the measured and the model's figure otherwise.
+///
+/// # Errors
+/// A file the model cannot time with, or a run that fails.
+pub fn walk_cost(path: &str, ov: &OverlapProbe, ghz: f64) -> Result<Option<WalkCost>> {
+    if !ov.host.huge_ok {
+        return Ok(None);
+    }
+    let model = model_of_probe(path, ov.walk_pages)?;
+    let packed = ov.host.packed.0;
+    let (kind, measured, modelled) = if ov.host.host_page() == Some(PageSize::K4) {
+        ("splintered", ov.host.spread.0, model.spread[0][1])
+    } else {
+        ("4K", ov.walk_base.0, model.spread[0][0])
+    };
+    let measured = (measured - packed) * ghz;
+    let modelled = modelled - model.packed[0];
+    if measured <= 0.0 {
+        return Ok(None);
+    }
+    Ok(Some(WalkCost {
+        kind,
+        measured,
+        modelled,
+        cycles: (measured - modelled)
+            .round()
+            .clamp(0.0, f64::from(MAX_WALK_CYCLES)) as u32,
+    }))
+}
+
+/// What [`walk_cost`] found.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WalkCost {
+    /// The walk it came from: `splintered` or `4K`.
+    pub kind: &'static str,
+    /// Cycles the walk adds to a dependent load, measured and in the model.
+    pub measured: f64,
+    pub modelled: f64,
+    /// Their difference, rounded, at least 0: `costs.walk`.
+    pub cycles: u32,
+}
+
+impl WalkCost {
+    fn text(&self) -> String {
+        format!(
+            "a walk's own cost: {} walks add {:.1} cycles to a dependent load, their reads \
+             {:.1} in the model: walk = {} cycles",
+            self.kind, self.measured, self.modelled, self.cycles
+        )
+    }
 }
 
 /// Measures this machine on the base preset `base_arg` (`host`: this CPU's), the chase up
@@ -169,8 +253,6 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32) -> Result<Measured> {
     let points = pagelab_lab::probe::probe(&opts, &mut |done, total| {
         progress.step(&format!("chase {done} of {total} footprints"));
     })?;
-    progress.step("frame placement");
-    let contiguity = pagelab_lab::probe::frame_contiguity(64 << 20)?;
     progress.step("misses and walks in flight");
     let l2 = nominal.iter().find(|c| c.level == 2).map(|c| c.size);
     let walk_pages = pagelab_lab::probe::overlap::walk_pages(l2);
@@ -205,13 +287,9 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32) -> Result<Measured> {
         cost.overlap.as_ref(),
     )
     .map_err(anyhow::Error::msg)?;
-    let placement = contiguity.map(|c| {
-        if c < CONTIGUOUS {
-            "scattered"
-        } else {
-            "first-touch"
-        }
-    });
+    let frames = ov
+        .walk_frames
+        .map(|f| frames_spec(&f, base_m.phys.memory.0));
 
     let mut curve = vec!["footprint  ns/step 2M-advised  ns/step 4K  4K adds".to_string()];
     for p in &points {
@@ -248,15 +326,19 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32) -> Result<Measured> {
         h.memory_ns,
         h.memory_ns * ghz
     ));
-    summary.push(match contiguity {
-        Some(c) => format!(
-            "4K frames: {:.1}% of consecutive pages on neighbouring frames: {}",
-            c * 100.0,
-            placement.unwrap_or("first-touch")
+    summary.push(match (&ov.walk_frames, &frames) {
+        (Some(f), Some(spec)) => format!(
+            "4K frames (the walk measurement's {}): {:.1}% of consecutive pages on \
+             neighbouring frames, in {} 2M blocks over {}: placement = \"scattered\", span = \
+             {}, neighbours = {:.3}",
+            pagelab_core::Bytes(ov.walk_pages * 4096),
+            f.neighbours * 100.0,
+            f.blocks,
+            pagelab_core::Bytes(f.span),
+            pagelab_core::Bytes(spec.span.unwrap_or(f.span)),
+            f.neighbours
         ),
-        None => {
-            "4K frames: pagemap hides frame numbers (not root): the base's placement kept".into()
-        }
+        _ => "4K frames: pagemap hides frame numbers (not root): the base's placement kept".into(),
     });
     let overlap_lines = overlap_text(&ov, &overlap, cost.overlap.is_some());
     summary.extend(overlap_lines.iter().cloned());
@@ -283,16 +365,36 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32) -> Result<Measured> {
             p.ns_base
         )
     }));
+    let found = |walk| measured::Found {
+        frames,
+        walk: Some(walk),
+        overlap: Some(&overlap),
+        host_page: ov.host.host_page(),
+    };
+    // The walk's own cost: the model of the file without one, against the probe's walks.
+    let first = measured::machine_toml(&base, base_text, &h, l1_cycles, found(0), &notes)
+        .map_err(anyhow::Error::msg)?;
+    let path = pagelab_sys::private::private_dir()
+        .context("finding the private directory for the file being measured")?
+        .join(format!("measuring-{}.toml", std::process::id()));
+    std::fs::write(&path, &first).with_context(|| format!("writing {}", path.display()))?;
+    let walk = walk_cost(&path.display().to_string(), &ov, ghz);
+    // Removed whatever the model made of it; a file left behind is harmless.
+    let _ = std::fs::remove_file(&path);
+    let walk = walk?;
+    let walk_line = match &walk {
+        Some(w) => w.text(),
+        None => "a walk's own cost: no walk showed (or THP gave the probe no 2M page): walk = 0"
+            .to_string(),
+    };
+    summary.push(walk_line.clone());
+    notes.push(walk_line);
     let text = measured::machine_toml(
         &base,
         base_text,
         &h,
         l1_cycles,
-        measured::Found {
-            placement,
-            overlap: Some(&overlap),
-            host_page: ov.host.host_page(),
-        },
+        found(walk.map_or(0, |w| w.cycles)),
         &notes,
     )
     .map_err(anyhow::Error::msg)?;
@@ -303,6 +405,22 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32) -> Result<Measured> {
         probe: ov,
         ghz,
     })
+}
+
+/// `[frames]` for 4K frames laid out as `f`: scattered over their span (whole 2M blocks, at
+/// most the machine's `memory`), with their share of neighbours.
+fn frames_spec(f: &pagelab_lab::probe::FrameLayout, memory: u64) -> pagelab_cache::FramesSpec {
+    let block = 2 << 20;
+    pagelab_cache::FramesSpec {
+        placement: pagelab_cache::FramePlacement::Scattered,
+        span: Some(
+            f.span
+                .next_multiple_of(block)
+                .min(memory / block * block)
+                .max(block),
+        ),
+        neighbours: Some(f.neighbours.clamp(0.0, 1.0)),
+    }
 }
 
 /// The lines that say how the overlap was measured and what it gave (printed, and written
@@ -406,6 +524,7 @@ mod tests {
                 memory_huge: true,
                 walk_pages: 16384,
                 walk_base: (30.6, 3.89),
+                walk_frames: None,
                 host: HostPageProbe {
                     spread: (26.5, 3.46),
                     packed: (8.5, 2.06),
@@ -444,5 +563,62 @@ mod tests {
         // the packed ones on 2M, and independent loads less than dependent ones.
         let model: Vec<f64> = rows.iter().map(|r| r[5].parse().unwrap()).collect();
         assert!(model[0] > model[4] && model[2] < model[0] && model[5] < model[4]);
+    }
+
+    fn probe(host_spread: f64) -> OverlapProbe {
+        OverlapProbe {
+            memory_bytes: 256 << 20,
+            memory: (164.7, 15.0),
+            memory_huge: true,
+            walk_pages: 8192,
+            walk_base: (31.1, 4.26),
+            walk_frames: None,
+            host: HostPageProbe {
+                spread: (host_spread, 3.03),
+                packed: (4.78, 1.45),
+                huge_ok: true,
+            },
+        }
+    }
+
+    #[test]
+    fn a_walks_own_cost_is_what_the_machines_walk_adds_beyond_the_models_reads() {
+        // This guest's figures (session 34) against the zen4 preset (no walk cost of its
+        // own), at 3.69 GHz: the splintered walk of a 2M page over 4K host pages.
+        let p = probe(17.78);
+        let model = model_of_probe("zen4", 8192).unwrap();
+        let w = walk_cost("zen4", &p, 3.69).unwrap().unwrap();
+        assert_eq!(w.kind, "splintered");
+        assert!((w.measured - (17.78 - 4.78) * 3.69).abs() < 1e-9);
+        assert!((w.modelled - (model.spread[0][1] - model.packed[0])).abs() < 1e-9);
+        assert_eq!(w.cycles, (w.measured - w.modelled).round() as u32);
+        assert!(w.text().ends_with(&format!("walk = {} cycles", w.cycles)));
+        // Over 2M host pages no walk is splintered: the 4K pages' walk gives it; one that
+        // adds less than the model's reads costs nothing of its own.
+        let p = probe(4.9);
+        let w = walk_cost("zen4", &p, 3.69).unwrap().unwrap();
+        assert_eq!(w.kind, "4K");
+        assert!((w.measured - (31.1 - 4.78) * 3.69).abs() < 1e-9);
+        let mut p = probe(4.9);
+        p.walk_base.0 = 6.0;
+        assert_eq!(walk_cost("zen4", &p, 3.69).unwrap().unwrap().cycles, 0);
+        // Without 2M pages for the probe nothing is known.
+        let mut p = probe(17.78);
+        p.host.huge_ok = false;
+        assert_eq!(walk_cost("zen4", &p, 3.69).unwrap(), None);
+    }
+
+    #[test]
+    fn the_frames_span_is_whole_blocks_within_the_memory() {
+        let f = |span| pagelab_lab::probe::FrameLayout {
+            neighbours: 0.482,
+            span,
+            blocks: 2433,
+        };
+        let spec = frames_spec(&f((20 << 30) + 5), 24 << 30);
+        assert_eq!(spec.span, Some((20 << 30) + (2 << 20)));
+        assert_eq!(spec.neighbours, Some(0.482));
+        assert_eq!(frames_spec(&f(30 << 30), 24 << 30).span, Some(24 << 30));
+        assert_eq!(frames_spec(&f(4096), 24 << 30).span, Some(2 << 20));
     }
 }

@@ -361,6 +361,14 @@ pub(crate) fn first_touch(
         secs * 1e9 / (bytes as f64 / (1 << 20) as f64),
     );
     m.insert("first_touch_faults".into(), faults as f64);
+    // Where the data's 4K frames lie, where pagemap shows them (root): the share of
+    // consecutive pages on neighbouring frames and the 2M blocks they fall in, which decide
+    // what a walk of 4K pages costs (docs/cost.md). A note on the run, never its failure.
+    if let Ok(Some(f)) = crate::probe::frames_of(region.as_mut_ptr() as u64, bytes) {
+        m.insert("frame_neighbours".into(), f.neighbours);
+        m.insert("frame_blocks".into(), f.blocks as f64);
+        m.insert("frame_span_bytes".into(), f.span as f64);
+    }
     Ok(region)
 }
 

@@ -112,6 +112,16 @@ fn every_kernel_reports_sane_metrics() {
         }
         assert_eq!(m["ns_per_op"], m[spec.op_metric()]);
         assert!(m["ns_per_op"] < 1e6, "{spec}: {m:?}");
+        // Where the data's frames lie, as root only (pagemap hides them from others).
+        match (m.get("frame_neighbours"), m.get("frame_blocks")) {
+            (Some(&n), Some(&b)) => {
+                assert!((0.0..=1.0).contains(&n) && b >= 1.0, "{spec}: {m:?}");
+                let least = spec.data_bytes() as f64 / 4096.0;
+                assert!(m["frame_span_bytes"] >= least * 4096.0, "{spec}: {m:?}");
+            }
+            (None, None) => assert!(!pagelab_sys::process::is_root(), "{spec}: {m:?}"),
+            other => panic!("{spec}: {other:?}"),
+        }
         assert_eq!(m["data_bytes"], spec.data_bytes() as f64);
     }
 }

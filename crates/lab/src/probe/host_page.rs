@@ -86,8 +86,8 @@ pub fn host_page(pages: u64, steps: u64, repeat: u32) -> Result<HostPageProbe> {
         count: pages,
         spacing: 64,
     };
-    let (spread_t, spread_huge) = super::overlap::pair(spread, Advice::HugePage, steps, repeat)?;
-    let (packed_t, packed_huge) = super::overlap::pair(packed, Advice::HugePage, steps, repeat)?;
+    let (spread_t, spread_huge, _) = super::overlap::pair(spread, Advice::HugePage, steps, repeat)?;
+    let (packed_t, packed_huge, _) = super::overlap::pair(packed, Advice::HugePage, steps, repeat)?;
     Ok(HostPageProbe {
         spread: spread_t,
         packed: packed_t,

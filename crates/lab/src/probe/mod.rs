@@ -149,27 +149,31 @@ pub fn probe(o: &ProbeOptions, progress: &mut dyn FnMut(usize, usize)) -> Result
     Ok(out)
 }
 
-/// Where the kernel puts a process's 4K frames: of the consecutive virtual pages of a
-/// freshly touched `bytes`-byte region on base pages, the share whose frames are
-/// neighbours too ([`neighbour_share`]: 1 for frames handed out in order or in reverse,
-/// near 0 for frames scattered as the buddy allocator's free lists hand them out). `None`
-/// where pagemap hides frame numbers (not root).
+/// How the 4K frames of a region lie ([`frames_of`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FrameLayout {
+    /// The share of consecutive pages on neighbouring frames ([`neighbour_share`]).
+    pub neighbours: f64,
+    /// Bytes from the lowest frame to the end of the highest.
+    pub span: u64,
+    /// The 2M blocks the frames fall in.
+    pub blocks: u64,
+}
+
+/// Where the touched 4K pages of the `bytes` from `start` (page-aligned) lie, read from
+/// `/proc/self/pagemap`; `None` where pagemap hides frame numbers (not root) or fewer than
+/// two pages are present.
 ///
 /// # Errors
-/// When the region cannot be mapped or pagemap read.
-pub fn frame_contiguity(bytes: u64) -> Result<Option<f64>> {
+/// When pagemap cannot be read.
+pub fn frames_of(start: u64, bytes: u64) -> Result<Option<FrameLayout>> {
     use std::os::unix::fs::FileExt;
-    let mut region = crate::native::Region::new(bytes as usize, Advice::NoHugePage)?;
-    let pages = bytes as usize / 4096;
-    for page in region.as_mut_slice::<u64>().chunks_mut(512) {
-        page[0] = 1;
-    }
+    let pages = (bytes / 4096) as usize;
     let pagemap =
         std::fs::File::open("/proc/self/pagemap").context("opening /proc/self/pagemap")?;
     let mut buf = vec![0u8; pages * 8];
-    let first = region.as_mut_ptr() as u64 / 4096;
     pagemap
-        .read_exact_at(&mut buf, first * 8)
+        .read_exact_at(&mut buf, start / 4096 * 8)
         .context("reading /proc/self/pagemap")?;
     // Bit 63: present; bits 0-54: the frame (zero when hidden from a non-root reader).
     let pfns: Vec<u64> = buf
@@ -177,10 +181,19 @@ pub fn frame_contiguity(bytes: u64) -> Result<Option<f64>> {
         .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
         .map(|e| if e >> 63 == 1 { e & ((1 << 55) - 1) } else { 0 })
         .collect();
-    if pfns.iter().all(|&f| f == 0) || pages < 2 {
+    let known: Vec<u64> = pfns.iter().copied().filter(|&f| f != 0).collect();
+    let (Some(lo), Some(hi)) = (known.iter().min(), known.iter().max()) else {
+        return Ok(None);
+    };
+    if pages < 2 {
         return Ok(None);
     }
-    Ok(Some(neighbour_share(&pfns)))
+    let blocks: std::collections::HashSet<u64> = known.iter().map(|f| f >> 9).collect();
+    Ok(Some(FrameLayout {
+        neighbours: neighbour_share(&pfns),
+        span: (hi - lo + 1) * 4096,
+        blocks: blocks.len() as u64,
+    }))
 }
 
 /// Of consecutive pages' frames `pfns` (0: not known), the share of pairs whose frames are
@@ -263,9 +276,19 @@ mod tests {
     }
 
     #[test]
-    fn frame_contiguity_is_a_share_or_hidden() {
-        match frame_contiguity(16 << 20).unwrap() {
-            Some(share) => assert!((0.0..=1.0).contains(&share), "{share}"),
+    fn a_regions_frames_are_a_share_a_span_and_blocks_or_hidden() {
+        let bytes = 16u64 << 20;
+        let mut region = crate::native::Region::new(bytes as usize, Advice::NoHugePage).unwrap();
+        for page in region.as_mut_slice::<u64>().chunks_mut(512) {
+            page[0] = 1;
+        }
+        match frames_of(region.as_mut_ptr() as u64, bytes).unwrap() {
+            Some(f) => {
+                assert!((0.0..=1.0).contains(&f.neighbours), "{f:?}");
+                // 4096 distinct frames: at least 16M between the lowest and the highest's
+                // end, in at least 8 and at most 4096 2M blocks.
+                assert!(f.span >= bytes && (8..=4096).contains(&f.blocks), "{f:?}");
+            }
             None => assert!(!pagelab_sys::process::is_root(), "root sees frame numbers"),
         }
     }

@@ -76,7 +76,8 @@ impl Lines {
 
     /// Maps the lines advised as `advice`, first-touches them, and times `chunks`
     /// stretches of `steps / chunks` loads, `independent` or each on the last; returns each
-    /// stretch's ns per load and the first touch's minor faults.
+    /// stretch's ns per load, the first touch's minor faults, and where the region's 4K
+    /// frames lay (`None` where pagemap hides them: [`super::frames_of`]).
     ///
     /// # Errors
     /// Bad lines ([`Lines::count`], [`Lines::spacing`]) or a region that cannot be mapped.
@@ -86,7 +87,7 @@ impl Lines {
         steps: u64,
         chunks: u64,
         independent: bool,
-    ) -> Result<(Vec<f64>, f64)> {
+    ) -> Result<(Vec<f64>, f64, Option<super::FrameLayout>)> {
         self.check()?;
         let bytes = self
             .count
@@ -98,6 +99,8 @@ impl Lines {
             r.as_mut_slice::<u64>().fill(0);
         })?;
         let base = region.as_mut_ptr() as usize;
+        // Where the frames lay is a note on the timing, never a reason to lose it.
+        let frames = super::frames_of(base as u64, bytes).ok().flatten();
         let (mask, count) = (self.count - 1, self.count);
         // The dependent cycle visits the lines in the independent loop's order.
         {
@@ -135,7 +138,7 @@ impl Lines {
         }
         std::hint::black_box((p, sum));
         drop(region);
-        Ok((out, m["first_touch_faults"]))
+        Ok((out, m["first_touch_faults"], frames))
     }
 }
 
@@ -174,6 +177,9 @@ pub struct OverlapProbe {
     /// One line per 4K of [`OverlapProbe::walk_pages`] pages on 4K pages: dependent,
     /// independent.
     pub walk_base: (f64, f64),
+    /// Where the 4K frames of the walk measurement's lines lay (`None` where pagemap hides
+    /// frame numbers): how the model of the probe's loads places them.
+    pub walk_frames: Option<super::FrameLayout>,
     /// The same number of lines on 2M-advised pages, spread and packed (the baseline).
     pub host: HostPageProbe,
 }
@@ -206,29 +212,36 @@ impl OverlapProbe {
     }
 }
 
-/// The 10th percentile of the stretches of `repeat` runs, and the fewest faults.
+/// The 10th percentile of the stretches of `repeat` runs, the fewest faults, and where
+/// the last run's frames lay.
 fn timed(
     l: Lines,
     advice: Advice,
     steps: u64,
     repeat: u32,
     independent: bool,
-) -> Result<(f64, f64)> {
-    super::tenth_percentile(repeat, || l.time(advice, steps, super::CHUNKS, independent))
+) -> Result<(f64, f64, Option<super::FrameLayout>)> {
+    let mut frames = None;
+    let (ns, faults) = super::tenth_percentile(repeat, || {
+        let (ns, faults, f) = l.time(advice, steps, super::CHUNKS, independent)?;
+        frames = f;
+        Ok((ns, faults))
+    })?;
+    Ok((ns, faults, frames))
 }
 
-/// Dependent and independent times of `l`, and whether a 2M-advised run got huge pages (a
-/// fault per 16 base pages or fewer).
+/// Dependent and independent times of `l`, whether a 2M-advised run got huge pages (a
+/// fault per 16 base pages or fewer), and where the dependent runs' frames lay.
 pub(crate) fn pair(
     l: Lines,
     advice: Advice,
     steps: u64,
     repeat: u32,
-) -> Result<((f64, f64), bool)> {
-    let (dep, faults) = timed(l, advice, steps, repeat, false)?;
-    let (ind, _) = timed(l, advice, steps, repeat, true)?;
+) -> Result<((f64, f64), bool, Option<super::FrameLayout>)> {
+    let (dep, faults, frames) = timed(l, advice, steps, repeat, false)?;
+    let (ind, _, _) = timed(l, advice, steps, repeat, true)?;
     let pages = (l.count * l.spacing).div_ceil(4096) as f64;
-    Ok(((dep, ind), faults * 16.0 < pages))
+    Ok(((dep, ind), faults * 16.0 < pages, frames))
 }
 
 /// Measures misses and walks in flight; `memory_bytes` is the memory measurement's
@@ -255,8 +268,8 @@ pub fn overlap(
         count: walk_pages,
         spacing: 4096,
     };
-    let (mem, memory_huge) = pair(memory, Advice::HugePage, steps, repeat)?;
-    let (walk_base, _) = pair(walk, Advice::NoHugePage, steps, repeat)?;
+    let (mem, memory_huge, _) = pair(memory, Advice::HugePage, steps, repeat)?;
+    let (walk_base, _, walk_frames) = pair(walk, Advice::NoHugePage, steps, repeat)?;
     let host = super::host_page::host_page(walk_pages, steps, repeat)?;
     Ok(OverlapProbe {
         memory_bytes: memory.count * 64,
@@ -264,6 +277,7 @@ pub fn overlap(
         memory_huge,
         walk_pages,
         walk_base,
+        walk_frames,
         host,
     })
 }
@@ -330,6 +344,7 @@ mod tests {
             memory_huge: true,
             walk_pages: WALK_PAGES,
             walk_base: (77.7, 10.13),
+            walk_frames: None,
             host: HostPageProbe {
                 spread: (19.7, 4.27),
                 packed: (7.3, 1.67),
@@ -384,7 +399,7 @@ mod tests {
             count: 1 << 20,
             spacing: 64,
         };
-        let ((dep, ind), _) = pair(l, Advice::HugePage, 200_000, 1).unwrap();
+        let ((dep, ind), _, _) = pair(l, Advice::HugePage, 200_000, 1).unwrap();
         assert!(dep > 0.0 && ind > 0.0);
         assert!(ind < dep, "independent {ind} ns, dependent {dep} ns");
     }
