@@ -60,6 +60,12 @@ pub struct BenchArgs {
     /// `machines --measure` found it; 2M if it gives none), nested:host=4K|2M|1G, or none.
     #[arg(long, value_name = "VIRT", default_value = super::bench_predict::DEFAULT_VIRT, requires = "predict")]
     pub virt: String,
+    /// Where `--predict` places each kernel's frames: `kernels` (as its own 4K runs' frames
+    /// lay, read from pagemap as root: their median share of neighbours and span; the
+    /// machine file's where they were not recorded) or `machine` (the machine file's
+    /// `[frames]` for every kernel).
+    #[arg(long, value_name = "WHERE", default_value = "kernels", value_parser = ["kernels", "machine"], requires = "predict")]
+    pub frames: String,
     /// Kernels, as NAME[:key=value,...]: stride, stream, gups, chase, fault (all of them
     /// when none is given); `stride` without heap= or every= is the paper's sweep.
     #[arg(value_name = "KERNEL")]
@@ -163,9 +169,9 @@ pub fn run(a: BenchArgs) -> Result<i32> {
              for figures to keep, use a release build (target/release/pagelab)"
         );
     }
-    // The model runs first: a bad machine fails before the measurements, and the
-    // measurements run on a machine the model no longer loads.
-    let predictions = if a.predict {
+    // The machine is resolved (and measured) first: a bad machine fails before the
+    // measurements. The model runs after them, with each kernel's frames as they lay.
+    let model_machine = if a.predict {
         let virt = (a.virt != "none").then_some(a.virt.as_str());
         let machine = match a.machine.as_str() {
             pagelab_machine::host::HOST => {
@@ -176,12 +182,8 @@ pub fn run(a: BenchArgs) -> Result<i32> {
             super::bench_predict::MEASURED => super::bench_predict::measure_here()?,
             named => named.to_string(),
         };
-        let (predictions, host) = super::bench_predict::predict(&specs, &pages, &machine, virt)?;
-        let model = match host {
-            Some(h) => format!("{machine} nested:host={h}"),
-            None => machine,
-        };
-        Some((predictions, model))
+        super::bench_predict::check_machine(&pages, &machine, virt)?;
+        Some((machine, virt))
     } else {
         None
     };
@@ -191,7 +193,7 @@ pub fn run(a: BenchArgs) -> Result<i32> {
         Some(_) => None,
     };
     let req = BenchRequest {
-        pages,
+        pages: pages.clone(),
         mode,
         repeat: a.repeat,
         specs: specs.clone(),
@@ -208,6 +210,23 @@ pub fn run(a: BenchArgs) -> Result<i32> {
         return Ok(128 + sig);
     }
     result.provenance = Some(super::report::provenance(None, Vec::new())?);
+    let predictions = match model_machine {
+        Some((machine, virt)) => {
+            let frames = if a.frames == "kernels" {
+                super::bench_predict::kernel_frames(&result)
+            } else {
+                Default::default()
+            };
+            let (predictions, host) =
+                super::bench_predict::predict(&specs, &pages, &machine, virt, &frames)?;
+            let model = match host {
+                Some(h) => format!("{machine} nested:host={h}"),
+                None => machine,
+            };
+            Some((predictions, model))
+        }
+        None => None,
+    };
     let kernels: Vec<_> = specs.iter().map(KernelSpec::bench_kernel).collect();
     out!(
         "{}",

@@ -13,7 +13,9 @@ use anyhow::{Context, Result};
 use pagelab_core::PageSize;
 use pagelab_lab::native::KernelSpec;
 use pagelab_report::lab_table::KernelPrediction;
+use pagelab_report::LabResult;
 use pagelab_workloads::fmt_size;
+use std::collections::BTreeMap;
 
 /// `--machine measured`: this machine, measured first as `pagelab machines --measure` does
 /// (the caches a core really gets, memory, frame placement, misses and walks in flight, on
@@ -133,16 +135,9 @@ pub fn goal_holds(spec: &KernelSpec) -> bool {
     }
 }
 
-/// The model's cycles per unit of work of every kernel under every configuration of a
-/// single page size (a configuration of several sizes is not one fixed size, which is what
-/// the model's study runs). `machine` is a preset or file with caches; `virt` as `--virt`.
-/// Also returns the host page modelled, if nested.
-pub fn predict(
-    specs: &[KernelSpec],
-    configs: &[Vec<PageSize>],
-    machine: &str,
-    virt: Option<&str>,
-) -> Result<(Vec<KernelPrediction>, Option<PageSize>)> {
+/// The single page sizes of `configs`, sorted (a configuration of several sizes is not one
+/// fixed size, which is what the model's study runs).
+fn single_sizes(configs: &[Vec<PageSize>]) -> Vec<PageSize> {
     let mut sizes: Vec<PageSize> = configs
         .iter()
         .filter(|c| c.len() == 1)
@@ -150,7 +145,20 @@ pub fn predict(
         .collect();
     sizes.sort();
     sizes.dedup();
-    let text: Vec<String> = sizes.iter().map(PageSize::to_string).collect();
+    sizes
+}
+
+/// The study and the cost model of `machine` for `configs`' single sizes; an error where
+/// the machine cannot time a run.
+fn model_of(
+    configs: &[Vec<PageSize>],
+    machine: &str,
+    virt: Option<&str>,
+) -> Result<(pagelab_engine::StudyConfig, pagelab_engine::CostConfig)> {
+    let text: Vec<String> = single_sizes(configs)
+        .iter()
+        .map(PageSize::to_string)
+        .collect();
     let (cfg, m) =
         pagelab::model::machine_study_config(Some(machine), Some(&text.join(",")), None)?;
     if pagelab::model::cost_config(m.as_ref(), &cfg, None)?.is_none() {
@@ -162,14 +170,117 @@ pub fn predict(
     }
     let cost = pagelab::model::cost_config(m.as_ref(), &cfg, virt)?
         .context("a machine with caches gives a cost model")?;
+    Ok((cfg, cost))
+}
+
+/// Checks that `machine` can time `configs` under `virt`, before anything is measured.
+///
+/// # Errors
+/// A machine that does not load, or gives no caches and latencies.
+pub fn check_machine(configs: &[Vec<PageSize>], machine: &str, virt: Option<&str>) -> Result<()> {
+    model_of(configs, machine, virt).map(|_| ())
+}
+
+/// Where a kernel's 4K runs' frames lay: the medians of their share of consecutive pages on
+/// neighbouring frames and of their span, bytes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KernelFrames {
+    /// The median `frame_neighbours`.
+    pub neighbours: f64,
+    /// The median `frame_span_bytes`.
+    pub span: u64,
+}
+
+/// Each kernel's [`KernelFrames`], by subject, from its 4K configuration's runs that
+/// recorded them (as root: pagemap hides frames from others).
+pub fn kernel_frames(result: &LabResult) -> BTreeMap<String, KernelFrames> {
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied()
+    };
+    result
+        .configs
+        .iter()
+        .filter(|c| c.pages == [PageSize::K4])
+        .filter_map(|c| {
+            let of = |key: &str| {
+                median(
+                    c.runs
+                        .iter()
+                        .filter_map(|r| r.metrics.get(key).copied())
+                        .collect(),
+                )
+            };
+            let (neighbours, span) = (of("frame_neighbours")?, of("frame_span_bytes")?);
+            Some((
+                c.subject.clone(),
+                KernelFrames {
+                    neighbours,
+                    span: span as u64,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// `cost` with its frames placed as `f` says: scattered over the span (whole 2M blocks, at
+/// most the machine's memory), that share of small frames right above the last.
+pub fn with_frames(
+    cost: &pagelab_engine::CostConfig,
+    f: &KernelFrames,
+) -> pagelab_engine::CostConfig {
+    let mut c = cost.clone();
+    let block = 2 << 20;
+    let memory = c.machine.memory / block * block;
+    c.machine.cost.frames = pagelab_cache::FramesSpec {
+        placement: pagelab_cache::FramePlacement::Scattered,
+        span: Some(
+            f.span
+                .next_multiple_of(block)
+                .clamp(block, memory.max(block)),
+        ),
+        neighbours: Some(f.neighbours.clamp(0.0, 1.0)),
+    };
+    c
+}
+
+/// The model's cycles per unit of work of every kernel under every configuration of a
+/// single page size. `machine` is a preset or file with caches; `virt` as `--virt`; a
+/// kernel in `frames` is modelled with its frames placed so ([`with_frames`]), the others
+/// as the machine's `[frames]` says. Also returns the host page modelled, if nested.
+///
+/// # Errors
+/// A machine that cannot time a run, or a model run that fails.
+pub fn predict(
+    specs: &[KernelSpec],
+    configs: &[Vec<PageSize>],
+    machine: &str,
+    virt: Option<&str>,
+    frames: &BTreeMap<String, KernelFrames>,
+) -> Result<(Vec<KernelPrediction>, Option<PageSize>)> {
+    let sizes = single_sizes(configs);
+    let (cfg, cost) = model_of(configs, machine, virt)?;
     let mut out = Vec::new();
     for spec in specs {
         let Some(pair) = model_pair(spec) else {
             continue;
         };
-        let cycles = steady_state(&cfg, &cost, &pair, &spec.to_string())?;
+        let subject = spec.to_string();
+        let cycles = match frames.get(&subject) {
+            Some(f) => {
+                eprintln!(
+                    "pagelab: --predict: {subject} modelled with its 4K runs' frames: {:.1}% of \
+                     consecutive pages on neighbouring frames, over {} (--frames machine: the \
+                     machine file's)",
+                    f.neighbours * 100.0,
+                    pagelab_core::Bytes(f.span)
+                );
+                steady_state(&cfg, &with_frames(&cost, f), &pair, &subject)?
+            }
+            None => steady_state(&cfg, &cost, &pair, &subject)?,
+        };
         out.push(KernelPrediction {
-            subject: spec.to_string(),
+            subject,
             goal: goal_holds(spec),
             cycles_per_op: sizes
                 .iter()
@@ -241,5 +352,79 @@ mod tests {
         assert!(goal_holds(&one("stride:heap=16M,every=1")));
         assert!(!goal_holds(&one("stride:heap=8M,every=1")));
         assert!(!goal_holds(&one("stream")));
+    }
+
+    #[test]
+    fn a_kernels_frames_are_the_medians_of_its_4k_runs() {
+        use pagelab_report::{LabConfig, Measurement};
+        let run = |n: Option<f64>, span: f64| Measurement {
+            metrics: n
+                .map(|n| {
+                    [
+                        ("frame_neighbours".into(), n),
+                        ("frame_span_bytes".into(), span),
+                    ]
+                })
+                .into_iter()
+                .flatten()
+                .collect(),
+            ..Default::default()
+        };
+        let config = |subject: &str, pages: &[PageSize], runs| LabConfig {
+            subject: subject.into(),
+            pages: pages.to_vec(),
+            runs,
+            ..Default::default()
+        };
+        let (k4, m2) = (PageSize::K4, PageSize::M2);
+        let result = LabResult {
+            configs: vec![
+                config(
+                    "stride:a",
+                    &[k4],
+                    vec![
+                        run(Some(0.9), 4e9),
+                        run(Some(0.0), 2e10),
+                        run(Some(0.1), 3e10),
+                    ],
+                ),
+                // 2M runs' frames are not the 4K pages'; runs without frames (not root) give
+                // none.
+                config("stride:a", &[m2], vec![run(Some(1.0), 1.0)]),
+                config("gups:b", &[k4], vec![run(None, 0.0)]),
+            ],
+            ..Default::default()
+        };
+        let f = kernel_frames(&result);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(
+            f["stride:a"],
+            KernelFrames {
+                neighbours: 0.1,
+                span: 20_000_000_000
+            }
+        );
+        // Placed as they lay: scattered over whole 2M blocks, within the machine's memory.
+        let (cfg, cost) = model_of(&[vec![k4]], "zen4", Some("nested")).unwrap();
+        let placed = with_frames(&cost, &f["stride:a"]);
+        let frames = placed.machine.cost.frames;
+        assert_eq!(frames.placement, pagelab_cache::FramePlacement::Scattered);
+        assert_eq!(frames.neighbours, Some(0.1));
+        assert_eq!(frames.span.unwrap() % (2 << 20), 0);
+        assert!(frames.span.unwrap() >= 20_000_000_000);
+        let wide = KernelFrames {
+            neighbours: 2.0,
+            span: 1 << 50,
+        };
+        let capped = with_frames(&cost, &wide).machine.cost.frames;
+        assert_eq!(
+            (capped.span, capped.neighbours),
+            (Some(24 << 30), Some(1.0))
+        );
+        // And the model runs on it: a scattered heap costs a chase's 4K walks more.
+        let pair = model_pair(&one("chase:nodes=16384,node=4096,steps=40000")).unwrap();
+        let first = steady_state(&cfg, &cost, &pair, "first touch").unwrap();
+        let spread = steady_state(&cfg, &placed, &pair, "scattered").unwrap();
+        assert!(spread[0] > first[0], "{spread:?} against {first:?}");
     }
 }
