@@ -230,17 +230,8 @@ pub fn with_frames(
     f: &KernelFrames,
 ) -> pagelab_engine::CostConfig {
     let mut c = cost.clone();
-    let block = 2 << 20;
-    let memory = c.machine.memory / block * block;
-    c.machine.cost.frames = pagelab_cache::FramesSpec {
-        placement: pagelab_cache::FramePlacement::Scattered,
-        span: Some(
-            f.span
-                .next_multiple_of(block)
-                .clamp(block, memory.max(block)),
-        ),
-        neighbours: Some(f.neighbours.clamp(0.0, 1.0)),
-    };
+    c.machine.cost.frames =
+        super::machines_measure::frames_spec(f.neighbours, f.span, c.machine.memory);
     c
 }
 

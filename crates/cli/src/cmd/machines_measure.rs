@@ -289,7 +289,7 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32) -> Result<Measured> {
     .map_err(anyhow::Error::msg)?;
     let frames = ov
         .walk_frames
-        .map(|f| frames_spec(&f, base_m.phys.memory.0));
+        .map(|f| frames_spec(f.neighbours, f.span, base_m.phys.memory.0));
 
     let mut curve = vec!["footprint  ns/step 2M-advised  ns/step 4K  4K adds".to_string()];
     for p in &points {
@@ -407,19 +407,19 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32) -> Result<Measured> {
     })
 }
 
-/// `[frames]` for 4K frames laid out as `f`: scattered over their span (whole 2M blocks, at
-/// most the machine's `memory`), with their share of neighbours.
-fn frames_spec(f: &pagelab_lab::probe::FrameLayout, memory: u64) -> pagelab_cache::FramesSpec {
+/// `[frames]` for 4K frames `span` bytes apart with a share `neighbours` of consecutive
+/// pages on neighbouring frames: scattered over the span (whole 2M blocks, at most the
+/// machine's `memory`), with that share (at most 1).
+pub fn frames_spec(neighbours: f64, span: u64, memory: u64) -> pagelab_cache::FramesSpec {
     let block = 2 << 20;
     pagelab_cache::FramesSpec {
         placement: pagelab_cache::FramePlacement::Scattered,
         span: Some(
-            f.span
-                .next_multiple_of(block)
+            span.next_multiple_of(block)
                 .min(memory / block * block)
                 .max(block),
         ),
-        neighbours: Some(f.neighbours.clamp(0.0, 1.0)),
+        neighbours: Some(neighbours.clamp(0.0, 1.0)),
     }
 }
 
@@ -610,15 +610,10 @@ mod tests {
 
     #[test]
     fn the_frames_span_is_whole_blocks_within_the_memory() {
-        let f = |span| pagelab_lab::probe::FrameLayout {
-            neighbours: 0.482,
-            span,
-            blocks: 2433,
-        };
-        let spec = frames_spec(&f((20 << 30) + 5), 24 << 30);
+        let spec = frames_spec(0.482, (20 << 30) + 5, 24 << 30);
         assert_eq!(spec.span, Some((20 << 30) + (2 << 20)));
         assert_eq!(spec.neighbours, Some(0.482));
-        assert_eq!(frames_spec(&f(30 << 30), 24 << 30).span, Some(24 << 30));
-        assert_eq!(frames_spec(&f(4096), 24 << 30).span, Some(2 << 20));
+        assert_eq!(frames_spec(0.482, 30 << 30, 24 << 30).span, Some(24 << 30));
+        assert_eq!(frames_spec(0.482, 4096, 24 << 30).span, Some(2 << 20));
     }
 }
