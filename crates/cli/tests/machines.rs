@@ -393,7 +393,7 @@ fn machines_measure_writes_a_machine_file_that_times_a_run() {
         assert!(text.contains(want), "{want} missing from:\n{text}");
     }
     // The walk and host-page probes take half the L2 in lines, the same count in both, and
-    // the model's rows follow them: six rows, one per layout, page and order.
+    // the model's rows follow them: one per layout, page and order.
     let count = |after: &str, before: &str| -> u64 {
         let rest = &text[text.find(after).unwrap() + after.len()..];
         rest[..rest.find(before).unwrap()].parse().unwrap()
@@ -410,6 +410,13 @@ fn machines_measure_writes_a_machine_file_that_times_a_run() {
         .filter(|l| l.starts_with("one per 4K over ") || l.starts_with("packed into "))
         .count();
     assert_eq!(rows, 6, "{text}");
+    // Beside them, the spread lines visited in address order, on 4K and 2M-advised pages,
+    // dependent and independent.
+    let in_order = text
+        .lines()
+        .filter(|l| l.starts_with("the same, in order "))
+        .count();
+    assert_eq!(in_order, 4, "{text}");
     let written = std::fs::read_to_string(&file).unwrap();
     assert!(
         written.contains("name = \"emeraldrapids-measured\""),

@@ -116,7 +116,7 @@ mod stream;
 mod stride;
 
 pub use error::WorkloadError;
-pub use lines::{line_offset, visit_order};
+pub use lines::{line_offset, visit_order, Order, Visit};
 pub use perm::Permutation;
 pub use spec::{fmt_size, ParamDoc, WorkloadDoc};
 

@@ -266,6 +266,39 @@ fn lines_visit_the_probes_lines_in_its_order() {
 }
 
 #[test]
+fn lines_visited_in_order_go_slot_by_slot_through_the_same_instructions() {
+    use pagelab_workloads::{line_offset, visit_order, Order, Visit};
+    let base = 0x7f3a_1c60_0000;
+    for order in ["dependent", "independent"] {
+        let spec = format!(
+            "lines:lines=64,spacing=4K,steps=130,order={order},visit=sequential,init=false"
+        );
+        let loads: Vec<u64> = data(&refs(&spec)).iter().map(|d| d.0).collect();
+        let want: Vec<u64> = (0..130).map(|i| base + line_offset(i % 64, 4096)).collect();
+        assert_eq!(loads, want, "{spec}");
+        // The same instructions as the random visit: only the addresses differ.
+        let random = refs(&spec.replace(",visit=sequential", ""));
+        let this = refs(&spec);
+        assert_eq!(
+            addrs(&random, AccessKind::Instr),
+            addrs(&this, AccessKind::Instr),
+            "{spec}"
+        );
+    }
+    for count in [2u64, 64, 1 << 20] {
+        let (seq, rnd) = (
+            Order::new(Visit::Sequential, count),
+            Order::new(Visit::Random, count),
+        );
+        for i in [0, 1, count / 2, count - 1] {
+            assert_eq!(seq.at(i), i);
+            assert_eq!(rnd.at(i), visit_order(i, count));
+        }
+    }
+    assert_eq!(Visit::default(), Visit::Random);
+}
+
+#[test]
 fn lines_refuse_what_the_probe_cannot_be() {
     for (spec, key) in [
         ("lines:lines=100", "lines"),
@@ -273,6 +306,7 @@ fn lines_refuse_what_the_probe_cannot_be() {
         ("lines:spacing=100", "spacing"),
         ("lines:spacing=32", "spacing"),
         ("lines:order=random", "order"),
+        ("lines:visit=dependent", "visit"),
     ] {
         let e = open(spec).err().expect(spec).to_string();
         assert!(e.contains(key), "{spec}: {e}");

@@ -81,10 +81,12 @@ pub fn host_page(pages: u64, steps: u64, repeat: u32) -> Result<HostPageProbe> {
     let spread = Lines {
         count: pages,
         spacing: 4096,
+        visit: pagelab_workloads::Visit::Random,
     };
     let packed = Lines {
         count: pages,
         spacing: 64,
+        visit: pagelab_workloads::Visit::Random,
     };
     let (spread_t, spread_huge, _) = super::overlap::pair(spread, Advice::HugePage, steps, repeat)?;
     let (packed_t, packed_huge, _) = super::overlap::pair(packed, Advice::HugePage, steps, repeat)?;

@@ -30,6 +30,7 @@
 use super::host_page::HostPageProbe;
 use crate::native::Advice;
 use anyhow::{bail, Result};
+use pagelab_workloads::{Order, Visit};
 
 /// `count` 64-byte lines, line `i` in the `spacing`-byte slot `i` at its colour's offset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +40,8 @@ pub struct Lines {
     /// Bytes from one line's slot to the next, a power of two of at least 64 (so that the
     /// colour is a mask, not a division, in the timed loop).
     pub spacing: u64,
+    /// The order the loads visit the lines in: the random one, or address order.
+    pub visit: Visit,
 }
 
 impl Lines {
@@ -65,13 +68,6 @@ impl Lines {
     /// `i * 37`, which over contiguous frames reaches only 64 sets.)
     pub(crate) fn offset(&self, i: u64) -> usize {
         pagelab_workloads::line_offset(i, self.spacing) as usize
-    }
-
-    /// Line `i`'s place in the visiting order: [`pagelab_workloads::visit_order`], a
-    /// bijection on `0..count`, the model's `lines` workload's order.
-    #[inline(always)]
-    fn order(i: u64, count: u64) -> u64 {
-        pagelab_workloads::visit_order(i, count)
     }
 
     /// Maps the lines advised as `advice`, first-touches them, and times `chunks`
@@ -101,27 +97,29 @@ impl Lines {
         let base = region.as_mut_ptr() as usize;
         // Where the frames lay is a note on the timing, never a reason to lose it.
         let frames = super::frames_of(base as u64, bytes).ok().flatten();
-        let (mask, count) = (self.count - 1, self.count);
+        let mask = self.count - 1;
+        // The same instructions in either order: only the order's constants differ.
+        let order = std::hint::black_box(Order::new(self.visit, self.count));
         // The dependent cycle visits the lines in the independent loop's order.
         {
             let words = region.as_mut_slice::<usize>();
-            let mut from = self.offset(Self::order(0, count));
+            let mut from = self.offset(order.at(0));
             for i in 1..=self.count {
-                let to = self.offset(Self::order(i & mask, count));
+                let to = self.offset(order.at(i & mask));
                 words[from / 8] = base + to;
                 from = to;
             }
         }
         let per = (steps / chunks.max(1)).max(1);
         let mut out = Vec::with_capacity(chunks as usize);
-        let mut p = base + self.offset(Self::order(0, count));
+        let mut p = base + self.offset(order.at(0));
         let mut sum = 0usize;
         let mut i = 0u64;
         for _ in 0..chunks.max(1) {
             let t = std::time::Instant::now();
             if independent {
                 for _ in 0..per {
-                    let at = base + self.offset(Self::order(i & mask, count));
+                    let at = base + self.offset(order.at(i & mask));
                     // SAFETY: `offset` of a line below `count` lies inside the region,
                     // 8-aligned, and every word of the region was written.
                     sum = sum.wrapping_add(unsafe { std::ptr::read_volatile(at as *const usize) });
@@ -182,6 +180,11 @@ pub struct OverlapProbe {
     pub walk_frames: Option<super::FrameLayout>,
     /// The same number of lines on 2M-advised pages, spread and packed (the baseline).
     pub host: HostPageProbe,
+    /// The walk measurement's lines visited in address order ([`Visit::Sequential`]), one
+    /// per 4K: on 4K pages, then on 2M-advised ones, each (dependent, independent). Nothing
+    /// is derived from them: they hold the model to walks whose page-table lines are shared
+    /// by neighbouring pages and to loads the machine's prefetchers can follow.
+    pub sequential: [(f64, f64); 2],
 }
 
 impl OverlapProbe {
@@ -263,14 +266,22 @@ pub fn overlap(
     let memory = Lines {
         count: 1 << lines.ilog2(),
         spacing: 64,
+        visit: Visit::Random,
     };
     let walk = Lines {
         count: walk_pages,
         spacing: 4096,
+        visit: Visit::Random,
     };
     let (mem, memory_huge, _) = pair(memory, Advice::HugePage, steps, repeat)?;
     let (walk_base, _, walk_frames) = pair(walk, Advice::NoHugePage, steps, repeat)?;
     let host = super::host_page::host_page(walk_pages, steps, repeat)?;
+    let in_order = Lines {
+        visit: Visit::Sequential,
+        ..walk
+    };
+    let (small, _, _) = pair(in_order, Advice::NoHugePage, steps, repeat)?;
+    let (large, _, _) = pair(in_order, Advice::HugePage, steps, repeat)?;
     Ok(OverlapProbe {
         memory_bytes: memory.count * 64,
         memory: mem,
@@ -279,6 +290,7 @@ pub fn overlap(
         walk_base,
         walk_frames,
         host,
+        sequential: [small, large],
     })
 }
 
@@ -291,7 +303,7 @@ mod tests {
         for count in [2u64, 8, 1024, 1 << 15] {
             let mut seen = vec![false; count as usize];
             for i in 0..count {
-                let o = Lines::order(i, count);
+                let o = Order::new(Visit::Random, count).at(i);
                 assert!(
                     !std::mem::replace(&mut seen[o as usize], true),
                     "{count}: {i}"
@@ -301,6 +313,7 @@ mod tests {
         let l = Lines {
             count: WALK_PAGES,
             spacing: 4096,
+            visit: Visit::Random,
         };
         assert!(
             (0..l.count).all(|i| l.offset(i) / 4096 == i as usize),
@@ -316,6 +329,7 @@ mod tests {
         let packed = Lines {
             count: WALK_PAGES,
             spacing: 64,
+            visit: Visit::Random,
         };
         assert!((0..packed.count).all(|i| packed.offset(i) == i as usize * 64));
     }
@@ -350,6 +364,7 @@ mod tests {
                 packed: (7.3, 1.67),
                 huge_ok: true,
             },
+            sequential: [(7.65, 3.86), (4.76, 2.18)],
         };
         let w = p.walks_in_flight().unwrap();
         assert!((w - 70.4 / 8.46).abs() < 1e-9, "{w}");
@@ -375,6 +390,7 @@ mod tests {
         let bad = Lines {
             count: 3,
             spacing: 64,
+            visit: Visit::Random,
         };
         assert!(bad
             .time(Advice::None, 10, 1, true)
@@ -384,6 +400,7 @@ mod tests {
         let bad = Lines {
             count: 4,
             spacing: 100,
+            visit: Visit::Random,
         };
         assert!(bad
             .time(Advice::None, 10, 1, false)
@@ -393,11 +410,32 @@ mod tests {
     }
 
     #[test]
+    fn lines_in_order_chase_through_every_line_in_address_order() {
+        // A dependent chase in address order visits every line once a cycle, so it runs
+        // (and would fault on a bad pointer) whatever the machine; over 4K pages each load
+        // is on the next page.
+        let l = Lines {
+            count: 1024,
+            spacing: 4096,
+            visit: Visit::Sequential,
+        };
+        for independent in [false, true] {
+            let (ns, faults, _) = l.time(Advice::NoHugePage, 20_000, 2, independent).unwrap();
+            assert_eq!(ns.len(), 2);
+            assert!(ns.iter().all(|&t| t > 0.0 && t.is_finite()), "{ns:?}");
+            assert!(faults >= 1.0, "{faults}");
+        }
+        let order = Order::new(Visit::Sequential, l.count);
+        assert!((0..l.count).all(|i| l.offset(order.at(i)) / 4096 == i as usize));
+    }
+
+    #[test]
     fn independent_loads_are_not_slower_than_dependent_ones_beyond_the_caches() {
         // 64M of lines: on any machine past its caches, where independent loads overlap.
         let l = Lines {
             count: 1 << 20,
             spacing: 64,
+            visit: Visit::Random,
         };
         let ((dep, ind), _, _) = pair(l, Advice::HugePage, 200_000, 1).unwrap();
         assert!(dep > 0.0 && ind > 0.0);
