@@ -163,7 +163,8 @@ fn a_guest_page_larger_than_the_hosts_is_splintered_in_the_tlb() {
     // of 2M entries holds. On 2M host pages the combined translation is a 2M entry, so
     // after the first pass nothing walks; on 4K host pages it is a 4K entry (Intel's
     // SDM, "combined mappings": the smaller of the guest's and the EPT's page), and 8192
-    // of them overflow zen4's 3072-entry L2 TLB, so every access walks: a short guest
+    // of them overflow zen4's 3072-entry L2 TLB, so nearly every access walks (its random
+    // replacement keeps a few of them from one pass to the next, some 7%): a short guest
     // walk (a 2M leaf) and a host walk of the data's own 4K page. Those host walks tell
     // the data's 4K pages apart: translating the guest page's start instead hit the
     // nested TLB every time.
@@ -173,7 +174,7 @@ fn a_guest_page_larger_than_the_hosts_is_splintered_in_the_tlb() {
     let (h2m, h4k) = (c(&on(PageSize::M2)), c(&on(PageSize::K4)));
     let accesses = 4 * 8192;
     assert!(h2m.walks <= 16 + 2, "{h2m:?}");
-    assert!(h4k.walks >= accesses, "{h4k:?}");
+    assert!(h4k.walks >= accesses * 85 / 100, "{h4k:?}");
     // Each walk reads the guest's 2M leaf entry and at least the host's 4K leaf entry
     // for the data (the nested TLB's 64 entries cannot hold 8192 host pages).
     assert!(h4k.walk_refs >= 2 * h4k.walks, "{h4k:?}");

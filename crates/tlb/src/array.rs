@@ -84,7 +84,9 @@ pub(crate) fn move_to_front_by_walk(set: &mut [Key], k: Key, mut carry: Key) -> 
 ///
 /// Contract: replacement is exact LRU within the array (fully associative) or
 /// within a set (set associative; the set of a page is its page number modulo
-/// the number of sets). [`Tlb::access`] is [`Tlb::lookup`] followed, on a miss,
+/// the number of sets), unless a set-associative array is built with
+/// [`crate::config::Replacement::Random`]: a miss in a full set then replaces the
+/// entry at the recency position its fixed pseudo-random sequence picks. [`Tlb::access`] is [`Tlb::lookup`] followed, on a miss,
 /// by [`Tlb::insert`]: a hit makes the entry the most recent; a miss inserts the
 /// page as the most recent, evicting the least recent entry of its set if the
 /// set is full. Entries of different sizes coexist and never match each other:
@@ -155,6 +157,15 @@ impl TlbArray {
     pub fn with_index(self, index: crate::config::SetIndex) -> TlbArray {
         match self {
             TlbArray::SetAssoc(a) => TlbArray::SetAssoc(a.with_index(index)),
+            other => other,
+        }
+    }
+
+    /// The same array replacing as `replacement` says (a fully associative array is LRU;
+    /// configurations refuse anything else for one).
+    pub fn with_replacement(self, replacement: crate::config::Replacement) -> TlbArray {
+        match self {
+            TlbArray::SetAssoc(a) => TlbArray::SetAssoc(a.with_replacement(replacement)),
             other => other,
         }
     }

@@ -68,6 +68,31 @@ pub struct ArrayConfig {
     /// How a set-associative array picks a page's set.
     #[serde(default, skip_serializing_if = "SetIndex::is_linear")]
     pub index: SetIndex,
+    /// Which entry of a full set a set-associative array's miss replaces.
+    #[serde(default, skip_serializing_if = "Replacement::is_lru")]
+    pub replacement: Replacement,
+}
+
+/// Which entry of a full set a miss replaces.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Replacement {
+    /// The least recently used: a loop over one page more than a set holds then misses
+    /// every time.
+    #[default]
+    Lru,
+    /// A way picked at random (a fixed pseudo-random sequence per array, so runs repeat):
+    /// the same loop then still hits about half the time. AMD Zen 4's second-level data
+    /// TLB does that on this project's guest: 32 pages a set over its 24 ways hit 52% of
+    /// the time, where LRU gives none and random replacement 54% (docs/cost.md, session 35).
+    Random,
+}
+
+impl Replacement {
+    /// Whether this is the default, [`Replacement::Lru`].
+    pub fn is_lru(&self) -> bool {
+        *self == Replacement::Lru
+    }
 }
 
 /// How a set-associative array picks the set of a page number.
@@ -224,7 +249,11 @@ fn describe_array(a: &ArrayConfig) -> String {
         SetIndex::Linear => "",
         SetIndex::Xor => ", XOR-indexed",
     };
-    format!("{} entries {org}{index} ({sizes})", a.entries)
+    let replacement = match a.replacement {
+        Replacement::Lru => "",
+        Replacement::Random => ", random replacement",
+    };
+    format!("{} entries {org}{index}{replacement} ({sizes})", a.entries)
 }
 
 type Problem = (String, String);
@@ -304,6 +333,12 @@ fn validate_geometry(a: &ArrayConfig) -> Result<(), (&'static str, String)> {
             return Err((
                 "index",
                 "a fully associative array has no sets to index: give ways, or omit index".into(),
+            ));
+        }
+        if a.replacement != Replacement::Lru {
+            return Err((
+                "replacement",
+                "replacement = \"random\" is for a set-associative array (give ways); a fully associative one replaces its least recently used entry".into(),
             ));
         }
         if a.ways == Some(0) {

@@ -122,7 +122,11 @@ impl Level {
         let arrays = cfg
             .arrays
             .iter()
-            .map(|a| TlbArray::new(a.entries, a.ways).with_index(a.index))
+            .map(|a| {
+                TlbArray::new(a.entries, a.ways)
+                    .with_index(a.index)
+                    .with_replacement(a.replacement)
+            })
             .collect();
         let mut routes = [Route::default(); NSIZES];
         for (r, size) in routes.iter_mut().zip(PageSize::all()) {

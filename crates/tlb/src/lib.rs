@@ -43,7 +43,9 @@ mod set_assoc;
 mod small_assoc;
 
 pub use array::{Tlb, TlbArray};
-pub use config::{load, ArrayConfig, LevelConfig, OtherSizes, SetIndex, TlbConfig, MAX_ENTRIES};
+pub use config::{
+    load, ArrayConfig, LevelConfig, OtherSizes, Replacement, SetIndex, TlbConfig, MAX_ENTRIES,
+};
 pub use error::TlbError;
 pub use front::{FrontMiss, Fronts, AVX512_RANKS, FRONT_LANES, PORTABLE_RANKS};
 pub use fully_assoc::FullyAssoc;

@@ -20,7 +20,7 @@
 //! assert!(!t.contains(Vpn(2), k));
 //! ```
 
-use crate::config::{LevelConfig, OtherSizes, SetIndex, TlbConfig};
+use crate::config::{LevelConfig, OtherSizes, Replacement, SetIndex, TlbConfig};
 use crate::{LevelStats, Outcome, Side, SideStats, TlbStats};
 use pagelab_core::{PageSize, VirtAddr, Vpn};
 
@@ -30,6 +30,8 @@ pub struct RefTlb {
     sets: Vec<Vec<(Vpn, PageSize)>>,
     ways: usize,
     index: SetIndex,
+    /// Under [`Replacement::Random`], the xorshift64 state of the victims' sequence.
+    random: Option<u64>,
 }
 
 impl RefTlb {
@@ -40,7 +42,17 @@ impl RefTlb {
             sets: vec![Vec::new(); entries / ways],
             ways,
             index: SetIndex::Linear,
+            random: None,
         }
+    }
+
+    /// The same array replacing as `replacement` says: under [`Replacement::Random`] a miss
+    /// in a full set removes the entry whose place in the set's recency order (0 the most
+    /// recent) is the next of a xorshift64 sequence (shifts 13, 7, 17) from
+    /// 0x9e3779b97f4a7c15, its high 32 bits scaled to the ways.
+    pub fn with_replacement(mut self, replacement: Replacement) -> RefTlb {
+        self.random = (replacement == Replacement::Random).then_some(0x9e37_79b9_7f4a_7c15);
+        self
     }
 
     /// The same array with its sets picked by `index`.
@@ -74,8 +86,19 @@ impl RefTlb {
                 true
             }
             None => {
+                if set.len() == ways {
+                    let at = match &mut self.random {
+                        None => ways - 1,
+                        Some(x) => {
+                            *x ^= *x << 13;
+                            *x ^= *x >> 7;
+                            *x ^= *x << 17;
+                            ((*x >> 32) * ways as u64 / (1 << 32)) as usize
+                        }
+                    };
+                    set.remove(at);
+                }
                 set.insert(0, (vpn, size));
-                set.truncate(ways);
                 false
             }
         }
@@ -124,7 +147,11 @@ impl RefLevel {
         let arrays = cfg
             .arrays
             .iter()
-            .map(|a| RefTlb::new(a.entries, a.ways).with_index(a.index))
+            .map(|a| {
+                RefTlb::new(a.entries, a.ways)
+                    .with_index(a.index)
+                    .with_replacement(a.replacement)
+            })
             .collect();
         RefLevel {
             cfg: cfg.clone(),

@@ -4,9 +4,11 @@
 //! empty ways at the end). A hit at way `p` shifts ways `0..p` down by one; a
 //! miss shifts the whole set, dropping the last (least recent) way. With the
 //! 2..24 ways of real TLBs this is one short pass that compares and shifts at once.
+//! With [`Replacement::Random`] a miss in a full set replaces the entry at a position a
+//! fixed pseudo-random sequence picks ([`victim`]) instead of the last.
 
 use crate::array::{key, move_to_front, unkey, Key, Tlb, EMPTY};
-use crate::config::SetIndex;
+use crate::config::{Replacement, SetIndex};
 use pagelab_core::{PageSize, Vpn};
 
 /// A set-associative TLB array: `entries / ways` sets of `ways` entries.
@@ -19,6 +21,23 @@ pub struct SetAssoc {
     /// 0 for a linear index.
     xor_mask: u64,
     len: usize,
+    /// The state of the victims' sequence under [`Replacement::Random`]; 0 under LRU.
+    rng: u64,
+}
+
+/// The first state of an array's sequence of victims under [`Replacement::Random`].
+pub(crate) const VICTIM_SEED: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// The next victim of a sequence at `state` (xorshift64, never 0 from a state that is
+/// not) among `ways`: its position in the set's recency order, uniform over the ways.
+#[inline]
+pub(crate) fn victim(state: &mut u64, ways: usize) -> usize {
+    let mut x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *state = x;
+    (((x >> 32) * ways as u64) >> 32) as usize
 }
 
 impl SetAssoc {
@@ -40,7 +59,17 @@ impl SetAssoc {
             set_mask: sets as u64 - 1,
             xor_mask: 0,
             len: 0,
+            rng: 0,
         }
+    }
+
+    /// The same array replacing as `replacement` says (empty: call before any access).
+    pub fn with_replacement(mut self, replacement: Replacement) -> SetAssoc {
+        self.rng = match replacement {
+            Replacement::Lru => 0,
+            Replacement::Random => VICTIM_SEED,
+        };
+        self
     }
 
     /// The same array with its sets picked by `index` (empty: call before any access).
@@ -92,10 +121,30 @@ impl SetAssoc {
             Some(dropped) => {
                 if dropped == EMPTY {
                     self.len += 1;
+                } else if self.rng != 0 {
+                    self.keep_random(k, dropped);
                 }
                 false
             }
         }
+    }
+
+    /// After a miss in a full set moved every entry down one and dropped the last
+    /// (`dropped`), replaces the [`victim`] instead: the entry that was at position `r`
+    /// (now at `r + 1`) goes, those after it move back up, and `dropped` comes back last.
+    /// Returns the entry replaced.
+    #[inline(never)]
+    fn keep_random(&mut self, k: Key, dropped: Key) -> Key {
+        let r = victim(&mut self.rng, self.ways);
+        let set = self.set_mut(k);
+        let last = set.len() - 1;
+        if r == last {
+            return dropped;
+        }
+        let gone = set[r + 1];
+        set.copy_within(r + 2.., r + 1);
+        set[last] = dropped;
+        gone
     }
 
     /// Cached pages of the set page `vpn` maps to, most recent first.
@@ -128,15 +177,21 @@ impl Tlb for SetAssoc {
             return None;
         }
         let k = key(vpn, size);
+        let ways = self.ways;
+        let full = self.set_mut(k)[ways - 1] != EMPTY;
+        let at = if full && self.rng != 0 {
+            victim(&mut self.rng, ways)
+        } else {
+            ways - 1
+        };
         let set = self.set_mut(k);
-        let last = set.len() - 1;
-        let victim = set[last];
-        Self::promote(set, last, k);
-        if victim == EMPTY {
+        let gone = set[at];
+        Self::promote(set, at, k);
+        if gone == EMPTY {
             self.len += 1;
             None
         } else {
-            Some(unkey(victim))
+            Some(unkey(gone))
         }
     }
 
