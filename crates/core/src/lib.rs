@@ -13,6 +13,7 @@
 //! ```
 
 mod addr;
+mod checksum;
 mod event;
 pub mod isa;
 mod output;
@@ -20,6 +21,7 @@ mod quote;
 mod size;
 
 pub use addr::{BasePfn, Pfn, VirtAddr, Vpn};
+pub use checksum::Checksum;
 pub use event::{
     AccessKind, Advice, Backing, CloneFlags, Event, ExecImage, FileIdentity, MapEvent, MapRequest,
     MemRef, Prot, Sharing, ThreadId,

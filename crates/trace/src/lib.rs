@@ -219,6 +219,14 @@ pub trait TraceSource {
     fn pieces(&self) -> Option<Pieces> {
         None
     }
+
+    /// The size and [`pagelab_core::Checksum`] of the whole input file, where this source
+    /// read every byte of it in order and hashed the bytes as it went (a mapped Lackey
+    /// file read to its end), so that a result's provenance need not read the file again;
+    /// `None` otherwise.
+    fn read_checksum(&self) -> Option<(u64, String)> {
+        None
+    }
 }
 
 /// A box or a mutable reference to a source is the source.
@@ -244,6 +252,9 @@ macro_rules! forward_source {
             }
             fn parses_to_pages(&self) -> bool {
                 (**self).parses_to_pages()
+            }
+            fn read_checksum(&self) -> Option<(u64, String)> {
+                (**self).read_checksum()
             }
         }
     )*};

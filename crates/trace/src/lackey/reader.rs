@@ -9,7 +9,7 @@ use super::fast::{EventSink, PageSink, Sink, READ_AHEAD};
 use super::VALID_LINE;
 use crate::{Latch, PageBatch, PageFilter, Pieces, TraceError, TraceSource};
 use memmap2::Mmap;
-use pagelab_core::{AccessKind, Event, MemRef, SourceInfo, VirtAddr};
+use pagelab_core::{AccessKind, Checksum, Event, MemRef, SourceInfo, VirtAddr};
 use std::fs::File;
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::sync::Arc;
@@ -82,6 +82,11 @@ pub struct LackeyReader<R: Read> {
     /// Lines consumed so far.
     line: u64,
     latch: Latch,
+    /// A whole mapped file's running checksum, of `map[..hashed]`: each window is hashed
+    /// as the parser leaves it, while its bytes are still in the caches, where a second
+    /// pass for the provenance would read the file from memory again.
+    sum: Option<Checksum>,
+    hashed: usize,
 }
 
 impl<R: Read> LackeyReader<R> {
@@ -112,6 +117,8 @@ impl<R: Read> LackeyReader<R> {
             eof: false,
             line: 0,
             latch: Latch::Open,
+            sum: None,
+            hashed: 0,
         }
     }
 
@@ -206,9 +213,12 @@ impl<R: Read> LackeyReader<R> {
         let fits = self.limit + READ_AHEAD <= map_len
             || self.base + self.start + self.chunk + READ_AHEAD <= map_len;
         if self.windowed && fits {
+            self.hash_to(self.base + self.start);
             self.base += self.start;
             self.end -= self.start;
         } else if self.windowed {
+            // What is left is all copied from here on: hash it now.
+            self.hash_to(self.limit);
             let tail = self.base + self.start..self.base + self.end;
             self.buf.resize(self.chunk + READ_AHEAD, 0);
             let map = self.map.as_ref().expect("a window is on a map");
@@ -222,6 +232,16 @@ impl<R: Read> LackeyReader<R> {
         }
         self.start = 0;
         self.complete = 0;
+    }
+
+    /// Feeds `map[hashed..end]` to the running checksum, if there is one.
+    fn hash_to(&mut self, end: usize) {
+        if let (Some(sum), Some(map)) = (&mut self.sum, &self.map) {
+            if end > self.hashed {
+                sum.update(&map[self.hashed..end]);
+                self.hashed = end;
+            }
+        }
     }
 
     /// Fills `data()` up to `chunk` bytes, or to the end of the input (`eof`).
@@ -501,6 +521,7 @@ impl LackeyReader<File> {
                 let shared = file.try_clone().ok().map(Arc::new);
                 let mut r = Self::with_input(file, Some(Arc::new(map)), name);
                 r.file = shared;
+                r.sum = Some(Checksum::default());
                 Ok(r)
             }
             None => {
@@ -550,6 +571,14 @@ impl<R: Read> TraceSource for LackeyReader<R> {
 
     fn parses_to_pages(&self) -> bool {
         true
+    }
+
+    /// Known once every byte of the map was hashed, which the reader does as it leaves
+    /// its last window (within `READ_AHEAD` of the end); not for a reader split into
+    /// pieces, which reads none of the file itself.
+    fn read_checksum(&self) -> Option<(u64, String)> {
+        let (sum, map) = (self.sum.as_ref()?, self.map.as_ref()?);
+        (self.hashed == map.len()).then(|| (sum.len(), sum.clone().finish()))
     }
 
     /// A mapped file not yet read splits into pieces.

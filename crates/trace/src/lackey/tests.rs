@@ -471,6 +471,14 @@ fn mapped_outcome(text: &[u8], batch: usize, chunk: usize) -> (Vec<Event>, Optio
             Ok(true) => {}
             Ok(false) => {
                 assert!(!src.fill(&mut out, batch).unwrap());
+                // Read to its end, a mapped file was hashed on the way: the provenance's
+                // checksum of the same bytes, with no second pass.
+                let want = (!text.is_empty()).then(|| {
+                    let mut c = pagelab_core::Checksum::default();
+                    c.update(text);
+                    (text.len() as u64, c.finish())
+                });
+                assert_eq!(src.read_checksum(), want, "chunk {chunk}, batch {batch}");
                 return (out, None);
             }
             Err(e) => {
@@ -586,4 +594,25 @@ fn mapped_big_and_long_lines() {
         text += &format!("I  10,1\nI  {}\n", "1".repeat(n));
     }
     assert_mapped_agrees(text.as_bytes(), &[64, 100, 128, 1 << 20]);
+}
+
+#[test]
+fn a_mapped_file_read_in_part_or_in_pieces_has_no_checksum_of_its_own() {
+    let text: Vec<u8> = (0..4000u64)
+        .flat_map(|i| format!(" L {:x},8\n", 0x1000 + i * 64).into_bytes())
+        .collect();
+    let file = TempFile::new(&text);
+    let mut src = file.reader().with_chunk(1024);
+    let mut out = Vec::new();
+    assert!(src.fill(&mut out, 10).unwrap());
+    assert_eq!(src.read_checksum(), None, "10 lines of 4000 read");
+    let untouched = file.reader();
+    assert!(untouched.pieces().is_some() || text.len() < 1 << 20);
+    assert_eq!(untouched.read_checksum(), None, "nothing read");
+    // Through a box, as the CLI holds it.
+    let mut boxed: Box<dyn TraceSource> = Box::new(file.reader().with_chunk(1024));
+    while boxed.fill(&mut out, 1 << 16).unwrap() {}
+    let mut c = pagelab_core::Checksum::default();
+    c.update(&text);
+    assert_eq!(boxed.read_checksum(), Some((text.len() as u64, c.finish())));
 }
