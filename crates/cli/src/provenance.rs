@@ -31,6 +31,26 @@ pub fn provenance(
     })
 }
 
+/// The checksum of the trace the user named `name` and `src` read: the one `src` took as
+/// it read the file ([`pagelab_trace::TraceSource::read_checksum`]), else
+/// [`input_checksum`]'s second pass.
+///
+/// # Errors
+/// When the file cannot be read again; the message names it.
+pub fn read_checksum(
+    name: &str,
+    src: &dyn pagelab_trace::TraceSource,
+) -> Result<Option<InputChecksum>> {
+    match src.read_checksum() {
+        Some((bytes, checksum)) => Ok(Some(InputChecksum {
+            name: name.to_string(),
+            bytes,
+            checksum,
+        })),
+        None => input_checksum(name),
+    }
+}
+
 /// The checksum of a trace the user named: a regular file's bytes, the bundled trace's
 /// embedded bytes; nothing for standard input, a workload or a program captured on the fly.
 pub fn input_checksum(name: &str) -> Result<Option<InputChecksum>> {

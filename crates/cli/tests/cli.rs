@@ -560,3 +560,36 @@ fn report_fails(sweep: &Path, doc: &serde_json::Value, html: &Path) -> String {
     assert_eq!(out.status.code(), Some(1), "{err}");
     err
 }
+
+#[test]
+fn a_trace_files_checksum_is_the_same_hashed_as_read_or_read_again() {
+    // The real trace, decompressed into a file of several 1 MiB windows: `sim` hashes it as
+    // the reader goes; the checksum of the same bytes in one pass must match.
+    let dir = tmp("checksum");
+    let text = decompressed_real_trace();
+    assert!(text.len() > 3 << 20, "{} bytes", text.len());
+    let trace = dir.join("t.lackey");
+    std::fs::write(&trace, &text).unwrap();
+    let mut c = pagelab_core::Checksum::default();
+    c.update(&text);
+    let want = serde_json::json!([{
+        "name": trace.display().to_string(),
+        "bytes": text.len(),
+        "checksum": c.finish(),
+    }]);
+    let sim = dir.join("sim.json");
+    run(pagelab()
+        .args(["sim", "--trace"])
+        .arg(&trace)
+        .arg("--json")
+        .arg(&sim));
+    assert_eq!(json(&sim)["provenance"]["inputs"], want);
+    // Cut short (--limit), the reader has not hashed it all: the file is read again.
+    let part = dir.join("part.json");
+    run(pagelab()
+        .args(["sim", "--limit", "1000", "--trace"])
+        .arg(&trace)
+        .arg("--json")
+        .arg(&part));
+    assert_eq!(json(&part)["provenance"]["inputs"], want);
+}

@@ -102,5 +102,3 @@ pub fn provenance(machine: Option<&str>, inputs: Vec<InputChecksum>) -> Result<P
         .collect();
     pagelab::provenance::provenance(call, machine, inputs)
 }
-
-pub use pagelab::provenance::input_checksum;

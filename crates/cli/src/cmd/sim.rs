@@ -74,15 +74,9 @@ pub fn run(a: SimArgs) -> Result<()> {
     let label = src.info().name;
     let mut result = model.simulate(&mut *src, &label)?;
     let inputs = match (&a.trace, a.program.program.is_empty()) {
-        // The reader hashed the file as it read it, or the file is read again to hash it.
-        (Some(t), true) => match src.read_checksum() {
-            Some((bytes, checksum)) => vec![pagelab_report::InputChecksum {
-                name: t.clone(),
-                bytes,
-                checksum,
-            }],
-            None => super::report::input_checksum(t)?.into_iter().collect(),
-        },
+        (Some(t), true) => pagelab::provenance::read_checksum(t, &*src)?
+            .into_iter()
+            .collect(),
         _ => Vec::new(),
     };
     result.provenance = Some(super::report::provenance(

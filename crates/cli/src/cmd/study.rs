@@ -35,8 +35,8 @@ pub fn run(a: StudyArgs) -> Result<()> {
     let mut study = StudyResult::new(results);
     let mut inputs = Vec::new();
     if a.program.program.is_empty() {
-        for spec in &specs {
-            inputs.extend(super::report::input_checksum(spec)?);
+        for (spec, src) in specs.iter().zip(&sources) {
+            inputs.extend(pagelab::provenance::read_checksum(spec, &**src)?);
         }
     }
     study.provenance = Some(super::report::provenance(
