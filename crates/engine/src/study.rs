@@ -7,6 +7,8 @@ use pagelab_tlb::{
     FrontMiss, Fronts, OtherSizes, Outcome, Side, TlbConfig, TlbError, TlbHierarchy, FRONT_LANES,
     PORTABLE_RANKS,
 };
+
+mod whole;
 use pagelab_trace::page_word::{CHANGE_MASK, CHANGE_SHIFT, DATA, PAGE_SHIFT, REPLAY, STRADDLE};
 use pagelab_trace::{PageBatch, PageFilter, MAX_FILTER_DEPTH};
 use rustc_hash::FxHashSet;
@@ -89,6 +91,13 @@ const SIDES: [Side; 2] = [Side::Instr, Side::Data];
 /// The most words [`Study::feed_fronts`] looks up in the fronts before it
 /// finishes the lookups that missed a whole L1.
 const FRONT_RUN: usize = 256;
+
+/// The words from `i` up to the next one spanning pages, at most [`FRONT_RUN`].
+fn part_at(words: &[u64], i: usize) -> &[u64] {
+    let part = &words[i..words.len().min(i + FRONT_RUN)];
+    let end = part.iter().position(|w| w & STRADDLE != 0);
+    &part[..end.unwrap_or(part.len())]
+}
 
 impl SizeRun {
     fn new(size: PageSize, tlb: &TlbConfig) -> Result<Self, TlbError> {
@@ -211,6 +220,8 @@ pub struct Study {
     /// Room for the lookups of [`FRONT_RUN`] words that missed a whole L1
     /// array held by the fronts: (the word's number, the run).
     deferred: Vec<(u32, u8)>,
+    /// Whether the next batch goes through [`pagelab_tlb::WholeL1`] (see [`Study::choose`]).
+    tiers: bool,
 }
 
 impl Study {
@@ -253,6 +264,7 @@ impl Study {
             other_events: 0,
             tlb_json: serde_json::to_value(&cfg.tlb).unwrap_or(serde_json::Value::Null),
             deferred: vec![(0, 0); FRONT_RUN * FRONT_LANES],
+            tiers: true,
         })
     }
 
@@ -289,6 +301,13 @@ impl Study {
         self.other_events += batch.other_events;
         #[cfg(target_arch = "x86_64")]
         if pagelab_core::isa::active() == pagelab_core::isa::Isa::Avx512 {
+            // The whole L1 arrays in tiers behind fronts of eight, where
+            // they have that shape and the last batch's front misses were
+            // many lanes each; else fronts alone.
+            if let Some(whole) = self.take_whole().filter(|_| self.tiers) {
+                // SAFETY: as below.
+                return unsafe { self.feed_whole_avx512(&batch.words, whole) };
+            }
             // Eight ranks where the L1 arrays have room, else four.
             if let Some(fronts) = self.take_fronts::<{ pagelab_tlb::AVX512_RANKS }>() {
                 // SAFETY: the active tier is one the CPU has (`isa::active`
@@ -314,6 +333,15 @@ impl Study {
         Fronts::take(self.runs.iter_mut().map(|r| (&mut r.tlb, r.size)))
     }
 
+    /// Replay words counted by side and reach, into every run they reached.
+    fn count_replays(&mut self, replays: &[[u64; FRONT_LANES + 1]; 2]) {
+        for (side, by_reach) in replays.iter().enumerate() {
+            for (at, run) in self.runs.iter_mut().enumerate() {
+                run.replays[side] += by_reach[at + 1..].iter().sum::<u64>();
+            }
+        }
+    }
+
     /// [`Study::feed_fronts`] compiled for AVX-512, which the lanes of the
     /// fronts take in one instruction each.
     #[cfg(target_arch = "x86_64")]
@@ -333,6 +361,8 @@ impl Study {
     ) {
         // Replay words by side and reach, counted into the runs at the end.
         let mut replays = [[0u64; FRONT_LANES + 1]; 2];
+        // Words with a lookup behind the front, and such lookups.
+        let (mut missed_words, mut missed_lanes) = (0u64, 0u64);
         let mut i = 0;
         while i < words.len() {
             let w = words[i];
@@ -345,12 +375,7 @@ impl Study {
                 i += 2;
                 continue;
             }
-            // The words up to the next one spanning pages, at most FRONT_RUN.
-            let part = &words[i..words.len().min(i + FRONT_RUN)];
-            let part = &part[..part
-                .iter()
-                .position(|w| w & STRADDLE != 0)
-                .unwrap_or(part.len())];
+            let part = part_at(words, i);
             let reach_of = &self.reach;
             let next = |j: usize| {
                 let w = part[j];
@@ -367,7 +392,11 @@ impl Study {
             let runs = &mut self.runs;
             let deferred = &mut self.deferred;
             let mut n = 0;
+            let mut last = usize::MAX;
             let missed = |j: usize, m: FrontMiss<RANKS>| {
+                missed_lanes += 1;
+                missed_words += u64::from(j != last);
+                last = j;
                 let side = (part[j] & DATA) as usize;
                 // SAFETY: only `feed_fronts_avx512` passes `AVX512`, for a CPU that has it.
                 if !unsafe { m.l1_in_tier(&mut runs[m.lane].tlb, side, AVX512) } {
@@ -399,10 +428,19 @@ impl Study {
             i += part.len();
         }
         fronts.put_back(self.runs.iter_mut().map(|r| &mut r.tlb));
-        for (side, by_reach) in replays.iter().enumerate() {
-            for (at, run) in self.runs.iter_mut().enumerate() {
-                run.replays[side] += by_reach[at + 1..].iter().sum::<u64>();
-            }
+        self.count_replays(&replays);
+        self.choose(missed_words, missed_lanes);
+    }
+
+    /// Whether the next batch goes through [`pagelab_tlb::WholeL1`], from this batch's
+    /// `words` with a lookup behind the front and those `lookups`: a tier
+    /// behind the front costs as much for one lane as for eight, so it pays
+    /// where misses of the front come many lanes at once (python3, cc1: 3 to
+    /// 5 lanes a word), not where they come one or two (gzip: 1.7), where
+    /// each lane's own walk is cheaper.
+    fn choose(&mut self, words: u64, lookups: u64) {
+        if words >= 256 {
+            self.tiers = 2 * lookups >= 5 * words;
         }
     }
 
@@ -505,8 +543,8 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(48))]
         /// The portable fronts (what a CPU without AVX-512 runs), the AVX-512
-        /// ones, each with either tier's number of ranks, and the runs' own
-        /// lookups give the same result.
+        /// ones, each with either tier's number of ranks, the whole L1 arrays
+        /// in tiers, and the runs' own lookups give the same result.
         #[test]
         fn every_way_of_stepping_agrees(events in proptest::collection::vec(arb_event(), 0..4000)) {
             for preset in ["weisberg", "zen4"] {
@@ -535,6 +573,12 @@ mod tests {
                         unsafe { s.feed_fronts_avx512::<PORTABLE_RANKS>(w, fronts) }
                     });
                     prop_assert_eq!(&wide4.runs, &own.runs, "preset {}", preset);
+                    let whole = run(&events, preset, |s, w| {
+                        let whole = s.take_whole().unwrap();
+                        // SAFETY: the CPU has the features (checked).
+                        unsafe { s.feed_whole_avx512(w, whole) }
+                    });
+                    prop_assert_eq!(&whole.runs, &own.runs, "preset {}", preset);
                 } else {
                     eprintln!("every_way_of_stepping_agrees: AVX-512 fronts skipped: the CPU lacks AVX-512");
                 }

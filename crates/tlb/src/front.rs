@@ -37,7 +37,90 @@ pub const PORTABLE_RANKS: usize = 4;
 pub const AVX512_RANKS: usize = 8;
 
 /// Lanes of keys, one per hierarchy.
-type Lanes = [Key; FRONT_LANES];
+pub(crate) type Lanes = [Key; FRONT_LANES];
+
+/// The page number a front holds for key `k` (an array's key: the page
+/// number above the size's code): the fronts compare page numbers, each lane
+/// being of one size, so that a reference's keys are one shift per lane.
+#[inline(always)]
+pub(crate) fn page_of(k: Key) -> u64 {
+    if k == EMPTY {
+        EMPTY
+    } else {
+        k >> 5
+    }
+}
+
+/// The array's key for page number `page` (from [`page_of`]) of the size
+/// whose code is `code`.
+#[inline(always)]
+pub(crate) fn key_of(page: u64, code: u64) -> Key {
+    if page == EMPTY {
+        EMPTY
+    } else {
+        page << 5 | code
+    }
+}
+
+/// Each lane's page number of byte `addr` (lane `i`'s pages of `2^shift[i]`
+/// bytes).
+///
+/// # Safety
+/// The CPU must have AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) unsafe fn page_numbers(
+    addr: VirtAddr,
+    shift: std::arch::x86_64::__m512i,
+) -> std::arch::x86_64::__m512i {
+    use std::arch::x86_64::*;
+    let mut v = _mm512_set1_epi64(addr.0 as i64);
+    // `vpsrlvq` itself: the intrinsic's portable form selects 0 for shifts
+    // of 64 or more, a compare and a blend more per reference, though no
+    // lane's shift is ever that large.
+    // SAFETY: one AVX-512F instruction on registers (the caller's contract).
+    unsafe {
+        std::arch::asm!("vpsrlvq {v}, {v}, {s}", v = inout(zmm_reg) v, s = in(zmm_reg) shift, options(pure, nomem, nostack, preserves_flags));
+    }
+    v
+}
+
+/// One lookup of `key` in `N` ranks of eight lanes, in the lanes `active`:
+/// rank j takes rank j - 1's key where the key was at rank j or further, or
+/// not in these ranks; rank 0 takes `first` (the key itself, or the key
+/// pushed out of the ranks before these); the last rank's key goes on (the
+/// caller keeps the old ranks for it). Returns the lanes that found the key
+/// and those that missed it.
+///
+/// # Safety
+/// The CPU must have AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) unsafe fn move_to_front<const N: usize>(
+    ranks: &mut [std::arch::x86_64::__m512i; N],
+    active: u8,
+    key: std::arch::x86_64::__m512i,
+    first: std::arch::x86_64::__m512i,
+) -> (u8, u8) {
+    use std::arch::x86_64::*;
+    let old = *ranks;
+    let mut at = [0u8; N];
+    let mut hit = 0;
+    for rank in 0..N {
+        at[rank] = _mm512_mask_cmpeq_epu64_mask(active, old[rank], key);
+        hit |= at[rank];
+    }
+    let miss = active & !hit;
+    let mut take = miss;
+    for rank in (1..N).rev() {
+        take |= at[rank];
+        ranks[rank] = _mm512_mask_mov_epi64(old[rank], take, old[rank - 1]);
+    }
+    ranks[0] = _mm512_mask_mov_epi64(old[0], active, first);
+    (hit, miss)
+}
 
 /// The L1 fronts of up to [`FRONT_LANES`] hierarchies, each for pages of one
 /// size, `RANKS` entries each (see the module docs).
@@ -47,16 +130,17 @@ type Lanes = [Key; FRONT_LANES];
 /// until [`Fronts::put_back`].
 #[derive(Clone, Debug)]
 pub struct Fronts<const RANKS: usize> {
-    sizes: Vec<PageSize>,
-    /// Per side and rank, the key of each hierarchy's entry (most recent at rank 0).
-    keys: [[Lanes; RANKS]; 2],
+    pub(crate) sizes: Vec<PageSize>,
+    /// Per side and rank, the page number of each hierarchy's entry (see
+    /// [`page_of`]; most recent at rank 0).
+    pub(crate) keys: [[Lanes; RANKS]; 2],
     /// Per lane, the page shift, and the size's code in a key's low bits.
-    shift: [u64; FRONT_LANES],
-    code: [u64; FRONT_LANES],
+    pub(crate) shift: [u64; FRONT_LANES],
+    pub(crate) code: [u64; FRONT_LANES],
     /// Per side and lane, front hits not yet counted in the hierarchy.
-    hits: [[u64; FRONT_LANES]; 2],
-    /// The last lookup's key per lane, and the key it pushed out of the front
-    /// (read only for the lanes that missed).
+    pub(crate) hits: [[u64; FRONT_LANES]; 2],
+    /// The last lookup's page number per lane, and the one it pushed out of
+    /// the front (read only for the lanes that missed).
     key: Lanes,
     carry: Lanes,
 }
@@ -86,7 +170,7 @@ impl<const RANKS: usize> Fronts<RANKS> {
             for s in 0..2 {
                 let front = *tlb.front_array(s, size, RANKS)?.front_mut::<RANKS>();
                 for (rank, &k) in front.iter().enumerate() {
-                    fronts.keys[s][rank][lane] = k;
+                    fronts.keys[s][rank][lane] = page_of(k);
                 }
             }
             fronts.sizes.push(size);
@@ -106,7 +190,7 @@ impl<const RANKS: usize> Fronts<RANKS> {
                     .expect("the hierarchies Fronts::take took");
                 let front = array.front_mut::<RANKS>();
                 for (rank, k) in front.iter_mut().enumerate() {
-                    *k = self.keys[s][rank][lane];
+                    *k = key_of(self.keys[s][rank][lane], self.code[lane]);
                 }
                 tlb.count_front_hits(s, std::mem::take(&mut self.hits[s][lane]));
             }
@@ -115,14 +199,14 @@ impl<const RANKS: usize> Fronts<RANKS> {
 
     /// Looks up the page holding byte `addr` on side `s` (0: instruction, 1:
     /// data) in the first `reach` hierarchies; returns the mask of those
-    /// whose front missed, with their keys in `self.key` and the keys they
-    /// pushed out of the front in `self.carry`.
+    /// whose front missed, with their page numbers in `self.key` and the
+    /// ones they pushed out of the front in `self.carry`.
     #[inline(always)]
     fn access(&mut self, s: usize, addr: VirtAddr, reach: usize) -> u8 {
         let active = ((1u32 << reach.min(FRONT_LANES)) - 1) as u8;
         let mut key = [0; FRONT_LANES];
         for (lane, k) in key.iter_mut().enumerate() {
-            *k = (addr.0 >> self.shift[lane]) << 5 | self.code[lane];
+            *k = addr.0 >> self.shift[lane];
         }
         let f = &mut self.keys[s];
         let mut at = [0u8; RANKS];
@@ -194,8 +278,58 @@ impl<const RANKS: usize> Fronts<RANKS> {
     pub unsafe fn access_each_avx512(
         &mut self,
         n: usize,
-        mut next: impl FnMut(usize) -> (usize, VirtAddr, usize),
+        next: impl FnMut(usize) -> (usize, VirtAddr, usize),
         mut missed: impl FnMut(usize, FrontMiss<RANKS>),
+    ) {
+        use std::arch::x86_64::*;
+        let code = self.code;
+        let on_miss = |i: usize, _side: usize, miss: u8, key: __m512i, carry: __m512i| {
+            // The lanes' keys taken from the registers, not through memory
+            // (a store and a load would cost more, and whether they do
+            // depends on where the stack happens to lie).
+            let mut lanes = miss;
+            while lanes != 0 {
+                let lane = lanes.trailing_zeros() as usize;
+                lanes &= lanes - 1;
+                let pick = |v| {
+                    let at = _mm512_set1_epi64(lane as i64);
+                    _mm_cvtsi128_si64(_mm512_castsi512_si128(_mm512_permutexvar_epi64(at, v)))
+                        as u64
+                };
+                let m = FrontMiss {
+                    lane,
+                    key: key_of(pick(key), code[lane]),
+                    carry: key_of(pick(carry), code[lane]),
+                };
+                missed(i, m);
+            }
+        };
+        // SAFETY: the CPU has AVX-512F (the caller's contract).
+        unsafe { self.scan_avx512(n, next, on_miss) }
+    }
+
+    /// The loop of [`Fronts::access_each_avx512`]: the lookups of reference
+    /// `i` that missed their fronts are handed to `on_miss` as (`i`, the
+    /// side, the mask of the lanes that missed, the lanes' keys, the keys
+    /// pushed out of the front's last rank), while the fronts stay in
+    /// registers.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(crate) unsafe fn scan_avx512(
+        &mut self,
+        n: usize,
+        mut next: impl FnMut(usize) -> (usize, VirtAddr, usize),
+        mut on_miss: impl FnMut(
+            usize,
+            usize,
+            u8,
+            std::arch::x86_64::__m512i,
+            std::arch::x86_64::__m512i,
+        ),
     ) {
         use std::arch::x86_64::*;
         // SAFETY: each array is eight u64, 64 bytes, the unaligned load's
@@ -215,37 +349,21 @@ impl<const RANKS: usize> Fronts<RANKS> {
         let [mut front_i, mut front_d] = front;
         let mut hits = [load(&self.hits[0]), load(&self.hits[1])];
         let shift = load(&self.shift);
-        let code = load(&self.code);
         let one = _mm512_set1_epi64(1);
         // One side's lookup in its front: the lanes that missed, and the key
         // pushed out of the last rank.
         let step = |front: &mut [__m512i; RANKS], hits: &mut __m512i, active: u8, key| {
             let old = *front;
-            let mut at = [0u8; RANKS];
-            let mut hit = 0;
-            for rank in 0..RANKS {
-                at[rank] = _mm512_mask_cmpeq_epu64_mask(active, old[rank], key);
-                hit |= at[rank];
-            }
-            let miss = active & !hit;
-            // Rank j takes rank j - 1's key where the key was at rank j or
-            // further, or missed; rank 0 takes the key; the last rank's goes on.
-            let mut take = miss;
-            for rank in (1..RANKS).rev() {
-                take |= at[rank];
-                front[rank] = _mm512_mask_mov_epi64(old[rank], take, old[rank - 1]);
-            }
-            front[0] = _mm512_mask_mov_epi64(old[0], active, key);
+            // SAFETY: the CPU has AVX-512F (the caller's contract).
+            let (hit, miss) = unsafe { move_to_front(front, active, key, key) };
             *hits = _mm512_mask_add_epi64(*hits, hit, *hits, one);
             (miss, old[RANKS - 1])
         };
         for i in 0..n {
             let (s, addr, reach) = next(i);
             let active = ((1u32 << reach.min(FRONT_LANES)) - 1) as u8;
-            let key = _mm512_or_si512(
-                _mm512_slli_epi64::<5>(_mm512_srlv_epi64(_mm512_set1_epi64(addr.0 as i64), shift)),
-                code,
-            );
+            // SAFETY: the CPU has AVX-512F (the caller's contract).
+            let key = unsafe { page_numbers(addr, shift) };
             // A branch on the side, not blends: the words of a run mostly
             // keep to one side, so it is well predicted.
             let (miss, carry) = if s & 1 == 0 {
@@ -253,24 +371,8 @@ impl<const RANKS: usize> Fronts<RANKS> {
             } else {
                 step(&mut front_d, &mut hits[1], active, key)
             };
-            // The lanes' keys taken from the registers, not through memory
-            // (a store and a load would cost more, and whether they do
-            // depends on where the stack happens to lie).
-            let mut lanes = miss;
-            while lanes != 0 {
-                let lane = lanes.trailing_zeros() as usize;
-                lanes &= lanes - 1;
-                let pick = |v| {
-                    let at = _mm512_set1_epi64(lane as i64);
-                    _mm_cvtsi128_si64(_mm512_castsi512_si128(_mm512_permutexvar_epi64(at, v)))
-                        as u64
-                };
-                let m = FrontMiss {
-                    lane,
-                    key: pick(key),
-                    carry: pick(carry),
-                };
-                missed(i, m);
+            if miss != 0 {
+                on_miss(i, s & 1, miss, key, carry);
             }
         }
         let front = [front_i, front_d];
@@ -302,8 +404,8 @@ impl<const RANKS: usize> Fronts<RANKS> {
     fn miss(&self, lane: usize) -> FrontMiss<RANKS> {
         FrontMiss {
             lane,
-            key: self.key[lane],
-            carry: self.carry[lane],
+            key: key_of(self.key[lane], self.code[lane]),
+            carry: key_of(self.carry[lane], self.code[lane]),
         }
     }
 }
@@ -361,28 +463,43 @@ impl<const RANKS: usize> FrontMiss<RANKS> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use crate::{preset, Side, TlbConfig};
+    use crate::{preset, Side, TlbConfig, TlbStats};
     use proptest::prelude::*;
 
-    fn sizes() -> Vec<PageSize> {
+    /// A test reference: whether it is data, its address, and how many of
+    /// the hierarchies (the first) look it up.
+    pub(crate) type Ref = (bool, VirtAddr, usize);
+
+    /// The sizes the tests' hierarchies step, one each.
+    pub(crate) fn sizes() -> Vec<PageSize> {
         ["4K", "16K", "64K", "2M"]
             .iter()
             .map(|s| s.parse().unwrap())
             .collect()
     }
 
-    /// Steps the first `reach` of the hierarchies through each of `refs`
-    /// (side, address, reach): with fronts of `RANKS` entries, `chunk`
-    /// references a call (the portable and the AVX-512 calls taking turns,
-    /// and the fronts put back now and then), or each hierarchy on its own
-    /// when `chunk` is 0.
-    fn step<const RANKS: usize>(
+    /// Steps fresh hierarchies of `cfg`, one per size of [`sizes`], through
+    /// `refs`: each on its own when `chunk` is 0; else `chunk` references
+    /// at a time through what `take` made of them, `lookup` (given the
+    /// chunk's number) returning the lookups that missed an L1 with their
+    /// outcomes (the reference's number, the lane, the outcome), and
+    /// `put_back` now and then (which changes nothing) and at the end.
+    /// Returns every hierarchy's counters and every outcome.
+    pub(crate) fn drive<H>(
         cfg: &TlbConfig,
-        refs: &[(bool, VirtAddr, usize)],
+        refs: &[Ref],
         chunk: usize,
-    ) -> (Vec<crate::TlbStats>, Vec<Vec<Outcome>>) {
+        take: impl FnOnce(&mut [TlbHierarchy], &[PageSize]) -> H,
+        mut lookup: impl FnMut(
+            &mut H,
+            &mut [TlbHierarchy],
+            usize,
+            &[Ref],
+        ) -> Vec<(usize, usize, Outcome)>,
+        put_back: impl Fn(&mut H, &mut [TlbHierarchy]),
+    ) -> (Vec<TlbStats>, Vec<Vec<Outcome>>) {
         let sizes = sizes();
         let mut tlbs: Vec<TlbHierarchy> = sizes
             .iter()
@@ -398,39 +515,14 @@ mod tests {
             }
             return (tlbs.iter().map(TlbHierarchy::stats).collect(), outcomes);
         }
-        let mut fronts = Fronts::<RANKS>::take(tlbs.iter_mut().zip(sizes.iter().copied()))
-            .expect("the configuration qualifies");
+        let mut held = take(&mut tlbs, &sizes);
         for (c, part) in refs.chunks(chunk).enumerate() {
-            let next = |i: usize| {
-                let (data, addr, reach) = part[i];
-                (usize::from(data), addr, reach)
-            };
             let mut out: Vec<Vec<Outcome>> = part
                 .iter()
                 .map(|&(_, _, reach)| vec![Outcome::L1Hit; reach])
                 .collect();
-            // As the engine does: the L1 at once, the rest after the call.
-            let mut l1_misses = Vec::new();
-            let avx512 = pagelab_core::isa::Isa::Avx512.supported() && c % 2 == 0;
-            let missed = |i: usize, m: FrontMiss<RANKS>| {
-                let (tlb, side) = (&mut tlbs[m.lane], usize::from(part[i].0));
-                // SAFETY: `avx512` only where the CPU has AVX-512F (checked).
-                if !unsafe { m.l1_in_tier(tlb, side, avx512) } {
-                    l1_misses.push((i, m.lane));
-                }
-            };
-            #[cfg(target_arch = "x86_64")]
-            if avx512 {
-                // SAFETY: the CPU has AVX-512F (checked).
-                unsafe { fronts.access_each_avx512(part.len(), next, missed) };
-            } else {
-                fronts.access_each(part.len(), next, missed);
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            fronts.access_each(part.len(), next, missed);
-            for (i, lane) in l1_misses {
-                let (data, addr, _) = part[i];
-                out[i][lane] = fronts.after_l1_miss(&mut tlbs[lane], usize::from(data), lane, addr);
+            for (i, lane, o) in lookup(&mut held, &mut tlbs, c, part) {
+                out[i][lane] = o;
             }
             for per_ref in out {
                 for (lane, o) in per_ref.into_iter().enumerate() {
@@ -438,12 +530,65 @@ mod tests {
                 }
             }
             if c % 3 == 1 {
-                // Putting back now and then changes nothing.
-                fronts.put_back(tlbs.iter_mut());
+                put_back(&mut held, &mut tlbs);
             }
         }
-        fronts.put_back(tlbs.iter_mut());
+        put_back(&mut held, &mut tlbs);
         (tlbs.iter().map(TlbHierarchy::stats).collect(), outcomes)
+    }
+
+    /// Steps the first `reach` of the hierarchies through each of `refs`
+    /// (see [`drive`]): with fronts of `RANKS` entries, `chunk` references a
+    /// call (the portable and the AVX-512 calls taking turns), or each
+    /// hierarchy on its own when `chunk` is 0.
+    fn step<const RANKS: usize>(
+        cfg: &TlbConfig,
+        refs: &[Ref],
+        chunk: usize,
+    ) -> (Vec<TlbStats>, Vec<Vec<Outcome>>) {
+        let take = |tlbs: &mut [TlbHierarchy], sizes: &[PageSize]| {
+            Fronts::<RANKS>::take(tlbs.iter_mut().zip(sizes.iter().copied()))
+                .expect("the configuration qualifies")
+        };
+        let lookup =
+            |fronts: &mut Fronts<RANKS>, tlbs: &mut [TlbHierarchy], c: usize, part: &[Ref]| {
+                let next = |i: usize| {
+                    let (data, addr, reach) = part[i];
+                    (usize::from(data), addr, reach)
+                };
+                // As the engine does: the L1 at once, the rest after the call.
+                let mut l1_misses = Vec::new();
+                let avx512 = pagelab_core::isa::Isa::Avx512.supported() && c.is_multiple_of(2);
+                let missed = |i: usize, m: FrontMiss<RANKS>| {
+                    let (tlb, side) = (&mut tlbs[m.lane], usize::from(part[i].0));
+                    // SAFETY: `avx512` only where the CPU has AVX-512F (checked).
+                    if !unsafe { m.l1_in_tier(tlb, side, avx512) } {
+                        l1_misses.push((i, m.lane));
+                    }
+                };
+                #[cfg(target_arch = "x86_64")]
+                if avx512 {
+                    // SAFETY: the CPU has AVX-512F (checked).
+                    unsafe { fronts.access_each_avx512(part.len(), next, missed) };
+                } else {
+                    fronts.access_each(part.len(), next, missed);
+                }
+                #[cfg(not(target_arch = "x86_64"))]
+                fronts.access_each(part.len(), next, missed);
+                l1_misses
+                    .into_iter()
+                    .map(|(i, lane)| {
+                        let (data, addr, _) = part[i];
+                        let o =
+                            fronts.after_l1_miss(&mut tlbs[lane], usize::from(data), lane, addr);
+                        (i, lane, o)
+                    })
+                    .collect()
+            };
+        let put_back = |fronts: &mut Fronts<RANKS>, tlbs: &mut [TlbHierarchy]| {
+            fronts.put_back(tlbs.iter_mut())
+        };
+        drive(cfg, refs, chunk, take, lookup, put_back)
     }
 
     /// A front of `ranks` entries and nothing behind it (instructions), a

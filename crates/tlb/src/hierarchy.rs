@@ -304,6 +304,12 @@ impl TlbHierarchy {
         self.l1[s].accesses += n;
     }
 
+    /// Counts `n` misses of side `s`'s L1 found by [`crate::WholeL1`] (its
+    /// lookups counted by [`TlbHierarchy::count_front_hits`]).
+    pub(crate) fn count_l1_misses(&mut self, s: usize, n: u64) {
+        self.l1[s].misses += n;
+    }
+
     /// An access, key `k` in its L1 array on side `s`, that missed the front
     /// held by [`crate::Fronts`], which took `k` and pushed out `carry` (see
     /// [`SmallFullyAssoc`]): the rest of the L1 array, counted. Returns

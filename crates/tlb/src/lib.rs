@@ -41,6 +41,7 @@ mod presets;
 pub mod reference;
 mod set_assoc;
 mod small_assoc;
+mod whole;
 
 pub use array::{Tlb, TlbArray};
 pub use config::{
@@ -53,3 +54,4 @@ pub use hierarchy::{LevelStats, Outcome, Side, SideStats, TlbHierarchy, TlbStats
 pub use presets::{preset, preset_names, preset_text, presets, resolve, DEFAULT_PRESET};
 pub use set_assoc::SetAssoc;
 pub use small_assoc::SmallFullyAssoc;
+pub use whole::WholeL1;

@@ -89,6 +89,21 @@ impl SmallFullyAssoc {
             .expect("the array holds more keys than the front")
     }
 
+    /// Every entry's key, most recent first (while [`crate::WholeL1`]
+    /// holds them, stale); after writing them, [`SmallFullyAssoc::recount`].
+    pub(crate) fn keys_mut(&mut self) -> &mut [Key] {
+        &mut self.keys[..self.entries]
+    }
+
+    /// Counts the entries again after [`SmallFullyAssoc::keys_mut`] wrote
+    /// keys in recency order, the empty ones last.
+    pub(crate) fn recount(&mut self) {
+        self.len = self.keys[..self.entries]
+            .iter()
+            .position(|&k| k == EMPTY)
+            .unwrap_or(self.entries);
+    }
+
     /// The rest of an access that missed the front, which has already taken
     /// `k` and pushed out `carry`: `carry` goes to the front of the rest, and
     /// `k` leaves it if it is there (a hit); else the last entry drops out.
