@@ -52,9 +52,10 @@
 //!   [`Permutation`] applied to 0, 1, 2, ...: never stored.
 //! - `lines`: `lines=16384`, a power of two; `spacing=4K` bytes from one
 //!   line's slot to the next, a power of two from 64; `steps=1000000`;
-//!   `order=dependent` or `independent`; `init=true`; `align=2M`. Line `i`
-//!   is at [`line_offset`], visited in the order of [`visit_order`], as the
-//!   lab's probe visits them. Per step: 3 instructions and one load
+//!   `order=dependent` or `independent`; `visit=random` or `sequential`;
+//!   `init=true`; `align=2M`. Line `i` is at [`line_offset`], visited in the
+//!   order of [`visit_order`] (or in address order, [`Visit`]), as the lab's
+//!   probe visits them. Per step: 3 instructions and one load
 //!   (dependent), or 20 instructions and one load (independent: the probe's
 //!   loop as compiled).
 //!
