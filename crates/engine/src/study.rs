@@ -413,23 +413,36 @@ impl Study {
             }
             #[cfg(not(target_arch = "x86_64"))]
             fronts.access_each(part.len(), next, missed);
-            for &(j, lane) in &self.deferred[..n] {
-                let w = part[j as usize];
-                let side = (w & DATA) as usize;
-                let addr = w >> PAGE_SHIFT << PAGE_SHIFT;
-                let run = &mut self.runs[usize::from(lane)];
-                let outcome =
-                    fronts.after_l1_miss(&mut run.tlb, side, usize::from(lane), VirtAddr(addr));
-                debug_assert!(w & REPLAY == 0, "a replayed page must be in L1");
-                if w & REPLAY == 0 {
-                    run.missed_l1(side, addr, outcome);
-                }
-            }
+            self.finish_l1_misses(&fronts, n, |j| part[j]);
             i += part.len();
         }
         fronts.put_back(self.runs.iter_mut().map(|r| &mut r.tlb));
         self.count_replays(&replays);
         self.choose(missed_words, missed_lanes);
+    }
+
+    /// The first `n` lookups of [`Study::deferred`] (each the index of a word
+    /// `word` gives, and a lane), which missed their run's whole L1: each goes on
+    /// to the L2 and the walk through `fronts`, and is counted in its run.
+    #[inline(always)]
+    fn finish_l1_misses<const R: usize>(
+        &mut self,
+        fronts: &Fronts<R>,
+        n: usize,
+        word: impl Fn(usize) -> u64,
+    ) {
+        for &(j, lane) in &self.deferred[..n] {
+            let w = word(j as usize);
+            let side = (w & DATA) as usize;
+            let addr = w >> PAGE_SHIFT << PAGE_SHIFT;
+            let run = &mut self.runs[usize::from(lane)];
+            let outcome =
+                fronts.after_l1_miss(&mut run.tlb, side, usize::from(lane), VirtAddr(addr));
+            debug_assert!(w & REPLAY == 0, "a replayed page must be in L1");
+            if w & REPLAY == 0 {
+                run.missed_l1(side, addr, outcome);
+            }
+        }
     }
 
     /// Whether the next batch goes through [`pagelab_tlb::WholeL1`], from this batch's

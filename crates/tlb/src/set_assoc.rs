@@ -132,19 +132,15 @@ impl SetAssoc {
     /// After a miss in a full set moved every entry down one and dropped the last
     /// (`dropped`), replaces the [`victim`] instead: the entry that was at position `r`
     /// (now at `r + 1`) goes, those after it move back up, and `dropped` comes back last.
-    /// Returns the entry replaced.
     #[inline(never)]
-    fn keep_random(&mut self, k: Key, dropped: Key) -> Key {
+    fn keep_random(&mut self, k: Key, dropped: Key) {
         let r = victim(&mut self.rng, self.ways);
         let set = self.set_mut(k);
         let last = set.len() - 1;
-        if r == last {
-            return dropped;
+        if r < last {
+            set.copy_within(r + 2.., r + 1);
+            set[last] = dropped;
         }
-        let gone = set[r + 1];
-        set.copy_within(r + 2.., r + 1);
-        set[last] = dropped;
-        gone
     }
 
     /// Cached pages of the set page `vpn` maps to, most recent first.

@@ -23,7 +23,7 @@
 
 use crate::array::EMPTY;
 use crate::front::{key_of, move_to_front, page_of, Fronts, Lanes, FRONT_LANES};
-use crate::{Outcome, TlbHierarchy};
+use crate::TlbHierarchy;
 use pagelab_core::{PageSize, VirtAddr};
 
 // A tier is one register of eight lanes, as a rank of the front is.
@@ -46,7 +46,7 @@ struct Row(Lanes);
 /// them in tiers of eight (see the module docs).
 ///
 /// While it holds them, the hierarchies' L1 arrays are stale: use the
-/// hierarchies only through [`WholeL1::after_l1_miss`] until
+/// hierarchies only through [`Fronts::after_l1_miss`] (through [`WholeL1::fronts`]) until
 /// [`WholeL1::put_back`].
 #[derive(Clone, Debug)]
 pub struct WholeL1 {
@@ -133,7 +133,7 @@ impl WholeL1 {
     /// `next(i)` = (side: 0 instruction, 1 data; byte address; reach: the
     /// first `reach` hierarchies look it up). Each lookup that misses its
     /// whole L1 array is handed to `missed` (the reference's number, the
-    /// lane), to be finished by [`WholeL1::after_l1_miss`], then or later
+    /// lane), to be finished by [`Fronts::after_l1_miss`] (through [`WholeL1::fronts`]), then or later
     /// (the L1 does not depend on it), as long as each hierarchy's are
     /// finished in order.
     ///
@@ -233,18 +233,11 @@ impl WholeL1 {
         active
     }
 
-    /// The rest of a lookup of byte `addr` on side `s` in hierarchy `lane`
-    /// (`tlb`) that missed the whole L1: the L2, if any, then the walk
-    /// counters.
+    /// The fronts, through whose [`Fronts::after_l1_miss`] a lookup that
+    /// missed the whole L1 goes on to the L2 and the walk counters.
     #[inline]
-    pub fn after_l1_miss(
-        &self,
-        tlb: &mut TlbHierarchy,
-        s: usize,
-        lane: usize,
-        addr: VirtAddr,
-    ) -> Outcome {
-        self.fronts.after_l1_miss(tlb, s, lane, addr)
+    pub fn fronts(&self) -> &Fronts<RANKS> {
+        &self.fronts
     }
 }
 
@@ -252,7 +245,7 @@ impl WholeL1 {
 mod tests {
     use super::*;
     use crate::front::tests::{drive, Ref};
-    use crate::{preset, TlbConfig, TlbStats};
+    use crate::{preset, Outcome, TlbConfig, TlbStats};
     use proptest::prelude::*;
 
     /// Steps the first `reach` of the hierarchies through each of `refs`:
@@ -277,7 +270,12 @@ mod tests {
                 .into_iter()
                 .map(|(i, lane)| {
                     let (data, addr, _) = part[i];
-                    let o = whole.after_l1_miss(&mut tlbs[lane], usize::from(data), lane, addr);
+                    let o = whole.fronts().after_l1_miss(
+                        &mut tlbs[lane],
+                        usize::from(data),
+                        lane,
+                        addr,
+                    );
                     (i, lane, o)
                 })
                 .collect()

@@ -146,17 +146,6 @@ impl Study {
         };
         // SAFETY: the caller's contract.
         unsafe { whole.access_each_avx512(lookups.len(), next, missed) };
-        for &(j, lane) in &self.deferred[..n] {
-            let (w, _) = lookups.get(j as usize);
-            let side = (w & DATA) as usize;
-            let addr = w >> PAGE_SHIFT << PAGE_SHIFT;
-            let run = &mut self.runs[usize::from(lane)];
-            let outcome =
-                whole.after_l1_miss(&mut run.tlb, side, usize::from(lane), VirtAddr(addr));
-            debug_assert!(w & REPLAY == 0, "a replayed page must be in L1");
-            if w & REPLAY == 0 {
-                run.missed_l1(side, addr, outcome);
-            }
-        }
+        self.finish_l1_misses(whole.fronts(), n, |j| lookups.get(j).0);
     }
 }
