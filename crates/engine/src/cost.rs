@@ -373,13 +373,7 @@ impl CostStudy {
         let caches = Caches::new(&m.cost);
         let shared = shareable(&runs)
             .filter(|_| share)
-            .and_then(|(page, va_mask)| {
-                let page = match host {
-                    Some(l) => page.min(1u64 << l.page_shift),
-                    None => page,
-                };
-                SharedFirst::new(&caches, page, va_mask)
-            });
+            .and_then(|(page, va_mask)| SharedFirst::new(&caches, page, va_mask));
         if let Some(s) = &shared {
             for run in &mut runs {
                 run.caches.share_first(s);
@@ -600,7 +594,9 @@ pub fn independent_refs(info: &pagelab_core::SourceInfo) -> bool {
 /// physical line then follows from its virtual line alone in every run).
 fn shareable(runs: &[Run]) -> Option<(u64, u64)> {
     let va_mask = runs.first()?.pt.va_mask();
-    let page = runs.iter().map(|r| r.size.bytes()).min()?;
+    // The smallest page a run's TLB entries map (under nested paging no larger than the
+    // host's page: see `Run::tlb_size`).
+    let page = runs.iter().map(|r| r.tlb_size.bytes()).min()?;
     runs.iter()
         .all(|r| r.pt.va_mask() == va_mask)
         .then_some((page, va_mask))
