@@ -305,14 +305,14 @@ impl Study {
             // they have that shape and the last batch's front misses were
             // many lanes each; else fronts alone.
             if let Some(whole) = self.take_whole().filter(|_| self.tiers) {
-                // SAFETY: as below.
+                // SAFETY: the active tier is one the CPU has (`isa::active`
+                // checks), and the AVX-512 tier's features are those
+                // `feed_whole_avx512` is compiled for.
                 return unsafe { self.feed_whole_avx512(&batch.words, whole) };
             }
             // Eight ranks where the L1 arrays have room, else four.
             if let Some(fronts) = self.take_fronts::<{ pagelab_tlb::AVX512_RANKS }>() {
-                // SAFETY: the active tier is one the CPU has (`isa::active`
-                // checks), and the AVX-512 tier's features are those
-                // `feed_fronts_avx512` is compiled for.
+                // SAFETY: as for the whole L1 above, with `feed_fronts_avx512`.
                 return unsafe { self.feed_fronts_avx512(&batch.words, fronts) };
             }
             if let Some(fronts) = self.take_fronts::<PORTABLE_RANKS>() {
