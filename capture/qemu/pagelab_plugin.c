@@ -89,6 +89,17 @@ enum {
     /* wait4 and waitid: the kernel writes the status (siginfo, rusage) into user memory,
      * and the caller sleeps, which is when the kernel writes its rseq area again. */
     NR_WAIT4 = 61, NR_WAITID = 247,
+    /* System calls that write user memory of a fixed size (or as many bytes as they
+     * return): the decoder knows how much from the number and the arguments. */
+    NR_STAT = 4, NR_FSTAT = 5, NR_LSTAT = 6, NR_NEWFSTATAT = 262, NR_STATX = 332,
+    NR_STATFS = 137, NR_FSTATFS = 138, NR_UNAME = 63, NR_PIPE = 22, NR_PIPE2 = 293,
+    NR_SOCKETPAIR = 53, NR_RT_SIGACTION = 13, NR_RT_SIGPROCMASK = 14,
+    NR_CLOCK_GETTIME = 228, NR_CLOCK_GETRES = 229, NR_GETTIMEOFDAY = 96, NR_SYSINFO = 99,
+    NR_GETRLIMIT = 97, NR_GETRUSAGE = 98, NR_TIMES = 100, NR_PRLIMIT64 = 302,
+    NR_GETCWD = 79, NR_SCHED_GETAFFINITY = 204,
+    /* System calls that write memory the arguments only point at: the record carries
+     * what the plugin reads of it at the return (docs/capture-format.md). */
+    NR_READV = 19, NR_PREADV = 295, NR_PREADV2 = 327, NR_RECVFROM = 45, NR_RECVMSG = 47,
     /* No kernel's: pagelab's placement library asks where a mapping goes
      * (capture/place/pagelab_place.c; QEMU answers ENOSYS). */
     PLACE_NR = 0x5047,
@@ -124,6 +135,8 @@ struct tstate {
     uint64_t sc_child_tid;      /* where the child's tid goes (CLONE_CHILD_SETTID), or 0 */
     uint64_t placed;            /* the address last given as a hint, until its mmap */
     uint64_t placed_hint;       /* the program's own hint for that mmap */
+    uint64_t sc_len_in;         /* recvfrom's *addrlen, recvmsg's msg_namelen at entry */
+    int sc_len_ok;              /* ... read */
 };
 
 struct arena_header {
@@ -857,6 +870,73 @@ static void place(struct tstate *t, uint64_t req_p)
     }
 }
 
+/* What the vector system calls write, read from guest memory at their return with
+ * process_vm_readv (see guest_read): an unreadable pointer records nothing more, never
+ * crashes the guest. */
+#define IOV_MAX_NUM 1024 /* UIO_MAXIOV: the kernel refuses more iovecs */
+#define MSGHDR_BYTES 56  /* struct msghdr on x86-64 */
+#define MSG_NAMELEN_AT 8
+#define MAX_EXTRA (5 + 2 * IOV_MAX_NUM)
+
+/* The iovecs at `iov` (at most `cnt`, and IOV_MAX) that `ret` bytes reach, as (base,
+ * length) word pairs at `dst` (struct iovec's own layout); the words written, 0 when the
+ * array cannot be read whole. */
+static size_t put_iovecs(uint64_t *dst, uint64_t iov, uint64_t cnt, uint64_t ret)
+{
+    if (cnt > IOV_MAX_NUM) {
+        cnt = IOV_MAX_NUM;
+    }
+    size_t bytes = (size_t)cnt * 16;
+    if (ret == 0 || cnt == 0 || guest_read(iov, dst, bytes) != bytes) {
+        return 0;
+    }
+    uint64_t left = ret;
+    size_t k = 0;
+    while (k < cnt && left > 0) {
+        uint64_t len = dst[2 * k + 1];
+        left -= len < left ? len : left;
+        k++;
+    }
+    return 2 * k;
+}
+
+/* The words a vector call's SYSCALL record carries after its arguments, written at
+ * `dst` (room for MAX_EXTRA); how many. readv, preadv, preadv2: the iovecs the result
+ * reaches. recvfrom with a source address: *addrlen before and after the call.
+ * recvmsg: msg_name, msg_namelen before and after, msg_control, msg_controllen after,
+ * then the iovecs the result reaches. */
+static size_t extra_words(struct tstate *t, int64_t num, uint64_t ret, uint64_t *dst)
+{
+    uint64_t *a = t->sc_args;
+    switch (num) {
+    case NR_READV: case NR_PREADV: case NR_PREADV2:
+        return put_iovecs(dst, a[1], a[2], ret);
+    case NR_RECVFROM: {
+        uint32_t after = 0;
+        if (a[4] == 0 || !t->sc_len_ok || guest_read(a[5], &after, sizeof after) != sizeof after) {
+            return 0;
+        }
+        dst[0] = t->sc_len_in;
+        dst[1] = after;
+        return 2;
+    }
+    case NR_RECVMSG: {
+        uint64_t m[MSGHDR_BYTES / 8];
+        if (guest_read(a[1], m, sizeof m) != sizeof m) {
+            return 0;
+        }
+        dst[0] = m[0];                       /* msg_name */
+        dst[1] = t->sc_len_ok ? t->sc_len_in : 0;
+        dst[2] = (uint32_t)m[1];             /* msg_namelen, as the call left it */
+        dst[3] = m[4];                       /* msg_control */
+        dst[4] = m[5];                       /* msg_controllen, as the call left it */
+        return 5 + put_iovecs(dst + 5, m[2], m[3], ret);
+    }
+    default:
+        return 0;
+    }
+}
+
 static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint64_t a1,
                        uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5, uint64_t a6,
                        uint64_t a7, uint64_t a8)
@@ -871,7 +951,22 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint
     case NR_BRK: case NR_CLONE: case NR_CLONE3: case NR_FORK: case NR_VFORK:
     case NR_READ: case NR_PREAD64: case NR_READLINK: case NR_GETDENTS64:
     case NR_READLINKAT: case NR_GETRANDOM: case NR_RSEQ: case NR_WAIT4: case NR_WAITID:
+    case NR_STAT: case NR_FSTAT: case NR_LSTAT: case NR_NEWFSTATAT: case NR_STATX:
+    case NR_STATFS: case NR_FSTATFS: case NR_UNAME: case NR_PIPE: case NR_PIPE2:
+    case NR_SOCKETPAIR: case NR_RT_SIGACTION: case NR_RT_SIGPROCMASK:
+    case NR_CLOCK_GETTIME: case NR_CLOCK_GETRES: case NR_GETTIMEOFDAY: case NR_SYSINFO:
+    case NR_GETRLIMIT: case NR_GETRUSAGE: case NR_TIMES: case NR_PRLIMIT64:
+    case NR_GETCWD: case NR_SCHED_GETAFFINITY:
+    case NR_READV: case NR_PREADV: case NR_PREADV2: case NR_RECVFROM: case NR_RECVMSG:
         t->sc_num = num;
+        if (num == NR_RECVFROM || num == NR_RECVMSG) {
+            /* The caller's address length, which bounds what the kernel copies: the
+             * call writes the address's own length over it. */
+            uint32_t len = 0;
+            uint64_t at = num == NR_RECVFROM ? a6 : a2 + MSG_NAMELEN_AT;
+            t->sc_len_ok = at != 0 && guest_read(at, &len, sizeof len) == sizeof len;
+            t->sc_len_in = len;
+        }
         t->sc_args[0] = a1, t->sc_args[1] = a2, t->sc_args[2] = a3;
         t->sc_args[3] = a4, t->sc_args[4] = a5, t->sc_args[5] = a6;
         if (num == NR_MMAP && t->placed != 0) {
@@ -968,8 +1063,10 @@ static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, 
         }
     }
     size_t n = file ? 9 : 7;
-    reserve(t, n + 1);
-    *t->b.pos++ = EXT(X_SYSCALL, n, (uint64_t)num);
+    int vector = num == NR_READV || num == NR_PREADV || num == NR_PREADV2 ||
+                 num == NR_RECVFROM || num == NR_RECVMSG;
+    reserve(t, n + 1 + (vector ? MAX_EXTRA : 0));
+    uint64_t *head = t->b.pos++;
     *t->b.pos++ = (uint64_t)ret;
     for (int i = 0; i < 6; i++) {
         *t->b.pos++ = t->sc_args[i];
@@ -978,6 +1075,12 @@ static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, 
         *t->b.pos++ = dev;
         *t->b.pos++ = ino;
     }
+    if (vector) {
+        size_t extra = extra_words(t, num, (uint64_t)ret, t->b.pos);
+        t->b.pos += extra;
+        n += extra;
+    }
+    *head = EXT(X_SYSCALL, n, (uint64_t)num);
     if (t->b.pos == t->b.end) {
         flush_thread(t);
     }

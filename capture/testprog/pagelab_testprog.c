@@ -18,6 +18,13 @@
  *                              with one read-modify-write instruction
  *                              (`addl $1, (page)`): natively one write fault
  *                              a page; prints "rmw N pages"
+ *   pagelab_testprog kwrites   touch, then map 16 pages whose first touch is the kernel's
+ *                              writes: fstat, pipe2, uname, readv, clock_gettime,
+ *                              rt_sigaction's old action, recvmsg (data and an
+ *                              SCM_RIGHTS control message) into them (page by page:
+ *                              see kwrites()); then load from each page and store into
+ *                              it; prints "kwrites region 0xADDR 65536 faults N" (N: the
+ *                              minor faults of the stores, natively 0)
  *
  * Nothing else touches the region: its data pages in a trace must be exactly
  * the listed ones.
@@ -29,7 +36,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -95,6 +109,104 @@ static void rmw(long n)
     fflush(stdout);
 }
 
+static void fail(const char *what)
+{
+    perror(what);
+    exit(2);
+}
+
+/* The kernel writes first into fresh pages of a region; the program then only loads from
+ * them, then stores once into each. System calls are made directly (glibc's wrappers may
+ * copy through buffers of their own). Where the kernel writes, by page of the region:
+ *   0: struct stat (144 bytes) at 0           fstat
+ *   1: two ints at 16                         pipe2
+ *   2, 3: struct new_utsname (390) at 2*4096+4000: 96 bytes in page 2, 294 in page 3
+ *   4, 5, 6: readv of 3000 bytes into iovecs {4*4096+4000, 200}, {6*4096, 5000}:
+ *      96 bytes in page 4, 104 in page 5, 2800 in page 6 (page 7 untouched)
+ *   8: struct timespec (16) at 8*4096          clock_gettime
+ *   9: the kernel's struct sigaction (32) at 9*4096   rt_sigaction(SIGUSR1)'s old action
+ *   10: 100 bytes at 10*4096+8; 11: an SCM_RIGHTS message (24 bytes) at 11*4096   recvmsg
+ */
+static void kwrites(void)
+{
+    size_t len = 16 * PAGE;
+    char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        fail("mmap");
+    }
+    int *fds = (int *)(p + 1 * PAGE + 16);
+    if (syscall(SYS_pipe2, fds, 0) != 0) {
+        fail("pipe2");
+    }
+    if (syscall(SYS_fstat, fds[0], p) != 0) {
+        fail("fstat");
+    }
+    if (syscall(SYS_uname, p + 2 * PAGE + 4000) != 0) {
+        fail("uname");
+    }
+    static char data[3000];
+    memset(data, 'k', sizeof data);
+    if (write(fds[1], data, sizeof data) != (ssize_t)sizeof data) {
+        fail("write");
+    }
+    struct iovec iov[2] = {{p + 4 * PAGE + 4000, 200}, {p + 6 * PAGE, 5000}};
+    if (syscall(SYS_readv, fds[0], iov, 2) != (long)sizeof data) {
+        fail("readv");
+    }
+    if (syscall(SYS_clock_gettime, CLOCK_MONOTONIC, p + 8 * PAGE) != 0) {
+        fail("clock_gettime");
+    }
+    if (syscall(SYS_rt_sigaction, SIGUSR1, NULL, p + 9 * PAGE, 8) != 0) {
+        fail("rt_sigaction");
+    }
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) != 0) {
+        fail("socketpair");
+    }
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct iovec out = {data, 100};
+    struct msghdr m = {.msg_iov = &out, .msg_iovlen = 1, .msg_control = ctl.buf,
+                       .msg_controllen = sizeof ctl.buf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fds[0], sizeof(int));
+    if (sendmsg(sv[0], &m, 0) != 100) {
+        fail("sendmsg");
+    }
+    struct iovec in = {p + 10 * PAGE + 8, 100};
+    struct msghdr r = {.msg_iov = &in, .msg_iovlen = 1, .msg_control = p + 11 * PAGE,
+                       .msg_controllen = 64};
+    if (syscall(SYS_recvmsg, sv[1], &r, 0) != 100 || r.msg_controllen != CMSG_SPACE(sizeof(int))) {
+        fail("recvmsg");
+    }
+    static const size_t at[] = {0, 1 * PAGE + 16, 2 * PAGE + 4000, 3 * PAGE, 4 * PAGE + 4000,
+                                5 * PAGE, 6 * PAGE, 8 * PAGE, 9 * PAGE, 10 * PAGE + 8,
+                                11 * PAGE};
+    if (memcmp(p + 2 * PAGE + 4000, "Linux", 5) != 0 || p[6 * PAGE + 2799] != 'k') {
+        fprintf(stderr, "kwrites: the kernel's writes are not where expected\n");
+        exit(2);
+    }
+    unsigned sum = 0;
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+        sum += *(volatile unsigned char *)(p + at[i]);
+    }
+    struct rusage before, after;
+    getrusage(RUSAGE_SELF, &before);
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+        *(volatile unsigned char *)(p + at[i]) += 1;
+    }
+    getrusage(RUSAGE_SELF, &after);
+    printf("kwrites region %p %zu faults %ld sum %u\n", (void *)p, len,
+           after.ru_minflt - before.ru_minflt, sum);
+    fflush(stdout);
+}
+
 static void *thread_main(void *arg)
 {
     (void)arg;
@@ -131,6 +243,8 @@ int main(int argc, char **argv)
         pthread_join(th, NULL);
     } else if (strcmp(mode, "rmw") == 0) {
         rmw(argc > 2 ? atol(argv[2]) : 1);
+    } else if (strcmp(mode, "kwrites") == 0) {
+        kwrites();
     } else if (strcmp(mode, "sleep") == 0) {
         spin(argc > 2 ? atof(argv[2]) : 10);
     }

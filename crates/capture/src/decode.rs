@@ -151,6 +151,8 @@ pub struct PluginReader<R: Read> {
     /// Events of the output from this index on are this reader's own, and
     /// a load among them may still become a modify (see [`Self::access`]).
     merge_from: usize,
+    /// The words of a SYSCALL record after its arguments (room kept between records).
+    extra: Vec<u64>,
 }
 
 impl<R: Read> PluginReader<R> {
@@ -184,6 +186,7 @@ impl<R: Read> PluginReader<R> {
             decode_start: 0,
             paused: false,
             merge_from: 0,
+            extra: Vec::new(),
         }
     }
 
@@ -545,17 +548,16 @@ impl<R: Read> PluginReader<R> {
                 for (i, x) in a.iter_mut().enumerate() {
                     *x = self.word(at, 2 + i);
                 }
-                let file = (words >= 9).then(|| (self.word(at, 8), self.word(at, 9)));
-                if crate::syscalls::implausible_write(value, ret) {
-                    return Err(self.corrupt(
-                        at,
-                        format!(
-                            "system call {value} returned {ret} bytes into a buffer, more than \
-                             Linux returns from one call ({})",
-                            crate::syscalls::MAX_RW_COUNT
-                        ),
-                    ));
-                }
+                let mut extra = std::mem::take(&mut self.extra);
+                extra.clear();
+                extra.extend((8..=words).map(|i| self.word(at, i)));
+                let file = match extra[..] {
+                    [dev, ino] if value == nr::MMAP => Some((dev, ino)),
+                    _ => None,
+                };
+                let writes = crate::syscalls::user_writes(value, ret, &a, &extra);
+                self.extra = extra;
+                let writes = writes.map_err(|reason| self.corrupt(at, reason))?;
                 if value == nr::EXIT {
                     // One thread of several ended: forget it.
                     self.cur = Thread::new(ThreadId::default());
@@ -566,6 +568,9 @@ impl<R: Read> PluginReader<R> {
                 let before = out.len();
                 self.spaces
                     .syscall(self.cur.id.pid, value, ret, &a, file, out);
+                for (buf, len) in writes {
+                    crate::syscalls::kernel_writes(buf, len, out);
+                }
                 if out.len() == before {
                     out.truncate(mark);
                     if mark < before {

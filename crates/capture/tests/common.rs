@@ -69,6 +69,15 @@ pub fn counts(events: &[Event]) -> (u64, u64) {
 
 /// Pages (4K) touched by data references inside [start, start + len), relative to start.
 pub fn data_pages_in(events: &[Event], start: u64, len: u64) -> BTreeSet<u64> {
+    data_refs_in(events, start, len)
+        .into_iter()
+        .map(|(_, at, _)| at / 4096)
+        .collect()
+}
+
+/// The data references inside [start, start + len) in order, as (kind, offset from
+/// start, size).
+pub fn data_refs_in(events: &[Event], start: u64, len: u64) -> Vec<(AccessKind, u64, u32)> {
     events
         .iter()
         .filter_map(|e| match e {
@@ -77,7 +86,7 @@ pub fn data_pages_in(events: &[Event], start: u64, len: u64) -> BTreeSet<u64> {
                     && r.addr >= VirtAddr(start)
                     && r.addr < VirtAddr(start + len) =>
             {
-                Some((r.addr - VirtAddr(start)) / 4096)
+                Some((r.kind, r.addr - VirtAddr(start), r.size))
             }
             _ => None,
         })

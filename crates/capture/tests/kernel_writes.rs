@@ -2,7 +2,13 @@
 //! getrandom) become stores in the decoded trace, one per 4K page, as many bytes as the
 //! call returned: QEMU's plugin sees none of the kernel's accesses, and without them a
 //! buffer that `read` fills first is modelled as read first (zero pages, then copies).
-//! Also the writes of a fork (the child's tid, the rseq area) and of wait4/waitid.
+//! Also the writes of a fork (the child's tid, the rseq area) and of wait4/waitid, the
+//! fixed-size writes of the stat family, uname, pipe, rt_sigaction and the rest, and the
+//! vector writes of readv, preadv, preadv2, recvfrom and recvmsg from the iovecs and
+//! `struct msghdr` fields the plugin appends to their records; and, under QEMU, a real
+//! program whose first touch of fresh pages is the kernel's writes.
+
+mod common;
 
 use pagelab_capture::format::*;
 use pagelab_capture::PluginReader;
@@ -214,5 +220,366 @@ fn a_vfork_child_inherits_no_rseq_area_and_its_parent_is_not_write_protected() {
             (10, "store", 0xaf80, 128),
             (10, "store", 0xb000, 16),
         ]
+    );
+}
+
+/// The stores of one SYSCALL record of thread 7 with `extra` words after its arguments.
+fn call(num: u64, ret: i64, args: [u64; 6], extra: &[u64]) -> Stores {
+    stores(&decode(&record(num, ret, args, extra)))
+}
+
+fn record(num: u64, ret: i64, args: [u64; 6], extra: &[u64]) -> Vec<u64> {
+    let mut w = thread(7, 7).to_vec();
+    let mut r = syscall(num, ret, args, None);
+    r[0] = ext(X_SYSCALL, 7 + extra.len(), num);
+    r.extend_from_slice(extra);
+    w.extend(r);
+    w
+}
+
+#[test]
+fn each_fixed_size_call_writes_its_structure_page_by_page_on_success_only() {
+    let path = 0x9_0000u64;
+    // (number, result, arguments, stores): x86-64 sizes from the UAPI headers.
+    let cases: Vec<(u64, i64, [u64; 6], Stores)> = vec![
+        // stat: struct stat, 144 bytes, here over a page boundary.
+        (
+            4,
+            0,
+            [path, 0x1000_0ff0, 0, 0, 0, 0],
+            vec![(0x1000_0ff0, 16), (0x1000_1000, 128)],
+        ),
+        (5, 0, [3, 0x2000, 0, 0, 0, 0], vec![(0x2000, 144)]), // fstat
+        (6, 0, [path, 0x3000, 0, 0, 0, 0], vec![(0x3000, 144)]), // lstat
+        (262, 0, [3, path, 0x4000, 0x100, 0, 0], vec![(0x4000, 144)]), // newfstatat
+        (332, 0, [3, path, 0, 0x7ff, 0x5000, 0], vec![(0x5000, 256)]), // statx
+        (137, 0, [path, 0x6000, 0, 0, 0, 0], vec![(0x6000, 120)]), // statfs
+        (138, 0, [3, 0x6100, 0, 0, 0, 0], vec![(0x6100, 120)]), // fstatfs
+        // uname: struct new_utsname, 390 bytes.
+        (
+            63,
+            0,
+            [0x7f00, 0, 0, 0, 0, 0],
+            vec![(0x7f00, 256), (0x8000, 134)],
+        ),
+        (
+            22,
+            0,
+            [0x8ffc, 0, 0, 0, 0, 0],
+            vec![(0x8ffc, 4), (0x9000, 4)],
+        ), // pipe
+        (293, 0, [0xa000, 0x80000, 0, 0, 0, 0], vec![(0xa000, 8)]), // pipe2
+        (53, 0, [1, 1, 0, 0xa100, 0, 0], vec![(0xa100, 8)]),        // socketpair
+        // rt_sigaction: the kernel's struct sigaction, 32 bytes; the old one only.
+        (13, 0, [10, 0xb100, 0xb000, 8, 0, 0], vec![(0xb000, 32)]),
+        (13, 0, [10, 0xb000, 0, 8, 0, 0], vec![]),
+        (14, 0, [0, 0xc000, 0xc100, 8, 0, 0], vec![(0xc100, 8)]), // rt_sigprocmask
+        (14, 0, [0, 0xc000, 0, 8, 0, 0], vec![]),
+        (228, 0, [1, 0xd000, 0, 0, 0, 0], vec![(0xd000, 16)]), // clock_gettime
+        (229, 0, [1, 0xd100, 0, 0, 0, 0], vec![(0xd100, 16)]), // clock_getres
+        (229, 0, [1, 0, 0, 0, 0, 0], vec![]),
+        // gettimeofday: timeval and timezone, each when asked for.
+        (
+            96,
+            0,
+            [0xe000, 0xe100, 0, 0, 0, 0],
+            vec![(0xe000, 16), (0xe100, 8)],
+        ),
+        (96, 0, [0xe000, 0, 0, 0, 0, 0], vec![(0xe000, 16)]),
+        (96, 0, [0, 0xe100, 0, 0, 0, 0], vec![(0xe100, 8)]),
+        (99, 0, [0xf000, 0, 0, 0, 0, 0], vec![(0xf000, 112)]), // sysinfo
+        (97, 0, [7, 0x1_0000, 0, 0, 0, 0], vec![(0x1_0000, 16)]), // getrlimit
+        (
+            302,
+            0,
+            [0, 7, 0x1_0100, 0x1_1000, 0, 0],
+            vec![(0x1_1000, 16)],
+        ), // prlimit64
+        (302, 0, [0, 7, 0x1_0100, 0, 0, 0], vec![]),
+        (98, 0, [0, 0x1_2000, 0, 0, 0, 0], vec![(0x1_2000, 144)]), // getrusage
+        // times returns clock ticks; its struct tms only when asked for.
+        (
+            100,
+            123_456,
+            [0x1_3000, 0, 0, 0, 0, 0],
+            vec![(0x1_3000, 32)],
+        ),
+        (100, 123_456, [0, 0, 0, 0, 0, 0], vec![]),
+        // getcwd and sched_getaffinity: as many bytes as they return.
+        (79, 10, [0x1_4000, 4096, 0, 0, 0, 0], vec![(0x1_4000, 10)]),
+        (204, 8, [0, 128, 0x1_5000, 0, 0, 0], vec![(0x1_5000, 8)]),
+    ];
+    for (num, ret, args, want) in cases {
+        assert_eq!(
+            call(num, ret, args, &[]),
+            want,
+            "system call {num} {args:x?}"
+        );
+        // A failed call wrote nothing (EFAULT, EINVAL, ...).
+        for err in [-14, -22] {
+            assert_eq!(
+                call(num, err, args, &[]),
+                vec![],
+                "{num} failing with {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn readv_spreads_its_result_over_the_iovecs_in_order() {
+    // Four iovecs, one empty; 5000 bytes: 100 in the first (over a page boundary), 4900 in
+    // the third, none in the fourth.
+    let iov = [0x1000_0ff0, 100, 0x3000, 0, 0x5000, 9000, 0x9000, 50];
+    let want = vec![
+        (0x1000_0ff0, 16),
+        (0x1000_1000, 84),
+        (0x5000, 4096),
+        (0x6000, 804),
+    ];
+    for num in [19, 295, 327] {
+        // readv, preadv, preadv2
+        assert_eq!(
+            call(num, 5000, [3, 0x7ff0, 4, 0, 0, 0], &iov),
+            want,
+            "{num}"
+        );
+        assert_eq!(
+            call(num, 0, [3, 0x7ff0, 4, 0, 0, 0], &iov),
+            vec![],
+            "{num} at EOF"
+        );
+        // No iovecs recorded (an older stream, or the plugin could not read them).
+        assert_eq!(call(num, 5000, [3, 0x7ff0, 4, 0, 0, 0], &[]), vec![]);
+    }
+    // More bytes than the iovecs hold (a corrupt stream): the iovecs only.
+    assert_eq!(
+        call(19, 300, [3, 0x7ff0, 1, 0, 0, 0], &[0x5000, 200]),
+        vec![(0x5000, 200)]
+    );
+}
+
+#[test]
+fn recvmsg_writes_data_control_address_and_the_msghdr_fields() {
+    let msg = 0x7ffe_0000u64;
+    // name, namelen before and after, control, controllen after, two iovecs.
+    let extra = [0x2_0000, 128, 16, 0x2_1000, 24, 0x2_2000, 50, 0x2_3000, 100];
+    assert_eq!(
+        call(47, 120, [3, msg, 0, 0, 0, 0], &extra),
+        vec![
+            (0x2_2000, 50),
+            (0x2_3000, 70),
+            (0x2_1000, 24),
+            (0x2_0000, 16),
+            (msg + 8, 4),
+            (msg + 48, 4),
+            (msg + 40, 8),
+        ]
+    );
+    // A caller's buffer shorter than the address: as much as fits; no name asked for: no
+    // address, no msg_namelen; no control message: nothing at msg_control.
+    let extra = [0x2_0000, 8, 16, 0x2_1000, 0, 0x2_2000, 50];
+    assert_eq!(
+        call(47, 10, [3, msg, 0, 0, 0, 0], &extra),
+        vec![
+            (0x2_2000, 10),
+            (0x2_0000, 8),
+            (msg + 8, 4),
+            (msg + 48, 4),
+            (msg + 40, 8)
+        ]
+    );
+    let extra = [0, 0, 0, 0x2_1000, 0, 0x2_2000, 50];
+    assert_eq!(
+        call(47, 10, [3, msg, 0, 0, 0, 0], &extra),
+        vec![(0x2_2000, 10), (msg + 48, 4), (msg + 40, 8)]
+    );
+    // Nothing recorded of the msghdr, or a failure: nothing.
+    assert_eq!(call(47, 10, [3, msg, 0, 0, 0, 0], &[]), vec![]);
+    assert_eq!(call(47, -11, [3, msg, 0, 0, 0, 0], &[]), vec![]);
+}
+
+#[test]
+fn recvfrom_writes_its_buffer_and_the_source_address_asked_for() {
+    let args = [3, 0x3_0000, 4096, 0, 0x3_1000, 0x3_2000];
+    assert_eq!(
+        call(45, 10, args, &[16, 110]),
+        vec![(0x3_0000, 10), (0x3_1000, 16), (0x3_2000, 4)]
+    );
+    // A connected socket's empty address: only its length.
+    assert_eq!(
+        call(45, 10, args, &[16, 0]),
+        vec![(0x3_0000, 10), (0x3_2000, 4)]
+    );
+    // No address asked for, or none recorded: the data only.
+    let no_addr = [3, 0x3_0000, 4096, 0, 0, 0];
+    assert_eq!(call(45, 10, no_addr, &[]), vec![(0x3_0000, 10)]);
+    assert_eq!(call(45, 10, args, &[]), vec![(0x3_0000, 10)]);
+    assert_eq!(call(45, -11, args, &[16, 110]), vec![]);
+}
+
+#[test]
+fn a_result_length_or_count_no_kernel_gives_is_a_corrupt_stream() {
+    let iov = |n: usize| -> Vec<u64> { (0..n as u64).flat_map(|i| [(i + 1) << 12, 8]).collect() };
+    let msg = 0x7ffe_0000u64;
+    // (number, result, arguments, extra words, what the error says)
+    type Bad = (u64, i64, [u64; 6], Vec<u64>, &'static str);
+    let cases: Vec<Bad> = vec![
+        (
+            19,
+            0x8000_0000,
+            [3, 0x100, 1, 0, 0, 0],
+            vec![0x5000, 1 << 40],
+            "more than Linux",
+        ),
+        (19, 8, [3, 0x100, 1, 0, 0, 0], vec![0x5000], "iovec words"),
+        (295, 8, [3, 0x100, 1025, 0, 0, 0], iov(1025), "iovec words"),
+        (
+            19,
+            8,
+            [3, 0x100, 1, 0, 0, 0],
+            vec![0x5000, 1 << 63],
+            "iovec of",
+        ),
+        (
+            47,
+            8,
+            [3, msg, 0, 0, 0, 0],
+            vec![0, 0, 0, 0x9000, 1 << 31],
+            "control bytes",
+        ),
+        (
+            47,
+            8,
+            [3, msg, 0, 0, 0, 0],
+            vec![0x9000, 128, 129, 0, 0],
+            "source address",
+        ),
+        (
+            47,
+            8,
+            [3, msg, 0, 0, 0, 0],
+            vec![0x9000, 128],
+            "extra words",
+        ),
+        (47, 1 << 31, [3, msg, 0, 0, 0, 0], vec![], "more than Linux"),
+        (
+            45,
+            1 << 31,
+            [3, 0x100, 1 << 32, 0, 0, 0],
+            vec![],
+            "more than Linux",
+        ),
+        (
+            45,
+            8,
+            [3, 0x100, 8, 0, 0x200, 0x300],
+            vec![16, 2, 0],
+            "extra words",
+        ),
+        (13, 0, [10, 0, 0xb000, 16, 0, 0], vec![], "sigsetsize"),
+        (14, 0, [0, 0, 0xb000, 128, 0, 0], vec![], "sigsetsize"),
+        (
+            79,
+            4097,
+            [0x1000, 8192, 0, 0, 0, 0],
+            vec![],
+            "more than Linux",
+        ),
+        (
+            204,
+            1032,
+            [0, 4096, 0x1000, 0, 0, 0],
+            vec![],
+            "more than Linux",
+        ),
+    ];
+    for (num, ret, args, extra, says) in cases {
+        let bytes = to_bytes(&record(num, ret, args, &extra));
+        let mut r = PluginReader::new(&bytes[..], "test");
+        let mut out = Vec::new();
+        let e = loop {
+            match r.fill(&mut out, 1000) {
+                Ok(true) => continue,
+                Ok(false) => panic!("{num} {args:x?} {extra:x?}: decoded {out:?}"),
+                Err(e) => break e.to_string(),
+            }
+        };
+        // The record follows the 16-byte THREAD record.
+        assert!(e.contains("test at byte offset 16"), "{e}");
+        assert!(e.contains(says), "{num}: {e}");
+        assert!(out.len() < 4, "{num}: {} events", out.len());
+    }
+    // The most a kernel gives is decoded.
+    assert_eq!(call(19, 8, [3, 0x100, 1024, 0, 0, 0], &iov(1024)).len(), 1);
+    assert_eq!(
+        call(79, 4096, [0x1000, 8192, 0, 0, 0, 0], &[]),
+        vec![(0x1000, 4096)]
+    );
+}
+
+#[test]
+fn qemu_the_kernels_writes_are_a_fresh_pages_first_touch() {
+    use pagelab_capture::Backend;
+    if !common::available(Backend::Qemu) {
+        return;
+    }
+    let file = std::env::temp_dir().join(format!("pagelab-kwrites-{}", std::process::id()));
+    let (events, code) = common::capture(
+        Backend::Qemu,
+        &common::testprog(),
+        &["kwrites"],
+        Some(&file),
+    );
+    let out = std::fs::read_to_string(&file).unwrap();
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(code, 0, "{out}");
+    let regions = common::regions(&out, "kwrites ");
+    assert_eq!(regions.len(), 1, "{out}");
+    let (start, len) = regions[0];
+    // The region's data references in order, as (kind, offset, size).
+    let refs = common::data_refs_in(&events, start, len);
+    const P: u64 = 4096;
+    // pagelab_testprog.c's kwrites(): pipe2, fstat, uname, readv, clock_gettime,
+    // rt_sigaction, recvmsg, in that order, page by page.
+    let kernel: Vec<(AccessKind, u64, u32)> = [
+        (P + 16, 8),
+        (0, 144),
+        (2 * P + 4000, 96),
+        (3 * P, 294),
+        (4 * P + 4000, 96),
+        (5 * P, 104),
+        (6 * P, 2800),
+        (8 * P, 16),
+        (9 * P, 32),
+        (10 * P + 8, 100),
+        (11 * P, 24),
+    ]
+    .into_iter()
+    .map(|(at, size)| (AccessKind::Store, at, size))
+    .collect();
+    // The region's stores begin with the kernel's (the program's loads of the descriptors
+    // and of uname's result come between), and each page's first reference is one of them.
+    let stores: Vec<_> = refs
+        .iter()
+        .copied()
+        .filter(|r| r.0 == AccessKind::Store)
+        .collect();
+    assert!(stores.len() >= kernel.len(), "{refs:?}");
+    assert_eq!(stores[..kernel.len()], kernel[..], "{refs:?}");
+    let mut seen = std::collections::BTreeSet::new();
+    for r in &refs {
+        if seen.insert(r.1 / P) {
+            assert!(
+                kernel.contains(r),
+                "the first access of page {}: {r:?}",
+                r.1 / P
+            );
+        }
+    }
+    let written: std::collections::BTreeSet<u64> = kernel.iter().map(|k| k.1 / P).collect();
+    assert_eq!(
+        seen, written,
+        "the program touches only the pages the kernel wrote"
     );
 }
