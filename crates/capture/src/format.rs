@@ -25,7 +25,9 @@ pub const X_THREAD: u8 = 1;
 pub const X_TBDEF: u8 = 2;
 /// Subtype: a memory access above 2^48 (value: index | store << 10 | log2 size << 11; word: address).
 pub const X_MEMX: u8 = 3;
-/// Subtype: a system call (value: its number; words: result, six arguments, optionally dev and inode).
+/// Subtype: a system call (value: its number; words: result, six arguments, then for an mmap
+/// of a file its dev and inode, for readv, preadv, preadv2, recvfrom and recvmsg what the
+/// plugin read of the memory their arguments point at: docs/capture-format.md).
 pub const X_SYSCALL: u8 = 4;
 /// Subtype: first record of a forked child (words: parent `pid | tid << 32`, then the
 /// call's clone flags; older streams: the parent only).
