@@ -100,6 +100,8 @@ enum {
     /* System calls that write memory the arguments only point at: the record carries
      * what the plugin reads of it at the return (docs/capture-format.md). */
     NR_READV = 19, NR_PREADV = 295, NR_PREADV2 = 327, NR_RECVFROM = 45, NR_RECVMSG = 47,
+    NR_ACCEPT = 43, NR_ACCEPT4 = 288, NR_GETSOCKNAME = 51, NR_GETPEERNAME = 52,
+    NR_EPOLL_WAIT = 232, NR_EPOLL_PWAIT = 281, NR_EPOLL_PWAIT2 = 441,
     /* No kernel's: pagelab's placement library asks where a mapping goes
      * (capture/place/pagelab_place.c; QEMU answers ENOSYS). */
     PLACE_NR = 0x5047,
@@ -878,6 +880,18 @@ static void place(struct tstate *t, uint64_t req_p)
 #define MSG_NAMELEN_AT 8
 #define MAX_EXTRA (5 + 2 * IOV_MAX_NUM)
 
+/* Whether a call's record carries words read from guest memory (extra_words). */
+static int is_vector(int64_t num)
+{
+    switch (num) {
+    case NR_READV: case NR_PREADV: case NR_PREADV2: case NR_RECVFROM: case NR_RECVMSG:
+    case NR_ACCEPT: case NR_ACCEPT4: case NR_GETSOCKNAME: case NR_GETPEERNAME:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* The iovecs at `iov` (at most `cnt`, and IOV_MAX) that `ret` bytes reach, as (base,
  * length) word pairs at `dst` (struct iovec's own layout); the words written, 0 when the
  * array cannot be read whole. */
@@ -902,7 +916,8 @@ static size_t put_iovecs(uint64_t *dst, uint64_t iov, uint64_t cnt, uint64_t ret
 
 /* The words a vector call's SYSCALL record carries after its arguments, written at
  * `dst` (room for MAX_EXTRA); how many. readv, preadv, preadv2: the iovecs the result
- * reaches. recvfrom with a source address: *addrlen before and after the call.
+ * reaches. recvfrom with a source address, accept, accept4, getsockname and getpeername
+ * with an address: *addrlen before and after the call.
  * recvmsg: msg_name, msg_namelen before and after, msg_control, msg_controllen after,
  * then the iovecs the result reaches. */
 static size_t extra_words(struct tstate *t, int64_t num, uint64_t ret, uint64_t *dst)
@@ -911,9 +926,13 @@ static size_t extra_words(struct tstate *t, int64_t num, uint64_t ret, uint64_t 
     switch (num) {
     case NR_READV: case NR_PREADV: case NR_PREADV2:
         return put_iovecs(dst, a[1], a[2], ret);
-    case NR_RECVFROM: {
+    case NR_RECVFROM: case NR_ACCEPT: case NR_ACCEPT4: case NR_GETSOCKNAME:
+    case NR_GETPEERNAME: {
         uint32_t after = 0;
-        if (a[4] == 0 || !t->sc_len_ok || guest_read(a[5], &after, sizeof after) != sizeof after) {
+        uint64_t addr = num == NR_RECVFROM ? a[4] : a[1];
+        uint64_t len_at = num == NR_RECVFROM ? a[5] : a[2];
+        if (addr == 0 || !t->sc_len_ok ||
+            guest_read(len_at, &after, sizeof after) != sizeof after) {
             return 0;
         }
         dst[0] = t->sc_len_in;
@@ -958,12 +977,15 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint
     case NR_GETRLIMIT: case NR_GETRUSAGE: case NR_TIMES: case NR_PRLIMIT64:
     case NR_GETCWD: case NR_SCHED_GETAFFINITY:
     case NR_READV: case NR_PREADV: case NR_PREADV2: case NR_RECVFROM: case NR_RECVMSG:
+    case NR_ACCEPT: case NR_ACCEPT4: case NR_GETSOCKNAME: case NR_GETPEERNAME:
+    case NR_EPOLL_WAIT: case NR_EPOLL_PWAIT: case NR_EPOLL_PWAIT2:
         t->sc_num = num;
-        if (num == NR_RECVFROM || num == NR_RECVMSG) {
+        t->sc_len_ok = 0;
+        if (is_vector(num) && num != NR_READV && num != NR_PREADV && num != NR_PREADV2) {
             /* The caller's address length, which bounds what the kernel copies: the
              * call writes the address's own length over it. */
             uint32_t len = 0;
-            uint64_t at = num == NR_RECVFROM ? a6 : a2 + MSG_NAMELEN_AT;
+            uint64_t at = num == NR_RECVFROM ? a6 : num == NR_RECVMSG ? a2 + MSG_NAMELEN_AT : a3;
             t->sc_len_ok = at != 0 && guest_read(at, &len, sizeof len) == sizeof len;
             t->sc_len_in = len;
         }
@@ -1063,8 +1085,7 @@ static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, 
         }
     }
     size_t n = file ? 9 : 7;
-    int vector = num == NR_READV || num == NR_PREADV || num == NR_PREADV2 ||
-                 num == NR_RECVFROM || num == NR_RECVMSG;
+    int vector = is_vector(num);
     reserve(t, n + 1 + (vector ? MAX_EXTRA : 0));
     uint64_t *head = t->b.pos++;
     *t->b.pos++ = (uint64_t)ret;

@@ -21,7 +21,8 @@
  *   pagelab_testprog kwrites   touch, then map 16 pages whose first touch is the kernel's
  *                              writes: fstat, pipe2, uname, readv, clock_gettime,
  *                              rt_sigaction's old action, recvmsg (data and an
- *                              SCM_RIGHTS control message) into them (page by page:
+ *                              SCM_RIGHTS control message), epoll_wait, getsockname
+ *                              into them (page by page:
  *                              see kwrites()); then load from each page and store into
  *                              it; prints "kwrites region 0xADDR 65536 faults N" (N: the
  *                              minor faults of the stores, natively 0)
@@ -35,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -126,6 +128,9 @@ static void fail(const char *what)
  *   8: struct timespec (16) at 8*4096          clock_gettime
  *   9: the kernel's struct sigaction (32) at 9*4096   rt_sigaction(SIGUSR1)'s old action
  *   10: 100 bytes at 10*4096+8; 11: an SCM_RIGHTS message (24 bytes) at 11*4096   recvmsg
+ *   12, 13: one struct epoll_event (12 bytes, packed) at 12*4096+4090: 6 bytes in each
+ *      epoll_wait
+ *   14: a unix socket's unnamed address (2 bytes, its family) at 14*4096   getsockname
  */
 static void kwrites(void)
 {
@@ -185,9 +190,21 @@ static void kwrites(void)
     if (syscall(SYS_recvmsg, sv[1], &r, 0) != 100 || r.msg_controllen != CMSG_SPACE(sizeof(int))) {
         fail("recvmsg");
     }
+    int ep = epoll_create1(0);
+    struct epoll_event ev = {.events = EPOLLOUT, .data.u64 = 0x6b77726974657321ULL};
+    if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fds[1], &ev) != 0) {
+        fail("epoll");
+    }
+    if (syscall(SYS_epoll_wait, ep, p + 12 * PAGE + 4090, 1, 0) != 1) {
+        fail("epoll_wait");
+    }
+    socklen_t alen = 16;
+    if (syscall(SYS_getsockname, sv[0], p + 14 * PAGE, &alen) != 0 || alen != 2) {
+        fail("getsockname");
+    }
     static const size_t at[] = {0, 1 * PAGE + 16, 2 * PAGE + 4000, 3 * PAGE, 4 * PAGE + 4000,
                                 5 * PAGE, 6 * PAGE, 8 * PAGE, 9 * PAGE, 10 * PAGE + 8,
-                                11 * PAGE};
+                                11 * PAGE, 12 * PAGE + 4090, 13 * PAGE, 14 * PAGE};
     if (memcmp(p + 2 * PAGE + 4000, "Linux", 5) != 0 || p[6 * PAGE + 2799] != 'k') {
         fprintf(stderr, "kwrites: the kernel's writes are not where expected\n");
         exit(2);

@@ -100,6 +100,20 @@ pub mod nr {
     pub const RECVFROM: u64 = 45;
     /// recvmsg(fd, msg, flags); the record carries the `struct msghdr`'s fields and iovecs
     pub const RECVMSG: u64 = 47;
+    /// accept(fd, addr, addrlen); the record carries `*addrlen` before and after
+    pub const ACCEPT: u64 = 43;
+    /// accept4(fd, addr, addrlen, flags); as accept
+    pub const ACCEPT4: u64 = 288;
+    /// getsockname(fd, addr, addrlen); as accept
+    pub const GETSOCKNAME: u64 = 51;
+    /// getpeername(fd, addr, addrlen); as accept
+    pub const GETPEERNAME: u64 = 52;
+    /// epoll_wait(epfd, events, maxevents, timeout)
+    pub const EPOLL_WAIT: u64 = 232;
+    /// epoll_pwait(epfd, events, maxevents, timeout, sigmask, sigsetsize)
+    pub const EPOLL_PWAIT: u64 = 281;
+    /// epoll_pwait2(epfd, events, maxevents, timeout, sigmask, sigsetsize)
+    pub const EPOLL_PWAIT2: u64 = 441;
 }
 
 /// The most one call of the buffer-writing kind returns: Linux's `MAX_RW_COUNT`
@@ -114,6 +128,9 @@ const PATH_MAX: u64 = 4096;
 /// `sched_getaffinity` returns at most `cpumask_size()`: x86-64's largest `NR_CPUS` is
 /// 8192 (arch/x86/Kconfig, `MAXSMP`), 1024 bytes.
 const MAX_CPUMASK: u64 = 8192 / 8;
+/// The most events one epoll_wait returns: `EP_MAX_EVENTS` (`INT_MAX / sizeof(struct
+/// epoll_event)`, fs/eventpoll.c; a larger `maxevents` is `EINVAL`).
+const MAX_EPOLL_EVENTS: u64 = i32::MAX as u64 / size::EPOLL_EVENT;
 /// Most iovecs one call takes (`UIO_MAXIOV`, `IOV_MAX`: more is `EINVAL`).
 pub(crate) const IOV_MAX: usize = 1024;
 /// The most address bytes a socket call writes (`struct __kernel_sockaddr_storage`,
@@ -142,6 +159,9 @@ mod size {
     pub const SIGSET: u64 = 8;
     /// `struct timespec` (linux/time_types.h `__kernel_timespec`), `struct timeval`.
     pub const TIMESPEC: u64 = 16;
+    /// `struct epoll_event` (linux/eventpoll.h: packed on x86-64, a 4-byte mask and 8
+    /// bytes of data).
+    pub const EPOLL_EVENT: u64 = 12;
     /// `struct timezone` (linux/time.h).
     pub const TIMEZONE: u64 = 8;
     /// `struct sysinfo` (linux/sysinfo.h).
@@ -165,7 +185,7 @@ pub(crate) type Writes = Vec<(u64, u64)>;
 /// What the kernel wrote into user memory in recorded system call `num` that returned
 /// `ret` with arguments `a` and the record's further words `extra` (the iovecs of readv,
 /// preadv, preadv2; `struct msghdr`'s fields and iovecs for recvmsg; `*addrlen` for
-/// recvfrom: docs/capture-format.md), except wait4's, waitid's and rseq's, which
+/// recvfrom, accept, accept4, getsockname and getpeername: docs/capture-format.md), except wait4's, waitid's and rseq's, which
 /// [`AddressSpaces::syscall`] writes. Null pointers are written nothing. `Err` says why the
 /// record is none a kernel makes (a result, length or count no call returns or takes):
 /// a corrupt stream, which decoded could be millions of stores.
@@ -245,21 +265,19 @@ pub(crate) fn user_writes(
         nr::RECVFROM => {
             most(MAX_SOCKET_COUNT, "recvfrom")?;
             put(a[1], ret.min(a[2]));
-            match *extra {
-                [] => {}
-                [before, after] => {
-                    if a[4] != 0 {
-                        put(a[4], address_bytes(num, before, after)?);
-                        put(a[5], 4);
-                    }
-                }
-                _ => {
-                    return Err(format!(
-                        "recvfrom record with {} extra words, not 0 or 2",
-                        extra.len()
-                    ))
-                }
+            source_address(num, a[4], a[5], extra, &mut put)?;
+        }
+        nr::ACCEPT | nr::ACCEPT4 | nr::GETSOCKNAME | nr::GETPEERNAME => {
+            source_address(num, a[1], a[2], extra, &mut put)?;
+        }
+        nr::EPOLL_WAIT | nr::EPOLL_PWAIT | nr::EPOLL_PWAIT2 => {
+            if ret > MAX_EPOLL_EVENTS {
+                return Err(format!(
+                    "system call {num} returned {ret} events, more than Linux returns \
+                     ({MAX_EPOLL_EVENTS})"
+                ));
             }
+            put(a[1], ret * size::EPOLL_EVENT);
         }
         nr::RECVMSG => {
             most(MAX_SOCKET_COUNT, "recvmsg")?;
@@ -334,6 +352,34 @@ fn spread(ret: u64, iov: impl Iterator<Item = (u64, u64)>, put: &mut impl FnMut(
         put(base, n);
         left -= n;
     }
+}
+
+/// A socket address the call wrote at `addr` with its length at `len_at` (an `int`), from
+/// the record's words `[the caller's length, the address's length]` (none: nothing known).
+fn source_address(
+    num: u64,
+    addr: u64,
+    len_at: u64,
+    extra: &[u64],
+    put: &mut impl FnMut(u64, u64),
+) -> Result<(), String> {
+    match *extra {
+        [] => {}
+        [before, after] => {
+            // move_addr_to_user, only when the caller asked for the address.
+            if addr != 0 {
+                put(addr, address_bytes(num, before, after)?);
+                put(len_at, 4);
+            }
+        }
+        _ => {
+            return Err(format!(
+                "system call {num}'s record has {} extra words, not 0 or 2",
+                extra.len()
+            ))
+        }
+    }
+    Ok(())
 }
 
 /// The bytes of a source address the kernel copies (`move_addr_to_user`): the shorter of

@@ -5,7 +5,8 @@
 //! Also the writes of a fork (the child's tid, the rseq area) and of wait4/waitid, the
 //! fixed-size writes of the stat family, uname, pipe, rt_sigaction and the rest, and the
 //! vector writes of readv, preadv, preadv2, recvfrom and recvmsg from the iovecs and
-//! `struct msghdr` fields the plugin appends to their records; and, under QEMU, a real
+//! `struct msghdr` fields the plugin appends to their records, the socket addresses of
+//! accept and getsockname, epoll_wait's events; and, under QEMU, a real
 //! program whose first touch of fresh pages is the kernel's writes.
 
 mod common;
@@ -419,6 +420,42 @@ fn recvfrom_writes_its_buffer_and_the_source_address_asked_for() {
 }
 
 #[test]
+fn accept_and_getsockname_write_the_address_asked_for_and_epoll_wait_its_events() {
+    let args = [3, 0x4_0ff8, 0x4_2000, 0, 0, 0];
+    for num in [43, 288, 51, 52] {
+        // accept, accept4, getsockname, getpeername: a 16-byte address into a buffer of
+        // 128, over a page boundary, then its length.
+        assert_eq!(
+            call(num, 5, args, &[128, 16]),
+            vec![(0x4_0ff8, 8), (0x4_1000, 8), (0x4_2000, 4)],
+            "{num}"
+        );
+        // A 110-byte address into a buffer of 16: 16 bytes.
+        assert_eq!(
+            call(num, 5, args, &[16, 110]),
+            vec![(0x4_0ff8, 8), (0x4_1000, 8), (0x4_2000, 4)],
+            "{num}"
+        );
+        assert_eq!(
+            call(num, 5, [3, 0, 0, 0, 0, 0], &[]),
+            vec![],
+            "{num}: no address"
+        );
+        assert_eq!(call(num, 5, args, &[]), vec![], "{num}: nothing recorded");
+        assert_eq!(call(num, -22, args, &[128, 16]), vec![], "{num} failing");
+    }
+    for num in [232, 281, 441] {
+        // epoll_wait, epoll_pwait, epoll_pwait2: 12-byte events, as many as returned.
+        assert_eq!(
+            call(num, 3, [4, 0x5_0ff0, 64, 0, 0, 0], &[]),
+            vec![(0x5_0ff0, 16), (0x5_1000, 20)],
+            "{num}"
+        );
+        assert_eq!(call(num, 0, [4, 0x5_0ff0, 64, 0, 0, 0], &[]), vec![]);
+    }
+}
+
+#[test]
 fn a_result_length_or_count_no_kernel_gives_is_a_corrupt_stream() {
     let iov = |n: usize| -> Vec<u64> { (0..n as u64).flat_map(|i| [(i + 1) << 12, 8]).collect() };
     let msg = 0x7ffe_0000u64;
@@ -477,6 +514,15 @@ fn a_result_length_or_count_no_kernel_gives_is_a_corrupt_stream() {
             vec![16, 2, 0],
             "extra words",
         ),
+        (
+            43,
+            5,
+            [3, 0x100, 0x200, 0, 0, 0],
+            vec![128, 129],
+            "source address",
+        ),
+        (51, 0, [3, 0x100, 0x200, 0, 0, 0], vec![128], "extra words"),
+        (232, 1 << 28, [4, 0x100, 1 << 28, 0, 0, 0], vec![], "events"),
         (13, 0, [10, 0, 0xb000, 16, 0, 0], vec![], "sigsetsize"),
         (14, 0, [0, 0, 0xb000, 128, 0, 0], vec![], "sigsetsize"),
         (
@@ -541,7 +587,7 @@ fn qemu_the_kernels_writes_are_a_fresh_pages_first_touch() {
     let refs = common::data_refs_in(&events, start, len);
     const P: u64 = 4096;
     // pagelab_testprog.c's kwrites(): pipe2, fstat, uname, readv, clock_gettime,
-    // rt_sigaction, recvmsg, in that order, page by page.
+    // rt_sigaction, recvmsg, epoll_wait, getsockname, in that order, page by page.
     let kernel: Vec<(AccessKind, u64, u32)> = [
         (P + 16, 8),
         (0, 144),
@@ -554,6 +600,9 @@ fn qemu_the_kernels_writes_are_a_fresh_pages_first_touch() {
         (9 * P, 32),
         (10 * P + 8, 100),
         (11 * P, 24),
+        (12 * P + 4090, 6),
+        (13 * P, 6),
+        (14 * P, 2),
     ]
     .into_iter()
     .map(|(at, size)| (AccessKind::Store, at, size))
