@@ -985,7 +985,9 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint
             /* The caller's address length, which bounds what the kernel copies: the
              * call writes the address's own length over it. */
             uint32_t len = 0;
-            uint64_t at = num == NR_RECVFROM ? a6 : num == NR_RECVMSG ? a2 + MSG_NAMELEN_AT : a3;
+            uint64_t at = num == NR_RECVFROM  ? a6
+                          : num == NR_RECVMSG ? a2 + MSG_NAMELEN_AT
+                                              : a3;
             t->sc_len_ok = at != 0 && guest_read(at, &len, sizeof len) == sizeof len;
             t->sc_len_in = len;
         }

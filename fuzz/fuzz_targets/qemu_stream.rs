@@ -68,6 +68,14 @@ fn record(u: &mut Unstructured<'_>, words: &mut Vec<u64>) -> Result<()> {
                 nr::EXIT,
                 nr::EXIT_GROUP,
                 0,
+                nr::FSTAT,
+                nr::RT_SIGACTION,
+                nr::GETCWD,
+                nr::READV,
+                nr::RECVFROM,
+                nr::RECVMSG,
+                nr::ACCEPT,
+                nr::EPOLL_WAIT,
             ])?;
             let ret = if u.arbitrary()? {
                 addr(u)? as i64
@@ -87,7 +95,17 @@ fn record(u: &mut Unstructured<'_>, words: &mut Vec<u64>) -> Result<()> {
             } else {
                 None
             };
-            words.extend(syscall(num, ret, args, file));
+            let mut r = syscall(num, ret, args, file);
+            // The words the plugin appends to a vector call's record (iovecs, msghdr
+            // fields, address lengths): a few of anything.
+            if file.is_none() && u.arbitrary()? {
+                let n = u.int_in_range(0..=9usize)?;
+                for _ in 0..n {
+                    r.push(if u.arbitrary()? { addr(u)? } else { u.arbitrary()? });
+                }
+                r[0] = ext(format::X_SYSCALL, r.len() - 1, num);
+            }
+            words.extend(r);
         }
         12 => words.push(ext(format::X_FORK, 0, u.int_in_range(1..=4)?)),
         13 => words.extend([

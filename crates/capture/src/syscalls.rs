@@ -185,10 +185,11 @@ pub(crate) type Writes = Vec<(u64, u64)>;
 /// What the kernel wrote into user memory in recorded system call `num` that returned
 /// `ret` with arguments `a` and the record's further words `extra` (the iovecs of readv,
 /// preadv, preadv2; `struct msghdr`'s fields and iovecs for recvmsg; `*addrlen` for
-/// recvfrom, accept, accept4, getsockname and getpeername: docs/capture-format.md), except wait4's, waitid's and rseq's, which
-/// [`AddressSpaces::syscall`] writes. Null pointers are written nothing. `Err` says why the
-/// record is none a kernel makes (a result, length or count no call returns or takes):
-/// a corrupt stream, which decoded could be millions of stores.
+/// recvfrom, accept, accept4, getsockname and getpeername: docs/capture-format.md),
+/// except wait4's, waitid's and rseq's, which [`AddressSpaces::syscall`] writes. Null
+/// pointers are written nothing. `Err` says why the record is none a kernel makes (a
+/// result, length or count no call returns or takes): a corrupt stream, which decoded
+/// could be millions of stores.
 pub(crate) fn user_writes(
     num: u64,
     ret: u64,
@@ -291,7 +292,10 @@ pub(crate) fn user_writes(
                 ));
             };
             if controllen > MAX_SOCKET_COUNT {
-                return Err(format!("recvmsg wrote {controllen} control bytes, more than Linux writes ({MAX_SOCKET_COUNT})"));
+                return Err(format!(
+                    "recvmsg wrote {controllen} control bytes, more than Linux writes \
+                     ({MAX_SOCKET_COUNT})"
+                ));
             }
             // ____sys_recvmsg: the data (and the control messages, as the protocol
             // receives), then the address and its length, then msg_flags and
