@@ -21,8 +21,8 @@
  *   pagelab_testprog kwrites   touch, then map 16 pages whose first touch is the kernel's
  *                              writes: fstat, pipe2, uname, readv, clock_gettime,
  *                              rt_sigaction's old action, recvmsg (data and an
- *                              SCM_RIGHTS control message), epoll_wait, getsockname
- *                              into them (page by page:
+ *                              SCM_RIGHTS control message), epoll_wait, getsockname,
+ *                              recvfrom into them (page by page:
  *                              see kwrites()); then load from each page and store into
  *                              it; prints "kwrites region 0xADDR 65536 faults N" (N: the
  *                              minor faults of the stores, natively 0)
@@ -32,6 +32,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <signal.h>
@@ -131,6 +133,8 @@ static void fail(const char *what)
  *   12, 13: one struct epoll_event (12 bytes, packed) at 12*4096+4090: 6 bytes in each
  *      epoll_wait
  *   14: a unix socket's unnamed address (2 bytes, its family) at 14*4096   getsockname
+ *   15: 10 bytes at 15*4096, then 8 of the sender's 13-byte abstract address (its family,
+ *      a NUL, 10 bytes of name) at 15*4096+2048: recvfrom with an address length of 8
  */
 static void kwrites(void)
 {
@@ -202,9 +206,33 @@ static void kwrites(void)
     if (syscall(SYS_getsockname, sv[0], p + 14 * PAGE, &alen) != 0 || alen != 2) {
         fail("getsockname");
     }
+    /* An abstract address of 13 bytes; the byte after it is not NUL, or QEMU would take
+     * it as part of the name (target_to_host_sockaddr). */
+    struct sockaddr_un un;
+    memset(&un, 'x', sizeof un);
+    un.sun_family = AF_UNIX;
+    un.sun_path[0] = 0;
+    char name[16];
+    snprintf(name, sizeof name, "pk%08u", (unsigned)getpid() % 100000000u);
+    memcpy(un.sun_path + 1, name, 10);
+    socklen_t unlen = offsetof(struct sockaddr_un, sun_path) + 11;
+    int tx = socket(AF_UNIX, SOCK_DGRAM, 0), rx = socket(AF_UNIX, SOCK_DGRAM, 0);
+    struct sockaddr_un rxaddr = un;
+    rxaddr.sun_path[1] = 'r';
+    if (tx < 0 || rx < 0 || bind(tx, (struct sockaddr *)&un, unlen) != 0 ||
+        bind(rx, (struct sockaddr *)&rxaddr, unlen) != 0 ||
+        sendto(tx, data, 10, 0, (struct sockaddr *)&rxaddr, unlen) != 10) {
+        fail("sendto");
+    }
+    socklen_t fromlen = 8;
+    if (syscall(SYS_recvfrom, rx, p + 15 * PAGE, 100, 0, p + 15 * PAGE + 2048, &fromlen) != 10 ||
+        fromlen != unlen) {
+        fail("recvfrom");
+    }
     static const size_t at[] = {0, 1 * PAGE + 16, 2 * PAGE + 4000, 3 * PAGE, 4 * PAGE + 4000,
                                 5 * PAGE, 6 * PAGE, 8 * PAGE, 9 * PAGE, 10 * PAGE + 8,
-                                11 * PAGE, 12 * PAGE + 4090, 13 * PAGE, 14 * PAGE};
+                                11 * PAGE, 12 * PAGE + 4090, 13 * PAGE, 14 * PAGE,
+                                15 * PAGE};
     if (memcmp(p + 2 * PAGE + 4000, "Linux", 5) != 0 || p[6 * PAGE + 2799] != 'k') {
         fprintf(stderr, "kwrites: the kernel's writes are not where expected\n");
         exit(2);

@@ -587,7 +587,8 @@ fn qemu_the_kernels_writes_are_a_fresh_pages_first_touch() {
     let refs = common::data_refs_in(&events, start, len);
     const P: u64 = 4096;
     // pagelab_testprog.c's kwrites(): pipe2, fstat, uname, readv, clock_gettime,
-    // rt_sigaction, recvmsg, epoll_wait, getsockname, in that order, page by page.
+    // rt_sigaction, recvmsg, epoll_wait, getsockname, recvfrom (8 bytes of a 13-byte
+    // address), in that order, page by page.
     let kernel: Vec<(AccessKind, u64, u32)> = [
         (P + 16, 8),
         (0, 144),
@@ -603,6 +604,8 @@ fn qemu_the_kernels_writes_are_a_fresh_pages_first_touch() {
         (12 * P + 4090, 6),
         (13 * P, 6),
         (14 * P, 2),
+        (15 * P, 10),
+        (15 * P + 2048, 8),
     ]
     .into_iter()
     .map(|(at, size)| (AccessKind::Store, at, size))
