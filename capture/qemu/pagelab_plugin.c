@@ -96,7 +96,8 @@ enum {
     NR_SOCKETPAIR = 53, NR_RT_SIGACTION = 13, NR_RT_SIGPROCMASK = 14,
     NR_CLOCK_GETTIME = 228, NR_CLOCK_GETRES = 229, NR_GETTIMEOFDAY = 96, NR_SYSINFO = 99,
     NR_GETRLIMIT = 97, NR_GETRUSAGE = 98, NR_TIMES = 100, NR_PRLIMIT64 = 302,
-    NR_GETCWD = 79, NR_SCHED_GETAFFINITY = 204,
+    NR_GETCWD = 79, NR_SCHED_GETAFFINITY = 204, NR_TIME = 201, NR_GETRESUID = 118,
+    NR_GETRESGID = 120, NR_GETGROUPS = 115, NR_SIGALTSTACK = 131, NR_GETITIMER = 36,
     /* System calls that write memory the arguments only point at: the record carries
      * what the plugin reads of it at the return (docs/capture-format.md). */
     NR_READV = 19, NR_PREADV = 295, NR_PREADV2 = 327, NR_RECVFROM = 45, NR_RECVMSG = 47,
@@ -975,7 +976,8 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint
     case NR_SOCKETPAIR: case NR_RT_SIGACTION: case NR_RT_SIGPROCMASK:
     case NR_CLOCK_GETTIME: case NR_CLOCK_GETRES: case NR_GETTIMEOFDAY: case NR_SYSINFO:
     case NR_GETRLIMIT: case NR_GETRUSAGE: case NR_TIMES: case NR_PRLIMIT64:
-    case NR_GETCWD: case NR_SCHED_GETAFFINITY:
+    case NR_GETCWD: case NR_SCHED_GETAFFINITY: case NR_TIME: case NR_GETRESUID:
+    case NR_GETRESGID: case NR_GETGROUPS: case NR_SIGALTSTACK: case NR_GETITIMER:
     case NR_READV: case NR_PREADV: case NR_PREADV2: case NR_RECVFROM: case NR_RECVMSG:
     case NR_ACCEPT: case NR_ACCEPT4: case NR_GETSOCKNAME: case NR_GETPEERNAME:
     case NR_EPOLL_WAIT: case NR_EPOLL_PWAIT: case NR_EPOLL_PWAIT2:

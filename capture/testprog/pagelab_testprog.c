@@ -18,13 +18,14 @@
  *                              with one read-modify-write instruction
  *                              (`addl $1, (page)`): natively one write fault
  *                              a page; prints "rmw N pages"
- *   pagelab_testprog kwrites   touch, then map 16 pages whose first touch is the kernel's
+ *   pagelab_testprog kwrites   touch, then map 20 pages whose first touch is the kernel's
  *                              writes: fstat, pipe2, uname, readv, clock_gettime,
  *                              rt_sigaction's old action, recvmsg (data and an
  *                              SCM_RIGHTS control message), epoll_wait, getsockname,
- *                              recvfrom into them (page by page:
+ *                              recvfrom, time, getresuid, sigaltstack, getitimer
+ *                              into them (page by page:
  *                              see kwrites()); then load from each page and store into
- *                              it; prints "kwrites region 0xADDR 65536 faults N" (N: the
+ *                              it; prints "kwrites region 0xADDR 81920 faults N" (N: the
  *                              minor faults of the stores, natively 0)
  *
  * Nothing else touches the region: its data pages in a trace must be exactly
@@ -43,6 +44,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/utsname.h>
@@ -135,10 +137,14 @@ static void fail(const char *what)
  *   14: a unix socket's unnamed address (2 bytes, its family) at 14*4096   getsockname
  *   15: 10 bytes at 15*4096, then 8 of the sender's 13-byte abstract address (its family,
  *      a NUL, 10 bytes of name) at 15*4096+2048: recvfrom with an address length of 8
+ *   16: a time_t (8) at 16*4096   time
+ *   17: three uid_ts (4 each) at 17*4096, +4, +8   getresuid
+ *   18: the old stack_t (24) at 18*4096   sigaltstack
+ *   19: struct itimerval (32) at 19*4096   getitimer
  */
 static void kwrites(void)
 {
-    size_t len = 16 * PAGE;
+    size_t len = 20 * PAGE;
     char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
         fail("mmap");
@@ -229,10 +235,22 @@ static void kwrites(void)
         fromlen != unlen) {
         fail("recvfrom");
     }
+    if (syscall(SYS_time, p + 16 * PAGE) <= 0) {
+        fail("time");
+    }
+    if (syscall(SYS_getresuid, p + 17 * PAGE, p + 17 * PAGE + 4, p + 17 * PAGE + 8) != 0) {
+        fail("getresuid");
+    }
+    if (syscall(SYS_sigaltstack, NULL, p + 18 * PAGE) != 0) {
+        fail("sigaltstack");
+    }
+    if (syscall(SYS_getitimer, ITIMER_REAL, p + 19 * PAGE) != 0) {
+        fail("getitimer");
+    }
     static const size_t at[] = {0, 1 * PAGE + 16, 2 * PAGE + 4000, 3 * PAGE, 4 * PAGE + 4000,
                                 5 * PAGE, 6 * PAGE, 8 * PAGE, 9 * PAGE, 10 * PAGE + 8,
                                 11 * PAGE, 12 * PAGE + 4090, 13 * PAGE, 14 * PAGE,
-                                15 * PAGE};
+                                15 * PAGE, 16 * PAGE, 17 * PAGE, 18 * PAGE, 19 * PAGE};
     if (memcmp(p + 2 * PAGE + 4000, "Linux", 5) != 0 || p[6 * PAGE + 2799] != 'k') {
         fprintf(stderr, "kwrites: the kernel's writes are not where expected\n");
         exit(2);

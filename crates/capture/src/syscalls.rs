@@ -108,6 +108,18 @@ pub mod nr {
     pub const GETSOCKNAME: u64 = 51;
     /// getpeername(fd, addr, addrlen); as accept
     pub const GETPEERNAME: u64 = 52;
+    /// time(tloc)
+    pub const TIME: u64 = 201;
+    /// getresuid(ruid, euid, suid)
+    pub const GETRESUID: u64 = 118;
+    /// getresgid(rgid, egid, sgid)
+    pub const GETRESGID: u64 = 120;
+    /// getgroups(size, list)
+    pub const GETGROUPS: u64 = 115;
+    /// sigaltstack(ss, old_ss)
+    pub const SIGALTSTACK: u64 = 131;
+    /// getitimer(which, value)
+    pub const GETITIMER: u64 = 36;
     /// epoll_wait(epfd, events, maxevents, timeout)
     pub const EPOLL_WAIT: u64 = 232;
     /// epoll_pwait(epfd, events, maxevents, timeout, sigmask, sigsetsize)
@@ -131,6 +143,8 @@ const MAX_CPUMASK: u64 = 8192 / 8;
 /// The most events one epoll_wait returns: `EP_MAX_EVENTS` (`INT_MAX / sizeof(struct
 /// epoll_event)`, fs/eventpoll.c; a larger `maxevents` is `EINVAL`).
 const MAX_EPOLL_EVENTS: u64 = i32::MAX as u64 / size::EPOLL_EVENT;
+/// The most groups getgroups returns (`NGROUPS_MAX`, linux/limits.h).
+const NGROUPS_MAX: u64 = 65536;
 /// Most iovecs one call takes (`UIO_MAXIOV`, `IOV_MAX`: more is `EINVAL`).
 pub(crate) const IOV_MAX: usize = 1024;
 /// The most address bytes a socket call writes (`struct __kernel_sockaddr_storage`,
@@ -172,6 +186,14 @@ mod size {
     pub const RUSAGE: u64 = 144;
     /// `struct tms` (linux/times.h).
     pub const TMS: u64 = 32;
+    /// `time_t` (`__kernel_old_time_t`, a `long`): time.
+    pub const TIME: u64 = 8;
+    /// A `uid_t` or `gid_t`: getresuid, getresgid, getgroups.
+    pub const ID: u64 = 4;
+    /// `stack_t` (asm-generic/signal.h: pointer, int flags, padding, size): sigaltstack.
+    pub const STACK: u64 = 24;
+    /// `struct itimerval` (linux/time.h: two `struct timeval`s): getitimer.
+    pub const ITIMERVAL: u64 = 32;
     /// Offsets of `struct msghdr`'s fields the kernel writes back (linux/socket.h
     /// `user_msghdr`): `msg_namelen` (4 bytes), `msg_controllen` (8), `msg_flags` (4).
     pub const MSG_NAMELEN_AT: u64 = 8;
@@ -259,6 +281,24 @@ pub(crate) fn user_writes(
         nr::PRLIMIT64 => put(a[3], size::RLIMIT),
         nr::GETRUSAGE => put(a[1], size::RUSAGE),
         nr::TIMES => put(a[0], size::TMS),
+        nr::TIME => put(a[0], size::TIME),
+        nr::GETRESUID | nr::GETRESGID => {
+            for id in &a[..3] {
+                put(*id, size::ID);
+            }
+        }
+        // A size of 0 asks for the count only.
+        nr::GETGROUPS if a[0] != 0 => {
+            if ret > NGROUPS_MAX {
+                return Err(format!(
+                    "getgroups returned {ret} groups, more than Linux returns \
+                     ({NGROUPS_MAX})"
+                ));
+            }
+            put(a[1], ret * size::ID);
+        }
+        nr::SIGALTSTACK => put(a[1], size::STACK),
+        nr::GETITIMER => put(a[1], size::ITIMERVAL),
         nr::READV | nr::PREADV | nr::PREADV2 => {
             most(MAX_RW_COUNT, "call")?;
             spread(ret, iovecs(num, extra)?, &mut put);

@@ -306,6 +306,39 @@ fn each_fixed_size_call_writes_its_structure_page_by_page_on_success_only() {
             vec![(0x1_3000, 32)],
         ),
         (100, 123_456, [0, 0, 0, 0, 0, 0], vec![]),
+        // time: a time_t when asked for.
+        (
+            201,
+            1_700_000_000,
+            [0x1_6000, 0, 0, 0, 0, 0],
+            vec![(0x1_6000, 8)],
+        ),
+        (201, 1_700_000_000, [0, 0, 0, 0, 0, 0], vec![]),
+        // getresuid, getresgid: three ids.
+        (
+            118,
+            0,
+            [0x1_7000, 0x1_7004, 0x1_7ffe, 0, 0, 0],
+            vec![(0x1_7000, 4), (0x1_7004, 4), (0x1_7ffe, 2), (0x1_8000, 2)],
+        ),
+        (
+            120,
+            0,
+            [0x1_7000, 0x1_7004, 0x1_7008, 0, 0, 0],
+            vec![(0x1_7000, 4), (0x1_7004, 4), (0x1_7008, 4)],
+        ),
+        // getgroups: as many gid_ts as it returns, none when asked for the count only.
+        (115, 3, [64, 0x1_9000, 0, 0, 0, 0], vec![(0x1_9000, 12)]),
+        (115, 3, [0, 0x1_9000, 0, 0, 0, 0], vec![]),
+        // sigaltstack's old stack_t, getitimer's struct itimerval.
+        (
+            131,
+            0,
+            [0x1_a000, 0x1_a100, 0, 0, 0, 0],
+            vec![(0x1_a100, 24)],
+        ),
+        (131, 0, [0x1_a000, 0, 0, 0, 0, 0], vec![]),
+        (36, 0, [0, 0x1_b000, 0, 0, 0, 0], vec![(0x1_b000, 32)]),
         // getcwd and sched_getaffinity: as many bytes as they return.
         (79, 10, [0x1_4000, 4096, 0, 0, 0, 0], vec![(0x1_4000, 10)]),
         (204, 8, [0, 128, 0x1_5000, 0, 0, 0], vec![(0x1_5000, 8)]),
@@ -539,6 +572,13 @@ fn a_result_length_or_count_no_kernel_gives_is_a_corrupt_stream() {
             vec![],
             "more than Linux",
         ),
+        (
+            115,
+            65537,
+            [1 << 20, 0x1000, 0, 0, 0, 0],
+            vec![],
+            "more than Linux",
+        ),
     ];
     for (num, ret, args, extra, says) in cases {
         let bytes = to_bytes(&record(num, ret, args, &extra));
@@ -588,7 +628,7 @@ fn qemu_the_kernels_writes_are_a_fresh_pages_first_touch() {
     const P: u64 = 4096;
     // pagelab_testprog.c's kwrites(): pipe2, fstat, uname, readv, clock_gettime,
     // rt_sigaction, recvmsg, epoll_wait, getsockname, recvfrom (8 bytes of a 13-byte
-    // address), in that order, page by page.
+    // address), time, getresuid, sigaltstack, getitimer, in that order, page by page.
     let kernel: Vec<(AccessKind, u64, u32)> = [
         (P + 16, 8),
         (0, 144),
@@ -606,6 +646,12 @@ fn qemu_the_kernels_writes_are_a_fresh_pages_first_touch() {
         (14 * P, 2),
         (15 * P, 10),
         (15 * P + 2048, 8),
+        (16 * P, 8),
+        (17 * P, 4),
+        (17 * P + 4, 4),
+        (17 * P + 8, 4),
+        (18 * P, 24),
+        (19 * P, 32),
     ]
     .into_iter()
     .map(|(at, size)| (AccessKind::Store, at, size))
