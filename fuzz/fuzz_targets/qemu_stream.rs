@@ -76,6 +76,8 @@ fn record(u: &mut Unstructured<'_>, words: &mut Vec<u64>) -> Result<()> {
                 nr::RECVMSG,
                 nr::ACCEPT,
                 nr::EPOLL_WAIT,
+                nr::GETGROUPS,
+                nr::GETRESUID,
             ])?;
             let ret = if u.arbitrary()? {
                 addr(u)? as i64
