@@ -98,11 +98,11 @@ enum {
     NR_GETRLIMIT = 97, NR_GETRUSAGE = 98, NR_TIMES = 100, NR_PRLIMIT64 = 302,
     NR_GETCWD = 79, NR_SCHED_GETAFFINITY = 204, NR_TIME = 201, NR_GETRESUID = 118,
     NR_GETRESGID = 120, NR_GETGROUPS = 115, NR_SIGALTSTACK = 131, NR_GETITIMER = 36,
-    /* System calls that write memory the arguments only point at: the record carries
-     * what the plugin reads of it at the return (docs/capture-format.md). */
+    NR_EPOLL_WAIT = 232, NR_EPOLL_PWAIT = 281, NR_EPOLL_PWAIT2 = 441,
+    /* System calls that write memory the arguments only point at (is_vector): the record
+     * carries what the plugin reads of it (docs/capture-format.md). */
     NR_READV = 19, NR_PREADV = 295, NR_PREADV2 = 327, NR_RECVFROM = 45, NR_RECVMSG = 47,
     NR_ACCEPT = 43, NR_ACCEPT4 = 288, NR_GETSOCKNAME = 51, NR_GETPEERNAME = 52,
-    NR_EPOLL_WAIT = 232, NR_EPOLL_PWAIT = 281, NR_EPOLL_PWAIT2 = 441,
     /* No kernel's: pagelab's placement library asks where a mapping goes
      * (capture/place/pagelab_place.c; QEMU answers ENOSYS). */
     PLACE_NR = 0x5047,
@@ -138,8 +138,9 @@ struct tstate {
     uint64_t sc_child_tid;      /* where the child's tid goes (CLONE_CHILD_SETTID), or 0 */
     uint64_t placed;            /* the address last given as a hint, until its mmap */
     uint64_t placed_hint;       /* the program's own hint for that mmap */
-    uint64_t sc_len_in;         /* recvfrom's *addrlen, recvmsg's msg_namelen at entry */
-    int sc_len_ok;              /* ... read */
+    uint64_t sc_len_in;         /* an address length at entry: recvfrom's, accept's,
+                                 * getsockname's *addrlen, recvmsg's msg_namelen */
+    int sc_len_ok;              /* ... was read */
 };
 
 struct arena_header {
