@@ -41,7 +41,7 @@ use std::collections::BTreeMap;
 const PAGE: u64 = pagelab_core::PageSize::MIN.bytes();
 
 /// Where the capture (QEMU user mode) put the program it started.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CapturedImage {
     /// What the program's link addresses were moved by.
     pub program_bias: u64,
@@ -49,6 +49,11 @@ pub struct CapturedImage {
     pub interp_bias: Option<u64>,
     /// The captured stack: its first byte and its end.
     pub stack: (u64, u64),
+    /// Pages QEMU maps for the guest CPU itself before the program runs (on x86-64 its
+    /// IDT and GDT: its first byte and its end), which QEMU's own descriptor loads read,
+    /// at a signal's delivery for one, as memory accesses of the guest's instruction. A
+    /// program under Linux has no such pages: references there are dropped.
+    pub qemu_own: Vec<(u64, u64)>,
 }
 
 /// Why a captured trace cannot be relocated: the event (counted from 0) and
@@ -381,6 +386,9 @@ impl Space {
                 RegionKind::Stack | RegionKind::VdsoData | RegionKind::Vdso => continue,
             };
             space.add(captured_start, r.len, r.start.0);
+        }
+        for &(s, e) in &captured.qemu_own {
+            space.hidden.add(s, e.saturating_sub(s));
         }
         let (lo, hi) = captured.stack;
         if hi <= lo || hi - lo > STACK_TOP / 2 {

@@ -9,7 +9,9 @@ impl CapturedImage {
     /// block after "page layout changed following binary load"): the
     /// program's bias from `brk` (the end of its bss), the interpreter's
     /// from `entry` (its entry point), the stack from the row holding
-    /// `start_stack`.
+    /// `start_stack`; and QEMU's own pages for the guest CPU ([`CapturedImage::qemu_own`]):
+    /// the page each of the next blocks, "following mmap", adds, while each adds one
+    /// writable page (x86-64 QEMU maps its IDT, then its GDT, before the guest runs).
     pub fn from_qemu_log(
         log: &str,
         program: &ElfImage,
@@ -19,6 +21,7 @@ impl CapturedImage {
             .split_once("page layout changed following binary load")
             .ok_or("no \"page layout changed following binary load\" in QEMU's -d page log")?
             .1;
+        let qemu_own = qemu_own(block);
         let mut rows = Vec::new();
         let mut field = FxHashMap::default();
         for line in block.lines().skip(1) {
@@ -71,6 +74,57 @@ impl CapturedImage {
             program_bias,
             interp_bias,
             stack,
+            qemu_own,
         })
     }
 }
+
+/// QEMU's pages for the guest CPU, from the page log after the binary load (`after`): of
+/// the first [`QEMU_OWN_PAGES`] blocks "following mmap", each that adds exactly one
+/// writable 4K page to the one before adds it; the first that does not ends the search.
+fn qemu_own(after: &str) -> Vec<(u64, u64)> {
+    let rows = |block: &str| -> Vec<(u64, u64, String)> {
+        block
+            .lines()
+            .skip_while(|line| !line.starts_with("start "))
+            .skip(1)
+            .map_while(|line| {
+                let mut w = line.split_whitespace();
+                let (s, e) = w.next()?.split_once('-')?;
+                let (_size, prot) = (w.next()?, w.next()?);
+                let hex = |t: &str| u64::from_str_radix(t, 16).ok();
+                Some((hex(s)?, hex(e)?, prot.to_string()))
+            })
+            .collect()
+    };
+    let mut blocks = after.split("page layout changed following ");
+    let mut before = rows(blocks.next().unwrap_or_default());
+    let mut own = Vec::new();
+    for block in blocks.take(QEMU_OWN_PAGES) {
+        let Some(block) = block.strip_prefix("mmap") else {
+            break;
+        };
+        let now = rows(block);
+        // A new page may extend the row before it (QEMU's log merges rows of one
+        // protection): the new bytes are those no row before covered.
+        let covered = |a: u64| before.iter().any(|(s, e, _)| (*s..*e).contains(&a));
+        let new: Vec<&(u64, u64, String)> = now
+            .iter()
+            .filter(|(s, e, _)| !covered(*s) || !covered(e - 1))
+            .collect();
+        let page = match new[..] {
+            [(s, e, prot)] if prot.starts_with("rw") => {
+                let s = if covered(*s) { e - PAGE } else { *s };
+                (e - s == PAGE && !covered(s)).then_some((s, *e))
+            }
+            _ => None,
+        };
+        let Some(page) = page else { break };
+        own.push(page);
+        before = now;
+    }
+    own
+}
+
+/// How many of QEMU's own pages [`qemu_own`] looks for: x86-64 QEMU's IDT and GDT.
+const QEMU_OWN_PAGES: usize = 2;

@@ -45,6 +45,7 @@ fn laid_out(exe: &ElfImage, interp: Option<&ElfImage>) -> (LinuxLayout, ExecLayo
         program_bias: 0x40_0000_0000,
         interp_bias: interp.map(|_| 0x40_1000_0000),
         stack: (0x40_0100_0000, 0x40_0180_0000),
+        qemu_own: Vec::new(),
     };
     (layout, model, captured)
 }
@@ -371,4 +372,106 @@ fn a_file_has_one_id_whether_loaded_as_an_image_or_mmapped() {
     let [_, unnamed] = file_map(0x40_0b00_0000, PROG, 9);
     let e = run(&mut r, vec![unnamed]).unwrap_err();
     assert!(e.what.contains("file 9 is mapped before"), "{e}");
+}
+
+/// QEMU 7.2's `-d page` log of `/bin/true` from the binary load on: the load, then the
+/// IDT's page, then the GDT's (which QEMU's log merges into the IDT's row), then the
+/// guest's first mmap of its own.
+const QEMU_PAGE_LOG: &str = "\
+page layout changed following binary load
+start            end              size             prot
+0000004000000000-0000004000002000 0000000000002000 r--
+0000004000002000-0000004000006000 0000000000004000 r-x
+000000400200b000-000000400280b000 0000000000800000 rw-
+000000400280c000-0000004002832000 0000000000026000 r-x
+000000400283c000-0000004002840000 0000000000004000 rw-
+ffffffffff600000-ffffffffff601000 0000000000001000 --x
+start_brk   0x0000000000000000
+start_stack 0x000000400280a840
+brk         0x0000004000002000
+entry       0x0000004002825b70
+auxv_start  0x000000400280a978
+page layout changed following mmap
+start            end              size             prot
+0000004000000000-0000004000002000 0000000000002000 r--
+0000004000002000-0000004000006000 0000000000004000 r-x
+000000400200b000-000000400280b000 0000000000800000 rw-
+000000400280c000-0000004002832000 0000000000026000 r-x
+000000400283c000-0000004002840000 0000000000004000 rw-
+0000004002840000-0000004002841000 0000000000001000 rw-
+ffffffffff600000-ffffffffff601000 0000000000001000 --x
+page layout changed following mmap
+start            end              size             prot
+0000004000000000-0000004000002000 0000000000002000 r--
+0000004000002000-0000004000006000 0000000000004000 r-x
+000000400200b000-000000400280b000 0000000000800000 rw-
+000000400280c000-0000004002832000 0000000000026000 r-x
+000000400283c000-0000004002840000 0000000000004000 rw-
+0000004002840000-0000004002842000 0000000000002000 rw-
+ffffffffff600000-ffffffffff601000 0000000000001000 --x
+page layout changed following mmap
+start            end              size             prot
+0000004000000000-0000004000002000 0000000000002000 r--
+0000004000002000-0000004000006000 0000000000004000 r-x
+000000400200b000-000000400280b000 0000000000800000 rw-
+000000400280c000-0000004002832000 0000000000026000 r-x
+000000400283c000-0000004002840000 0000000000004000 rw-
+0000004002840000-0000004002844000 0000000000004000 rw-
+ffffffffff600000-ffffffffff601000 0000000000001000 --x
+";
+
+#[test]
+fn qemus_own_pages_for_the_guest_cpu_are_read_from_its_page_log() {
+    let exe = ElfImage {
+        entry: 0x1b70,
+        ..image()
+    };
+    let interp = ElfImage {
+        entry: 0x19b70,
+        ..image()
+    };
+    let c = CapturedImage::from_qemu_log(QEMU_PAGE_LOG, &exe, Some(&interp)).unwrap();
+    // The IDT's page and the GDT's, not the guest's own mmap of two pages after them.
+    assert_eq!(
+        c.qemu_own,
+        [
+            (0x40_0284_0000, 0x40_0284_1000),
+            (0x40_0284_1000, 0x40_0284_2000)
+        ]
+    );
+    assert_eq!(c.stack, (0x40_0200_b000, 0x40_0280_b000));
+    // A log with no block after the load (or another QEMU's first block adding more
+    // than a page) names none.
+    let load_only = QEMU_PAGE_LOG
+        .split("page layout changed following mmap")
+        .next()
+        .unwrap();
+    let c = CapturedImage::from_qemu_log(load_only, &exe, Some(&interp)).unwrap();
+    assert!(c.qemu_own.is_empty());
+    let wide = QEMU_PAGE_LOG.replacen(
+        "0000004002840000-0000004002841000 0000000000001000 rw-",
+        "0000004002840000-0000004002843000 0000000000003000 rw-",
+        1,
+    );
+    let c = CapturedImage::from_qemu_log(&wide, &exe, Some(&interp)).unwrap();
+    assert!(c.qemu_own.is_empty(), "{:?}", c.qemu_own);
+}
+
+#[test]
+fn references_to_qemus_own_pages_are_dropped_and_their_neighbours_refused() {
+    let (layout, model, mut captured) = laid_out(&image(), None);
+    // QEMU's GDT: a descriptor load of its (the user data segment at 0x28) is QEMU's.
+    captured.qemu_own = vec![(0x40_0284_1000, 0x40_0284_2000)];
+    let mut r = Relocator::new(layout, &model, None, &captured, &files(None)).unwrap();
+    let out = run(
+        &mut r,
+        vec![
+            Event::Switch(ThreadId { pid: 7, tid: 7 }),
+            at(0x40_0284_1028),
+        ],
+    )
+    .unwrap();
+    assert!(!out.iter().any(|e| matches!(e, Event::Ref(_))), "{out:?}");
+    let e = run(&mut r, vec![at(0x40_0284_2000)]).unwrap_err();
+    assert!(e.what.contains("0x4002842000 lies in no mapping"), "{e}");
 }
