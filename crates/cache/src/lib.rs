@@ -44,7 +44,7 @@ pub use config::{
 };
 pub use frames::{Frames, Placement, NEIGHBOURS_ONE};
 pub use hierarchy::{CacheCounts, Caches, Line};
-pub use overlap::{Overlap, OverlapSpec};
+pub use overlap::{Overlap, OverlapSpec, WalkClock};
 pub use reference::ReferenceCache;
 pub use set_assoc::Cache;
 pub use shared::{SharedFirst, SharedLine};

@@ -429,6 +429,10 @@ fn machines_measure_writes_a_machine_file_that_times_a_run() {
     for k in ["miss_buffers", "walkers"] {
         assert!(o[k].as_integer().unwrap() >= 1, "{k} in {written}");
     }
+    // Walkers measured as what a walk adds to a load are read so: the clock adds their share.
+    if text.contains("walks in flight: walkers = ") {
+        assert_eq!(o["walks"].as_str(), Some("additive"), "{written}");
+    }
     // The host page, where THP gave the probe 2M pages: 4K or 2M, and the line says which.
     let found = m
         .get("nested")

@@ -14,6 +14,7 @@ fn cost(machine: &str, overlap: Option<(u32, u32)>) -> CostConfig {
             miss_buffers,
             walkers,
             walk_interval: 0,
+            walks: pagelab_cache::WalkClock::Pooled,
         });
     }
     CostConfig {

@@ -26,7 +26,7 @@
 //!
 //! Everything else (TLBs, walk caches, nested paging, costs) is the base preset's.
 
-pub use pagelab_cache::overlap::{OverlapSpec, MAX_IN_FLIGHT, MAX_WALK_INTERVAL};
+pub use pagelab_cache::overlap::{OverlapSpec, WalkClock, MAX_IN_FLIGHT, MAX_WALK_INTERVAL};
 use pagelab_core::PageSize;
 use serde::Serialize;
 
@@ -240,7 +240,8 @@ pub fn sysfs_caches() -> Vec<NominalCache> {
 }
 
 /// The `[overlap]` of misses and walks measured in flight (dependent time over independent
-/// time, [`OverlapSpec`]'s meaning): each rounded to a whole number within
+/// time, [`OverlapSpec`]'s meaning; measured walkers are read as [`WalkClock::Additive`],
+/// since the probe divides a walk's latency by what it adds to a load): each rounded to a whole number within
 /// 1..=[`MAX_IN_FLIGHT`]. Walks that could not be measured (`None`: no walk showed, or they
 /// hid entirely) keep `base`'s walkers, or with no base are as many as the misses. The
 /// interval between walks' starts, cycles, rounded within 0..=[`MAX_WALK_INTERVAL`], where
@@ -259,10 +260,12 @@ pub fn overlap_spec(
     }
     let whole = |x: f64| (x.round() as u32).clamp(1, MAX_IN_FLIGHT);
     let miss_buffers = whole(misses);
-    let walkers = match (walks.filter(|w| w.is_finite() && *w > 0.0), base) {
-        (Some(w), _) => whole(w),
-        (None, Some(b)) => b.walkers,
-        (None, None) => miss_buffers,
+    // Measured walkers are what a walk adds to an independent load (additive); the base's
+    // keep the base's reading.
+    let (walkers, walk_clock) = match (walks.filter(|w| w.is_finite() && *w > 0.0), base) {
+        (Some(w), _) => (whole(w), WalkClock::Additive),
+        (None, Some(b)) => (b.walkers, b.walks),
+        (None, None) => (miss_buffers, WalkClock::Pooled),
     };
     let walk_interval = match (walk_interval.filter(|i| i.is_finite() && *i >= 0.0), base) {
         (Some(i), _) => (i.round() as u32).min(MAX_WALK_INTERVAL),
@@ -273,6 +276,7 @@ pub fn overlap_spec(
         miss_buffers,
         walkers,
         walk_interval,
+        walks: walk_clock,
     })
 }
 
@@ -380,6 +384,9 @@ pub fn machine_toml(
                 "walk_interval".into(),
                 toml::Value::Integer(o.walk_interval.into()),
             );
+        }
+        if o.walks == WalkClock::Additive {
+            f.insert("walks".into(), toml::Value::String("additive".into()));
         }
         t.insert("overlap".into(), toml::Value::Table(f));
     }

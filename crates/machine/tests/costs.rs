@@ -127,6 +127,11 @@ fn a_missing_latency_or_section_is_refused_with_its_field() {
         msg.contains("field `overlap.walk_interval`") && msg.contains("allowed 0"),
         "{msg}"
     );
+    let msg = refused("zen4", "walkers = 6", "walkers = 6\nwalks = \"sometimes\"");
+    assert!(
+        msg.contains("walks = \"sometimes\"") && msg.contains("expected `pooled` or `additive`"),
+        "{msg}"
+    );
     let msg = refused("zen4", "tlb_hit = [0, 7]", "tlb_hit = [0, 7]\nwalk = 20000");
     assert!(
         msg.contains("field `costs.walk`") && msg.contains("allowed 0"),

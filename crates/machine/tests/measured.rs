@@ -1,6 +1,6 @@
 //! `pagelab machines --measure`'s analysis: a chase's curve into a machine's caches.
 
-use pagelab_cache::overlap::{OverlapSpec, MAX_IN_FLIGHT, MAX_WALK_INTERVAL};
+use pagelab_cache::overlap::{OverlapSpec, WalkClock, MAX_IN_FLIGHT, MAX_WALK_INTERVAL};
 use pagelab_core::PageSize;
 use pagelab_machine::measured::{
     analyse, exact_size, machine_toml, overlap_spec, segment, Found, LatencyPoint, NominalCache,
@@ -147,6 +147,7 @@ fn the_machine_file_keeps_the_base_and_takes_the_measured_caches_at_the_l1s_cloc
                 miss_buffers: 13,
                 walkers: 3,
                 walk_interval: 7,
+                walks: WalkClock::Additive,
             }),
             host_page: Some(PageSize::K4),
         },
@@ -188,6 +189,8 @@ fn the_machine_file_keeps_the_base_and_takes_the_measured_caches_at_the_l1s_cloc
     assert_eq!((mc.costs.walk, bc.costs.walk), (28, 0));
     let o = mc.overlap.as_ref().unwrap();
     assert_eq!((o.miss_buffers, o.walkers, o.walk_interval), (13, 3, 7));
+    assert_eq!(o.walks, WalkClock::Additive);
+    assert!(text.contains("walks = \"additive\""), "{text}");
     // Without a measured overlap the base's stays.
     let kept = machine_toml("emeraldrapids", base, &h, 5, Found::default(), &[]).unwrap();
     let kept = Machine::from_toml_str(&kept, "kept").unwrap();
@@ -209,9 +212,12 @@ fn the_overlap_is_the_measured_figures_rounded_within_the_pools_bounds() {
         miss_buffers: 16,
         walkers: 4,
         walk_interval: 0,
+        walks: WalkClock::Pooled,
     };
     let o = overlap_spec(12.6, Some(2.4), Some(7.26), Some(&base)).unwrap();
     assert_eq!((o.miss_buffers, o.walkers, o.walk_interval), (13, 2, 7));
+    // Measured walkers are what a walk adds to a load: the clock adds their share.
+    assert_eq!(o.walks, WalkClock::Additive);
     // Walks not measured keep the base's walkers, or without a base follow the misses; an
     // interval not measured is the base's, or none.
     let base = OverlapSpec {
@@ -220,8 +226,10 @@ fn the_overlap_is_the_measured_figures_rounded_within_the_pools_bounds() {
     };
     let o = overlap_spec(12.6, None, None, Some(&base)).unwrap();
     assert_eq!((o.miss_buffers, o.walkers, o.walk_interval), (13, 4, 5));
+    assert_eq!(o.walks, WalkClock::Pooled);
     let o = overlap_spec(12.6, Some(f64::NAN), Some(f64::NAN), None).unwrap();
     assert_eq!((o.miss_buffers, o.walkers, o.walk_interval), (13, 13, 0));
+    assert_eq!(o.walks, WalkClock::Pooled);
     // A dependent load faster than independent ones still has one miss in flight; an
     // absurd figure is held to the most a machine file may give.
     let o = overlap_spec(0.3, Some(1e9), Some(1e9), None).unwrap();
