@@ -132,6 +132,7 @@ struct tstate {
     struct buf b;
     uint32_t pid, tid;
     struct tstate *next, *prev; /* registry of live threads */
+    uint64_t cur_tb;            /* the id of the block executing (see on_mem) */
     int64_t sc_num;             /* system call awaiting its result, or -1 */
     uint64_t sc_args[6];
     uint64_t sc_clone;          /* a fork-like call's clone flags, as the guest asked */
@@ -356,28 +357,47 @@ static inline void reserve(struct tstate *t, size_t n)
 
 /* ---- execution callbacks: the hot path ---- */
 
+/* A block's start: its id. */
 static void on_tb_exec(unsigned int vcpu, void *ud)
 {
     (void)vcpu;
-    put(me(), (uint64_t)(uintptr_t)ud);
+    struct tstate *t = me();
+    t->cur_tb = (uint64_t)(uintptr_t)ud;
+    put(t, (uint64_t)(uintptr_t)ud);
 }
 
+/* An instruction of a block that crosses a page, each reported as it runs: its index and
+ * its block's id. */
 static void on_insn_exec(unsigned int vcpu, void *ud)
 {
     (void)vcpu;
-    put(me(), (uint64_t)(uintptr_t)ud);
+    struct tstate *t = me();
+    t->cur_tb = (uint64_t)(uintptr_t)ud & ADDR_MASK;
+    put(t, (uint64_t)(uintptr_t)ud);
 }
 
+/* A memory access: `ud` is the instruction's index (above IDX_POS) and its block's id
+ * (below). QEMU 7.2 leaves the memory callbacks of an instruction that ends its block
+ * through a helper armed after the block (QEMU issue 1381, fixed in 8.0 by clearing
+ * plugin_mem_cbs on a block's exit), so a later block's helper that loads memory itself
+ * (a segment descriptor, say) reports that load as the old instruction's. An access whose
+ * block is not the one executing is such a load: dropped, not pinned on an instruction of
+ * another block (docs/capture-format.md). */
 static void on_mem(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud)
 {
     (void)vcpu;
     struct tstate *t = me();
+    uint64_t u = (uint64_t)(uintptr_t)ud;
+    if (__builtin_expect((u & ADDR_MASK) != t->cur_tb, 0)) {
+        return;
+    }
+    u &= ~ADDR_MASK;
     uint64_t shift = qemu_plugin_mem_size_shift(info) & 7;
     uint64_t store = qemu_plugin_mem_is_store(info) ? 1 : 0;
     if (__builtin_expect((vaddr >> 48) == 0, 1)) {
-        put(t, T_MEM | (uint64_t)(uintptr_t)ud | (store << 61) | (shift << MEM_SHIFT_POS) | vaddr);
+        put(t, T_MEM | u | (store << 61) | (shift << MEM_SHIFT_POS) | vaddr);
     } else {
-        uint64_t idx = ((uint64_t)(uintptr_t)ud >> IDX_POS) & MAX_INSNS;
+        uint64_t idx = (u >> IDX_POS) & MAX_INSNS;
         reserve(t, 2);
         *t->b.pos++ = EXT(X_MEMX, 1, idx | (store << 10) | (shift << 11));
         put(t, vaddr);
@@ -419,7 +439,7 @@ static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
                                                    (void *)(uintptr_t)(T_INSN | idx | tbid));
         }
         qemu_plugin_register_vcpu_mem_cb(insn, on_mem, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW,
-                                         (void *)(uintptr_t)idx);
+                                         (void *)(uintptr_t)(idx | tbid));
     }
     if (!per_insn) {
         qemu_plugin_register_vcpu_tb_exec_cb(tb, on_tb_exec, QEMU_PLUGIN_CB_NO_REGS,

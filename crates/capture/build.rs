@@ -37,6 +37,7 @@ fn main() {
         "pagelab_layoutprog",
         "pagelab_execprog",
         "pagelab_placeprog",
+        "pagelab_signalprog",
     ] {
         compile(
             &capture.join(format!("testprog/{prog}.c")),

@@ -62,6 +62,7 @@ pub use relocated::{Relocated, RelocationSetup};
 pub use spawn::{exit_code, interrupted, Backend, Capture, CaptureCommand, StdoutTo};
 pub use tools::{
     execprog_path, find_qemu, find_valgrind, layoutprog_path, parse_qemu_version, place_lib_path,
-    placeprog_path, plugin_api_for, plugin_path, qemu_version, testprog_path, which, CaptureError,
+    placeprog_path, plugin_api_for, plugin_path, qemu_version, signalprog_path, testprog_path,
+    which, CaptureError,
 };
 pub use window::Window;

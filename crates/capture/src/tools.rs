@@ -196,6 +196,12 @@ pub fn placeprog_path() -> PathBuf {
     Path::new(env!("OUT_DIR")).join("pagelab_placeprog")
 }
 
+/// The path of the signal test program (`capture/testprog/pagelab_signalprog.c`) the
+/// build made: system calls in a loop under a timer's signals.
+pub fn signalprog_path() -> PathBuf {
+    Path::new(env!("OUT_DIR")).join("pagelab_signalprog")
+}
+
 /// The path of the exec layout test program
 /// (`capture/testprog/pagelab_execprog.c`) linked as `variant` says: `""`
 /// (position-independent, dynamic), `"nopie"`, `"static"` or `"staticpie"`.
