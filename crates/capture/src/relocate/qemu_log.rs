@@ -22,21 +22,15 @@ impl CapturedImage {
             .ok_or("no \"page layout changed following binary load\" in QEMU's -d page log")?
             .1;
         let qemu_own = qemu_own(block);
-        let mut rows = Vec::new();
+        let rows = page_rows(block)?;
         let mut field = FxHashMap::default();
         for line in block.lines().skip(1) {
             let mut w = line.split_whitespace();
             let (Some(a), Some(b)) = (w.next(), w.next()) else {
                 break;
             };
-            let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
-            if let Some((s, e)) = a.split_once('-') {
-                match (hex(s), hex(e)) {
-                    (Some(s), Some(e)) => rows.push((s, e)),
-                    _ => return Err(format!("QEMU's -d page log: bad row `{line}`")),
-                }
-            } else if a == "start" {
-                continue;
+            if a.contains('-') || a == "start" {
+                continue; // a row (above) or the rows' header
             } else if let Some(v) = hex(b) {
                 field.insert(a.to_string(), v);
             } else {
@@ -68,6 +62,7 @@ impl CapturedImage {
         let sp = get("start_stack")?;
         let stack = rows
             .into_iter()
+            .map(|(s, e, _)| (s, e))
             .find(|(s, e)| (*s..*e).contains(&sp))
             .ok_or_else(|| format!("QEMU's -d page log: no row holds start_stack {sp:#x}"))?;
         Ok(CapturedImage {
@@ -83,20 +78,10 @@ impl CapturedImage {
 /// the first [`QEMU_OWN_PAGES`] blocks "following mmap", each that adds exactly one
 /// writable 4K page to the one before adds it; the first that does not ends the search.
 fn qemu_own(after: &str) -> Vec<(u64, u64)> {
-    let rows = |block: &str| -> Vec<(u64, u64, String)> {
-        block
-            .lines()
-            .skip_while(|line| !line.starts_with("start "))
-            .skip(1)
-            .map_while(|line| {
-                let mut w = line.split_whitespace();
-                let (s, e) = w.next()?.split_once('-')?;
-                let (_size, prot) = (w.next()?, w.next()?);
-                let hex = |t: &str| u64::from_str_radix(t, 16).ok();
-                Some((hex(s)?, hex(e)?, prot.to_string()))
-            })
-            .collect()
-    };
+    // A block that does not parse ends the search as one that adds no page does.
+    fn rows(block: &str) -> Vec<(u64, u64, &str)> {
+        page_rows(block).unwrap_or_default()
+    }
     let mut blocks = after.split("page layout changed following ");
     let mut before = rows(blocks.next().unwrap_or_default());
     let mut own = Vec::new();
@@ -108,13 +93,17 @@ fn qemu_own(after: &str) -> Vec<(u64, u64)> {
         // A new page may extend the row before it (QEMU's log merges rows of one
         // protection): the new bytes are those no row before covered.
         let covered = |a: u64| before.iter().any(|(s, e, _)| (*s..*e).contains(&a));
-        let new: Vec<&(u64, u64, String)> = now
+        let new: Vec<&(u64, u64, &str)> = now
             .iter()
-            .filter(|(s, e, _)| !covered(*s) || !covered(e - 1))
+            .filter(|(s, e, _)| s < e && (!covered(*s) || !covered(e - 1)))
             .collect();
         let page = match new[..] {
             [(s, e, prot)] if prot.starts_with("rw") => {
-                let s = if covered(*s) { e - PAGE } else { *s };
+                let s = if covered(*s) {
+                    e.saturating_sub(PAGE)
+                } else {
+                    *s
+                };
                 (e - s == PAGE && !covered(s)).then_some((s, *e))
             }
             _ => None,
@@ -124,6 +113,33 @@ fn qemu_own(after: &str) -> Vec<(u64, u64)> {
         before = now;
     }
     own
+}
+
+/// A hexadecimal number of the page log, with or without `0x`.
+fn hex(s: &str) -> Option<u64> {
+    u64::from_str_radix(s.trim_start_matches("0x"), 16).ok()
+}
+
+/// The rows (`start-end size prot`) of one layout block of the page log, from the line
+/// after its header (`start end size prot`) to the first line that is no row; an error
+/// names a row whose addresses do not parse.
+fn page_rows(block: &str) -> Result<Vec<(u64, u64, &str)>, String> {
+    let mut rows = Vec::new();
+    for line in block
+        .lines()
+        .skip_while(|l| !l.starts_with("start "))
+        .skip(1)
+    {
+        let mut w = line.split_whitespace();
+        let Some((s, e)) = w.next().and_then(|a| a.split_once('-')) else {
+            break;
+        };
+        match (hex(s), hex(e)) {
+            (Some(s), Some(e)) => rows.push((s, e, w.nth(1).unwrap_or(""))),
+            _ => return Err(format!("QEMU's -d page log: bad row `{line}`")),
+        }
+    }
+    Ok(rows)
 }
 
 /// How many of QEMU's own pages [`qemu_own`] looks for: x86-64 QEMU's IDT and GDT.

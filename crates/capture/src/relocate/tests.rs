@@ -455,6 +455,30 @@ fn qemus_own_pages_for_the_guest_cpu_are_read_from_its_page_log() {
     );
     let c = CapturedImage::from_qemu_log(&wide, &exe, Some(&interp)).unwrap();
     assert!(c.qemu_own.is_empty(), "{:?}", c.qemu_own);
+    // A row that ends before it starts, or at 0, names no page and panics nowhere.
+    for bad in [
+        "0000004002841000-0000004002840000 0000000000001000 rw-",
+        "0000000000000000-0000000000000000 0000000000000000 rw-",
+    ] {
+        let odd = QEMU_PAGE_LOG.replacen(
+            "0000004002840000-0000004002841000 0000000000001000 rw-",
+            bad,
+            1,
+        );
+        let c = CapturedImage::from_qemu_log(&odd, &exe, Some(&interp)).unwrap();
+        assert!(c.qemu_own.is_empty(), "{bad}: {:?}", c.qemu_own);
+    }
+    // A block after the load whose row does not parse ends the search; in the load's own
+    // block such a row is an error that quotes it.
+    let garbled = QEMU_PAGE_LOG.replacen("0000004002840000-", "00000040028z0000-", 1);
+    let c = CapturedImage::from_qemu_log(&garbled, &exe, Some(&interp)).unwrap();
+    assert!(c.qemu_own.is_empty(), "{:?}", c.qemu_own);
+    let garbled = QEMU_PAGE_LOG.replacen("000000400280c000-", "00000040028zc000-", 1);
+    let e = CapturedImage::from_qemu_log(&garbled, &exe, Some(&interp)).unwrap_err();
+    assert!(
+        e.contains("bad row `00000040028zc000-0000004002832000"),
+        "{e}"
+    );
 }
 
 #[test]
