@@ -463,7 +463,11 @@ fn overlap_text(
         "as many as the misses"
     };
     let walks = match ov.walks_in_flight() {
-        Some(w) => format!("{w:.1} walks in flight: walkers = {}", o.walkers),
+        Some(w) => format!(
+            "{w:.1} walks in flight: walkers = {}, walks = \"additive\" (each walk adds its \
+             share of them to a load, as measured)",
+            o.walkers
+        ),
         None if !ov.host.huge_ok => format!(
             "not measured (THP gave the packed lines 4K pages): walkers = {} ({kept})",
             o.walkers
