@@ -51,6 +51,15 @@ fn both(result: &LabResult, p: &KernelPrediction) -> Vec<String> {
         .collect()
 }
 
+/// Whether `p`'s 4K or 2M runs spread (fastest to slowest over the median) wider than
+/// [`SPEEDUP_TOLERANCE`]: then the measured speed-up moves by more than the goal's band from
+/// one draw of runs to the next, and its verdict wants a re-measurement.
+pub fn spread_wide(result: &LabResult, p: &KernelPrediction) -> bool {
+    ["4K", "2M"].iter().any(|l| {
+        measured(result, &p.subject, l).is_some_and(|(_, spread)| spread > SPEEDUP_TOLERANCE)
+    })
+}
+
 /// The measured and the predicted 2M-over-4K speed-up of `p`, when both configurations ran.
 pub fn speedups_2m(result: &LabResult, p: &KernelPrediction) -> Option<(f64, f64)> {
     let (m4, _) = measured(result, &p.subject, "4K")?;
@@ -104,6 +113,7 @@ pub fn predict_table(result: &LabResult, predictions: &[KernelPrediction], model
     .map(String::from)
     .to_vec()];
     let (mut goal_met, mut goal_n, mut rank_met, mut rank_n) = (0, 0, 0, 0);
+    let mut wide = 0;
     for p in predictions {
         let base_m = measured(result, &p.subject, "4K").map(|m| m.0);
         let base_p = predicted(p, "4K");
@@ -117,10 +127,11 @@ pub fn predict_table(result: &LabResult, predictions: &[KernelPrediction], model
                     let ratio = sp / sm;
                     let mark = if p.goal && label == "2M" {
                         let ok = (ratio - 1.0).abs() <= SPEEDUP_TOLERANCE;
-                        if ok {
-                            " (goal met)"
-                        } else {
-                            " (goal missed)"
+                        match (ok, spread_wide(result, p)) {
+                            (true, false) => " (goal met)",
+                            (false, false) => " (goal missed)",
+                            (true, true) => " (goal met; runs spread wider than 25%)",
+                            (false, true) => " (goal missed; runs spread wider than 25%)",
                         }
                     } else {
                         ""
@@ -149,6 +160,7 @@ pub fn predict_table(result: &LabResult, predictions: &[KernelPrediction], model
             if let Some((sm, sp)) = speedups_2m(result, p) {
                 goal_n += 1;
                 goal_met += usize::from((sp / sm - 1.0).abs() <= SPEEDUP_TOLERANCE);
+                wide += usize::from(spread_wide(result, p));
             }
         }
         if let Some(same) = same_ranking(result, p) {
@@ -156,11 +168,20 @@ pub fn predict_table(result: &LabResult, predictions: &[KernelPrediction], model
             rank_met += usize::from(same);
         }
     }
+    let wide = if wide > 0 {
+        format!(
+            " ({wide} of them measured with 4K or 2M runs spread wider than the band, so \
+             their verdicts move from one set of runs to the next: re-measure on an idle \
+             machine, with a larger --repeat)"
+        )
+    } else {
+        String::new()
+    };
     format!(
         "measured (median of {runs} run(s), time per operation) beside the model \
          ({model}, cycles per operation in the steady state)\n{}\
          goal: predicted 2M-over-4K speed-up within {:.0}% of the measured one \
-         (stride heaps of 16M and more, gups, chase): {goal_met} of {goal_n} kernels\n\
+         (stride heaps of 16M and more, gups, chase): {goal_met} of {goal_n} kernels{wide}\n\
          goal: configurations ranked in the measured order (every pair of configurations \
          whose measured ranges do not overlap ordered alike by the model): {rank_met} of \
          {rank_n} kernels whose runs separate some pair\n",
@@ -217,6 +238,19 @@ mod tests {
         assert!(table.contains("0.50 (goal missed)"), "{table}");
         assert!(table.contains("): 1 of 2 kernels\n"), "{table}");
         assert!(table.contains("): 1 of 2 kernels whose runs"), "{table}");
+        // Runs that spread wider than the band say so, in the row and in the goal's line.
+        let r = result(&[("4K", &[10.0, 11.0, 14.0]), ("2M", &[5.0, 6.0])]);
+        let p = prediction(&[("4K", 100.0), ("2M", 60.0)]);
+        assert!(spread_wide(&r, &p));
+        let table = predict_table(&r, &[p], "zen4");
+        assert!(
+            table.contains("0.83 (goal met; runs spread wider than 25%)"),
+            "{table}"
+        );
+        assert!(
+            table.contains("): 1 of 1 kernels (1 of them measured with 4K or 2M runs"),
+            "{table}"
+        );
         let together = result(&[("4K", &[10.0, 12.0]), ("2M", &[11.0, 13.0])]);
         let any = prediction(&[("4K", 1.0), ("2M", 2.0)]);
         assert_eq!(same_ranking(&together, &any), None);
