@@ -382,7 +382,7 @@ static void on_insn_exec(unsigned int vcpu, void *ud)
  * plugin_mem_cbs on a block's exit), so a later block's helper that loads memory itself
  * (a segment descriptor, say) reports that load as the old instruction's. An access whose
  * block is not the one executing is such a load: dropped, not pinned on an instruction of
- * another block (docs/capture-format.md). */
+ * another block (docs/layout.md). */
 static void on_mem(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud)
 {
     (void)vcpu;
