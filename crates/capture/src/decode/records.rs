@@ -26,11 +26,7 @@ impl<R: Read> PluginReader<R> {
         match subtype {
             format::X_THREAD => {
                 need(1)?;
-                let v = self.word(at, 1);
-                let id = ThreadId {
-                    pid: v as u32,
-                    tid: (v >> 32) as u32,
-                };
+                let id = thread_id(self.word(at, 1));
                 self.root.get_or_insert(id.pid);
                 if id != self.cur.id {
                     let next = self.threads.remove(&id).unwrap_or(Thread::new(id));
@@ -145,11 +141,7 @@ impl<R: Read> PluginReader<R> {
             }
             format::X_CHILD => {
                 need(1)?;
-                let v = self.word(at, 1);
-                let parent = ThreadId {
-                    pid: v as u32,
-                    tid: (v >> 32) as u32,
-                };
+                let parent = thread_id(self.word(at, 1));
                 let flags = CloneFlags(if words >= 2 { self.word(at, 2) } else { 0 });
                 if self.forks.insert(self.cur.id.pid) {
                     if self.emitted != Some(parent) {
@@ -261,5 +253,14 @@ impl<R: Read> PluginReader<R> {
             one_page,
         };
         Ok(())
+    }
+}
+
+/// The thread a THREAD or CHILD record's first word names: the pid in its low half, the
+/// tid in its high half (docs/capture-format.md).
+fn thread_id(word: u64) -> ThreadId {
+    ThreadId {
+        pid: word as u32,
+        tid: (word >> 32) as u32,
     }
 }
