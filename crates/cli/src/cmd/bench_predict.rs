@@ -252,6 +252,26 @@ pub fn with_frames(
     c
 }
 
+/// The frames `spec` is modelled with, and whether they are its pool's: a kernel whose 4K
+/// frames were drawn from a pool (`pool=`) gets the same draw, 4K frames at random over the
+/// pool's bytes; another, its 4K runs' frames as measured (in `measured`, by subject), if
+/// any.
+pub fn frames_for(
+    spec: &KernelSpec,
+    measured: &BTreeMap<String, KernelFrames>,
+) -> Option<(KernelFrames, bool)> {
+    match spec.pool() {
+        Some(span) => Some((
+            KernelFrames {
+                neighbours: 0.0,
+                span,
+            },
+            true,
+        )),
+        None => measured.get(&spec.to_string()).map(|f| (*f, false)),
+    }
+}
+
 /// The model's cycles per unit of work of every kernel under every configuration of a
 /// single page size. `machine` is a preset or file with caches; `virt` as `--virt`; a
 /// kernel in `frames` is modelled with its frames placed so ([`with_frames`]), the others
@@ -274,16 +294,24 @@ pub fn predict(
             continue;
         };
         let subject = spec.to_string();
-        let cycles = match frames.get(&subject) {
-            Some(f) => {
-                eprintln!(
-                    "pagelab: --predict: {subject} modelled with its 4K runs' frames: {:.1}% of \
-                     consecutive pages on neighbouring frames, over {} (--frames machine: the \
-                     machine file's)",
-                    f.neighbours * 100.0,
-                    pagelab_core::Bytes(f.span)
-                );
-                steady_state(&cfg, &with_frames(&cost, f), &pair, &subject)?
+        let cycles = match frames_for(spec, frames) {
+            Some((f, pooled)) => {
+                if pooled {
+                    eprintln!(
+                        "pagelab: --predict: {subject} modelled with its 4K frames at random \
+                         over its pool of {}",
+                        pagelab_core::Bytes(f.span)
+                    );
+                } else {
+                    eprintln!(
+                        "pagelab: --predict: {subject} modelled with its 4K runs' frames: \
+                         {:.1}% of consecutive pages on neighbouring frames, over {} \
+                         (--frames machine: the machine file's)",
+                        f.neighbours * 100.0,
+                        pagelab_core::Bytes(f.span)
+                    );
+                }
+                steady_state(&cfg, &with_frames(&cost, &f), &pair, &subject)?
             }
             None => steady_state(&cfg, &cost, &pair, &subject)?,
         };
@@ -466,5 +494,37 @@ mod tests {
         let first = steady_state(&cfg, &cost, &pair, "first touch").unwrap();
         let spread = steady_state(&cfg, &placed, &pair, "scattered").unwrap();
         assert!(spread[0] > first[0], "{spread:?} against {first:?}");
+    }
+
+    #[test]
+    fn a_pooled_kernel_is_modelled_with_its_pool_not_its_measured_frames() {
+        let measured = |subject: &str| {
+            BTreeMap::from([(
+                subject.to_string(),
+                KernelFrames {
+                    neighbours: 0.8,
+                    span: 20 << 30,
+                },
+            )])
+        };
+        let pooled = one("stride:heap=16M,every=1,iters=4,pool=8G");
+        let m = measured(&pooled.to_string());
+        assert_eq!(
+            frames_for(&pooled, &m),
+            Some((
+                KernelFrames {
+                    neighbours: 0.0,
+                    span: 8 << 30
+                },
+                true
+            ))
+        );
+        let plain = one("stride:heap=16M,every=1,iters=4");
+        let m = measured(&plain.to_string());
+        assert_eq!(frames_for(&plain, &m), Some((m[&plain.to_string()], false)));
+        assert_eq!(frames_for(&plain, &BTreeMap::new()), None);
+        // The model's own pair of runs does not carry the pool: the frames do.
+        let pair = model_pair(&pooled).unwrap();
+        assert!(!pair.small.contains("pool"), "{}", pair.small);
     }
 }

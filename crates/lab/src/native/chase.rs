@@ -1,12 +1,12 @@
 //! `chase`: a dependent pointer chase around the model's random cycle, natively.
 
-use super::params::{size_text, Pairs};
+use super::params::{pool_text, size_text, Pairs};
 use super::{first_touch, record_loop, Advice, Metrics, Phase, Region, Scale};
 use anyhow::Result;
 use pagelab_workloads::Permutation;
 use std::fmt;
 
-const KEYS: [&str; 4] = ["nodes", "node", "steps", "seed"];
+const KEYS: [&str; 5] = ["nodes", "node", "steps", "seed", "pool"];
 
 /// One chase: `nodes` nodes of `node` bytes; node `perm(i)` holds the address of node
 /// `perm(i+1)` (the model's cycle, [`Permutation`] of `seed`), and the timed loop follows
@@ -21,6 +21,9 @@ pub struct Chase {
     pub steps: u64,
     /// The cycle's seed.
     pub seed: u64,
+    /// Under the 4K baseline, the nodes' frames drawn from this many bytes of 2M blocks
+    /// ([`super::pool`]).
+    pub pool: Option<u64>,
 }
 
 impl Chase {
@@ -39,6 +42,7 @@ impl Chase {
             node,
             steps: p.count("steps", steps, 1, u64::MAX)?,
             seed: p.count("seed", 1, 0, u64::MAX)?,
+            pool: p.pool()?,
         })
     }
 
@@ -81,9 +85,15 @@ impl Chase {
     /// Maps the nodes (the first touch, recorded in `m`) and links the cycle; returns the
     /// region, which must outlive every step, and the address of the first node.
     fn prepare(&self, advice: Advice, m: &mut Metrics) -> Result<(Region, usize)> {
-        let mut region = first_touch(self.nodes * self.node, advice, m, |r| {
-            r.as_mut_slice::<u64>().fill(0);
-        })?;
+        let mut region = first_touch(
+            self.nodes * self.node,
+            advice,
+            (self.pool, self.seed),
+            m,
+            |r| {
+                r.as_mut_slice::<u64>().fill(0);
+            },
+        )?;
         let p = self.link(&mut region);
         Ok((region, p))
     }
@@ -113,7 +123,8 @@ impl fmt::Display for Chase {
             size_text(self.node),
             self.steps,
             self.seed
-        )
+        )?;
+        pool_text(f, self.pool)
     }
 }
 
@@ -128,6 +139,7 @@ mod tests {
             node: 24,
             steps: 1,
             seed: 3,
+            pool: None,
         };
         let mut region = Region::new(24_000, Advice::None).unwrap();
         let start = k.link(&mut region);

@@ -45,7 +45,7 @@ impl Fault {
     }
 
     pub(crate) fn run(&self, advice: Advice, m: &mut Metrics) -> Result<()> {
-        let mut region = first_touch(self.size, advice, m, |r| {
+        let mut region = first_touch(self.size, advice, (None, 0), m, |r| {
             let len = r.len();
             touch(r.as_mut_ptr(), len, 1);
         })?;

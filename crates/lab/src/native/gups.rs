@@ -1,11 +1,11 @@
 //! `gups`: HPCC RandomAccess, natively, with the model's generator.
 
-use super::params::{size_text, Pairs};
+use super::params::{pool_text, size_text, Pairs};
 use super::{first_touch, record_loop, Advice, Metrics, Phase, Scale};
 use anyhow::Result;
 use std::fmt;
 
-const KEYS: [&str; 3] = ["table", "updates", "seed"];
+const KEYS: [&str; 4] = ["table", "updates", "seed", "pool"];
 /// HPCC's LFSR polynomial, as the model's `gups`.
 const POLY: u64 = 7;
 
@@ -20,6 +20,9 @@ pub struct Gups {
     pub updates: u64,
     /// The generator's seed.
     pub seed: u64,
+    /// Under the 4K baseline, the table's frames drawn from this many bytes of 2M blocks
+    /// ([`super::pool`]).
+    pub pool: Option<u64>,
 }
 
 /// The splitmix64 finaliser, as `pagelab_workloads` seeds its generators.
@@ -41,11 +44,12 @@ impl Gups {
             table: p.pow2_size("table", table, 8, 1 << 40)?,
             updates: p.count("updates", updates, 1, u64::MAX)?,
             seed: p.count("seed", 1, 0, u64::MAX)?,
+            pool: p.pool()?,
         })
     }
 
     pub(crate) fn run(&self, advice: Advice, m: &mut Metrics) -> Result<()> {
-        let mut region = first_touch(self.table, advice, m, |r| {
+        let mut region = first_touch(self.table, advice, (self.pool, self.seed), m, |r| {
             for (i, w) in r.as_mut_slice::<u64>().iter_mut().enumerate() {
                 *w = i as u64;
             }
@@ -73,6 +77,7 @@ impl fmt::Display for Gups {
             size_text(self.table),
             self.updates,
             self.seed
-        )
+        )?;
+        pool_text(f, self.pool)
     }
 }

@@ -12,6 +12,9 @@
 //! | `chase` | a dependent pointer chase around the model's random cycle ([`pagelab_workloads::Permutation`]) | `nodes=512K` (64K), `node=64`, `steps=2M` (256K), `seed=1` | `ns_per_step` |
 //! | `fault` | the cost of first touch: one 8-byte write per 4K of `size` bytes, nothing else | `size=256M` (32M) | `first_touch_ns_per_mb` |
 //!
+//! `stride`, `gups` and `chase` also take `pool=SIZE`: under the 4K baseline their data's
+//! frames are drawn from that many bytes of whole 2M blocks ([`pool`]).
+//!
 //! Every kernel maps its data with [`Region`] (anonymous, private, 2M-aligned, advised as
 //! the page-size configuration asks: [`Advice`]), writes all of it once (the **first touch**,
 //! timed separately: that is where the page faults are taken), then runs its timed loop.
@@ -35,6 +38,7 @@ mod chase;
 mod fault;
 mod gups;
 mod params;
+pub mod pool;
 mod region;
 mod stream;
 mod stride;
@@ -139,6 +143,16 @@ impl KernelSpec {
         Ok(all.swap_remove(0))
     }
 
+    /// The bytes of 2M blocks the kernel's 4K frames are drawn from (`pool=`), if any.
+    pub fn pool(&self) -> Option<u64> {
+        match self {
+            KernelSpec::Stride(s) => s.pool,
+            KernelSpec::Gups(g) => g.pool,
+            KernelSpec::Chase(c) => c.pool,
+            KernelSpec::Stream(_) | KernelSpec::Fault(_) => None,
+        }
+    }
+
     /// The kernel's name (`stride`, ...).
     pub fn name(&self) -> &'static str {
         match self {
@@ -161,11 +175,13 @@ impl KernelSpec {
         }
     }
 
-    /// What `pagelab_report::lab_table::bench_tables` needs to know of this kernel.
+    /// What `pagelab_report::lab_table::bench_tables` needs to know of this kernel. A stride
+    /// with a pool has a table of its own: the sweep's rows are heaps, and pooled and
+    /// unpooled runs of one heap would share a row.
     pub fn bench_kernel(&self) -> pagelab_report::lab_table::BenchKernel {
         use pagelab_report::lab_table::BenchKernel;
         match self {
-            KernelSpec::Stride(s) => BenchKernel::Stride {
+            KernelSpec::Stride(s) if s.pool.is_none() => BenchKernel::Stride {
                 subject: self.to_string(),
                 heap: s.heap,
                 every: s.every,
@@ -342,17 +358,30 @@ impl Phase {
 }
 
 /// Maps `bytes` advised as `advice`, first-touches all of it with `touch`, and records the
-/// `first_touch_*` metrics.
+/// `first_touch_*` metrics. With a `pool` (bytes) and the 4K baseline's advice, the pages
+/// lie on frames drawn from that many bytes of 2M blocks ([`pool::pooled`], seeded with
+/// `seed`), and the first touch's time and faults include the pool's: `pool_blocks` says
+/// how many blocks it held.
 pub(crate) fn first_touch(
     bytes: u64,
     advice: Advice,
+    (pool, seed): (Option<u64>, u64),
     m: &mut Metrics,
     touch: impl FnOnce(&mut Region),
 ) -> Result<Region> {
-    let len =
-        usize::try_from(bytes).context("the data does not fit this machine's address space")?;
-    let mut region = Region::new(len, advice)?;
     let phase = Phase::start();
+    let mut region = match pool {
+        Some(pool) if advice == Advice::NoHugePage => {
+            let (region, blocks) = pool::pooled(bytes, pool, seed)?;
+            m.insert("pool_blocks".into(), blocks as f64);
+            region
+        }
+        _ => {
+            let len = usize::try_from(bytes)
+                .context("the data does not fit this machine's address space")?;
+            Region::new(len, advice)?
+        }
+    };
     touch(&mut region);
     let (secs, faults) = phase.stop();
     m.insert("first_touch_seconds".into(), secs);

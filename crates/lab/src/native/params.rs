@@ -35,6 +35,18 @@ impl<'a> Pairs<'a> {
         Ok(Pairs { kernel, pairs })
     }
 
+    /// `pool=SIZE` ([`super::pool`]): whole 2M blocks, from 2M to 1T; `None` when not given.
+    pub(crate) fn pool(&self) -> Result<Option<u64>> {
+        let Some(v) = self.raw("pool") else {
+            return Ok(None);
+        };
+        let n = self.size("pool", 0, 2 << 20, 1 << 40)?;
+        if !n.is_multiple_of(2 << 20) {
+            return Err(self.bad("pool", v, "whole 2M blocks, like 64M or 8G".into()));
+        }
+        Ok(Some(n))
+    }
+
     /// The text given for `key`, if any.
     pub(crate) fn raw(&self, key: &str) -> Option<&'a str> {
         self.pairs.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
@@ -105,4 +117,12 @@ pub(crate) fn size_text(n: u64) -> String {
         }
     }
     n.to_string()
+}
+
+/// `,pool=SIZE` after a spec's other parameters, when it has a pool.
+pub(crate) fn pool_text(f: &mut std::fmt::Formatter<'_>, pool: Option<u64>) -> std::fmt::Result {
+    match pool {
+        Some(p) => write!(f, ",pool={}", size_text(p)),
+        None => Ok(()),
+    }
 }

@@ -12,6 +12,7 @@ pub const REGION_ALIGN: usize = 2 << 20;
 /// in a range where a 2M THP may be placed (as the paper's 4M-page heap did); only the
 /// first `len` bytes are ever touched. Alignment comes from over-allocating by 2M and
 /// unmapping the unaligned head and the tail.
+#[derive(Debug)]
 pub struct Region {
     base: *mut u8,
     len: usize,
@@ -86,6 +87,11 @@ impl Region {
     /// Always false: a region holds at least one byte.
     pub fn is_empty(&self) -> bool {
         false
+    }
+
+    /// The bytes mapped: [`Region::len`] rounded up to whole 2M.
+    pub fn map_len(&self) -> usize {
+        self.map_len
     }
 
     /// The first byte, 2M-aligned.

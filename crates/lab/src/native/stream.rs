@@ -36,7 +36,7 @@ impl Stream {
 
     pub(crate) fn run(&self, advice: Advice, m: &mut Metrics) -> Result<()> {
         let n = self.n as usize;
-        let mut region = first_touch(3 * 8 * self.n, advice, m, |r| {
+        let mut region = first_touch(3 * 8 * self.n, advice, (None, 0), m, |r| {
             let all = r.as_mut_slice::<f64>();
             all[..n].fill(1.0);
             all[n..2 * n].fill(2.0);

@@ -1,6 +1,6 @@
 //! `stride`: Winwood et al.'s (OLS 2002) section 5.1 micro-benchmark, natively.
 
-use super::params::{size_text, Pairs};
+use super::params::{pool_text, size_text, Pairs};
 use super::{first_touch, record_loop, Advice, Metrics, Phase, Scale};
 use anyhow::{bail, Result};
 use pagelab_core::PageSize;
@@ -26,7 +26,7 @@ const SWEEP: [u64; 9] = [
 const SWEEP_QUICK: [u64; 3] = [128 << 10, 2 << 20, 8 << 20];
 /// The paper's two strides: every page, and every 16th (one PTE per cache line).
 const EVERY_SWEEP: [u64; 2] = [1, 16];
-const KEYS: [&str; 6] = ["heap", "page", "line", "every", "iters", "rounds"];
+const KEYS: [&str; 7] = ["heap", "page", "line", "every", "iters", "rounds", "pool"];
 /// Timed rounds by default.
 const ROUNDS: u64 = 5;
 
@@ -50,6 +50,9 @@ pub struct Stride {
     pub iters: u64,
     /// Timed rounds of `iters` passes.
     pub rounds: u64,
+    /// Under the 4K baseline, the heap's frames drawn from this many bytes of 2M blocks
+    /// ([`super::pool`]); `None`: as the kernel's allocator gives them.
+    pub pool: Option<u64>,
 }
 
 /// Every spec a `stride` text stands for: the sweep over `heap` and/or `every` when absent.
@@ -120,6 +123,7 @@ impl Stride {
             every,
             iters,
             rounds: p.count("rounds", ROUNDS, 1, 1 << 20)?,
+            pool: p.pool()?,
         })
     }
 
@@ -129,7 +133,7 @@ impl Stride {
     }
 
     pub(crate) fn run(&self, advice: Advice, m: &mut Metrics) -> Result<()> {
-        let mut region = first_touch(self.heap, advice, m, |r| {
+        let mut region = first_touch(self.heap, advice, (self.pool, 1), m, |r| {
             r.as_mut_slice::<u64>().fill(1);
         })?;
         let base = region.as_mut_ptr() as *const u8;
@@ -178,6 +182,7 @@ impl fmt::Display for Stride {
             self.every,
             self.iters,
             self.rounds
-        )
+        )?;
+        pool_text(f, self.pool)
     }
 }

@@ -136,3 +136,71 @@ fn child_line_round_trips() {
     let err = ChildReport::from_stdout(b"oops").unwrap_err().to_string();
     assert!(err.contains("no report line"), "{err}");
 }
+
+#[test]
+fn a_pool_is_part_of_the_canonical_spec_and_checked() {
+    for spec in [
+        "stride:heap=16M,page=4K,line=64,every=1,iters=3,rounds=5,pool=64M",
+        "gups:table=8M,updates=10,seed=1,pool=1G",
+        "chase:nodes=1024,node=64,steps=10,seed=1,pool=2M",
+    ] {
+        let k = KernelSpec::parse(spec, Scale::Full).unwrap();
+        assert_eq!(k.to_string(), spec);
+        assert!(k.pool().is_some(), "{spec}");
+    }
+    assert_eq!(
+        KernelSpec::parse("gups:table=8M", Scale::Full)
+            .unwrap()
+            .pool(),
+        None
+    );
+    let err = |s: &str| format!("{:#}", expand(s, Scale::Full).unwrap_err());
+    assert!(err("stride:heap=4M,pool=3M").contains("pool=3M is not allowed: whole 2M blocks"));
+    assert!(err("gups:pool=1K").contains("pool=1K is not allowed: write a size from 2M"));
+    assert!(err("stream:pool=2M").contains("stream has no parameter `pool`"));
+    // A pooled stride is a table of its own, not a row of the heap sweep.
+    use pagelab_report::lab_table::BenchKernel;
+    let table = |s: &str| KernelSpec::parse(s, Scale::Full).unwrap().bench_kernel();
+    assert!(matches!(
+        table("stride:heap=16M"),
+        BenchKernel::Stride { .. }
+    ));
+    assert!(matches!(
+        table("stride:heap=16M,pool=32M"),
+        BenchKernel::Other { headline, .. } if headline == "ns_per_access"
+    ));
+}
+
+/// Under the 4K baseline the data's frames come from the pool: a pool as large as the data
+/// gives every frame of its blocks, a larger one a random choice over more blocks, and the
+/// loop takes no fault. Needs root (pagemap) and THP (the pool's 2M pages).
+#[test]
+fn a_pools_frames_lie_in_its_blocks() {
+    if !pagelab_sys::process::is_root() {
+        eprintln!("skipped: the pool's frames are checked through pagemap, which needs root");
+        return;
+    }
+    if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
+        eprintln!("skipped: this kernel has no THP, which the pool's 2M blocks come from");
+        return;
+    }
+    let run = |pool: &str| {
+        let k =
+            KernelSpec::parse(&format!("stride:heap=4M,iters=2,pool={pool}"), Scale::Full).unwrap();
+        k.run(Advice::NoHugePage).unwrap()
+    };
+    let m = run("4M");
+    assert_eq!((m["pool_blocks"], m["frame_blocks"]), (2.0, 2.0), "{m:?}");
+    assert!(m["loop_faults"] <= 8.0, "{m:?}");
+    // 1024 pages drawn from 32 blocks of 512: nearly every block, few neighbours.
+    let m = run("64M");
+    assert_eq!(m["pool_blocks"], 32.0, "{m:?}");
+    assert!(
+        m["frame_blocks"] >= 28.0 && m["frame_blocks"] <= 32.0,
+        "{m:?}"
+    );
+    assert!(m["frame_neighbours"] < 0.05, "{m:?}");
+    // Under another configuration the data is mapped as it maps it: no pool.
+    let k = KernelSpec::parse("stride:heap=4M,iters=2,pool=64M", Scale::Full).unwrap();
+    assert!(!k.run(Advice::None).unwrap().contains_key("pool_blocks"));
+}

@@ -97,6 +97,7 @@ fn time(bytes: u64, o: &ProbeOptions, advice: Advice) -> Result<(f64, f64)> {
         node: 64,
         steps: o.steps,
         seed: 1,
+        pool: None,
     };
     tenth_percentile(o.repeat, || {
         k.time_chunks(advice, CHUNKS)

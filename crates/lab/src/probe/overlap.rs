@@ -91,7 +91,7 @@ impl Lines {
             .filter(|&b| usize::try_from(b).is_ok())
             .ok_or_else(|| anyhow::anyhow!("{self:?} does not fit the address space"))?;
         let mut m = crate::native::Metrics::new();
-        let mut region = crate::native::first_touch(bytes, advice, &mut m, |r| {
+        let mut region = crate::native::first_touch(bytes, advice, (None, 0), &mut m, |r| {
             r.as_mut_slice::<u64>().fill(0);
         })?;
         let base = region.as_mut_ptr() as usize;
