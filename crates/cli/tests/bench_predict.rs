@@ -129,6 +129,55 @@ fn predict_models_each_kernel_with_its_own_runs_frames_as_root() {
     }
 }
 
+/// A kernel with `pool=` runs its 4K baseline on frames from the pool's 2M blocks and is
+/// modelled with the same draw: 4K frames at random over the pool (as root, with THP, for
+/// the pool's 2M pages and pagemap).
+#[test]
+fn predict_models_a_pooled_kernel_with_its_pool() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: a pool's frames are checked through pagemap, which needs root");
+        return;
+    }
+    if !Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
+        eprintln!("SKIPPED: this kernel has no THP, which a pool's 2M blocks come from");
+        return;
+    }
+    let dir = tmp("predict-pool");
+    let json = dir.join("b.json");
+    let out = pagelab()
+        .args(["bench", "--repeat", "2", "--pages", "4K", "--predict"])
+        .args([
+            "--machine",
+            "zen4",
+            "gups:table=1M,updates=20000,pool=4M",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let table = stdout_of_success(&out);
+    let subject = "gups:table=1M,updates=20000,seed=1,pool=4M";
+    assert!(
+        stderr.contains(&format!(
+            "{subject} modelled with its 4K frames at random over its pool of 4M"
+        )),
+        "{stderr}"
+    );
+    assert!(table.contains(subject), "{table}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let runs = v["configs"][0]["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for r in runs {
+        // 256 pages from the pool's two 2M blocks.
+        assert_eq!(r["metrics"]["pool_blocks"], 2.0, "{r}");
+        let blocks = r["metrics"]["frame_blocks"].as_f64().unwrap();
+        assert!((1.0..=2.0).contains(&blocks), "{r}");
+    }
+}
+
 #[test]
 fn predict_refuses_a_machine_without_caches_before_measuring() {
     let out = pagelab()

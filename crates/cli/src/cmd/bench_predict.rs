@@ -209,7 +209,8 @@ pub struct KernelFrames {
 }
 
 /// Each kernel's [`KernelFrames`], by subject, from its 4K configuration's runs that
-/// recorded them (as root: pagemap hides frames from others).
+/// recorded them (as root: pagemap hides frames from others). A kernel whose frames were
+/// drawn from a pool (`pool_blocks`) spans the pool's blocks, wherever they lay.
 pub fn kernel_frames(result: &LabResult) -> BTreeMap<String, KernelFrames> {
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
@@ -228,7 +229,12 @@ pub fn kernel_frames(result: &LabResult) -> BTreeMap<String, KernelFrames> {
                         .collect(),
                 )
             };
-            let (neighbours, span) = (of("frame_neighbours")?, of("frame_span_bytes")?);
+            let (neighbours, mut span) = (of("frame_neighbours")?, of("frame_span_bytes")?);
+            // A pooled kernel's frames were drawn from the pool's blocks, wherever those lay:
+            // their span for the model is the blocks' bytes.
+            if let Some(blocks) = of("pool_blocks") {
+                span = blocks * (2 << 20) as f64;
+            }
             Some((
                 c.subject.clone(),
                 KernelFrames {
@@ -252,23 +258,24 @@ pub fn with_frames(
     c
 }
 
-/// The frames `spec` is modelled with, and whether they are its pool's: a kernel whose 4K
-/// frames were drawn from a pool (`pool=`) gets the same draw, 4K frames at random over the
-/// pool's bytes; another, its 4K runs' frames as measured (in `measured`, by subject), if
-/// any.
+/// The frames `spec` is modelled with, and whether they are its pool's: its 4K runs' frames
+/// as measured (in `measured`, by subject: for a pooled kernel, spread over the blocks its
+/// pool came back in, [`kernel_frames`]), else for a kernel with a pool (`pool=`) the same
+/// draw as the machine's, 4K frames at random over the pool's bytes.
 pub fn frames_for(
     spec: &KernelSpec,
     measured: &BTreeMap<String, KernelFrames>,
 ) -> Option<(KernelFrames, bool)> {
+    let runs = measured.get(&spec.to_string()).copied();
     match spec.pool() {
         Some(span) => Some((
-            KernelFrames {
+            runs.unwrap_or(KernelFrames {
                 neighbours: 0.0,
                 span,
-            },
+            }),
             true,
         )),
-        None => measured.get(&spec.to_string()).map(|f| (*f, false)),
+        None => runs.map(|f| (f, false)),
     }
 }
 
@@ -299,8 +306,9 @@ pub fn predict(
                 if pooled {
                     eprintln!(
                         "pagelab: --predict: {subject} modelled with its 4K frames at random \
-                         over its pool of {}",
-                        pagelab_core::Bytes(f.span)
+                         over its pool of {} ({:.0} 2M blocks)",
+                        pagelab_core::Bytes(f.span),
+                        f.span as f64 / (2 << 20) as f64
                     );
                 } else {
                     eprintln!(
@@ -438,6 +446,11 @@ mod tests {
                 .collect(),
             ..Default::default()
         };
+        let pooled = |blocks: f64| {
+            let mut m = run(Some(0.0), 2e10);
+            m.metrics.insert("pool_blocks".into(), blocks);
+            m
+        };
         let config = |subject: &str, pages: &[PageSize], runs| LabConfig {
             subject: subject.into(),
             pages: pages.to_vec(),
@@ -460,11 +473,24 @@ mod tests {
                 // none.
                 config("stride:a", &[m2], vec![run(Some(1.0), 1.0)]),
                 config("gups:b", &[k4], vec![run(None, 0.0)]),
+                // Drawn from a pool: spread over the blocks the pool came back in.
+                config(
+                    "chase:c",
+                    &[k4],
+                    [4565.0, 4100.0, 4200.0].map(pooled).to_vec(),
+                ),
             ],
             ..Default::default()
         };
         let f = kernel_frames(&result);
-        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f.len(), 2, "{f:?}");
+        assert_eq!(
+            f["chase:c"],
+            KernelFrames {
+                neighbours: 0.0,
+                span: 4200 << 21
+            }
+        );
         assert_eq!(
             f["stride:a"],
             KernelFrames {
@@ -508,9 +534,9 @@ mod tests {
             )])
         };
         let pooled = one("stride:heap=16M,every=1,iters=4,pool=8G");
-        let m = measured(&pooled.to_string());
+        // Without runs that recorded frames, the pool as asked; with them, as measured.
         assert_eq!(
-            frames_for(&pooled, &m),
+            frames_for(&pooled, &BTreeMap::new()),
             Some((
                 KernelFrames {
                     neighbours: 0.0,
@@ -518,6 +544,11 @@ mod tests {
                 },
                 true
             ))
+        );
+        let m = measured(&pooled.to_string());
+        assert_eq!(
+            frames_for(&pooled, &m),
+            Some((m[&pooled.to_string()], true))
         );
         let plain = one("stride:heap=16M,every=1,iters=4");
         let m = measured(&plain.to_string());
