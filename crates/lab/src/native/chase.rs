@@ -37,12 +37,19 @@ impl Chase {
         if !node.is_multiple_of(8) {
             anyhow::bail!("chase: node={node} is not allowed: write a multiple of 8, like 64");
         }
+        let nodes = p.count("nodes", nodes, 1, 1 << 34)?;
+        if nodes.checked_mul(node).is_none_or(|b| b > 1 << 40) {
+            anyhow::bail!(
+                "chase: nodes={nodes} of node={} is more than 1T of data",
+                size_text(node)
+            );
+        }
         Ok(Chase {
-            nodes: p.count("nodes", nodes, 1, 1 << 34)?,
+            nodes,
             node,
             steps: p.count("steps", steps, 1, u64::MAX)?,
             seed: p.count("seed", 1, 0, u64::MAX)?,
-            pool: p.pool()?,
+            pool: p.pool(nodes * node)?,
         })
     }
 

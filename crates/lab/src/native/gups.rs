@@ -40,11 +40,12 @@ impl Gups {
             Scale::Full => (64 << 20, 4 << 20),
             Scale::Quick => (8 << 20, 256 << 10),
         };
+        let table = p.pow2_size("table", table, 8, 1 << 40)?;
         Ok(Gups {
-            table: p.pow2_size("table", table, 8, 1 << 40)?,
+            table,
             updates: p.count("updates", updates, 1, u64::MAX)?,
             seed: p.count("seed", 1, 0, u64::MAX)?,
-            pool: p.pool()?,
+            pool: p.pool(table)?,
         })
     }
 

@@ -35,14 +35,23 @@ impl<'a> Pairs<'a> {
         Ok(Pairs { kernel, pairs })
     }
 
-    /// `pool=SIZE` ([`super::pool`]): whole 2M blocks, from 2M to 1T; `None` when not given.
-    pub(crate) fn pool(&self) -> Result<Option<u64>> {
+    /// `pool=SIZE` ([`super::pool`]) for `data` bytes: whole 2M blocks, from the data's
+    /// size (in whole 4K pages) to 1T; `None` when not given.
+    pub(crate) fn pool(&self, data: u64) -> Result<Option<u64>> {
         let Some(v) = self.raw("pool") else {
             return Ok(None);
         };
         let n = self.size("pool", 0, 2 << 20, 1 << 40)?;
         if !n.is_multiple_of(2 << 20) {
             return Err(self.bad("pool", v, "whole 2M blocks, like 64M or 8G".into()));
+        }
+        let least = data.div_ceil(4096).saturating_mul(4096);
+        if n < least {
+            return Err(self.bad(
+                "pool",
+                v,
+                format!("the pool must hold the data's {} at least", Bytes(least)),
+            ));
         }
         Ok(Some(n))
     }

@@ -123,7 +123,7 @@ impl Stride {
             every,
             iters,
             rounds: p.count("rounds", ROUNDS, 1, 1 << 20)?,
-            pool: p.pool()?,
+            pool: p.pool(heap)?,
         })
     }
 

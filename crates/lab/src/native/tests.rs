@@ -158,6 +158,17 @@ fn a_pool_is_part_of_the_canonical_spec_and_checked() {
     assert!(err("stride:heap=4M,pool=3M").contains("pool=3M is not allowed: whole 2M blocks"));
     assert!(err("gups:pool=1K").contains("pool=1K is not allowed: write a size from 2M"));
     assert!(err("stream:pool=2M").contains("stream has no parameter `pool`"));
+    // A pool that cannot hold the data is refused before anything runs.
+    assert!(err("stride:heap=16M,pool=8M")
+        .contains("pool=8M is not allowed: the pool must hold the data's 16M at least"));
+    assert!(err("chase:nodes=65536,node=64,pool=2M").contains("the data's 4M at least"));
+    // Data whose size would overflow is an error naming both, not a panic or an empty map.
+    let huge = "chase:nodes=17179869184,node=1073741824";
+    assert!(
+        err(huge).contains("nodes=17179869184 of node=1G is more than 1T of data"),
+        "{}",
+        err(huge)
+    );
     // A pooled stride is a table of its own, not a row of the heap sweep.
     use pagelab_report::lab_table::BenchKernel;
     let table = |s: &str| KernelSpec::parse(s, Scale::Full).unwrap().bench_kernel();
