@@ -166,6 +166,55 @@ fn bench_tables_give_speedups_in_each_headlines_direction() {
     insta::assert_snapshot!(text);
 }
 
+/// Runs whose frames fell in very different numbers of 2M blocks are named after the
+/// tables, with the range; runs within a factor of 4, or all under 64 blocks, are not.
+#[test]
+fn bench_tables_name_4k_runs_whose_frames_spread_over_blocks() {
+    let mut r = LabResult::new("bench", Default::default());
+    let with_blocks = |subject: &str, label: &str, blocks: &[f64]| {
+        let mut c = config(
+            subject,
+            label,
+            blocks.len(),
+            &[("metrics/ns_per_op", &[1.0])],
+        );
+        for (run, &b) in c.runs.iter_mut().zip(blocks) {
+            run.metrics.insert("frame_blocks".into(), b);
+        }
+        c
+    };
+    r.configs
+        .push(with_blocks("gups:a", "4K", &[16.0, 2673.0, 900.0]));
+    r.configs.push(with_blocks("gups:a", "2M", &[8.0, 4096.0]));
+    r.configs
+        .push(with_blocks("gups:b", "4K", &[600.0, 2000.0]));
+    r.configs.push(with_blocks("gups:c", "4K", &[2.0, 40.0]));
+    let kernels: Vec<BenchKernel> = ["gups:a", "gups:b", "gups:c"]
+        .map(|s| BenchKernel::Other {
+            subject: s.into(),
+            headline: "ns_per_op".into(),
+            larger_is_better: false,
+        })
+        .to_vec();
+    let text = bench_tables(&r, &kernels);
+    let note = text
+        .split("very different numbers of 2M blocks")
+        .nth(1)
+        .expect(&text);
+    assert!(note.contains("  gups:a: 16 to 2673\n"), "{text}");
+    assert!(
+        !note.contains("gups:b") && !note.contains("gups:c"),
+        "{text}"
+    );
+    assert!(note.contains("`pool=SIZE`"), "{text}");
+    // No frames recorded (not root): no note.
+    let plain = LabResult {
+        configs: vec![config("gups:a", "4K", 2, &[("metrics/ns_per_op", &[1.0])])],
+        ..LabResult::new("bench", Default::default())
+    };
+    assert!(!bench_tables(&plain, &kernels[..1]).contains("2M blocks"));
+}
+
 #[test]
 fn validate_table_names_each_disagreement() {
     let mut r = LabResult::new("validate", Default::default());

@@ -116,7 +116,43 @@ pub fn bench_tables(result: &LabResult, kernels: &[BenchKernel]) -> String {
             out.push('\n');
         }
     }
+    if let Some(note) = frames_note(result) {
+        out.push_str(&note);
+    }
     out
+}
+
+/// A note when some kernel's 4K runs put their data's frames in very different numbers of
+/// 2M blocks (`frame_blocks`, recorded as root): at least 64 in one run and 4 times as many
+/// as in another. Under nested paging a 4K walk costs more the more blocks the frames fall
+/// in, so such runs spread for that alone (`docs/cost.md`, session 38).
+pub fn frames_note(result: &LabResult) -> Option<String> {
+    let mut wide: Vec<(&str, f64, f64)> = Vec::new();
+    for c in result.configs.iter().filter(|c| c.label == "4K") {
+        let blocks: Vec<f64> = c
+            .runs
+            .iter()
+            .filter_map(|r| r.metrics.get("frame_blocks").copied())
+            .collect();
+        let lo = blocks.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = blocks.iter().copied().fold(0.0, f64::max);
+        if hi >= 64.0 && hi >= 4.0 * lo {
+            wide.push((&c.subject, lo, hi));
+        }
+    }
+    if wide.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = wide
+        .iter()
+        .map(|(s, lo, hi)| format!("  {s}: {lo:.0} to {hi:.0}"))
+        .collect();
+    Some(format!(
+        "4K runs whose data's frames fell in very different numbers of 2M blocks (a 4K walk \
+         costs more the more blocks under nested paging, so these runs spread for that \
+         alone; `pool=SIZE` draws a kernel's frames alike in every run):\n{}\n",
+        list.join("\n")
+    ))
 }
 
 fn stride_table(result: &LabResult, strides: &[(&str, u64, u64)], runs: usize) -> String {
