@@ -150,11 +150,7 @@ impl Sysfs {
             .lines()
             .filter_map(|l| field(l, "flags"))
             .any(|flags| flags.split_whitespace().any(|f| f == "hypervisor"));
-        let memory_bytes = meminfo
-            .lines()
-            .find_map(|l| field(l, "MemTotal"))
-            .and_then(|v| v.trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map_or(0, |kb| kb * 1024);
+        let memory_bytes = meminfo_bytes(&meminfo, "MemTotal").unwrap_or(0);
         HostInfo {
             kernel,
             cpu,
@@ -286,6 +282,16 @@ pub(crate) fn choices(path: &Path) -> Option<String> {
 }
 
 /// `name:  value` gives `value` when the line's key is `name`.
+/// The bytes `/proc/meminfo`'s text `meminfo` gives for `name` (`MemTotal`, `MemAvailable`:
+/// kB there), if it has that line.
+pub(crate) fn meminfo_bytes(meminfo: &str, name: &str) -> Option<u64> {
+    meminfo
+        .lines()
+        .find_map(|l| field(l, name))
+        .and_then(|v| v.trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+}
+
 fn field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
     let (key, value) = line.split_once(':')?;
     (key.trim() == name).then(|| value.trim())

@@ -174,12 +174,7 @@ fn max_map_count() -> Result<u64> {
 /// `MemAvailable` from `/proc/meminfo`, bytes; `None` where the kernel does not give it.
 fn mem_available() -> Result<Option<u64>> {
     let text = std::fs::read_to_string("/proc/meminfo").context("reading /proc/meminfo")?;
-    Ok(text
-        .lines()
-        .find_map(|l| l.strip_prefix("MemAvailable:"))
-        .and_then(|v| v.trim().strip_suffix("kB"))
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(|kb| kb * 1024))
+    Ok(crate::sysfs::meminfo_bytes(&text, "MemAvailable"))
 }
 
 #[cfg(test)]
