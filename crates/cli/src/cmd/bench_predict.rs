@@ -229,12 +229,13 @@ pub fn kernel_frames(result: &LabResult) -> BTreeMap<String, KernelFrames> {
                         .collect(),
                 )
             };
-            let (neighbours, mut span) = (of("frame_neighbours")?, of("frame_span_bytes")?);
+            let neighbours = of("frame_neighbours")?;
             // A pooled kernel's frames were drawn from the pool's blocks, wherever those lay:
             // their span for the model is the blocks' bytes.
-            if let Some(blocks) = of("pool_blocks") {
-                span = blocks * (2 << 20) as f64;
-            }
+            let span = match of("pool_blocks") {
+                Some(blocks) => blocks * (2 << 20) as f64,
+                None => of("frame_span_bytes")?,
+            };
             Some((
                 c.subject.clone(),
                 KernelFrames {
