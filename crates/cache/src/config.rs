@@ -112,6 +112,60 @@ pub struct NestedSpec {
     /// `host=` models it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_page: Option<PageSize>,
+    /// The host's translations of 2M blocks of guest-physical memory that this guest's
+    /// walks find ready (an LRU set; 0, the default: none modelled), as `pagelab machines
+    /// --measure` found them ([`crate::blocks`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub block_entries: u32,
+    /// Cycles a walk waits for each guest-physical address it has the host translate
+    /// whose block is not among `block_entries`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub block_miss: u32,
+    /// Cycles each such miss holds up the references after it where they do not depend on
+    /// one another (at most `block_miss`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub block_interval: u32,
+}
+
+impl NestedSpec {
+    /// `block_entries`, `block_miss` and `block_interval` together: all 0, or entries and
+    /// a miss's cycles within bounds and the interval no longer than the miss. The field
+    /// at fault and why, else.
+    fn check_blocks(&self) -> Result<(), (&'static str, String)> {
+        let (entries, miss, interval) = (self.block_entries, self.block_miss, self.block_interval);
+        let most = crate::blocks::MAX_BLOCK_ENTRIES;
+        if entries > most {
+            return Err((
+                "block_entries",
+                format!("{entries}: allowed 0 (none) to {most}"),
+            ));
+        }
+        if entries == 0 && (miss, interval) != (0, 0) {
+            return Err((
+                "block_entries",
+                "0 (none held), but block_miss or block_interval is given: give the blocks held, or drop them".into(),
+            ));
+        }
+        if entries > 0 && miss == 0 {
+            return Err((
+                "block_miss",
+                format!("missing or 0 with block_entries = {entries}: give the cycles a walk waits for a block not held (1 to {MAX_WALK_CYCLES})"),
+            ));
+        }
+        if miss > MAX_WALK_CYCLES {
+            return Err((
+                "block_miss",
+                format!("{miss} cycles: allowed 1 to {MAX_WALK_CYCLES}"),
+            ));
+        }
+        if interval > miss {
+            return Err((
+                "block_interval",
+                format!("{interval} cycles: allowed 0 to block_miss ({miss}): a miss holds up what follows no longer than it takes"),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// How a run's frames lie in physical memory (`[frames] placement`).
@@ -366,6 +420,9 @@ impl CostSpec {
                     "nested.walk_cache_entries",
                     "at most 4 levels (the host's levels above the leaves)",
                 );
+            }
+            if let Err((field, why)) = n.check_blocks() {
+                return bad(format!("nested.{field}"), why);
             }
             if let Some(page) = n.host_page {
                 if ![PageSize::K4, PageSize::M2, PageSize::G1].contains(&page) {

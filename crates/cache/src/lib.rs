@@ -29,6 +29,7 @@
 
 #![warn(missing_docs)]
 
+pub mod blocks;
 pub mod config;
 mod frames;
 mod hierarchy;
@@ -38,6 +39,7 @@ mod set_assoc;
 mod shared;
 mod walk;
 
+pub use blocks::{HostBlocks, LruSet, MAX_BLOCK_ENTRIES};
 pub use config::{
     CacheSpec, CachesSpec, CostError, CostSpec, CostsSpec, FramePlacement, FramesSpec, NestedSpec,
     WalkCachesSpec, MAX_WALK_CYCLES,

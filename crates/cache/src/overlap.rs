@@ -128,6 +128,13 @@ impl Pool {
         (i, free)
     }
 
+    /// Every slot's time `ticks` later (the machine paused).
+    fn shift(&mut self, ticks: u64) {
+        for b in &mut self.busy_until {
+            *b += ticks;
+        }
+    }
+
     /// Takes the slot that comes free first, from `at` at the earliest, for
     /// `cycles`; returns when it starts.
     #[inline]
@@ -183,16 +190,21 @@ impl Overlap {
 
     /// An independent reference: `translate` ticks of TLB lookup, `walk` of page walk
     /// (0: none) of which `walk_miss` were reads that missed the L1D, `data` of its
-    /// line's latency, which missed the L1D when `l1_miss`. Returns how much it moved
-    /// the run's completion on (at most the sum of the three).
+    /// line's latency, which missed the L1D when `l1_miss`; first, everything in flight
+    /// pauses for `stall` (the host's block translations its walk missed, `[nested]
+    /// block_interval`: nothing overlaps them). Returns how much it moved the run's
+    /// completion on (at most the sum of the three, besides the stall).
     #[inline]
     pub fn independent(
         &mut self,
         translate: u64,
-        (walk, walk_miss): (u64, u64),
+        (walk, walk_miss, stall): (u64, u64, u64),
         data: u64,
         l1_miss: bool,
     ) -> u64 {
+        if stall > 0 {
+            self.pause(stall);
+        }
         let mut t = self.clock + translate;
         let mut waited = 0;
         if walk > 0 {
@@ -220,7 +232,17 @@ impl Overlap {
             t + data
         };
         self.clock += waited;
-        self.advance(done)
+        // The pause moved the completion on by all of it.
+        self.advance(done) + stall
+    }
+
+    /// Everything in flight, and the clock, `ticks` later: nothing overlaps a pause.
+    fn pause(&mut self, ticks: u64) {
+        self.clock += ticks;
+        self.frontier += ticks;
+        self.next_walk += ticks;
+        self.misses.shift(ticks);
+        self.walks.shift(ticks);
     }
 
     /// A reference that depends on everything before it and costs `ticks` in full;
@@ -264,7 +286,7 @@ mod tests {
         // Each pair of instructions moves the load's completion on by 2.
         let mut o = clock(4, 2);
         let moved: u64 = (0..10)
-            .map(|_| o.issue(1) + o.independent(0, (0, 0), 4, false) + o.issue(1))
+            .map(|_| o.issue(1) + o.independent(0, (0, 0, 0), 4, false) + o.issue(1))
             .sum();
         assert_eq!((moved, o.elapsed()), (20 + 3, 20 + 3));
     }
@@ -277,7 +299,7 @@ mod tests {
         // eighth waits for the fourth (116 + 84 + ...): 216.
         let mut o = clock(4, 2);
         let moved: u64 = (0..8)
-            .map(|_| o.issue(4) + o.independent(0, (0, 0), 100, true))
+            .map(|_| o.issue(4) + o.independent(0, (0, 0, 0), 100, true))
             .sum();
         assert_eq!(o.elapsed(), 216);
         assert_eq!(moved, 216);
@@ -286,7 +308,7 @@ mod tests {
         let mut serial = clock(1, 1);
         for _ in 0..8 {
             serial.issue(4);
-            serial.independent(0, (0, 0), 100, true);
+            serial.independent(0, (0, 0, 0), 100, true);
         }
         assert_eq!(serial.elapsed(), 804);
     }
@@ -299,7 +321,7 @@ mod tests {
         let mut o = clock(24, 1);
         for _ in 0..3 {
             o.issue(4);
-            o.independent(7, (50, 0), 20, true);
+            o.independent(7, (50, 0, 0), 20, true);
         }
         assert_eq!(o.elapsed(), 11 + 150 + 20);
         // Two walkers: walks 1 and 2 overlap (from 11 and 15), the third (wanting a
@@ -307,7 +329,7 @@ mod tests {
         let mut o = clock(24, 2);
         for _ in 0..3 {
             o.issue(4);
-            o.independent(7, (50, 0), 20, true);
+            o.independent(7, (50, 0, 0), 20, true);
         }
         assert_eq!(o.elapsed(), 131);
     }
@@ -326,7 +348,7 @@ mod tests {
             });
             for _ in 0..n {
                 o.issue(t);
-                o.independent(7 * t, (walk * t, 0), 14 * t, true);
+                o.independent(7 * t, (walk * t, 0, 0), 14 * t, true);
             }
             o.elapsed() / t
         };
@@ -352,7 +374,7 @@ mod tests {
             });
             for _ in 0..n {
                 o.issue(5 * t);
-                o.independent(0, (walk * t, 0), 14 * t, true);
+                o.independent(0, (walk * t, 0, 0), 14 * t, true);
             }
             o.elapsed() / t
         };
@@ -375,6 +397,39 @@ mod tests {
     }
 
     #[test]
+    fn a_stall_pauses_everything_in_flight_in_either_clock() {
+        let t = TICKS;
+        let run = |walks: WalkClock, walk: u64, stall: u64| {
+            let mut o = Overlap::new(&OverlapSpec {
+                miss_buffers: 16,
+                walkers: 8,
+                walk_interval: 0,
+                walks,
+            });
+            for _ in 0..100 {
+                o.issue(5 * t);
+                o.independent(0, (walk * t, 0, stall * t), 14 * t, true);
+            }
+            o.elapsed() / t
+        };
+        // Additive: walks of 64 add their share 8 and the stall 20 to the loop's 5.
+        assert_eq!(run(WalkClock::Additive, 64, 20), 20 + 5 + 33 * 99 + 64 + 14);
+        assert_eq!(run(WalkClock::Additive, 64, 0), 5 + 13 * 99 + 64 + 14);
+        // Pooled: the walkers keep up with a walk every 5 cycles, 8 at a time: a round of 8
+        // walks every 64. A pause delays all of them alike: 20 more each reference.
+        let (plain, paused) = (
+            run(WalkClock::Pooled, 64, 0),
+            run(WalkClock::Pooled, 64, 20),
+        );
+        assert_eq!(paused, plain + 20 * 100);
+        // A stall longer than the walk still pauses in full.
+        assert_eq!(
+            run(WalkClock::Additive, 64, 100),
+            run(WalkClock::Additive, 64, 0) + 100 * 100
+        );
+    }
+
+    #[test]
     fn a_walks_misses_hold_a_miss_buffer() {
         // Memory misses of 300 with 2 buffers and 8 walkers, 4 cycles of instructions
         // each: without walks two complete every 300 cycles.
@@ -382,7 +437,7 @@ mod tests {
             let mut o = clock(2, 8);
             for _ in 0..10 {
                 o.issue(4);
-                o.independent(0, walk, 300, true);
+                o.independent(0, (walk.0, walk.1, 0), 300, true);
             }
             o.elapsed()
         };
@@ -403,9 +458,9 @@ mod tests {
     #[test]
     fn a_dependent_reference_waits_for_everything_before_it() {
         let mut o = clock(8, 2);
-        o.independent(0, (0, 0), 300, true);
+        o.independent(0, (0, 0, 0), 300, true);
         o.issue(4);
-        o.independent(0, (0, 0), 300, true);
+        o.independent(0, (0, 0, 0), 300, true);
         // The two complete at 300 and 304; the dependent one starts at 304.
         assert_eq!(o.dependent(300), 300);
         assert_eq!(o.elapsed(), 304 + 300);

@@ -2,6 +2,7 @@
 //! physical memory, the walk caches that let a walk skip levels, and the
 //! walk itself (one dimension, or two under nested paging).
 
+use crate::blocks::HostBlocks;
 use crate::frames::{Frames, Placement};
 use crate::hierarchy::{Caches, Line};
 
@@ -147,6 +148,9 @@ pub struct WalkCost {
     pub miss_cycles: u32,
     /// Walk-cache hits (at most one per dimension walked).
     pub cache_hits: u32,
+    /// Guest-physical addresses translated by the host whose 2M block the host's block
+    /// translations did not hold ([`crate::blocks`]); each added `block_miss` to `cycles`.
+    pub block_misses: u32,
 }
 
 impl WalkCost {
@@ -166,6 +170,7 @@ impl WalkCost {
         self.cycles += o.cycles;
         self.miss_cycles += o.miss_cycles;
         self.cache_hits += o.cache_hits;
+        self.block_misses += o.block_misses;
     }
 }
 
@@ -292,6 +297,7 @@ pub struct Host {
     /// The host's page table (its leaves are the host page size).
     pub table: PageTable,
     ntlb: Lru,
+    blocks: Option<HostBlocks>,
 }
 
 impl Host {
@@ -300,7 +306,16 @@ impl Host {
         Host {
             table,
             ntlb: Lru::new(ntlb_entries),
+            blocks: None,
         }
+    }
+
+    /// The host with translations of `entries` 2M blocks of guest memory, a walk waiting
+    /// `miss` cycles more for each address in a block they do not hold ([`crate::blocks`];
+    /// 0 entries: none, as without).
+    pub fn with_blocks(mut self, entries: u32, miss: u32) -> Host {
+        self.blocks = (entries > 0).then(|| HostBlocks::new(entries, miss));
+        self
     }
 
     /// The host-physical address of guest-physical `gpa`, without cost
@@ -316,6 +331,12 @@ impl Host {
         let shift = self.table.layout.page_shift;
         if !self.ntlb.access(gpa >> shift) {
             cost.add(self.table.walk(gpa, caches));
+            if let Some(b) = &mut self.blocks {
+                if !b.access(gpa) {
+                    cost.cycles += b.miss;
+                    cost.block_misses += 1;
+                }
+            }
         }
         self.translate(gpa)
     }

@@ -166,3 +166,82 @@ fn geometries_that_cannot_exist_are_refused_by_field() {
         "{e}"
     );
 }
+
+#[test]
+fn a_nested_walk_waits_for_each_block_the_host_does_not_hold() {
+    let s = spec(L1, "");
+    let walk = |host: &mut Host, guest: &mut PageTable, va: u64| {
+        let mut caches = Caches::new(&s);
+        host.nested_walk(guest, va, &mut caches)
+    };
+    let fresh = |entries: u32| {
+        let host = Host::new(PageTable::new(x86_64(), &[], 1 << 40), 0).with_blocks(entries, 40);
+        (host, PageTable::new(x86_64(), &[], 0))
+    };
+    // Without blocks: no misses, and the same cycles as a host given 0 entries.
+    let (mut plain, mut g) = (
+        Host::new(PageTable::new(x86_64(), &[], 1 << 40), 0),
+        PageTable::new(x86_64(), &[], 0),
+    );
+    let base = walk(&mut plain, &mut g, 0x7f00_1234_5000);
+    let (mut none, mut g) = fresh(0);
+    assert_eq!(walk(&mut none, &mut g, 0x7f00_1234_5000), base);
+    assert_eq!(base.block_misses, 0);
+    // The first walk's five guest-physical addresses (four tables, the data) lie in
+    // blocks the host does not hold yet: the four tables' frames share the guest's first
+    // 2M block, the data's page the same: one miss, 40 cycles.
+    let (mut host, mut g) = fresh(16);
+    let cold = walk(&mut host, &mut g, 0x7f00_1234_5000);
+    assert_eq!(cold.block_misses, 1);
+    assert_eq!(cold.cycles, base.cycles + 40);
+    assert_eq!(cold.refs, base.refs);
+    // Again, every block held: no wait.
+    let warm = walk(&mut host, &mut g, 0x7f00_1234_5000);
+    assert_eq!(warm.block_misses, 0);
+    // One entry is enough while the tables and the data share a block.
+    let (mut one, mut g) = fresh(1);
+    walk(&mut one, &mut g, 0x7f00_1234_5000);
+    assert_eq!(walk(&mut one, &mut g, 0x7f00_1234_6000).block_misses, 0);
+}
+
+#[test]
+fn the_blocks_are_refused_unless_whole_and_within_bounds() {
+    let with = |nested: &str| {
+        format!(
+            "[caches]\nl1d = {{ size = \"8K\", ways = 4, line = 64, latency = 2 }}\nmemory_latency = 100\n[costs]\nbase_cpi = 1.0\ntlb_hit = [0]\n[nested]\nntlb_entries = 8\n{nested}\n"
+        )
+    };
+    let ok = |nested: &str| {
+        let s: CostSpec = toml::from_str(&with(nested)).unwrap();
+        s.check(4096, 1, 2).unwrap();
+    };
+    ok("");
+    ok("block_entries = 1024\nblock_miss = 40\nblock_interval = 9");
+    ok("block_entries = 1024\nblock_miss = 40");
+    for (nested, field, says) in [
+        (
+            "block_miss = 40",
+            "`nested.block_entries`",
+            "block_miss or block_interval is given",
+        ),
+        ("block_entries = 8", "`nested.block_miss`", "missing or 0"),
+        (
+            "block_entries = 8\nblock_miss = 10\nblock_interval = 11",
+            "`nested.block_interval`",
+            "allowed 0 to block_miss (10)",
+        ),
+        (
+            "block_entries = 8\nblock_miss = 10001",
+            "`nested.block_miss`",
+            "allowed 1 to 10000",
+        ),
+        (
+            "block_entries = 4194304\nblock_miss = 10",
+            "`nested.block_entries`",
+            "allowed 0 (none) to 2097152",
+        ),
+    ] {
+        let e = error_of(&with(nested));
+        assert!(e.contains(field) && e.contains(says), "{nested}: {e}");
+    }
+}

@@ -165,6 +165,10 @@ pub struct MachinesArgs {
     /// Runs at each footprint and page size; the fastest counts.
     #[arg(long, value_name = "N", default_value_t = 3, requires = "measure")]
     pub repeat: u32,
+    /// Skip the host's block translations (a guest's: 4K pages drawn from pools of 16M to
+    /// 8G, as root, about a minute): the file then models none.
+    #[arg(long, requires = "measure")]
+    pub no_blocks: bool,
 }
 
 #[derive(Args, Debug)]

@@ -211,6 +211,7 @@ fn predict_measures_this_machine_by_default_and_models_the_file_it_wrote() {
             "--repeat",
             "1",
             "--predict",
+            "--no-blocks",
             "--pages",
             "4K",
             KERNEL,
@@ -227,6 +228,11 @@ fn predict_measures_this_machine_by_default_and_models_the_file_it_wrote() {
         .to_string();
     assert!(stderr.contains("misses in flight:"), "{stderr}");
     assert!(stderr.contains("host page:"), "{stderr}");
+    // `--no-blocks` skips the host's block translations (`machines --measure` runs them).
+    assert!(
+        stderr.contains("host blocks: not measured (--no-blocks): none modelled"),
+        "{stderr}"
+    );
     // The table models the file it names, over the host page the file says it found
     // (`--virt nested`, the default), and the file is a machine with caches measured here
     // and an [overlap].

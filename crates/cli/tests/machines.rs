@@ -386,6 +386,7 @@ fn machines_measure_writes_a_machine_file_that_times_a_run() {
         "walks: one line in each of ",
         "host page: ",
         "walk_interval = ",
+        "host blocks: ",
         "the probe's loads (",
         "model/measured",
         "wrote",
@@ -463,6 +464,30 @@ fn machines_measure_writes_a_machine_file_that_times_a_run() {
         );
     } else {
         assert!(text.contains("pagemap hides frame numbers"), "{text}");
+    }
+    // The host's block translations: as root, the pooled kernels' rows and what they gave,
+    // written into [nested] when a fit was found; else why not.
+    let entries = m
+        .get("nested")
+        .and_then(|n| n.get("block_entries"))
+        .and_then(|e| e.as_integer());
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(
+            text.contains("host blocks: not measured (needs root"),
+            "{text}"
+        );
+        assert_eq!(entries, None, "{written}");
+    } else if !text.contains("host blocks: not measured") {
+        let rows = text
+            .lines()
+            .filter(|l| l.contains(" blocks): measured "))
+            .count();
+        assert!(rows >= 4, "{text}");
+        match entries {
+            Some(e) => assert!(text.contains(&format!("block_entries = {e},")), "{text}"),
+            None => assert!(text.contains("none modelled"), "{text}"),
+        }
     }
     // The file is a machine that times a run.
     let v = result(

@@ -105,6 +105,7 @@ impl CostStudy {
                             PageTable::new(l, &nested.walk_cache_entries, HOST_BASE),
                             nested.ntlb_entries,
                         )
+                        .with_blocks(nested.block_entries, nested.block_miss)
                     }),
                     last: [u64::MAX; 2],
                     last_base: [0; 2],
@@ -120,11 +121,15 @@ impl CostStudy {
                     va: 0,
                     paddr: 0,
                     overlap: None,
-                    pending: (0, 0, 0),
+                    pending: (0, 0, 0, 0),
                     hidden: 0,
                     load_hidden: 0,
                     l1_latency: m.cost.caches.l1d.latency as u64,
                     walk_extra: m.cost.costs.walk.into(),
+                    block_interval: nested.block_interval.into(),
+                    walk_stall: 0,
+                    paused: 0,
+                    block_misses: 0,
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;
@@ -215,7 +220,11 @@ impl CostStudy {
                     self.load_repeats += u64::from(load);
                     if self.independent {
                         for run in &mut self.runs {
-                            run.overlap_line((hit[0] as u64, 0, 0), self.l1_latency as u64, load);
+                            run.overlap_line(
+                                (hit[0] as u64, 0, 0, 0),
+                                self.l1_latency as u64,
+                                load,
+                            );
                         }
                     }
                     continue;
@@ -289,8 +298,9 @@ impl CostStudy {
                     run.tlb_cycles + (self.instr_repeats + self.data_repeats) * self.hit[0] as u64;
                 let data_cycles = run.data_cycles + self.data_repeats * self.l1_latency as u64;
                 let (hidden, load_hidden) = (run.hidden / TICKS, run.load_hidden / TICKS);
-                let cycles = (instr_cycles + tlb_cycles + data_cycles + run.walk_cycles)
-                    .saturating_sub(hidden);
+                let walk_cycles = run.walk_cycles + run.paused;
+                let cycles =
+                    (instr_cycles + tlb_cycles + data_cycles + walk_cycles).saturating_sub(hidden);
                 let load_cycles = (run.load_cycles
                     + self.load_repeats * (self.hit[0] + self.l1_latency) as u64)
                     .saturating_sub(load_hidden);
@@ -306,8 +316,9 @@ impl CostStudy {
                     cycles_per_load: ratio(load_cycles, self.loads),
                     walks: run.walks[0] + run.walks[1],
                     walk_refs: run.walk_refs,
-                    walk_cycles: run.walk_cycles,
+                    walk_cycles,
                     walk_cache_hits: run.walk_cache_hits,
+                    host_block_misses: run.block_misses,
                     overlapped_cycles: hidden,
                     caches: counts
                         .iter()

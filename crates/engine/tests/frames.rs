@@ -90,3 +90,64 @@ fn a_span_beyond_the_memory_is_refused() {
         "{e}"
     );
 }
+
+/// The costs of `spec` on zen4 with frames placed by `placement` and the host's block
+/// translations `(entries, miss, interval)`.
+fn with_blocks(
+    spec: &str,
+    placement: FramePlacement,
+    (entries, miss, interval): (u32, u32, u32),
+) -> Vec<CostStats> {
+    zen4_costs(spec, |c| {
+        c.frames.placement = placement;
+        let n = c.nested.as_mut().unwrap();
+        (n.block_entries, n.block_miss, n.block_interval) = (entries, miss, interval);
+    })
+}
+
+#[test]
+fn the_hosts_blocks_cost_scattered_frames_and_not_compact_ones() {
+    // A chase pays each miss in full: 80M of 4K pages scattered over 24G miss 64 blocks
+    // on nearly every walk; at first touch they are 40 blocks, held after the first pass.
+    let spec = "chase:nodes=20000,node=4096,steps=30000,align=2M";
+    for placement in [FramePlacement::Scattered, FramePlacement::FirstTouch] {
+        let plain = with_blocks(spec, placement, (0, 0, 0));
+        let blocks = with_blocks(spec, placement, (64, 40, 10));
+        for (a, b) in plain.iter().zip(&blocks) {
+            assert_eq!((a.walks, a.walk_refs), (b.walks, b.walk_refs));
+            assert_eq!(a.host_block_misses, 0);
+            assert_eq!(b.walk_cycles, a.walk_cycles + 40 * b.host_block_misses);
+            assert_eq!(b.cycles, a.cycles + 40 * b.host_block_misses);
+        }
+        let (misses, walks) = (blocks[0].host_block_misses, blocks[0].walks);
+        match placement {
+            FramePlacement::Scattered => assert!(misses > walks * 9 / 10, "{misses} of {walks}"),
+            FramePlacement::FirstTouch => assert!(misses <= 64, "{misses} of {walks}"),
+        }
+        // 2M pages are whole blocks: 40 of them, held.
+        assert!(blocks[1].host_block_misses <= 64, "{blocks:?}");
+    }
+    // Independent loads (a stride) overlap a walk's wait like its reads; the interval
+    // pauses everything in flight after each data walk's miss besides, in either clock:
+    // its cycles a miss, charged to the walks (the few misses of instruction fetches'
+    // walks pause nothing: the clock runs for data references).
+    let spec = "stride:heap=16M,every=1,iters=2,align=2M";
+    let stride = |interval: u32| {
+        zen4_costs(spec, |c| {
+            c.frames.placement = FramePlacement::Scattered;
+            c.overlap.as_mut().unwrap().walks = pagelab_cache::WalkClock::Additive;
+            let n = c.nested.as_mut().unwrap();
+            (n.block_entries, n.block_miss, n.block_interval) = (64, 40, interval);
+        })
+    };
+    let (no_wait, wait) = (stride(0), stride(10));
+    let misses = wait[0].host_block_misses;
+    assert!(misses > wait[0].walks / 2, "{wait:?}");
+    assert_eq!(misses, no_wait[0].host_block_misses);
+    let added = wait[0].cycles - no_wait[0].cycles;
+    assert!(
+        added <= 10 * misses && added >= 10 * misses * 99 / 100,
+        "{added} for {misses} misses"
+    );
+    assert_eq!(wait[0].walk_cycles - no_wait[0].walk_cycles, added);
+}

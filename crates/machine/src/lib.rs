@@ -18,6 +18,7 @@
 //! [`MachineFile`] with `#[serde(default)]`, validated in [`Machine::from_file`]
 //! and carried on [`Machine`]; files without it keep their meaning.
 
+pub mod blocks;
 mod describe;
 pub mod host;
 pub mod measured;

@@ -302,6 +302,8 @@ pub struct Found<'a> {
     pub overlap: Option<&'a OverlapSpec>,
     /// `[nested] host_page`: the host's page as this guest's TLB caches it.
     pub host_page: Option<PageSize>,
+    /// `[nested] block_entries`, `block_miss`, `block_interval`.
+    pub blocks: Option<crate::blocks::BlocksFit>,
 }
 
 /// The base machine's TOML with its caches replaced by the measured ones, at the clock its
@@ -323,6 +325,7 @@ pub fn machine_toml(
         walk,
         overlap,
         host_page,
+        blocks,
     } = found;
     let mut t: toml::Table =
         toml::from_str(base_text).map_err(|e| format!("machine {base_name}: {e}"))?;
@@ -390,14 +393,25 @@ pub fn machine_toml(
         }
         t.insert("overlap".into(), toml::Value::Table(f));
     }
-    if let Some(page) = host_page {
+    if host_page.is_some() || blocks.is_some() {
         let nested = t
             .entry("nested")
             .or_insert_with(|| toml::Value::Table(toml::Table::new()));
         let toml::Value::Table(nested) = nested else {
             return Err(format!("machine {base_name}: `nested` is not a table"));
         };
-        nested.insert("host_page".into(), toml::Value::String(page.to_string()));
+        if let Some(page) = host_page {
+            nested.insert("host_page".into(), toml::Value::String(page.to_string()));
+        }
+        if let Some(b) = blocks {
+            for (key, v) in [
+                ("block_entries", b.entries),
+                ("block_miss", b.miss),
+                ("block_interval", b.interval),
+            ] {
+                nested.insert(key.into(), toml::Value::Integer(v.into()));
+            }
+        }
     }
     let name = format!("{base_name}-measured");
     let sizes: Vec<String> = h

@@ -39,6 +39,11 @@ pub struct CostStats {
     pub walk_cycles: u64,
     /// Walks that a walk cache let start below the root.
     pub walk_cache_hits: u64,
+    /// Guest-physical addresses the walks had the host translate in a 2M block whose
+    /// translation the host's block translations did not hold (`[nested] block_entries`;
+    /// 0 otherwise, and then not written).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub host_block_misses: u64,
     /// Cycles of TLB lookups, walks and data references hidden behind other
     /// misses in flight (independent references on a machine with `[overlap]`;
     /// 0 otherwise, and then not written).

@@ -66,6 +66,10 @@ pub struct BenchArgs {
     /// `[frames]` for every kernel).
     #[arg(long, value_name = "WHERE", default_value = "kernels", value_parser = ["kernels", "machine"], requires = "predict")]
     pub frames: String,
+    /// With `--machine measured`: skip measuring the host's block translations (about a
+    /// minute, as root; `machines --measure --no-blocks`), so the model has none.
+    #[arg(long, requires = "predict")]
+    pub no_blocks: bool,
     /// Kernels, as NAME[:key=value,...]: stride, stream, gups, chase, fault (all of them
     /// when none is given); `stride` without heap= or every= is the paper's sweep.
     #[arg(value_name = "KERNEL")]
@@ -179,7 +183,7 @@ pub fn run(a: BenchArgs) -> Result<i32> {
                 eprintln!("pagelab: --predict --machine host: {}", choice.reason);
                 choice.name.to_string()
             }
-            super::bench_predict::MEASURED => super::bench_predict::measure_here()?,
+            super::bench_predict::MEASURED => super::bench_predict::measure_here(!a.no_blocks)?,
             named => named.to_string(),
         };
         super::bench_predict::check_machine(&pages, &machine, virt)?;

@@ -27,15 +27,16 @@ pub const MEASURED: &str = "measured";
 /// (docs/cost.md).
 pub const DEFAULT_MACHINE: &str = MEASURED;
 
-/// Measures this machine ([`MEASURED`]); returns the machine file's path.
+/// Measures this machine ([`MEASURED`]), its host's block translations too when `blocks`;
+/// returns the machine file's path.
 ///
 /// # Errors
 /// A measurement that fails, or a file that cannot be written.
-pub fn measure_here() -> Result<String> {
+pub fn measure_here(blocks: bool) -> Result<String> {
     // The probe's own defaults, which are `machines --measure`'s too.
     let o = pagelab_lab::probe::ProbeOptions::default();
     use super::machines_measure::probe_in_model;
-    let m = super::machines_measure::measure(pagelab_machine::host::HOST, o.max, o.repeat)?;
+    let m = super::machines_measure::measure(pagelab_machine::host::HOST, o.max, o.repeat, blocks)?;
     let dir = pagelab_sys::private::private_dir()
         .context("finding the private directory for the measured machine file")?;
     let path = dir.join("measured.toml");

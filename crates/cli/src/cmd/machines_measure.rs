@@ -13,7 +13,7 @@ use pagelab_workloads::Visit;
 
 pub fn run(a: &MachinesArgs) -> Result<()> {
     let max = pagelab_core::parse_bytes(&a.max).with_context(|| format!("--max {}", a.max))?;
-    let m = measure(&a.base, max, a.repeat)?;
+    let m = measure(&a.base, max, a.repeat, !a.no_blocks)?;
     for l in m.curve.iter().chain(&m.summary) {
         outln!("{l}")?;
     }
@@ -222,11 +222,12 @@ impl WalkCost {
 }
 
 /// Measures this machine on the base preset `base_arg` (`host`: this CPU's), the chase up
-/// to `max` bytes, `repeat` runs of each; warnings go to stderr, progress to the terminal.
+/// to `max` bytes, `repeat` runs of each, and when `blocks` the host's block translations
+/// ([`super::machines_blocks`]); warnings go to stderr, progress to the terminal.
 ///
 /// # Errors
 /// A base without caches, bad options, or a measurement that fails.
-pub fn measure(base_arg: &str, max: u64, repeat: u32) -> Result<Measured> {
+pub fn measure(base_arg: &str, max: u64, repeat: u32, blocks: bool) -> Result<Measured> {
     let (base, why) = if base_arg == pagelab_machine::host::HOST {
         let c = pagelab_machine::host::host_choice();
         (c.name.to_string(), Some(c.reason))
@@ -388,23 +389,30 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32) -> Result<Measured> {
             p.ns_base
         )
     }));
-    let found = |walk| measured::Found {
+    let found = |walk, blocks| measured::Found {
         frames,
         walk: Some(walk),
         overlap: Some(&overlap),
         host_page: ov.host.host_page(),
+        blocks,
     };
     // The walk's own cost: the model of the file without one, against the probe's walks.
-    let first = measured::machine_toml(&base, base_text, &h, l1_cycles, found(0), &notes)
+    let first = measured::machine_toml(&base, base_text, &h, l1_cycles, found(0, None), &notes)
         .map_err(anyhow::Error::msg)?;
     let path = pagelab_sys::private::private_dir()
         .context("finding the private directory for the file being measured")?
         .join(format!("measuring-{}.toml", std::process::id()));
     std::fs::write(&path, &first).with_context(|| format!("writing {}", path.display()))?;
-    let walk = walk_cost(&path.display().to_string(), &ov, ghz);
-    // Removed whatever the model made of it; a file left behind is harmless.
-    let _ = std::fs::remove_file(&path);
-    let walk = walk?;
+    let file = path.display().to_string();
+    let walk = walk_cost(&file, &ov, ghz);
+    let walk = match walk {
+        Ok(w) => w,
+        Err(e) => {
+            // Removed whatever the model made of it; a file left behind is harmless.
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
+        }
+    };
     let walk_line = match &walk {
         Some(w) => w.text(),
         None => "a walk's own cost: no walk showed (or THP gave the probe no 2M page): walk = 0"
@@ -412,12 +420,30 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32) -> Result<Measured> {
     };
     summary.push(walk_line.clone());
     notes.push(walk_line);
+    let walk = walk.map_or(0, |w| w.cycles);
+    // The host's block translations, against the model of the file so far (with its walk).
+    let host_blocks = if blocks {
+        let so_far =
+            measured::machine_toml(&base, base_text, &h, l1_cycles, found(walk, None), &notes)
+                .map_err(anyhow::Error::msg);
+        let b = so_far.and_then(|t| {
+            std::fs::write(&path, t).with_context(|| format!("writing {}", path.display()))?;
+            super::machines_blocks::measure(&file, ghz)
+        });
+        let _ = std::fs::remove_file(&path);
+        b?
+    } else {
+        let _ = std::fs::remove_file(&path);
+        super::machines_blocks::HostBlocks::skipped("--no-blocks")
+    };
+    summary.extend(host_blocks.lines.iter().cloned());
+    notes.extend(host_blocks.lines);
     let text = measured::machine_toml(
         &base,
         base_text,
         &h,
         l1_cycles,
-        found(walk.map_or(0, |w| w.cycles)),
+        found(walk, host_blocks.fit),
         &notes,
     )
     .map_err(anyhow::Error::msg)?;

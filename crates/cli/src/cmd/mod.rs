@@ -6,6 +6,7 @@ pub mod capture;
 pub mod convert;
 pub mod list;
 pub mod machines;
+pub mod machines_blocks;
 pub mod machines_measure;
 pub mod report;
 pub mod run;

@@ -45,7 +45,7 @@ pub(super) struct Run {
     pub(super) overlap: Option<Overlap>,
     /// The TLB, walk and walk-miss cycles of the line [`Run::translate_line`]
     /// translated, for the overlap.
-    pub(super) pending: (u64, u64, u64),
+    pub(super) pending: (u64, u64, u64, u64),
     /// Ticks ([`TICKS`]) the overlap hid, of all references and of loads.
     pub(super) hidden: u64,
     pub(super) load_hidden: u64,
@@ -53,6 +53,14 @@ pub(super) struct Run {
     pub(super) l1_latency: u64,
     /// Cycles each walk costs beyond its reads (`costs.walk`).
     pub(super) walk_extra: u64,
+    /// Cycles each of the host's block translations a walk missed holds up the references
+    /// after it (`[nested] block_interval`), and all those cycles so far.
+    pub(super) block_interval: u64,
+    pub(super) walk_stall: u64,
+    /// The cycles of those that paused the overlap clock: part of the walks' cycles.
+    pub(super) paused: u64,
+    /// The host's block translations walks missed ([`pagelab_cache::blocks`]).
+    pub(super) block_misses: u64,
 }
 
 impl Run {
@@ -113,6 +121,8 @@ impl Run {
         self.walk_cycles += w.cycles as u64 + self.walk_extra;
         self.walk_miss_cycles += w.miss_cycles as u64;
         self.walk_cache_hits += w.cache_hits as u64;
+        self.block_misses += w.block_misses as u64;
+        self.walk_stall += w.block_misses as u64 * self.block_interval;
     }
 
     /// A data reference from `addr` to `last`, line by line; a load's
@@ -146,7 +156,12 @@ impl Run {
         let offset = self.size.bytes() - 1;
         let mut a = addr;
         loop {
-            let (tlb, walk, miss) = (self.tlb_cycles, self.walk_cycles, self.walk_miss_cycles);
+            let (tlb, walk, miss, stall) = (
+                self.tlb_cycles,
+                self.walk_cycles,
+                self.walk_miss_cycles,
+                self.walk_stall,
+            );
             let (base, _) = self.translate(1, a, hit);
             let mut paddr = base | (a & offset);
             if let Some(h) = &mut self.host {
@@ -159,6 +174,7 @@ impl Run {
                     self.tlb_cycles - tlb,
                     self.walk_cycles - walk,
                     self.walk_miss_cycles - miss,
+                    self.walk_stall - stall,
                 );
                 self.overlap_line(tw, data, load);
             }
@@ -170,22 +186,27 @@ impl Run {
         }
     }
 
-    /// One data line's `(tlb, walk, walk miss)` cycles and `data` cycles through the
-    /// overlap clock: what it hid is counted (of loads apart).
+    /// One data line's `(tlb, walk, walk miss, stall)` cycles and `data` cycles through
+    /// the overlap clock: what it hid is counted (of loads apart).
     pub(super) fn overlap_line(
         &mut self,
-        (tlb, walk, walk_miss): (u64, u64, u64),
+        (tlb, walk, walk_miss, stall): (u64, u64, u64, u64),
         data: u64,
         load: bool,
     ) {
         let Some(o) = &mut self.overlap else { return };
         let moved = o.independent(
             tlb * TICKS,
-            (walk * TICKS, walk_miss * TICKS),
+            (walk * TICKS, walk_miss * TICKS, stall * TICKS),
             data * TICKS,
             data > self.l1_latency,
         );
-        let hidden = (tlb + walk + data) * TICKS - moved;
+        // The pause is charged to the walk that missed (`paused`), and to the load.
+        self.paused += stall;
+        if load {
+            self.load_cycles += stall;
+        }
+        let hidden = (tlb + walk + data + stall) * TICKS - moved;
         self.hidden += hidden;
         if load {
             self.load_hidden += hidden;
@@ -207,7 +228,7 @@ impl Run {
     #[inline]
     pub(super) fn translate_line(&mut self, a: u64, hit: &[u32; 3], load: bool) {
         let before = self.tlb_cycles + self.walk_cycles;
-        let (walk, miss) = (self.walk_cycles, self.walk_miss_cycles);
+        let (walk, miss, stall) = (self.walk_cycles, self.walk_miss_cycles, self.walk_stall);
         self.va = a;
         let nested = self.host.is_some();
         self.lookup(1, a, hit, nested);
@@ -215,6 +236,7 @@ impl Run {
             self.tlb_cycles + walk - before,
             self.walk_cycles - walk,
             self.walk_miss_cycles - miss,
+            self.walk_stall - stall,
         );
         if let Some(h) = &mut self.host {
             self.paddr = h.translate(self.last_base[1] | (a & (self.size.bytes() - 1)));

@@ -37,7 +37,7 @@
 mod chase;
 mod fault;
 mod gups;
-mod params;
+pub(crate) mod params;
 pub mod pool;
 mod region;
 mod stream;

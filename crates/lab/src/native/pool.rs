@@ -172,7 +172,7 @@ fn max_map_count() -> Result<u64> {
 }
 
 /// `MemAvailable` from `/proc/meminfo`, bytes; `None` where the kernel does not give it.
-fn mem_available() -> Result<Option<u64>> {
+pub(crate) fn mem_available() -> Result<Option<u64>> {
     let text = std::fs::read_to_string("/proc/meminfo").context("reading /proc/meminfo")?;
     Ok(crate::sysfs::meminfo_bytes(&text, "MemAvailable"))
 }

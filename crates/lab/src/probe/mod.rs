@@ -9,6 +9,7 @@
 //! the machine is changed: no THP knob is written, so where THP is off the 2M runs get 4K
 //! pages, and [`ProbePoint::huge`] says so.
 
+pub mod blocks;
 pub mod host_page;
 pub mod overlap;
 
