@@ -200,18 +200,22 @@ pub fn check_machine(configs: &[Vec<PageSize>], machine: &str, virt: Option<&str
 }
 
 /// Where a kernel's 4K runs' frames lay: the medians of their share of consecutive pages on
-/// neighbouring frames and of their span, bytes.
+/// neighbouring frames and of the bytes of the 2M blocks they fell in.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct KernelFrames {
     /// The median `frame_neighbours`.
     pub neighbours: f64,
-    /// The median `frame_span_bytes`.
+    /// The median `pool_blocks` or `frame_blocks`, as bytes of 2M blocks, else the median
+    /// `frame_span_bytes`.
     pub span: u64,
 }
 
 /// Each kernel's [`KernelFrames`], by subject, from its 4K configuration's runs that
 /// recorded them (as root: pagemap hides frames from others). A kernel whose frames were
-/// drawn from a pool (`pool_blocks`) spans the pool's blocks, wherever they lay.
+/// drawn from a pool (`pool_blocks`) spans the pool's blocks, wherever they lay; another
+/// spans the blocks its frames fell in (`frame_blocks`, since session 39: the host's block
+/// translations a walk needs are those blocks', not the span's), or where runs did not
+/// count them their span.
 pub fn kernel_frames(result: &LabResult) -> BTreeMap<String, KernelFrames> {
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
@@ -231,9 +235,10 @@ pub fn kernel_frames(result: &LabResult) -> BTreeMap<String, KernelFrames> {
                 )
             };
             let neighbours = of("frame_neighbours")?;
-            // A pooled kernel's frames were drawn from the pool's blocks, wherever those lay:
-            // their span for the model is the blocks' bytes.
-            let span = match of("pool_blocks") {
+            // A pooled kernel's frames were drawn from the pool's blocks, wherever those lay,
+            // another's lie in the blocks it counted: their span for the model is the
+            // blocks' bytes.
+            let span = match of("pool_blocks").or_else(|| of("frame_blocks")) {
                 Some(blocks) => blocks * (2 << 20) as f64,
                 None => of("frame_span_bytes")?,
             };
@@ -315,10 +320,12 @@ pub fn predict(
                 } else {
                     eprintln!(
                         "pagelab: --predict: {subject} modelled with its 4K runs' frames: \
-                         {:.1}% of consecutive pages on neighbouring frames, over {} \
-                         (--frames machine: the machine file's)",
+                         {:.1}% of consecutive pages on neighbouring frames, the rest at \
+                         random over {} ({:.0} 2M blocks; --frames machine: the machine \
+                         file's)",
                         f.neighbours * 100.0,
-                        pagelab_core::Bytes(f.span)
+                        pagelab_core::Bytes(f.span),
+                        f.span as f64 / (2 << 20) as f64
                     );
                 }
                 steady_state(&cfg, &with_frames(&cost, &f), &pair, &subject)?
@@ -453,6 +460,11 @@ mod tests {
             m.metrics.insert("pool_blocks".into(), blocks);
             m
         };
+        let counted = |blocks: f64| {
+            let mut m = run(Some(0.3), 2e10);
+            m.metrics.insert("frame_blocks".into(), blocks);
+            m
+        };
         let config = |subject: &str, pages: &[PageSize], runs| LabConfig {
             subject: subject.into(),
             pages: pages.to_vec(),
@@ -481,11 +493,24 @@ mod tests {
                     &[k4],
                     [4565.0, 4100.0, 4200.0].map(pooled).to_vec(),
                 ),
+                // Left to the allocator, with their blocks counted: over those blocks.
+                config(
+                    "stream:d",
+                    &[k4],
+                    [16.0, 2700.0, 40.0].map(counted).to_vec(),
+                ),
             ],
             ..Default::default()
         };
         let f = kernel_frames(&result);
-        assert_eq!(f.len(), 2, "{f:?}");
+        assert_eq!(f.len(), 3, "{f:?}");
+        assert_eq!(
+            f["stream:d"],
+            KernelFrames {
+                neighbours: 0.3,
+                span: 40 << 21
+            }
+        );
         assert_eq!(
             f["chase:c"],
             KernelFrames {
