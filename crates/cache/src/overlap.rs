@@ -33,6 +33,10 @@
 //!   the loop's own instead of hiding under it. That is how `pagelab machines
 //!   --measure` reads its walkers (a walk's latency over what it *adds* to an
 //!   independent load), so a measured file says so;
+//! - where the machine gives the host's block translations (`[nested] block_interval`),
+//!   each that a walk missed pauses everything in flight, the clock, the walkers and the
+//!   buffers alike, for that many cycles: on the Zen 4 guest nothing overlapped them
+//!   ([`crate::blocks`]);
 //! - the time a reference waits for a walker or a buffer holds up everything
 //!   after it (the pools are taken in program order), so the clock never runs
 //!   further ahead of the misses than the pools allow;

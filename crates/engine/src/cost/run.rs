@@ -43,7 +43,7 @@ pub(super) struct Run {
     /// The clock of overlapped misses, when the references are independent
     /// and the machine overlaps them.
     pub(super) overlap: Option<Overlap>,
-    /// The TLB, walk and walk-miss cycles of the line [`Run::translate_line`]
+    /// The TLB, walk, walk-miss and stall cycles of the line [`Run::translate_line`]
     /// translated, for the overlap.
     pub(super) pending: (u64, u64, u64, u64),
     /// Ticks ([`TICKS`]) the overlap hid, of all references and of loads.
