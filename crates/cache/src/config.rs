@@ -113,43 +113,40 @@ pub struct NestedSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_page: Option<PageSize>,
     /// The host's translations of 2M blocks of guest-physical memory that this guest's
-    /// walks find ready (an LRU set; 0, the default: none modelled), as `pagelab machines
-    /// --measure` found them ([`crate::blocks`]).
+    /// walks find ready, held apart in an LRU set of this many blocks; 0, the default: held
+    /// in the guest's TLB beside its own entries, where `block_miss` is given (as `pagelab
+    /// machines --measure` found them on the Zen 4 guest, session 40), else none modelled
+    /// ([`crate::blocks`]).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub block_entries: u32,
     /// Cycles a walk waits for each guest-physical address it has the host translate
-    /// whose block is not among `block_entries`.
+    /// whose block's translation is not held (0, the default: none modelled).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub block_miss: u32,
-    /// Cycles each such miss holds up the references after it where they do not depend on
-    /// one another (at most `block_miss`).
+    /// Cycles each such miss holds the host's block translations, one at a time, where
+    /// references do not depend on one another (at most `block_miss`; 0, the default: as
+    /// many at once as walks).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub block_interval: u32,
 }
 
 impl NestedSpec {
-    /// `block_entries`, `block_miss` and `block_interval` together: all 0, or entries and
-    /// a miss's cycles within bounds and the interval no longer than the miss. The field
-    /// at fault and why, else.
+    /// `block_entries`, `block_miss` and `block_interval` together: a miss's cycles given
+    /// whenever either of the others is, each within bounds, and the interval no longer
+    /// than the miss. The field at fault and why, else.
     fn check_blocks(&self) -> Result<(), (&'static str, String)> {
         let (entries, miss, interval) = (self.block_entries, self.block_miss, self.block_interval);
         let most = crate::blocks::MAX_BLOCK_ENTRIES;
         if entries > most {
             return Err((
                 "block_entries",
-                format!("{entries}: allowed 0 (none) to {most}"),
+                format!("{entries}: allowed 0 (held in the TLB) to {most}"),
             ));
         }
-        if entries == 0 && (miss, interval) != (0, 0) {
-            return Err((
-                "block_entries",
-                "0 (none held), but block_miss or block_interval is given: give the blocks held, or drop them".into(),
-            ));
-        }
-        if entries > 0 && miss == 0 {
+        if miss == 0 && (entries, interval) != (0, 0) {
             return Err((
                 "block_miss",
-                format!("missing or 0 with block_entries = {entries}: give the cycles a walk waits for a block not held (1 to {MAX_WALK_CYCLES})"),
+                format!("missing or 0 with block_entries or block_interval given: give the cycles a walk waits for a block not held (1 to {MAX_WALK_CYCLES}), or drop them"),
             ));
         }
         if miss > MAX_WALK_CYCLES {
@@ -161,7 +158,7 @@ impl NestedSpec {
         if interval > miss {
             return Err((
                 "block_interval",
-                format!("{interval} cycles: allowed 0 to block_miss ({miss}): a miss holds up what follows no longer than it takes"),
+                format!("{interval} cycles: allowed 0 to block_miss ({miss}): a miss holds the translations no longer than it takes"),
             ));
         }
         Ok(())

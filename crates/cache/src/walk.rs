@@ -318,6 +318,20 @@ impl Host {
         self
     }
 
+    /// The host with translations of 2M blocks of guest memory held in the guest's TLB,
+    /// `miss` cycles for one not held ([`HostBlocks::in_tlb`]).
+    pub fn with_blocks_in_tlb(mut self, miss: u32) -> Host {
+        self.blocks = Some(HostBlocks::in_tlb(miss));
+        self
+    }
+
+    /// The blocks walks asked for since the last call, where the guest's TLB holds them,
+    /// and a miss's cycles; `None` where it does not.
+    pub fn asked_blocks(&mut self) -> Option<(u32, std::vec::Drain<'_, u64>)> {
+        let b = self.blocks.as_mut()?;
+        Some((b.miss, b.asked()))
+    }
+
     /// The host-physical address of guest-physical `gpa`, without cost
     /// (what a TLB entry holds).
     #[inline]

@@ -467,9 +467,9 @@ fn machines_measure_writes_a_machine_file_that_times_a_run() {
     }
     // The host's block translations: as root, the pooled kernels' rows and what they gave,
     // written into [nested] when a fit was found; else why not.
-    let entries = m
+    let miss = m
         .get("nested")
-        .and_then(|n| n.get("block_entries"))
+        .and_then(|n| n.get("block_miss"))
         .and_then(|e| e.as_integer());
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
@@ -477,15 +477,26 @@ fn machines_measure_writes_a_machine_file_that_times_a_run() {
             text.contains("host blocks: not measured (needs root"),
             "{text}"
         );
-        assert_eq!(entries, None, "{written}");
+        assert_eq!(miss, None, "{written}");
     } else if !text.contains("host blocks: not measured") {
         let rows = text
             .lines()
             .filter(|l| l.contains(" blocks): measured "))
             .count();
         assert!(rows >= 4, "{text}");
-        match entries {
-            Some(e) => assert!(text.contains(&format!("block_entries = {e},")), "{text}"),
+        match miss {
+            Some(e) => {
+                assert!(text.contains(&format!("at block_miss = {e}\n")), "{text}");
+                // Each row gives the model with the blocks beside the measurement.
+                assert_eq!(
+                    rows,
+                    text.lines()
+                        .filter(|l| l.contains(" with the blocks ("))
+                        .count(),
+                    "{text}"
+                );
+                assert!(!written.contains("block_entries"), "{written}");
+            }
             None => assert!(text.contains("none modelled"), "{text}"),
         }
     }

@@ -101,11 +101,15 @@ impl CostStudy {
                         m.placement(),
                     ),
                     host: host.map(|l| {
-                        Host::new(
+                        let h = Host::new(
                             PageTable::new(l, &nested.walk_cache_entries, HOST_BASE),
                             nested.ntlb_entries,
-                        )
-                        .with_blocks(nested.block_entries, nested.block_miss)
+                        );
+                        match (nested.block_miss, nested.block_entries) {
+                            (0, _) => h,
+                            (miss, 0) => h.with_blocks_in_tlb(miss),
+                            (miss, entries) => h.with_blocks(entries, miss),
+                        }
                     }),
                     last: [u64::MAX; 2],
                     last_base: [0; 2],
@@ -127,8 +131,7 @@ impl CostStudy {
                     l1_latency: m.cost.caches.l1d.latency as u64,
                     walk_extra: m.cost.costs.walk.into(),
                     block_interval: nested.block_interval.into(),
-                    walk_stall: 0,
-                    paused: 0,
+                    block_busy: 0,
                     block_misses: 0,
                 })
             })
@@ -298,7 +301,7 @@ impl CostStudy {
                     run.tlb_cycles + (self.instr_repeats + self.data_repeats) * self.hit[0] as u64;
                 let data_cycles = run.data_cycles + self.data_repeats * self.l1_latency as u64;
                 let (hidden, load_hidden) = (run.hidden / TICKS, run.load_hidden / TICKS);
-                let walk_cycles = run.walk_cycles + run.paused;
+                let walk_cycles = run.walk_cycles;
                 let cycles =
                     (instr_cycles + tlb_cycles + data_cycles + walk_cycles).saturating_sub(hidden);
                 let load_cycles = (run.load_cycles

@@ -302,7 +302,8 @@ pub struct Found<'a> {
     pub overlap: Option<&'a OverlapSpec>,
     /// `[nested] host_page`: the host's page as this guest's TLB caches it.
     pub host_page: Option<PageSize>,
-    /// `[nested] block_entries`, `block_miss`, `block_interval`.
+    /// `[nested] block_miss` (the blocks held in the TLB: no `block_entries`, no
+    /// `block_interval`).
     pub blocks: Option<crate::blocks::BlocksFit>,
 }
 
@@ -404,13 +405,9 @@ pub fn machine_toml(
             nested.insert("host_page".into(), toml::Value::String(page.to_string()));
         }
         if let Some(b) = blocks {
-            for (key, v) in [
-                ("block_entries", b.entries),
-                ("block_miss", b.miss),
-                ("block_interval", b.interval),
-            ] {
-                nested.insert(key.into(), toml::Value::Integer(v.into()));
-            }
+            nested.remove("block_entries");
+            nested.remove("block_interval");
+            nested.insert("block_miss".into(), toml::Value::Integer(b.miss.into()));
         }
     }
     let name = format!("{base_name}-measured");

@@ -151,11 +151,9 @@ fn the_machine_file_keeps_the_base_and_takes_the_measured_caches_at_the_l1s_cloc
             }),
             host_page: Some(PageSize::K4),
             blocks: Some(pagelab_machine::blocks::BlocksFit {
-                entries: 1024,
                 miss: 40,
-                interval: 5,
-                stride_per_miss: 9.0,
-                rms: 0.1,
+                extra: 30.0,
+                misses: 0.7,
             }),
         },
         &["measured on a test".into()],
@@ -186,12 +184,12 @@ fn the_machine_file_keeps_the_base_and_takes_the_measured_caches_at_the_l1s_cloc
         (bn.ntlb_entries, &bn.walk_cache_entries)
     );
     assert_eq!((mn.host_page, bn.host_page), (Some(PageSize::K4), None));
-    // The block translations fitted, where the base had none.
+    // The block translations fitted, held in the TLB, where the base had none.
     assert_eq!(
         (mn.block_entries, mn.block_miss, mn.block_interval),
-        (1024, 40, 5)
+        (0, 40, 0)
     );
-    assert_eq!(bn.block_entries, 0);
+    assert_eq!(bn.block_miss, 0);
     assert_eq!(format!("{:?}", mc.frames.placement), "Scattered");
     // The span written as a size, the share to three places, the walk into `[costs]`.
     assert!(text.contains("span = \"20G\""), "{text}");

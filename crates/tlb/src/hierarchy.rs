@@ -206,6 +206,10 @@ pub(crate) fn route(cfg: &LevelConfig, size: PageSize) -> (usize, PageSize) {
     }
 }
 
+/// The bit that sets the host's block translations ([`TlbHierarchy::host_block`]) apart
+/// from the guest's pages in a TLB array.
+const HOST_TAG: u64 = 1 << 62;
+
 #[derive(Clone, Debug)]
 enum L2 {
     None,
@@ -373,6 +377,23 @@ impl TlbHierarchy {
         size: PageSize,
     ) -> Outcome {
         self.after_l1_miss(s, addr, size.shift())
+    }
+
+    /// The host's translation of 2M block `block` of guest-physical memory, held in the data
+    /// side's last level beside the guest's entries (they share its sets: the block's
+    /// number indexes it, as a 2M page's would); a miss fills it. Returns whether it was
+    /// held. Not counted in the statistics.
+    pub fn host_block(&mut self, block: u64) -> bool {
+        let level = match &mut self.l2 {
+            L2::None => &mut self.l1[Side::Data as usize],
+            L2::Unified(l) => l,
+            L2::Split(ls) => &mut ls[Side::Data as usize],
+        };
+        let (accesses, misses) = (level.accesses, level.misses);
+        // A tag of its own: guest-virtual addresses stay below 2^57.
+        let hit = level.access(VirtAddr(HOST_TAG | (block << 21)), 21);
+        (level.accesses, level.misses) = (accesses, misses);
+        hit
     }
 
     /// The L2 (if any) and the walk counters, after an L1 miss on side `s`.

@@ -139,3 +139,33 @@ fn invalidate_range_drops_every_overlapping_entry() {
     t.flush();
     assert_eq!(t.access(Side::Data, Vpn(1), k), Miss);
 }
+
+#[test]
+fn the_hosts_block_translations_share_the_last_level_uncounted() {
+    // An L1 of 2 and an L2 of 4 (LRU): the host's translation of a block is held in the
+    // L2 beside the guest's pages, so it pushes the least recent of them out.
+    let mut t = TlbHierarchy::new(&cfg(TWO_LEVEL)).unwrap();
+    let (d, k) = (Side::Data, PageSize::K4);
+    for v in 1..=4 {
+        assert_eq!(t.access(d, Vpn(v), k), Miss);
+    }
+    let before = t.stats();
+    assert!(!t.host_block(7));
+    assert!(t.host_block(7));
+    // Neither lookup is counted.
+    assert_eq!(t.stats(), before);
+    // The L2 held 1..4; block 7 pushed out page 1 (L1 holds 3 and 4).
+    assert_eq!(t.access(d, Vpn(1), k), Miss);
+    assert_eq!(t.access(d, Vpn(2), k), Miss);
+    // A block's tag is its own: guest page 7 and the 2M page at block 7 are other entries.
+    assert_eq!(t.access(d, Vpn(7), k), Miss);
+    assert_eq!(t.access(d, Vpn(7), PageSize::M2), Miss);
+    // Without an L2, the data side's L1 holds them.
+    let mut one = TlbHierarchy::new(&cfg(
+        "name = \"one\"\n[l1i]\narrays = [{ entries = 2 }]\n[l1d]\narrays = [{ entries = 2 }]\n",
+    ))
+    .unwrap();
+    assert_eq!(one.access(d, Vpn(1), k), Miss);
+    assert!(!one.host_block(3) && !one.host_block(4));
+    assert_eq!(one.access(d, Vpn(1), k), Miss);
+}

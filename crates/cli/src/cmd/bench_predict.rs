@@ -168,7 +168,7 @@ fn single_sizes(configs: &[Vec<PageSize>]) -> Vec<PageSize> {
 
 /// The study and the cost model of `machine` for `configs`' single sizes; an error where
 /// the machine cannot time a run.
-fn model_of(
+pub(crate) fn model_of(
     configs: &[Vec<PageSize>],
     machine: &str,
     virt: Option<&str>,
@@ -357,23 +357,57 @@ pub fn steady_state(
     pair: &ModelPair,
     what: &str,
 ) -> Result<Vec<f64>> {
-    let mut cycles = Vec::new();
+    Ok(steady_costs(cfg, cost, pair, what)?
+        .into_iter()
+        .map(|c| c.cycles)
+        .collect())
+}
+
+/// The model's steady state of one page size's run: cycles, and blocks of guest memory
+/// whose host translation its walks missed ([`pagelab_cache::blocks`]), per unit of work.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Steady {
+    /// Cycles per unit of work.
+    pub cycles: f64,
+    /// The host's block translations missed per unit of work.
+    pub block_misses: f64,
+}
+
+/// [`steady_state`] with the block translations missed.
+///
+/// # Errors
+/// A workload that does not open, or a run that fails.
+pub fn steady_costs(
+    cfg: &pagelab_engine::StudyConfig,
+    cost: &pagelab_engine::CostConfig,
+    pair: &ModelPair,
+    what: &str,
+) -> Result<Vec<Steady>> {
+    let mut counts = Vec::new();
     for w in [&pair.small, &pair.large] {
         let progress = &mut crate::progress::Progress::new(&format!("model of {what}"));
         let mut src = pagelab::builtin::open(w)?;
         let r = pagelab_engine::run_cost_study(&mut *src, cfg, cost, progress)
             .with_context(|| format!("the model of `{what}` ({w})"))?;
-        cycles.push(
+        counts.push(
             r.runs
                 .iter()
-                .map(|run| run.cost.as_ref().map_or(0, |c| c.cycles))
-                .collect::<Vec<u64>>(),
+                .map(|run| {
+                    run.cost
+                        .as_ref()
+                        .map_or((0, 0), |c| (c.cycles, c.host_block_misses))
+                })
+                .collect::<Vec<(u64, u64)>>(),
         );
     }
-    Ok(cycles[1]
+    let per_op = |b: u64, a: u64| b.saturating_sub(a) as f64 / pair.ops as f64;
+    Ok(counts[1]
         .iter()
-        .zip(&cycles[0])
-        .map(|(&b, &a)| b.saturating_sub(a) as f64 / pair.ops as f64)
+        .zip(&counts[0])
+        .map(|(b, a)| Steady {
+            cycles: per_op(b.0, a.0),
+            block_misses: per_op(b.1, a.1),
+        })
         .collect())
 }
 

@@ -1,15 +1,17 @@
 //! `pagelab machines --measure`'s host blocks: the pooled kernels of
-//! [`pagelab_lab::probe::blocks`] against the model of the file being written, fitted by
-//! [`pagelab_machine::blocks::fit`] into `[nested] block_entries`, `block_miss` and
-//! `block_interval`.
+//! [`pagelab_lab::probe::blocks`] against the model of the file being written, without the
+//! host's block translations and with them held in the TLB, fitted by
+//! [`pagelab_machine::blocks::fit`] into `[nested] block_miss`.
 
-use super::bench_predict::{predict, KernelFrames, DEFAULT_VIRT};
+use super::bench_predict::{
+    model_of, model_pair, steady_costs, with_frames, KernelFrames, Steady, DEFAULT_VIRT,
+};
 use anyhow::{Context, Result};
 use pagelab_core::{Bytes, PageSize};
+use pagelab_engine::CostConfig;
 use pagelab_lab::native::{KernelSpec, Scale};
 use pagelab_lab::probe::blocks::{chase_spec, stride_spec, BlocksProbe, PooledRun};
-use pagelab_machine::blocks::{fit, BlockPoint, BlocksFit};
-use std::collections::BTreeMap;
+use pagelab_machine::blocks::{fit, BlockPoint, BlocksFit, PROBE_MISS};
 
 /// What the block probe found: the fit (`None`: nothing to model, or not measured) and the
 /// lines that say how.
@@ -50,92 +52,128 @@ pub fn measure(path: &str, ghz: f64) -> Result<HostBlocks> {
         Ok(p) => p,
         Err(e) => return Ok(HostBlocks::skipped(&format!("{e:#}"))),
     };
-    let (stride, chase) = points(path, &probe, ghz)?;
-    let found = fit(&stride, chase, pagelab_cache::MAX_WALK_CYCLES).map_err(anyhow::Error::msg)?;
+    let model = Model::new(path, &probe)?;
+    let points: Vec<BlockPoint> = model
+        .runs
+        .iter()
+        .map(|(_, r)| r.ns * ghz)
+        .zip(model.at(0)?.into_iter().zip(model.at(PROBE_MISS)?))
+        .zip(&model.runs)
+        .map(|((measured, (without, with)), (_, r))| BlockPoint {
+            blocks: r.pool_blocks,
+            measured,
+            model: without.cycles,
+            with: with.cycles,
+            misses: with.block_misses,
+        })
+        .collect();
+    let chase = [points[points.len() - 2], points[points.len() - 1]];
+    let found = fit(chase, pagelab_cache::MAX_WALK_CYCLES).map_err(anyhow::Error::msg)?;
+    // The model at the miss found, beside the measurements: the stride is the check.
+    let fitted = match found {
+        Some(f) => Some(model.at(f.miss)?),
+        None => None,
+    };
     Ok(HostBlocks {
         fit: found,
-        lines: lines(&probe, &stride, &chase, found.as_ref()),
+        lines: lines(&model.runs, &points, fitted.as_deref(), found.as_ref()),
     })
 }
 
-/// The probe's runs as cycles per unit of work, measured and in the model of the file at
-/// `path` with each kernel's 4K frames at random over the blocks its pool came back in.
-fn points(path: &str, probe: &BlocksProbe, ghz: f64) -> Result<(Vec<BlockPoint>, [BlockPoint; 2])> {
-    let runs: Vec<(String, &PooledRun)> = probe
-        .stride
-        .iter()
-        .map(|r| (stride_spec(r.pool), r))
-        .chain(probe.chase.iter().map(|r| (chase_spec(r.pool), r)))
-        .collect();
-    let mut specs = Vec::new();
-    let mut frames = BTreeMap::new();
-    for (text, r) in &runs {
-        let k = KernelSpec::parse(text, Scale::Full)?;
-        frames.insert(
-            k.to_string(),
-            KernelFrames {
+/// The probe's kernels in the model of one machine file, each with its 4K frames at random
+/// over the blocks its pool came back in.
+struct Model<'a> {
+    cfg: pagelab_engine::StudyConfig,
+    cost: CostConfig,
+    /// What each run is (for the lines) and its run, the stride's then the chase's.
+    runs: Vec<(String, &'a PooledRun)>,
+    specs: Vec<KernelSpec>,
+}
+
+impl<'a> Model<'a> {
+    fn new(path: &str, probe: &'a BlocksProbe) -> Result<Model<'a>> {
+        let (cfg, cost) = model_of(&[vec![PageSize::K4]], path, Some(DEFAULT_VIRT))?;
+        let runs: Vec<(String, &PooledRun)> = probe
+            .stride
+            .iter()
+            .map(|r| (stride_spec(r.pool), r))
+            .chain(probe.chase.iter().map(|r| (chase_spec(r.pool), r)))
+            .collect();
+        let specs = runs
+            .iter()
+            .map(|(text, _)| KernelSpec::parse(text, Scale::Full))
+            .collect::<Result<_>>()?;
+        Ok(Model {
+            cfg,
+            cost,
+            runs,
+            specs,
+        })
+    }
+
+    /// Each run's steady state with the host's block translations held in the TLB at
+    /// `miss` cycles a miss (0: none modelled).
+    fn at(&self, miss: u32) -> Result<Vec<Steady>> {
+        let mut out = Vec::new();
+        for (spec, (_, r)) in self.specs.iter().zip(&self.runs) {
+            let pair = model_pair(spec).context("a pooled kernel has a model")?;
+            let frames = KernelFrames {
                 neighbours: 0.0,
                 span: r.pool_blocks.max(1) * (2 << 20),
-            },
-        );
-        specs.push(k);
+            };
+            let mut cost = with_frames(&self.cost, &frames);
+            // A machine without `[nested]` is refused by the model run, saying so.
+            if let Some(n) = cost.machine.cost.nested.as_mut() {
+                (n.block_entries, n.block_miss, n.block_interval) = (0, miss, 0);
+            }
+            let what = format!("{spec} (block_miss {miss})");
+            let steady = steady_costs(&self.cfg, &cost, &pair, &what)
+                .context("the model of the block probe's kernels")?;
+            out.push(steady.first().copied().unwrap_or_default());
+        }
+        Ok(out)
     }
-    let (predicted, _) = predict(
-        &specs,
-        &[vec![PageSize::K4]],
-        path,
-        Some(DEFAULT_VIRT),
-        &frames,
-    )
-    .context("the model of the block probe's kernels")?;
-    let mut out: Vec<BlockPoint> = runs
-        .iter()
-        .zip(&predicted)
-        .map(|((_, r), p)| BlockPoint {
-            blocks: r.pool_blocks,
-            measured: r.ns * ghz,
-            model: p.cycles_per_op.first().map_or(0.0, |c| c.1),
-        })
-        .collect();
-    let many = out.pop().context("the chase's runs")?;
-    let few = out.pop().context("the chase's runs")?;
-    Ok((out, [few, many]))
 }
 
 fn lines(
-    probe: &BlocksProbe,
-    stride: &[BlockPoint],
-    chase: &[BlockPoint; 2],
+    runs: &[(String, &PooledRun)],
+    points: &[BlockPoint],
+    fitted: Option<&[Steady]>,
     found: Option<&BlocksFit>,
 ) -> Vec<String> {
-    let row = |what: &str, r: &PooledRun, p: &BlockPoint| {
-        format!(
-            "host blocks: {what} pool {} ({} blocks): measured {:.1} cycles, model {:.1}",
-            Bytes(r.pool),
-            p.blocks,
-            p.measured,
-            p.model
-        )
-    };
-    let mut out: Vec<String> = probe
-        .stride
+    let stride = runs.len() - 2;
+    let mut out: Vec<String> = runs
         .iter()
-        .zip(stride)
-        .map(|(r, p)| row("16M stride, every page, 4K,", r, p))
-        .chain(
-            probe
-                .chase
-                .iter()
-                .zip(chase)
-                .map(|(r, p)| row("chase of 8192 4K pages,", r, p)),
-        )
+        .zip(points)
+        .enumerate()
+        .map(|(i, ((_, r), p))| {
+            let (what, unit) = if i < stride {
+                ("16M stride, every page, 4K,", "an access")
+            } else {
+                ("chase of 8192 4K pages,", "a step")
+            };
+            let with = fitted.map_or(String::new(), |f| {
+                format!(
+                    ", {:.1} with the blocks ({:.2} missed {unit})",
+                    f[i].cycles, f[i].block_misses
+                )
+            });
+            format!(
+                "host blocks: {what} pool {} ({} blocks): measured {:.1} cycles, model {:.1} \
+                 without the blocks{with}",
+                Bytes(r.pool),
+                p.blocks,
+                p.measured,
+                p.model
+            )
+        })
         .collect();
     out.push(match found {
         Some(f) => format!(
-            "host blocks: an LRU set of {} 2M blocks fits the stride best ({:.1} cycles a miss, \
-             {:.2} an access off); the chase's misses wait {} cycles: block_entries = {}, \
-             block_miss = {}, block_interval = {}",
-            f.entries, f.stride_per_miss, f.rms, f.miss, f.entries, f.miss, f.interval
+            "host blocks: held in the TLB beside the guest's pages, the chase's {:.2} more \
+             misses a step give its {:.1} cycles more than the model without them at \
+             block_miss = {}",
+            f.misses, f.extra, f.miss
         ),
         None => "host blocks: many blocks cost no more than the model makes of them: none modelled"
             .to_string(),

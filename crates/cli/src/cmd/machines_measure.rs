@@ -402,17 +402,11 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32, blocks: bool) -> Result<Me
     let path = pagelab_sys::private::private_dir()
         .context("finding the private directory for the file being measured")?
         .join(format!("measuring-{}.toml", std::process::id()));
+    // Removed on every way out, whatever the model made of it.
+    let _remove = RemoveOnDrop(&path);
     std::fs::write(&path, &first).with_context(|| format!("writing {}", path.display()))?;
     let file = path.display().to_string();
-    let walk = walk_cost(&file, &ov, ghz);
-    let walk = match walk {
-        Ok(w) => w,
-        Err(e) => {
-            // Removed whatever the model made of it; a file left behind is harmless.
-            let _ = std::fs::remove_file(&path);
-            return Err(e);
-        }
-    };
+    let walk = walk_cost(&file, &ov, ghz)?;
     let walk_line = match &walk {
         Some(w) => w.text(),
         None => "a walk's own cost: no walk showed (or THP gave the probe no 2M page): walk = 0"
@@ -426,14 +420,10 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32, blocks: bool) -> Result<Me
         let so_far =
             measured::machine_toml(&base, base_text, &h, l1_cycles, found(walk, None), &notes)
                 .map_err(anyhow::Error::msg);
-        let b = so_far.and_then(|t| {
-            std::fs::write(&path, t).with_context(|| format!("writing {}", path.display()))?;
-            super::machines_blocks::measure(&file, ghz)
-        });
-        let _ = std::fs::remove_file(&path);
-        b?
+        let t = so_far?;
+        std::fs::write(&path, t).with_context(|| format!("writing {}", path.display()))?;
+        super::machines_blocks::measure(&file, ghz)?
     } else {
-        let _ = std::fs::remove_file(&path);
         super::machines_blocks::HostBlocks::skipped("--no-blocks")
     };
     summary.extend(host_blocks.lines.iter().cloned());
@@ -454,6 +444,16 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32, blocks: bool) -> Result<Me
         probe: ov,
         ghz,
     })
+}
+
+/// A file removed when this goes out of scope (a file that could not be removed is left:
+/// it is harmless).
+struct RemoveOnDrop<'a>(&'a std::path::Path);
+
+impl Drop for RemoveOnDrop<'_> {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(self.0);
+    }
 }
 
 /// `[frames]` for 4K frames `span` bytes apart with a share `neighbours` of consecutive

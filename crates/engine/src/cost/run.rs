@@ -43,7 +43,7 @@ pub(super) struct Run {
     /// The clock of overlapped misses, when the references are independent
     /// and the machine overlaps them.
     pub(super) overlap: Option<Overlap>,
-    /// The TLB, walk, walk-miss and stall cycles of the line [`Run::translate_line`]
+    /// The TLB, walk, walk-miss and block cycles of the line [`Run::translate_line`]
     /// translated, for the overlap.
     pub(super) pending: (u64, u64, u64, u64),
     /// Ticks ([`TICKS`]) the overlap hid, of all references and of loads.
@@ -53,12 +53,11 @@ pub(super) struct Run {
     pub(super) l1_latency: u64,
     /// Cycles each walk costs beyond its reads (`costs.walk`).
     pub(super) walk_extra: u64,
-    /// Cycles each of the host's block translations a walk missed holds up the references
-    /// after it (`[nested] block_interval`), and all those cycles so far.
+    /// Cycles each of the host's block translations a walk missed holds their one-at-a-time
+    /// resource in a loop of independent loads (`[nested] block_interval`), and all those
+    /// cycles so far (read as deltas per data line, for the overlap).
     pub(super) block_interval: u64,
-    pub(super) walk_stall: u64,
-    /// The cycles of those that paused the overlap clock: part of the walks' cycles.
-    pub(super) paused: u64,
+    pub(super) block_busy: u64,
     /// The host's block translations walks missed ([`pagelab_cache::blocks`]).
     pub(super) block_misses: u64,
 }
@@ -116,13 +115,22 @@ impl Run {
             Some(h) => h.nested_walk(&mut self.pt, addr, &mut self.caches),
             None => self.pt.walk(addr, &mut self.caches),
         };
+        let mut w = w;
+        if let Some((miss, asked)) = self.host.as_mut().and_then(Host::asked_blocks) {
+            for b in asked {
+                if !self.tlb.host_block(b) {
+                    w.cycles += miss;
+                    w.block_misses += 1;
+                }
+            }
+        }
         self.walks[side] += 1;
         self.walk_refs += w.refs as u64;
         self.walk_cycles += w.cycles as u64 + self.walk_extra;
         self.walk_miss_cycles += w.miss_cycles as u64;
         self.walk_cache_hits += w.cache_hits as u64;
         self.block_misses += w.block_misses as u64;
-        self.walk_stall += w.block_misses as u64 * self.block_interval;
+        self.block_busy += w.block_misses as u64 * self.block_interval;
     }
 
     /// A data reference from `addr` to `last`, line by line; a load's
@@ -156,11 +164,11 @@ impl Run {
         let offset = self.size.bytes() - 1;
         let mut a = addr;
         loop {
-            let (tlb, walk, miss, stall) = (
+            let (tlb, walk, miss, busy) = (
                 self.tlb_cycles,
                 self.walk_cycles,
                 self.walk_miss_cycles,
-                self.walk_stall,
+                self.block_busy,
             );
             let (base, _) = self.translate(1, a, hit);
             let mut paddr = base | (a & offset);
@@ -174,7 +182,7 @@ impl Run {
                     self.tlb_cycles - tlb,
                     self.walk_cycles - walk,
                     self.walk_miss_cycles - miss,
-                    self.walk_stall - stall,
+                    self.block_busy - busy,
                 );
                 self.overlap_line(tw, data, load);
             }
@@ -186,27 +194,22 @@ impl Run {
         }
     }
 
-    /// One data line's `(tlb, walk, walk miss, stall)` cycles and `data` cycles through
+    /// One data line's `(tlb, walk, walk miss, block)` cycles and `data` cycles through
     /// the overlap clock: what it hid is counted (of loads apart).
     pub(super) fn overlap_line(
         &mut self,
-        (tlb, walk, walk_miss, stall): (u64, u64, u64, u64),
+        (tlb, walk, walk_miss, blocks): (u64, u64, u64, u64),
         data: u64,
         load: bool,
     ) {
         let Some(o) = &mut self.overlap else { return };
         let moved = o.independent(
             tlb * TICKS,
-            (walk * TICKS, walk_miss * TICKS, stall * TICKS),
+            (walk * TICKS, walk_miss * TICKS, blocks * TICKS),
             data * TICKS,
             data > self.l1_latency,
         );
-        // The pause is charged to the walk that missed (`paused`), and to the load.
-        self.paused += stall;
-        if load {
-            self.load_cycles += stall;
-        }
-        let hidden = (tlb + walk + data + stall) * TICKS - moved;
+        let hidden = (tlb + walk + data) * TICKS - moved;
         self.hidden += hidden;
         if load {
             self.load_hidden += hidden;
@@ -228,7 +231,7 @@ impl Run {
     #[inline]
     pub(super) fn translate_line(&mut self, a: u64, hit: &[u32; 3], load: bool) {
         let before = self.tlb_cycles + self.walk_cycles;
-        let (walk, miss, stall) = (self.walk_cycles, self.walk_miss_cycles, self.walk_stall);
+        let (walk, miss, busy) = (self.walk_cycles, self.walk_miss_cycles, self.block_busy);
         self.va = a;
         let nested = self.host.is_some();
         self.lookup(1, a, hit, nested);
@@ -236,7 +239,7 @@ impl Run {
             self.tlb_cycles + walk - before,
             self.walk_cycles - walk,
             self.walk_miss_cycles - miss,
-            self.walk_stall - stall,
+            self.block_busy - busy,
         );
         if let Some(h) = &mut self.host {
             self.paddr = h.translate(self.last_base[1] | (a & (self.size.bytes() - 1)));
