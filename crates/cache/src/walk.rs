@@ -150,6 +150,8 @@ pub struct WalkCost {
     pub cache_hits: u32,
     /// Guest-physical addresses translated by the host whose 2M block the host's block
     /// translations did not hold ([`crate::blocks`]); each added `block_miss` to `cycles`.
+    /// Where the guest's TLB holds them, [`Host`] leaves them to the caller, which counts
+    /// them here ([`Host::asked_blocks`]).
     pub block_misses: u32,
 }
 

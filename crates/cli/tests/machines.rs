@@ -486,7 +486,12 @@ fn machines_measure_writes_a_machine_file_that_times_a_run() {
         assert!(rows >= 4, "{text}");
         match miss {
             Some(e) => {
-                assert!(text.contains(&format!("at block_miss = {e}\n")), "{text}");
+                assert!(
+                    text.contains(&format!(
+                        "at block_miss = {e}, one miss at a time: block_interval = {e}\n"
+                    )),
+                    "{text}"
+                );
                 // Each row gives the model with the blocks beside the measurement.
                 assert_eq!(
                     rows,

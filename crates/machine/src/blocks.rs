@@ -10,9 +10,12 @@
 //! [`PROBE_MISS`] cycles a miss, which gives the model's misses a step. A chase pays every
 //! miss in full, and what the TLB holds does not depend on the cycles, so the model's chase
 //! takes `with + (miss - PROBE_MISS) × misses` cycles a step at any `miss`: the one that
-//! gives the machine's extra from few blocks to many is `block_miss` ([`fit`]). The stride
-//! is the check, not the fit: its loads are independent, and what the blocks cost it is
-//! what the model makes of them at that `block_miss` (`docs/cost.md`, session 40).
+//! gives the machine's extra from few blocks to many is `block_miss` ([`fit`]). A measured
+//! file takes the misses one at a time for as long (`block_interval = block_miss`): on the
+//! Zen 4 guest the stride over many blocks paid as much a miss in its loop of independent
+//! loads as in a dependent one (session 39), which misses that overlap as walks do would
+//! not. The stride is the check, not the fit: what the blocks cost it is what the model
+//! makes of them at that `block_miss` (`docs/cost.md`, session 40).
 
 /// One pooled kernel: its frames' blocks and cycles per unit of work, measured and modelled.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -40,7 +40,7 @@ pub struct CostStats {
     /// Walks that a walk cache let start below the root.
     pub walk_cache_hits: u64,
     /// Guest-physical addresses the walks had the host translate in a 2M block whose
-    /// translation the host's block translations did not hold (`[nested] block_entries`;
+    /// translation the host's block translations did not hold (`[nested] block_miss`;
     /// 0 otherwise, and then not written).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub host_block_misses: u64,

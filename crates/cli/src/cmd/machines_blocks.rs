@@ -112,7 +112,8 @@ impl<'a> Model<'a> {
     }
 
     /// Each run's steady state with the host's block translations held in the TLB at
-    /// `miss` cycles a miss (0: none modelled).
+    /// `miss` cycles a miss, one miss at a time, as a measured file has them (0: none
+    /// modelled).
     fn at(&self, miss: u32) -> Result<Vec<Steady>> {
         let mut out = Vec::new();
         for (spec, (_, r)) in self.specs.iter().zip(&self.runs) {
@@ -124,7 +125,7 @@ impl<'a> Model<'a> {
             let mut cost = with_frames(&self.cost, &frames);
             // A machine without `[nested]` is refused by the model run, saying so.
             if let Some(n) = cost.machine.cost.nested.as_mut() {
-                (n.block_entries, n.block_miss, n.block_interval) = (0, miss, 0);
+                (n.block_entries, n.block_miss, n.block_interval) = (0, miss, miss);
             }
             let what = format!("{spec} (block_miss {miss})");
             let steady = steady_costs(&self.cfg, &cost, &pair, &what)
@@ -172,8 +173,8 @@ fn lines(
         Some(f) => format!(
             "host blocks: held in the TLB beside the guest's pages, the chase's {:.2} more \
              misses a step give its {:.1} cycles more than the model without them at \
-             block_miss = {}",
-            f.misses, f.extra, f.miss
+             block_miss = {}, one miss at a time: block_interval = {}",
+            f.misses, f.extra, f.miss, f.miss
         ),
         None => "host blocks: many blocks cost no more than the model makes of them: none modelled"
             .to_string(),
