@@ -37,9 +37,11 @@
 //!   those a walk missed take one resource, one at a time, for that many cycles each: the
 //!   walk starts no sooner than the resource comes free, and holds it for its misses'
 //!   intervals together ([`crate::blocks`]). It binds only a loop faster than the misses
-//!   (on the Zen 4 guest, session 40: a stride over 4096 pages scattered over 8G took
-//!   2.1 ns more an access than over 64 blocks where each access cost 2 ns, and 1.1 ns
-//!   more where each cost 3.9; random updates of 9 ns, 0.8 more);
+//!   (on the Zen 4 guest, sessions 39 and 40: a stride over 4096 pages scattered over 8G
+//!   took 2.1 ns more an access than over 64 blocks where each access cost 2 ns, and
+//!   1.1 ns more where each cost 3.9; random updates of 9 ns, 0.8 more). The resource is
+//!   free again by the end of the walk that took it, so it holds nothing up beyond what is
+//!   in flight;
 //! - the time a reference waits for a walker or a buffer holds up everything
 //!   after it (the pools are taken in program order), so the clock never runs
 //!   further ahead of the misses than the pools allow;

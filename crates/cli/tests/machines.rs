@@ -486,10 +486,11 @@ fn machines_measure_writes_a_machine_file_that_times_a_run() {
         assert!(rows >= 4, "{text}");
         match miss {
             Some(e) => {
+                assert!(text.contains(&format!("at block_miss = {e};")), "{text}");
+                let interval = m["nested"]["block_interval"].as_integer().unwrap();
+                assert!((0..=e).contains(&interval), "{written}");
                 assert!(
-                    text.contains(&format!(
-                        "at block_miss = {e}, one miss at a time: block_interval = {e}\n"
-                    )),
+                    text.contains(&format!("block_interval = {interval}\n")),
                     "{text}"
                 );
                 // Each row gives the model with the blocks beside the measurement.

@@ -10,12 +10,13 @@
 //! [`PROBE_MISS`] cycles a miss, which gives the model's misses a step. A chase pays every
 //! miss in full, and what the TLB holds does not depend on the cycles, so the model's chase
 //! takes `with + (miss - PROBE_MISS) × misses` cycles a step at any `miss`: the one that
-//! gives the machine's extra from few blocks to many is `block_miss` ([`fit`]). A measured
-//! file takes the misses one at a time for as long (`block_interval = block_miss`): on the
-//! Zen 4 guest the stride over many blocks paid as much a miss in its loop of independent
-//! loads as in a dependent one (session 39), which misses that overlap as walks do would
-//! not. The stride is the check, not the fit: what the blocks cost it is what the model
-//! makes of them at that `block_miss` (`docs/cost.md`, session 40).
+//! gives the machine's extra from few blocks to many is `block_miss` ([`fit`]). Then
+//! `block_interval`, the cycles each miss takes the translations for, one at a time, in a
+//! loop of independent loads: the one at which the model's stride over the most blocks
+//! takes the machine's time ([`fit_interval`]; on the Zen 4 guest the stride paid nearly as
+//! much a miss as a chase does, session 39, which misses that overlap as walks do cannot
+//! give). The stride's other pools are the check: what the model makes of them at those
+//! two (`docs/cost.md`, session 40).
 
 /// One pooled kernel: its frames' blocks and cycles per unit of work, measured and modelled.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -37,6 +38,8 @@ pub struct BlockPoint {
 pub struct BlocksFit {
     /// `block_miss`, cycles.
     pub miss: u32,
+    /// `block_interval`, cycles ([`fit_interval`]; 0 until then).
+    pub interval: u32,
     /// The chase's cycles a step more with many blocks than with few, measured less the
     /// model's without block translations: what they must explain.
     pub extra: f64,
@@ -79,9 +82,46 @@ pub fn fit(chase: [BlockPoint; 2], max_miss: u32) -> Result<Option<BlocksFit>, S
     let miss = f64::from(PROBE_MISS) + (measured - at_probe) / misses;
     Ok(Some(BlocksFit {
         miss: miss.round().clamp(1.0, f64::from(max_miss)) as u32,
+        interval: 0,
         extra,
         misses,
     }))
+}
+
+/// The `block_interval`, 0 to `miss`, at which `model` (the stride's cycles an access in
+/// the model at an interval, which grow with it) comes nearest `measured`: 0 when the model
+/// already takes that long without one, `miss` when it does not even then; else found by
+/// halving, about log2(`miss`) model runs.
+///
+/// # Errors
+/// Whatever `model` returns.
+pub fn fit_interval<E>(
+    measured: f64,
+    miss: u32,
+    mut model: impl FnMut(u32) -> Result<f64, E>,
+) -> Result<u32, E> {
+    let (mut lo, mut hi) = (0, miss);
+    let (mut at_lo, mut at_hi) = (model(lo)?, model(hi)?);
+    if at_lo >= measured {
+        return Ok(0);
+    }
+    if at_hi <= measured {
+        return Ok(miss);
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        let at = model(mid)?;
+        if at < measured {
+            (lo, at_lo) = (mid, at);
+        } else {
+            (hi, at_hi) = (mid, at);
+        }
+    }
+    Ok(if measured - at_lo <= at_hi - measured {
+        lo
+    } else {
+        hi
+    })
 }
 
 #[cfg(test)]
@@ -141,6 +181,29 @@ mod tests {
             point(4096, 130.0, 30.0, 0.32, 40.0),
         ];
         assert_eq!(fit(held, 10_000).unwrap(), None);
+    }
+
+    #[test]
+    fn the_interval_is_where_the_model_meets_the_stride() {
+        // A model whose stride takes 10 cycles an access, plus what 0.5 misses an access
+        // at one a time over `i` cycles add beyond the loop's 10: max(10, i / 2).
+        let model = |i: u32| Ok::<f64, String>(f64::max(10.0, f64::from(i) / 2.0));
+        let mut runs = 0;
+        let counted = |i: u32| {
+            runs += 1;
+            model(i)
+        };
+        assert_eq!(fit_interval(15.0, 45, counted), Ok(30));
+        assert!(runs <= 8, "{runs} runs");
+        // Nearest of the two either side: 15.2 is 30.4 (30); 15.3 is 30.6 (31).
+        assert_eq!(fit_interval(15.2, 45, model), Ok(30));
+        assert_eq!(fit_interval(15.3, 45, model), Ok(31));
+        // Already that long without, or not even with the whole miss.
+        assert_eq!(fit_interval(9.0, 45, model), Ok(0));
+        assert_eq!(fit_interval(30.0, 45, model), Ok(45));
+        // A model run that fails is the error.
+        let failing = |_: u32| Err::<f64, String>("no model".into());
+        assert_eq!(fit_interval(15.0, 45, failing), Err("no model".into()));
     }
 
     #[test]

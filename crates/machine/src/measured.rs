@@ -302,8 +302,8 @@ pub struct Found<'a> {
     pub overlap: Option<&'a OverlapSpec>,
     /// `[nested] host_page`: the host's page as this guest's TLB caches it.
     pub host_page: Option<PageSize>,
-    /// `[nested] block_miss`, and `block_interval` the same (the blocks held in the TLB, no
-    /// `block_entries`; their misses one at a time, [`crate::blocks`]).
+    /// `[nested] block_miss` and `block_interval` (the blocks held in the TLB: no
+    /// `block_entries`; [`crate::blocks`]).
     pub blocks: Option<crate::blocks::BlocksFit>,
 }
 
@@ -406,8 +406,8 @@ pub fn machine_toml(
         }
         if let Some(b) = blocks {
             nested.remove("block_entries");
-            for key in ["block_miss", "block_interval"] {
-                nested.insert(key.into(), toml::Value::Integer(b.miss.into()));
+            for (key, v) in [("block_miss", b.miss), ("block_interval", b.interval)] {
+                nested.insert(key.into(), toml::Value::Integer(v.into()));
             }
         }
     }

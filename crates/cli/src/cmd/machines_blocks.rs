@@ -1,7 +1,8 @@
 //! `pagelab machines --measure`'s host blocks: the pooled kernels of
 //! [`pagelab_lab::probe::blocks`] against the model of the file being written, without the
 //! host's block translations and with them held in the TLB, fitted by
-//! [`pagelab_machine::blocks::fit`] into `[nested] block_miss`.
+//! [`pagelab_machine::blocks::fit`] and [`fit_interval`] into `[nested] block_miss` and
+//! `block_interval`.
 
 use super::bench_predict::{
     model_of, model_pair, steady_costs, with_frames, KernelFrames, Steady, DEFAULT_VIRT,
@@ -11,7 +12,7 @@ use pagelab_core::{Bytes, PageSize};
 use pagelab_engine::CostConfig;
 use pagelab_lab::native::{KernelSpec, Scale};
 use pagelab_lab::probe::blocks::{chase_spec, stride_spec, BlocksProbe, PooledRun};
-use pagelab_machine::blocks::{fit, BlockPoint, BlocksFit, PROBE_MISS};
+use pagelab_machine::blocks::{fit, fit_interval, BlockPoint, BlocksFit, PROBE_MISS};
 
 /// What the block probe found: the fit (`None`: nothing to model, or not measured) and the
 /// lines that say how.
@@ -57,7 +58,7 @@ pub fn measure(path: &str, ghz: f64) -> Result<HostBlocks> {
         .runs
         .iter()
         .map(|(_, r)| r.ns * ghz)
-        .zip(model.at(0)?.into_iter().zip(model.at(PROBE_MISS)?))
+        .zip(model.at(0, 0)?.into_iter().zip(model.at(PROBE_MISS, 0)?))
         .zip(&model.runs)
         .map(|((measured, (without, with)), (_, r))| BlockPoint {
             blocks: r.pool_blocks,
@@ -68,10 +69,17 @@ pub fn measure(path: &str, ghz: f64) -> Result<HostBlocks> {
         })
         .collect();
     let chase = [points[points.len() - 2], points[points.len() - 1]];
-    let found = fit(chase, pagelab_cache::MAX_WALK_CYCLES).map_err(anyhow::Error::msg)?;
-    // The model at the miss found, beside the measurements: the stride is the check.
-    let fitted = match found {
-        Some(f) => Some(model.at(f.miss)?),
+    let mut found = fit(chase, pagelab_cache::MAX_WALK_CYCLES).map_err(anyhow::Error::msg)?;
+    // The interval at which the stride over the most blocks takes the machine's time; the
+    // model at both beside the measurements, the stride's other pools the check.
+    let fitted = match &mut found {
+        Some(f) => {
+            let top = points.len() - 3;
+            f.interval = fit_interval(points[top].measured, f.miss, |i| {
+                model.run(top, f.miss, i).map(|s| s.cycles)
+            })?;
+            Some(model.at(f.miss, f.interval)?)
+        }
         None => None,
     };
     Ok(HostBlocks {
@@ -112,27 +120,31 @@ impl<'a> Model<'a> {
     }
 
     /// Each run's steady state with the host's block translations held in the TLB at
-    /// `miss` cycles a miss, one miss at a time, as a measured file has them (0: none
+    /// `miss` cycles a miss, each taking them for `interval`, one at a time (0: none
     /// modelled).
-    fn at(&self, miss: u32) -> Result<Vec<Steady>> {
-        let mut out = Vec::new();
-        for (spec, (_, r)) in self.specs.iter().zip(&self.runs) {
-            let pair = model_pair(spec).context("a pooled kernel has a model")?;
-            let frames = KernelFrames {
-                neighbours: 0.0,
-                span: r.pool_blocks.max(1) * (2 << 20),
-            };
-            let mut cost = with_frames(&self.cost, &frames);
-            // A machine without `[nested]` is refused by the model run, saying so.
-            if let Some(n) = cost.machine.cost.nested.as_mut() {
-                (n.block_entries, n.block_miss, n.block_interval) = (0, miss, miss);
-            }
-            let what = format!("{spec} (block_miss {miss})");
-            let steady = steady_costs(&self.cfg, &cost, &pair, &what)
-                .context("the model of the block probe's kernels")?;
-            out.push(steady.first().copied().unwrap_or_default());
+    fn at(&self, miss: u32, interval: u32) -> Result<Vec<Steady>> {
+        (0..self.runs.len())
+            .map(|i| self.run(i, miss, interval))
+            .collect()
+    }
+
+    /// [`Model::at`] for run `i` alone.
+    fn run(&self, i: usize, miss: u32, interval: u32) -> Result<Steady> {
+        let (spec, r) = (&self.specs[i], self.runs[i].1);
+        let pair = model_pair(spec).context("a pooled kernel has a model")?;
+        let frames = KernelFrames {
+            neighbours: 0.0,
+            span: r.pool_blocks.max(1) * (2 << 20),
+        };
+        let mut cost = with_frames(&self.cost, &frames);
+        // A machine without `[nested]` is refused by the model run, saying so.
+        if let Some(n) = cost.machine.cost.nested.as_mut() {
+            (n.block_entries, n.block_miss, n.block_interval) = (0, miss, interval);
         }
-        Ok(out)
+        let what = format!("{spec} (block_miss {miss}, block_interval {interval})");
+        let steady = steady_costs(&self.cfg, &cost, &pair, &what)
+            .context("the model of the block probe's kernels")?;
+        Ok(steady.first().copied().unwrap_or_default())
     }
 }
 
@@ -173,8 +185,9 @@ fn lines(
         Some(f) => format!(
             "host blocks: held in the TLB beside the guest's pages, the chase's {:.2} more \
              misses a step give its {:.1} cycles more than the model without them at \
-             block_miss = {}, one miss at a time: block_interval = {}",
-            f.misses, f.extra, f.miss, f.miss
+             block_miss = {}; the stride over the most blocks takes the machine's time with \
+             each miss taking them {} cycles, one at a time: block_interval = {}",
+            f.misses, f.extra, f.miss, f.interval, f.interval
         ),
         None => "host blocks: many blocks cost no more than the model makes of them: none modelled"
             .to_string(),

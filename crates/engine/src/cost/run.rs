@@ -111,11 +111,11 @@ impl Run {
 
     #[cold]
     pub(super) fn walk(&mut self, side: usize, addr: u64) {
-        let w = match &mut self.host {
+        let mut w = match &mut self.host {
             Some(h) => h.nested_walk(&mut self.pt, addr, &mut self.caches),
             None => self.pt.walk(addr, &mut self.caches),
         };
-        let mut w = w;
+        // The host's block translations the walk asked for, where the TLB holds them.
         if let Some((miss, asked)) = self.host.as_mut().and_then(Host::asked_blocks) {
             for b in asked {
                 if !self.tlb.host_block(b) {
