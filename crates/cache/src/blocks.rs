@@ -17,7 +17,7 @@
 //! it does not find. `block_entries` holds them apart instead, in an LRU set of that many,
 //! as session 39 modelled them; `block_interval` has each miss take the translations for
 //! that many cycles, one miss at a time, in a loop of independent loads
-//! ([`crate::overlap`]). `pagelab machines --measure` measures `block_miss` with pooled
+//! ([`crate::overlap`]). `pagelab machines --measure` measures both with pooled
 //! kernels (`pagelab_machine::blocks`).
 
 use rustc_hash::FxHashMap;

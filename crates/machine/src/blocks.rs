@@ -1,6 +1,6 @@
-//! `[nested] block_miss` from pooled kernels: what a 4K walk costs more the more 2M blocks
-//! of guest memory the data's frames fall in ([`pagelab_cache::blocks`]), beyond what the
-//! model already makes of those frames.
+//! `[nested] block_miss` and `block_interval` from pooled kernels: what a 4K walk costs more
+//! the more 2M blocks of guest memory the data's frames fall in ([`pagelab_cache::blocks`]),
+//! beyond what the model already makes of those frames.
 //!
 //! `pagelab machines --measure` runs, on 4K pages with their frames drawn from pools of
 //! whole 2M blocks (`pool=`), a chase over 8192 pages (each step on the last) with a pool of

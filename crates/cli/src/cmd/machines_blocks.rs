@@ -107,6 +107,10 @@ impl<'a> Model<'a> {
             .map(|r| (stride_spec(r.pool), r))
             .chain(probe.chase.iter().map(|r| (chase_spec(r.pool), r)))
             .collect();
+        anyhow::ensure!(
+            !probe.stride.is_empty(),
+            "the block probe ran no stride to check the fit with"
+        );
         let specs = runs
             .iter()
             .map(|(text, _)| KernelSpec::parse(text, Scale::Full))
