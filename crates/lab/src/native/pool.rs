@@ -70,6 +70,13 @@ pub fn pooled(bytes: u64, pool: u64, seed: u64) -> Result<(Region, u64)> {
     let len = usize::try_from(pool).context("the pool does not fit this address space")?;
     let mut src = Region::new(len, Advice::HugePage)?;
     let base = src.as_mut_ptr();
+    // From here the pool's mapping is unmapped by `left`, which skips the pages moved out.
+    let mut left = PoolLeft {
+        base,
+        len: src.map_len(),
+        moved: Vec::new(),
+    };
+    std::mem::forget(src);
     for off in (0..len).step_by(PAGE) {
         // SAFETY: off < len, inside the mapping, which no Rust reference covers.
         unsafe { base.add(off).write_volatile(1) };
@@ -139,11 +146,47 @@ pub fn pooled(bytes: u64, pool: u64, seed: u64) -> Result<(Region, u64)> {
                 std::io::Error::from(e)
             )
         })?;
+        left.moved.push(p as usize);
     }
     // The moved pages kept the pool's MADV_HUGEPAGE: the data is the 4K baseline.
     // SAFETY: the range is the data's mapping.
     unsafe { libc::madvise(dst.cast(), data.map_len(), libc::MADV_NOHUGEPAGE) };
     Ok((data, got))
+}
+
+/// The pool's mapping less the 4K pages moved out of it under the data. Each move leaves a
+/// hole in the pool's range, and the kernel may place another thread's new mapping in it
+/// (a test running beside, an allocator's arena): unmapping the pool's whole range would
+/// take that mapping too, and its owner would fault on memory it never freed. So this
+/// unmaps what is left of the pool, run by run between the holes, and never a hole.
+struct PoolLeft {
+    base: *mut u8,
+    /// Bytes of the pool's mapping.
+    len: usize,
+    /// The pages moved out (their index in the pool), in any order.
+    moved: Vec<usize>,
+}
+
+impl Drop for PoolLeft {
+    fn drop(&mut self) {
+        self.moved.sort_unstable();
+        let unmap = |from: usize, to: usize| {
+            if to > from {
+                // SAFETY: pages `from..to` are part of the pool's mapping, none of them moved
+                // out, and nothing refers to them.
+                unsafe {
+                    let _ =
+                        rustix::mm::munmap(self.base.add(from * PAGE).cast(), (to - from) * PAGE);
+                }
+            }
+        };
+        let mut start = 0;
+        for &p in &self.moved {
+            unmap(start, p);
+            start = p + 1;
+        }
+        unmap(start, self.len / PAGE);
+    }
 }
 
 /// `n` distinct numbers below `of`, in a random order from `seed` (a partial Fisher-Yates
@@ -195,6 +238,57 @@ mod tests {
         // Not in order: a random choice, not the first pages.
         assert_ne!(a, (0..300).collect::<Vec<_>>());
         assert_eq!(draw(4, 10, 1).len(), 4);
+    }
+
+    #[test]
+    fn what_is_left_of_a_pool_is_unmapped_around_its_holes() {
+        use rustix::mm::{MapFlags, ProtFlags};
+        let map = |at: *mut u8, pages: usize, flags: MapFlags| {
+            // SAFETY: an anonymous mapping, at `at` only where nothing is mapped
+            // (FIXED_NOREPLACE), aliasing nothing.
+            unsafe {
+                rustix::mm::mmap_anonymous(
+                    at.cast(),
+                    pages * PAGE,
+                    ProtFlags::READ | ProtFlags::WRITE,
+                    flags,
+                )
+            }
+            .map(|p| p.cast::<u8>())
+        };
+        let base = map(std::ptr::null_mut(), 8, MapFlags::PRIVATE).unwrap();
+        // Pages 3 and 6 moved out; another mapping took the hole at 3 since.
+        // SAFETY: pages 3 and 6 are part of the mapping just made.
+        unsafe {
+            rustix::mm::munmap(base.add(3 * PAGE).cast(), PAGE).unwrap();
+            rustix::mm::munmap(base.add(6 * PAGE).cast(), PAGE).unwrap();
+        }
+        // SAFETY: page 3 is inside the range just made, now unmapped.
+        let other = map(
+            unsafe { base.add(3 * PAGE) },
+            1,
+            MapFlags::PRIVATE | MapFlags::FIXED_NOREPLACE,
+        )
+        .unwrap();
+        // SAFETY: the page was just mapped, readable and writable.
+        unsafe { other.write_volatile(42) };
+        drop(PoolLeft {
+            base,
+            len: 8 * PAGE,
+            moved: vec![6, 3],
+        });
+        // The other mapping is still there.
+        // SAFETY: as above; it would fault had the pool taken it.
+        assert_eq!(unsafe { other.read_volatile() }, 42);
+        // The rest of the pool is gone: each of its pages can be mapped afresh.
+        for p in [0, 1, 2, 4, 5, 6, 7] {
+            // SAFETY: page p is inside the pool's old range.
+            let at = unsafe { base.add(p * PAGE) };
+            let again = map(at, 1, MapFlags::PRIVATE | MapFlags::FIXED_NOREPLACE);
+            assert_eq!(again.map(|a| a as usize), Ok(at as usize), "page {p}");
+        }
+        // SAFETY: the eight pages are now this test's own mappings.
+        unsafe { rustix::mm::munmap(base.cast(), 8 * PAGE).unwrap() };
     }
 
     #[test]

@@ -65,6 +65,18 @@ impl Region {
             len,
             map_len,
         };
+        // Never shared with a child: a fork (a test beside it that starts a program through
+        // `pre_exec`) would otherwise write-protect its pages for copy-on-write, and the
+        // kernel's next write to each would fault, counted as the loop's own.
+        // SAFETY: the range is exactly our mapping, which holds no Rust object yet.
+        unsafe {
+            rustix::mm::madvise(
+                base as *mut std::ffi::c_void,
+                map_len,
+                rustix::mm::Advice::LinuxDontFork,
+            )
+        }
+        .map_err(|e| anyhow::anyhow!("madvise(DONTFORK) failed: {}", std::io::Error::from(e)))?;
         if let Some(advice_flag) = advice.madvise_flag() {
             // SAFETY: the range is exactly our mapping, which holds no Rust object yet.
             let rc =
