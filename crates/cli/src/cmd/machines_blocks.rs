@@ -54,28 +54,28 @@ pub fn measure(path: &str, ghz: f64) -> Result<HostBlocks> {
         Err(e) => return Ok(HostBlocks::skipped(&format!("{e:#}"))),
     };
     let model = Model::new(path, &probe)?;
-    let points: Vec<BlockPoint> = model
-        .runs
-        .iter()
-        .map(|(_, r)| r.ns * ghz)
-        .zip(model.at(0, 0)?.into_iter().zip(model.at(PROBE_MISS, 0)?))
-        .zip(&model.runs)
-        .map(|((measured, (without, with)), (_, r))| BlockPoint {
-            blocks: r.pool_blocks,
-            measured,
-            model: without.cycles,
+    let n = model.runs.len();
+    let measured: Vec<f64> = model.runs.iter().map(|r| r.ns * ghz).collect();
+    let without = model.at(0, 0)?;
+    // The fit's misses a step come from the chase alone, with the blocks at any cycles.
+    let chase_point = |i: usize| -> Result<BlockPoint> {
+        let with = model.run(i, PROBE_MISS, 0)?;
+        Ok(BlockPoint {
+            blocks: model.runs[i].pool_blocks,
+            measured: measured[i],
+            model: without[i].cycles,
             with: with.cycles,
             misses: with.block_misses,
         })
-        .collect();
-    let chase = [points[points.len() - 2], points[points.len() - 1]];
+    };
+    let chase = [chase_point(n - 2)?, chase_point(n - 1)?];
     let mut found = fit(chase, pagelab_cache::MAX_WALK_CYCLES).map_err(anyhow::Error::msg)?;
     // The interval at which the stride over the most blocks takes the machine's time; the
     // model at both beside the measurements, the stride's other pools the check.
     let fitted = match &mut found {
         Some(f) => {
-            let top = points.len() - 3;
-            f.interval = fit_interval(points[top].measured, f.miss, |i| {
+            let top = n - 3;
+            f.interval = fit_interval(measured[top], f.miss, |i| {
                 model.run(top, f.miss, i).map(|s| s.cycles)
             })?;
             Some(model.at(f.miss, f.interval)?)
@@ -84,7 +84,13 @@ pub fn measure(path: &str, ghz: f64) -> Result<HostBlocks> {
     };
     Ok(HostBlocks {
         fit: found,
-        lines: lines(&model.runs, &points, fitted.as_deref(), found.as_ref()),
+        lines: lines(
+            &model.runs,
+            &measured,
+            &without,
+            fitted.as_deref(),
+            found.as_ref(),
+        ),
     })
 }
 
@@ -93,27 +99,23 @@ pub fn measure(path: &str, ghz: f64) -> Result<HostBlocks> {
 struct Model<'a> {
     cfg: pagelab_engine::StudyConfig,
     cost: CostConfig,
-    /// What each run is (for the lines) and its run, the stride's then the chase's.
-    runs: Vec<(String, &'a PooledRun)>,
+    /// The probe's runs, the stride's then the chase's, and their kernels.
+    runs: Vec<&'a PooledRun>,
     specs: Vec<KernelSpec>,
 }
 
 impl<'a> Model<'a> {
     fn new(path: &str, probe: &'a BlocksProbe) -> Result<Model<'a>> {
         let (cfg, cost) = model_of(&[vec![PageSize::K4]], path, Some(DEFAULT_VIRT))?;
-        let runs: Vec<(String, &PooledRun)> = probe
-            .stride
-            .iter()
-            .map(|r| (stride_spec(r.pool), r))
-            .chain(probe.chase.iter().map(|r| (chase_spec(r.pool), r)))
-            .collect();
+        let runs: Vec<&PooledRun> = probe.stride.iter().chain(&probe.chase).collect();
         anyhow::ensure!(
             !probe.stride.is_empty(),
             "the block probe ran no stride to check the fit with"
         );
-        let specs = runs
-            .iter()
-            .map(|(text, _)| KernelSpec::parse(text, Scale::Full))
+        let stride = probe.stride.iter().map(|r| stride_spec(r.pool));
+        let specs = stride
+            .chain(probe.chase.iter().map(|r| chase_spec(r.pool)))
+            .map(|text| KernelSpec::parse(&text, Scale::Full))
             .collect::<Result<_>>()?;
         Ok(Model {
             cfg,
@@ -134,7 +136,7 @@ impl<'a> Model<'a> {
 
     /// [`Model::at`] for run `i` alone.
     fn run(&self, i: usize, miss: u32, interval: u32) -> Result<Steady> {
-        let (spec, r) = (&self.specs[i], self.runs[i].1);
+        let (spec, r) = (&self.specs[i], self.runs[i]);
         let pair = model_pair(spec).context("a pooled kernel has a model")?;
         let frames = KernelFrames {
             neighbours: 0.0,
@@ -153,17 +155,17 @@ impl<'a> Model<'a> {
 }
 
 fn lines(
-    runs: &[(String, &PooledRun)],
-    points: &[BlockPoint],
+    runs: &[&PooledRun],
+    measured: &[f64],
+    without: &[Steady],
     fitted: Option<&[Steady]>,
     found: Option<&BlocksFit>,
 ) -> Vec<String> {
     let stride = runs.len() - 2;
     let mut out: Vec<String> = runs
         .iter()
-        .zip(points)
         .enumerate()
-        .map(|(i, ((_, r), p))| {
+        .map(|(i, r)| {
             let (what, unit) = if i < stride {
                 ("16M stride, every page, 4K,", "an access")
             } else {
@@ -179,9 +181,9 @@ fn lines(
                 "host blocks: {what} pool {} ({} blocks): measured {:.1} cycles, model {:.1} \
                  without the blocks{with}",
                 Bytes(r.pool),
-                p.blocks,
-                p.measured,
-                p.model
+                r.pool_blocks,
+                measured[i],
+                without[i].cycles
             )
         })
         .collect();
