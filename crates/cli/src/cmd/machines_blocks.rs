@@ -69,7 +69,9 @@ pub fn measure(path: &str, ghz: f64) -> Result<HostBlocks> {
         })
     };
     let chase = [chase_point(n - 2)?, chase_point(n - 1)?];
-    let mut found = fit(chase, pagelab_cache::MAX_WALK_CYCLES).map_err(anyhow::Error::msg)?;
+    let noise = probe.chase_noise * ghz;
+    let mut found =
+        fit(chase, pagelab_cache::MAX_WALK_CYCLES, noise).map_err(anyhow::Error::msg)?;
     // The interval at which the stride over the most blocks takes the machine's time; the
     // model at both beside the measurements, the stride's other pools the check.
     let fitted = match &mut found {
@@ -90,6 +92,7 @@ pub fn measure(path: &str, ghz: f64) -> Result<HostBlocks> {
             &without,
             fitted.as_deref(),
             found.as_ref(),
+            noise,
         ),
     })
 }
@@ -160,6 +163,7 @@ fn lines(
     without: &[Steady],
     fitted: Option<&[Steady]>,
     found: Option<&BlocksFit>,
+    noise: f64,
 ) -> Vec<String> {
     let stride = runs.len() - 2;
     let mut out: Vec<String> = runs
@@ -195,8 +199,12 @@ fn lines(
              each miss taking them {} cycles, one at a time: block_interval = {}",
             f.misses, f.extra, f.miss, f.interval, f.interval
         ),
-        None => "host blocks: many blocks cost no more than the model makes of them: none modelled"
-            .to_string(),
+        None => format!(
+            "host blocks: many blocks cost no more than the model makes of them, beyond the \
+             {noise:.1} cycles a step the chase's runs of one pool differed by ({} runs of \
+             each, in turn): none modelled",
+            pagelab_lab::probe::blocks::CHASE_ROUNDS
+        ),
     });
     out
 }

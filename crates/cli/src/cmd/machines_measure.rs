@@ -275,12 +275,21 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32, blocks: bool) -> Result<Me
     };
     let progress = crate::progress::Progress::new("machines --measure");
     let points = pagelab_lab::probe::probe(&opts, &mut |done, total| {
-        progress.step(&format!("chase {done} of {total} footprints"));
+        progress.step(&format!("chase: run {done} of {total}, in rounds"));
     })?;
-    progress.step("misses and walks in flight");
     let l2 = nominal.iter().find(|c| c.level == 2).map(|c| c.size);
     let walk_pages = pagelab_lab::probe::overlap::walk_pages(l2);
-    let ov = pagelab_lab::probe::overlap::overlap(max, walk_pages, opts.steps, repeat)?;
+    let ov = pagelab_lab::probe::overlap::overlap(
+        max,
+        walk_pages,
+        opts.steps,
+        repeat,
+        &mut |done, total| {
+            progress.step(&format!(
+                "misses and walks in flight: run {done} of {total}, in rounds"
+            ));
+        },
+    )?;
     progress.finish();
     if points
         .iter()

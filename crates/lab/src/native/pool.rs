@@ -257,6 +257,22 @@ mod tests {
             .map(|p| p.cast::<u8>())
         };
         let base = map(std::ptr::null_mut(), 8, MapFlags::PRIVATE).unwrap();
+        // Each page of the pool marked, to tell it from a mapping another test's thread may
+        // make in the holes once the pool is gone (CI saw one take a page back).
+        let marker = |p: usize| 0x5eed_0000_u64 + p as u64;
+        for p in 0..8 {
+            // SAFETY: page p is part of the mapping just made, readable and writable.
+            unsafe { base.add(p * PAGE).cast::<u64>().write_volatile(marker(p)) };
+        }
+        // Whether the word at `at` still holds page p's marker, read through /proc/self/mem
+        // (an unmapped address is an error there, not a fault; a guard page reads too).
+        let marked = |at: *mut u8, p: usize| {
+            use std::os::unix::fs::FileExt;
+            let mem = std::fs::File::open("/proc/self/mem").unwrap();
+            let mut word = [0u8; 8];
+            mem.read_exact_at(&mut word, at as u64).is_ok()
+                && u64::from_ne_bytes(word) == marker(p)
+        };
         // Pages 3 and 6 moved out; another mapping took the hole at 3 since.
         // SAFETY: pages 3 and 6 are part of the mapping just made.
         unsafe {
@@ -280,15 +296,26 @@ mod tests {
         // The other mapping is still there.
         // SAFETY: as above; it would fault had the pool taken it.
         assert_eq!(unsafe { other.read_volatile() }, 42);
-        // The rest of the pool is gone: each of its pages can be mapped afresh.
+        // The rest of the pool is gone: each of its pages can be mapped afresh, or holds a
+        // mapping that is not the pool's (another thread's, made since).
         for p in [0, 1, 2, 4, 5, 6, 7] {
             // SAFETY: page p is inside the pool's old range.
             let at = unsafe { base.add(p * PAGE) };
-            let again = map(at, 1, MapFlags::PRIVATE | MapFlags::FIXED_NOREPLACE);
-            assert_eq!(again.map(|a| a as usize), Ok(at as usize), "page {p}");
+            match map(at, 1, MapFlags::PRIVATE | MapFlags::FIXED_NOREPLACE) {
+                Ok(again) => {
+                    assert_eq!(again as usize, at as usize, "page {p}");
+                    assert!(!marked(at, p), "page {p} came back with the pool's data");
+                    // SAFETY: the page was just mapped by this test alone.
+                    unsafe { rustix::mm::munmap(at.cast(), PAGE).unwrap() };
+                }
+                Err(e) => {
+                    assert_eq!(e, rustix::io::Errno::EXIST, "page {p}");
+                    assert!(!marked(at, p), "page {p} is still the pool's");
+                }
+            }
         }
-        // SAFETY: the eight pages are now this test's own mappings.
-        unsafe { rustix::mm::munmap(base.cast(), 8 * PAGE).unwrap() };
+        // SAFETY: page 3 is the other mapping, this test's own.
+        unsafe { rustix::mm::munmap(base.add(3 * PAGE).cast(), PAGE).unwrap() };
     }
 
     #[test]

@@ -18,6 +18,7 @@
 //! walks overlap, and so how many are under way at once.
 
 use super::overlap::Lines;
+use super::Rounds;
 use crate::native::Advice;
 use anyhow::Result;
 use pagelab_core::PageSize;
@@ -73,28 +74,46 @@ impl HostPageProbe {
     }
 }
 
-/// Measures the two layouts of `pages` lines, `steps` loads a run, `repeat` runs of each.
+/// The two layouts of `pages` lines ([`HostPageProbe::spread`], [`HostPageProbe::packed`]).
+fn layouts(pages: u64) -> [Lines; 2] {
+    [4096, 64].map(|spacing| Lines {
+        count: pages,
+        spacing,
+        visit: pagelab_workloads::Visit::Random,
+    })
+}
+
+/// Adds the two layouts' runs to `rounds`, `steps` loads a run; returns where they start,
+/// for [`of`].
+pub(crate) fn add(rounds: &mut Rounds<'_>, pages: u64, steps: u64) -> usize {
+    let [spread, packed] = layouts(pages);
+    let at = super::overlap::add_pair(rounds, spread, Advice::HugePage, steps, None);
+    super::overlap::add_pair(rounds, packed, Advice::HugePage, steps, None);
+    at
+}
+
+/// What the runs [`add`] added at `at` measured.
+pub(crate) fn of(times: &[(f64, f64)], at: usize, pages: u64) -> HostPageProbe {
+    let [spread, packed] = layouts(pages);
+    let (spread_t, spread_huge) = super::overlap::pair_of(times, at, spread);
+    let (packed_t, packed_huge) = super::overlap::pair_of(times, at + 2, packed);
+    HostPageProbe {
+        spread: spread_t,
+        packed: packed_t,
+        huge_ok: spread_huge && packed_huge,
+    }
+}
+
+/// Measures the two layouts of `pages` lines, `steps` loads a run, `repeat` runs of each,
+/// taken in [`Rounds`].
 ///
 /// # Errors
 /// A region that cannot be mapped.
 pub fn host_page(pages: u64, steps: u64, repeat: u32) -> Result<HostPageProbe> {
-    let spread = Lines {
-        count: pages,
-        spacing: 4096,
-        visit: pagelab_workloads::Visit::Random,
-    };
-    let packed = Lines {
-        count: pages,
-        spacing: 64,
-        visit: pagelab_workloads::Visit::Random,
-    };
-    let (spread_t, spread_huge, _) = super::overlap::pair(spread, Advice::HugePage, steps, repeat)?;
-    let (packed_t, packed_huge, _) = super::overlap::pair(packed, Advice::HugePage, steps, repeat)?;
-    Ok(HostPageProbe {
-        spread: spread_t,
-        packed: packed_t,
-        huge_ok: spread_huge && packed_huge,
-    })
+    let mut rounds = Rounds::default();
+    let at = add(&mut rounds, pages, steps);
+    let times = rounds.run(repeat, &mut |_, _| {})?;
+    Ok(of(&times, at, pages))
 }
 
 #[cfg(test)]

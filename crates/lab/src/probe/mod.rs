@@ -5,7 +5,8 @@
 //! then the caches' and memory's, the TLB holding every page) and `MADV_NOHUGEPAGE` (4K
 //! pages: the difference is what a TLB miss's walk adds to a dependent load). Each run is
 //! timed in stretches, and a figure is the 10th percentile of the stretches of `repeat`
-//! runs, the thread pinned to the CPU it started on. Nothing on
+//! runs, taken in rounds across the figures ([`Rounds`]), the thread pinned to the CPU it
+//! started on. Nothing on
 //! the machine is changed: no THP knob is written, so where THP is off the 2M runs get 4K
 //! pages, and [`ProbePoint::huge`] says so.
 
@@ -89,10 +90,9 @@ pub fn footprints(o: &ProbeOptions) -> Result<Vec<u64>> {
 /// Stretches each chase or overlap measurement is timed in (see [`ProbeOptions::steps`]).
 pub(crate) const CHUNKS: u64 = 64;
 
-/// The chase's ns per step over `bytes` and the first touch's faults: the 10th percentile
-/// of the stretches of `repeat` runs, so that stretches a loaded machine preempted the
-/// thread in, and the cold first ones, do not count.
-fn time(bytes: u64, o: &ProbeOptions, advice: Advice) -> Result<(f64, f64)> {
+/// One run of the chase over `bytes`: its stretches' ns per step and its first touch's
+/// faults.
+fn chase_run(bytes: u64, o: &ProbeOptions, advice: Advice) -> Result<(Vec<f64>, f64)> {
     let k = Chase {
         nodes: bytes / 64,
         node: 64,
@@ -100,31 +100,73 @@ fn time(bytes: u64, o: &ProbeOptions, advice: Advice) -> Result<(f64, f64)> {
         seed: 1,
         pool: None,
     };
-    tenth_percentile(o.repeat, || {
-        k.time_chunks(advice, CHUNKS)
-            .with_context(|| format!("running `{k}` ({advice})"))
-    })
+    k.time_chunks(advice, CHUNKS)
+        .with_context(|| format!("running `{k}` ({advice})"))
 }
 
-/// The 10th percentile of the stretches of `repeat` runs (at least one), each of which
-/// returns its stretches' times and its faults, and the fewest faults of a run: stretches
-/// a loaded machine preempted the thread in, and the cold first ones, do not count.
-pub(crate) fn tenth_percentile(
-    repeat: u32,
-    mut run: impl FnMut() -> Result<(Vec<f64>, f64)>,
-) -> Result<(f64, f64)> {
-    let mut all = Vec::new();
-    let mut faults = f64::INFINITY;
-    for _ in 0..repeat.max(1) {
-        let (ns, f) = run()?;
-        all.extend(ns);
-        faults = faults.min(f);
+/// One run of a figure: its stretches' times and its first touch's faults.
+type Run<'a> = Box<dyn FnMut() -> Result<(Vec<f64>, f64)> + 'a>;
+
+/// Figures timed in rounds: each round runs every figure once, in turn, and a figure is
+/// the 10th percentile of the stretches of all its runs, with the fewest faults of a run
+/// ([`Rounds::run`]).
+///
+/// The machine a guest gets changes speed from minute to minute (its clock, a neighbour on
+/// the host's core): on this project's Emerald Rapids guest the L1's 5 cycles took 1.67 ns
+/// in one measurement and 2.44 ns in the next, and the walks' and the packed lines' times
+/// moved with it (docs/cost.md, session 41). Measured one figure after another, a slow
+/// minute fell on some figures and not on others, and every difference of two of them (a
+/// walk, a translation, the clock against memory) moved by as much. Taken in turn, each
+/// figure has runs in every part of the measurement, and the 10th percentile of its
+/// stretches is of the part where the machine ran fastest, as it is for every other figure.
+#[derive(Default)]
+pub(crate) struct Rounds<'a> {
+    figures: Vec<Run<'a>>,
+}
+
+impl<'a> Rounds<'a> {
+    /// Adds a figure; its index in [`Rounds::run`]'s result is the number of figures added
+    /// before it.
+    pub(crate) fn add(&mut self, run: impl FnMut() -> Result<(Vec<f64>, f64)> + 'a) -> usize {
+        self.figures.push(Box::new(run));
+        self.figures.len() - 1
     }
-    all.sort_by(f64::total_cmp);
-    Ok((all[all.len() / 10], faults))
+
+    /// Runs `repeat` rounds (at least one), `progress(done, total)` after each run; returns
+    /// each figure's 10th percentile of stretches and fewest faults, in the order added.
+    ///
+    /// # Errors
+    /// The first run that fails.
+    pub(crate) fn run(
+        mut self,
+        repeat: u32,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Vec<(f64, f64)>> {
+        let n = self.figures.len();
+        let total = n * repeat.max(1) as usize;
+        let mut stretches: Vec<Vec<f64>> = vec![Vec::new(); n];
+        let mut faults = vec![f64::INFINITY; n];
+        for round in 0..repeat.max(1) as usize {
+            for (i, run) in self.figures.iter_mut().enumerate() {
+                let (ns, f) = run()?;
+                stretches[i].extend(ns);
+                faults[i] = faults[i].min(f);
+                progress(round * n + i + 1, total);
+            }
+        }
+        Ok(stretches
+            .into_iter()
+            .zip(faults)
+            .map(|(mut all, f)| {
+                all.sort_by(f64::total_cmp);
+                (all.get(all.len() / 10).copied().unwrap_or(f64::NAN), f)
+            })
+            .collect())
+    }
 }
 
-/// Runs the chase at every footprint; `progress(done, total)` after each.
+/// Runs the chase at every footprint, on both kinds of page, in [`Rounds`];
+/// `progress(done, total)` after each run.
 ///
 /// # Errors
 /// Bad options ([`footprints`]), or a region that cannot be mapped.
@@ -135,20 +177,26 @@ pub fn probe(o: &ProbeOptions, progress: &mut dyn FnMut(usize, usize)) -> Result
     let sizes = footprints(o)?;
     // A failure to pin only makes the figures noisier.
     let _pinned = pagelab_sys::process::Pinned::here().ok();
-    let mut out = Vec::with_capacity(sizes.len());
-    for (i, &bytes) in sizes.iter().enumerate() {
-        let (ns_huge, faults) = time(bytes, o, Advice::HugePage)?;
-        let huge = bytes < 2 << 20 || faults * 16.0 < bytes.div_ceil(4096) as f64;
-        let (ns_base, _) = time(bytes, o, Advice::NoHugePage)?;
-        out.push(ProbePoint {
-            bytes,
-            ns_huge,
-            huge,
-            ns_base,
-        });
-        progress(i + 1, sizes.len());
+    let mut rounds = Rounds::default();
+    for &bytes in &sizes {
+        for advice in [Advice::HugePage, Advice::NoHugePage] {
+            rounds.add(move || chase_run(bytes, o, advice));
+        }
     }
-    Ok(out)
+    let times = rounds.run(o.repeat, progress)?;
+    Ok(sizes
+        .iter()
+        .zip(times.chunks_exact(2))
+        .map(|(&bytes, t)| {
+            let ((ns_huge, faults), (ns_base, _)) = (t[0], t[1]);
+            ProbePoint {
+                bytes,
+                ns_huge,
+                huge: bytes < 2 << 20 || faults * 16.0 < bytes.div_ceil(4096) as f64,
+                ns_base,
+            }
+        })
+        .collect())
 }
 
 /// How the 4K frames of a region lie ([`frames_of`]).
@@ -237,6 +285,51 @@ mod tests {
     }
 
     #[test]
+    fn rounds_take_the_figures_in_turn_and_pool_each_ones_stretches() {
+        let order = std::cell::RefCell::new(Vec::new());
+        let mut rounds = Rounds::default();
+        let mut calls = [0u32; 2];
+        let [a, b] = &mut calls;
+        let order_ref = &order;
+        let first = rounds.add(move || {
+            *a += 1;
+            order_ref.borrow_mut().push('a');
+            // Ten stretches a run: 1..=10 in the first, 11..=20 in the second.
+            let from = (*a - 1) as f64 * 10.0;
+            Ok((
+                (1..=10).map(|x| from + x as f64).collect(),
+                10.0 - *a as f64,
+            ))
+        });
+        let second = rounds.add(move || {
+            *b += 1;
+            order_ref.borrow_mut().push('b');
+            Ok((vec![100.0 * *b as f64], 7.0))
+        });
+        assert_eq!((first, second), (0, 1));
+        let mut seen = Vec::new();
+        let got = rounds
+            .run(2, &mut |done, total| seen.push((done, total)))
+            .unwrap();
+        assert_eq!(
+            order.into_inner(),
+            vec!['a', 'b', 'a', 'b'],
+            "in turn, a round at a time"
+        );
+        assert_eq!(seen, vec![(1, 4), (2, 4), (3, 4), (4, 4)]);
+        // The 20 pooled stretches' 10th percentile is the third smallest; the fewest faults
+        // of a run are the second run's.
+        assert_eq!(got[0], (3.0, 8.0));
+        assert_eq!(got[1], (100.0, 7.0));
+        assert_eq!(calls, [2, 2]);
+        // A failing run ends the measurement with its error.
+        let mut bad = Rounds::default();
+        bad.add(|| anyhow::bail!("no region"));
+        let e = bad.run(3, &mut |_, _| {}).unwrap_err();
+        assert_eq!(e.to_string(), "no region");
+    }
+
+    #[test]
     fn footprints_grow_geometrically_in_whole_nodes() {
         let o = ProbeOptions {
             min: 8 << 10,
@@ -268,7 +361,7 @@ mod tests {
         let pts = probe(&o, &mut |done, total| {
             calls += 1;
             assert_eq!(done, calls);
-            assert_eq!(total, 13);
+            assert_eq!(total, 26, "13 footprints on two kinds of page, one round");
         })
         .unwrap();
         assert_eq!(pts.len(), 13);

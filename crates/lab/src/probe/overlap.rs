@@ -28,9 +28,11 @@
 //! lines one per page do not all fall into a few cache sets.
 
 use super::host_page::HostPageProbe;
+use super::Rounds;
 use crate::native::Advice;
 use anyhow::{bail, Result};
 use pagelab_workloads::{Order, Visit};
+use std::cell::Cell;
 
 /// `count` 64-byte lines, line `i` in the `spacing`-byte slot `i` at its colour's offset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -215,41 +217,41 @@ impl OverlapProbe {
     }
 }
 
-/// The 10th percentile of the stretches of `repeat` runs, the fewest faults, and where
-/// the last run's frames lay.
-fn timed(
+/// Adds the dependent and the independent runs of `l`, advised as `advice`, to `rounds`,
+/// and returns the dependent figure's index (the independent one's is next); the dependent
+/// runs record where their frames lay in `frames`, when given (the last run's counts).
+pub(crate) fn add_pair<'a>(
+    rounds: &mut Rounds<'a>,
     l: Lines,
     advice: Advice,
     steps: u64,
-    repeat: u32,
-    independent: bool,
-) -> Result<(f64, f64, Option<super::FrameLayout>)> {
-    let mut frames = None;
-    let (ns, faults) = super::tenth_percentile(repeat, || {
-        let (ns, faults, f) = l.time(advice, steps, super::CHUNKS, independent)?;
-        frames = f;
+    frames: Option<&'a Cell<Option<super::FrameLayout>>>,
+) -> usize {
+    let dependent = rounds.add(move || {
+        let (ns, faults, f) = l.time(advice, steps, super::CHUNKS, false)?;
+        if let Some(c) = frames {
+            c.set(f);
+        }
         Ok((ns, faults))
-    })?;
-    Ok((ns, faults, frames))
+    });
+    rounds.add(move || {
+        l.time(advice, steps, super::CHUNKS, true)
+            .map(|(ns, faults, _)| (ns, faults))
+    });
+    dependent
 }
 
-/// Dependent and independent times of `l`, whether a 2M-advised run got huge pages (a
-/// fault per 16 base pages or fewer), and where the dependent runs' frames lay.
-pub(crate) fn pair(
-    l: Lines,
-    advice: Advice,
-    steps: u64,
-    repeat: u32,
-) -> Result<((f64, f64), bool, Option<super::FrameLayout>)> {
-    let (dep, faults, frames) = timed(l, advice, steps, repeat, false)?;
-    let (ind, _, _) = timed(l, advice, steps, repeat, true)?;
+/// The dependent and independent times of the pair [`add_pair`] added at `at`, and whether
+/// its 2M-advised runs got huge pages (a fault per 16 base pages or fewer).
+pub(crate) fn pair_of(times: &[(f64, f64)], at: usize, l: Lines) -> ((f64, f64), bool) {
     let pages = (l.count * l.spacing).div_ceil(4096) as f64;
-    Ok(((dep, ind), faults * 16.0 < pages, frames))
+    ((times[at].0, times[at + 1].0), times[at].1 * 16.0 < pages)
 }
 
 /// Measures misses and walks in flight; `memory_bytes` is the memory measurement's
 /// footprint (rounded down to a power of two of lines), `walk_pages` the pages of the walk
-/// measurements ([`walk_pages`]), `steps` the loads of each run.
+/// measurements ([`walk_pages`]), `steps` the loads of each run, `repeat` the runs of each
+/// figure, taken in [`Rounds`]; `progress(done, total)` after each run.
 ///
 /// # Errors
 /// A footprint under 2 lines, or a region that cannot be mapped.
@@ -258,6 +260,7 @@ pub fn overlap(
     walk_pages: u64,
     steps: u64,
     repeat: u32,
+    progress: &mut dyn FnMut(usize, usize),
 ) -> Result<OverlapProbe> {
     let lines = memory_bytes / 64;
     if lines < 2 {
@@ -273,24 +276,37 @@ pub fn overlap(
         spacing: 4096,
         visit: Visit::Random,
     };
-    let (mem, memory_huge, _) = pair(memory, Advice::HugePage, steps, repeat)?;
-    let (walk_base, _, walk_frames) = pair(walk, Advice::NoHugePage, steps, repeat)?;
-    let host = super::host_page::host_page(walk_pages, steps, repeat)?;
     let in_order = Lines {
         visit: Visit::Sequential,
         ..walk
     };
-    let (small, _, _) = pair(in_order, Advice::NoHugePage, steps, repeat)?;
-    let (large, _, _) = pair(in_order, Advice::HugePage, steps, repeat)?;
+    let walk_frames = Cell::new(None);
+    let mut rounds = Rounds::default();
+    let mem_at = add_pair(&mut rounds, memory, Advice::HugePage, steps, None);
+    let walk_at = add_pair(
+        &mut rounds,
+        walk,
+        Advice::NoHugePage,
+        steps,
+        Some(&walk_frames),
+    );
+    let host_at = super::host_page::add(&mut rounds, walk_pages, steps);
+    let small_at = add_pair(&mut rounds, in_order, Advice::NoHugePage, steps, None);
+    let large_at = add_pair(&mut rounds, in_order, Advice::HugePage, steps, None);
+    let times = rounds.run(repeat, progress)?;
+    let (mem, memory_huge) = pair_of(&times, mem_at, memory);
     Ok(OverlapProbe {
         memory_bytes: memory.count * 64,
         memory: mem,
         memory_huge,
         walk_pages,
-        walk_base,
-        walk_frames,
-        host,
-        sequential: [small, large],
+        walk_base: pair_of(&times, walk_at, walk).0,
+        walk_frames: walk_frames.get(),
+        host: super::host_page::of(&times, host_at, walk_pages),
+        sequential: [
+            pair_of(&times, small_at, in_order).0,
+            pair_of(&times, large_at, in_order).0,
+        ],
     })
 }
 
@@ -437,7 +453,10 @@ mod tests {
             spacing: 64,
             visit: Visit::Random,
         };
-        let ((dep, ind), _, _) = pair(l, Advice::HugePage, 200_000, 1).unwrap();
+        let mut rounds = Rounds::default();
+        let at = add_pair(&mut rounds, l, Advice::HugePage, 200_000, None);
+        let times = rounds.run(1, &mut |_, _| {}).unwrap();
+        let ((dep, ind), _) = pair_of(&times, at, l);
         assert!(dep > 0.0 && ind > 0.0);
         assert!(ind < dep, "independent {ind} ns, dependent {dep} ns");
     }
