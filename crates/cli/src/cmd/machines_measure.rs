@@ -514,15 +514,23 @@ fn overlap_text(
     };
     let interval = match ov.walk_interval_ns() {
         Some(ns) => format!(
-            "splintered walks of {:.1} ns added {ns:.2} ns each, more than their share of the \
-             walkers: walk_interval = {} cycles",
+            "splintered walks of {:.1} ns added {ns:.2} ns each, more than {} times their \
+             share of the walkers: walk_interval = {} cycles",
             ov.host.translation_ns(),
+            pagelab_lab::probe::overlap::INTERVAL_MARGIN,
             o.walk_interval
         ),
-        None => format!(
-            "no interval between walks showed: walk_interval = {}",
-            o.walk_interval
-        ),
+        None => match (ov.host.walks_in_flight(), ov.walks_in_flight()) {
+            (Some(short), Some(long)) => format!(
+                "no interval between walks showed (splintered walks {short:.1} in flight,                  long ones {long:.1}: the splintered take no more than {} times their share):                  walk_interval = {}",
+                pagelab_lab::probe::overlap::INTERVAL_MARGIN,
+                o.walk_interval
+            ),
+            _ => format!(
+                "no interval between walks showed: walk_interval = {}",
+                o.walk_interval
+            ),
+        },
     };
     vec![
         format!(

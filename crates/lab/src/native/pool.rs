@@ -270,8 +270,7 @@ mod tests {
             use std::os::unix::fs::FileExt;
             let mem = std::fs::File::open("/proc/self/mem").unwrap();
             let mut word = [0u8; 8];
-            mem.read_exact_at(&mut word, at as u64).is_ok()
-                && u64::from_ne_bytes(word) == marker(p)
+            mem.read_exact_at(&mut word, at as u64).is_ok() && u64::from_ne_bytes(word) == marker(p)
         };
         // Pages 3 and 6 moved out; another mapping took the hole at 3 since.
         // SAFETY: pages 3 and 6 are part of the mapping just made.
