@@ -522,7 +522,9 @@ fn overlap_text(
         ),
         None => match (ov.host.walks_in_flight(), ov.walks_in_flight()) {
             (Some(short), Some(long)) => format!(
-                "no interval between walks showed (splintered walks {short:.1} in flight,                  long ones {long:.1}: the splintered take no more than {} times their share):                  walk_interval = {}",
+                "no interval between walks showed (splintered walks {short:.1} in flight, long \
+                 ones {long:.1}: the splintered take no more than {} times their share): \
+                 walk_interval = {}",
                 pagelab_lab::probe::overlap::INTERVAL_MARGIN,
                 o.walk_interval
             ),
