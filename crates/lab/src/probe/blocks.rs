@@ -6,8 +6,9 @@
 //! [`crate::native::pool`]): the every-page stride over 16M with pools of 16M (8 blocks) up
 //! to [`MAX_POOL`], and a chase over 8192 pages with a pool of 32M (16 blocks) and the
 //! largest, the two taken in turn [`CHASE_ROUNDS`] times, the fastest run of each counting
-//! (a slow minute of the guest's then falls on both alike: `super::Rounds`). Each kernel maps its own pool and gives it back, so the memory a pool takes is
-//! returned on every path; the largest pool is held to half the memory available.
+//! (a slow minute of the guest's then falls on both alike, as in `super::Rounds`). Each
+//! kernel maps its own pool and gives it back, so the memory a pool takes is returned on
+//! every path; the largest pool is held to half the memory available.
 
 use crate::native::{Advice, KernelSpec, Scale};
 use anyhow::{bail, Context, Result};

@@ -136,7 +136,7 @@ impl<'a> Rounds<'a> {
     /// each figure's 10th percentile of stretches and fewest faults, in the order added.
     ///
     /// # Errors
-    /// The first run that fails.
+    /// The first run that fails, or a figure whose runs timed no stretch.
     pub(crate) fn run(
         mut self,
         repeat: u32,
@@ -154,14 +154,18 @@ impl<'a> Rounds<'a> {
                 progress(round * n + i + 1, total);
             }
         }
-        Ok(stretches
+        stretches
             .into_iter()
             .zip(faults)
-            .map(|(mut all, f)| {
+            .enumerate()
+            .map(|(i, (mut all, f))| {
                 all.sort_by(f64::total_cmp);
-                (all.get(all.len() / 10).copied().unwrap_or(f64::NAN), f)
+                let tenth = all.get(all.len() / 10).copied();
+                tenth
+                    .map(|t| (t, f))
+                    .with_context(|| format!("figure {i} of the rounds timed no stretch"))
             })
-            .collect())
+            .collect()
     }
 }
 
@@ -327,6 +331,11 @@ mod tests {
         bad.add(|| anyhow::bail!("no region"));
         let e = bad.run(3, &mut |_, _| {}).unwrap_err();
         assert_eq!(e.to_string(), "no region");
+        // A figure that timed nothing is an error, not a figure.
+        let mut empty = Rounds::default();
+        empty.add(|| Ok((Vec::new(), 0.0)));
+        let e = empty.run(2, &mut |_, _| {}).unwrap_err();
+        assert!(e.to_string().contains("no stretch"), "{e}");
     }
 
     #[test]

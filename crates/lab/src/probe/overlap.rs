@@ -218,9 +218,9 @@ impl OverlapProbe {
     /// short walks of a guest's 2M pages splintered over 4K host pages each add this much
     /// to an independent load where fewer of them are in flight
     /// ([`HostPageProbe::walks_in_flight`]) than of the long 4K walks
-    /// ([`OverlapProbe::walks_in_flight`]): more than their share of the walkers, by more than
-    /// [`INTERVAL_MARGIN`]. `None` where the host's pages are not 4K (no short walks to
-    /// measure) or the short walks took no more than that.
+    /// ([`OverlapProbe::walks_in_flight`]): more than [`INTERVAL_MARGIN`] times their share
+    /// of the walkers. `None` where the host's pages are not 4K (no short walks to measure)
+    /// or the short walks took no more than that.
     pub fn walk_interval_ns(&self) -> Option<f64> {
         let short = self.host.walks_in_flight()?;
         (short * INTERVAL_MARGIN < self.walks_in_flight()?)
