@@ -1,8 +1,8 @@
 /*
  * pagelab_signalprog N: call getppid and write a byte to /dev/null in a loop while a
  * timer sends SIGALRM every 200 us, until N signals have come; print "signalprog alarms
- * N calls M" and exit with the timer still running, so that signals also come while the
- * C library prints and exits.
+ * A calls M" (A at least N: more can come after the loop's last check) and exit with the
+ * timer still running, so that signals also come while the C library prints and exits.
  *
  * A capture test program (crates/capture/tests/signals.rs). QEMU 7.2 can leave an
  * instruction's memory callbacks armed after its block has ended (QEMU issue 1381, fixed

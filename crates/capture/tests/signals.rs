@@ -33,7 +33,10 @@ fn qemu_a_program_under_a_timers_signals_is_captured_whole() {
         .find(|l| l.starts_with("signalprog alarms "))
         .unwrap_or_else(|| panic!("no result line in {out:?}"));
     let words: Vec<&str> = line.split_whitespace().collect();
-    assert_eq!(words[2], "300", "{line}");
+    // At least the 300 it waited for: the timer keeps running, so one or two more can
+    // come between the loop's last check and the count printed (302 in a CI run).
+    let alarms: u64 = words[2].parse().unwrap();
+    assert!((300..310).contains(&alarms), "{line}");
     let calls: u64 = words[4].parse().unwrap();
     assert!(calls > 0, "{line}");
     // The whole run is in the trace: its references, and the program's exit.
