@@ -60,15 +60,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// `f`, and its last result. CPU time rather than wall time: the benchmark
 /// runs pinned to one core, where the machine's other load would otherwise
 /// count as the program's time.
-fn best_of<T>(n: usize, mut f: impl FnMut() -> T) -> (Duration, T) {
-    let mut best = f64::INFINITY;
-    let mut last = None;
-    for _ in 0..n {
-        let mut v = None;
-        best = best.min(cpu_of(false, || v = Some(f())));
-        last = v;
-    }
-    (Duration::from_secs_f64(best), last.unwrap())
+fn best_of<T>(n: usize, f: impl FnMut() -> T) -> (Duration, T) {
+    let mut one: [Box<dyn FnMut() -> T + '_>; 1] = [Box::new(f)];
+    best_in_rounds(n, &mut one).remove(0)
 }
 
 /// The least CPU time of each of `figures`, run `n` rounds in turn (each round runs every
@@ -399,8 +393,8 @@ fn bench_trace(name: &str, lackey: &Path, dir: &Path) -> String {
     // Each policy against the study measured in the same rounds, in turn.
     let mut figures: Vec<Box<dyn FnMut() -> u64>> = vec![Box::new(|| study(&native_s))];
     for spec in POLICIES {
-        let at = native_s.clone();
-        figures.push(Box::new(move || policy(&at, spec)));
+        let at = &native_s;
+        figures.push(Box::new(move || policy(at, spec)));
     }
     let timed = best_in_rounds(3, &mut figures);
     let beside = timed[0].1 as f64 / timed[0].0.as_secs_f64();
