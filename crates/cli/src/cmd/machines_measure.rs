@@ -2,6 +2,7 @@
 //! written as a machine file (the lab's [`pagelab_lab::probe`], the machine crate's
 //! [`pagelab_machine::measured`]).
 
+use super::bench_predict::KernelFrames;
 use crate::args::MachinesArgs;
 use crate::out::outln;
 use anyhow::{bail, Context, Result};
@@ -61,16 +62,27 @@ pub struct ProbeModel {
 /// The probe's loads ([`pagelab_lab::probe::overlap`]: `count` lines one per 4K page on 4K
 /// and on 2M-advised pages, and packed, each load on the last and independent) in the
 /// model of the machine file at `path` (`--virt nested`): its `lines` workload visits the
-/// same lines in the same order.
+/// same lines in the same order. The lines one per 4K page visited at random lie on frames
+/// placed as `walk_frames` says where given (the walk measurement's pool: [`walk_frames`]),
+/// else as the file's `[frames]` says.
 ///
 /// # Errors
 /// A file the model cannot time with, or a run that fails.
-pub fn model_of_probe(path: &str, count: u64) -> Result<ProbeModel> {
-    use super::bench_predict::{steady_state, ModelPair, DEFAULT_VIRT};
+pub fn model_of_probe(
+    path: &str,
+    count: u64,
+    walk_frames: Option<KernelFrames>,
+) -> Result<ProbeModel> {
+    use super::bench_predict::{steady_state, with_frames, ModelPair, DEFAULT_VIRT};
     let (cfg, machine) = pagelab::model::machine_study_config(Some(path), Some("4K,2M"), None)?;
-    let cost = pagelab::model::cost_config(machine.as_ref(), &cfg, Some(DEFAULT_VIRT))?
+    let file_cost = pagelab::model::cost_config(machine.as_ref(), &cfg, Some(DEFAULT_VIRT))?
         .context("a measured machine file has caches")?;
+    let walk_cost = walk_frames.map(|f| with_frames(&file_cost, &f));
     let run = |spacing: &str, order: &str, visit: Visit| {
+        let cost = match (&walk_cost, spacing, visit) {
+            (Some(c), "4K", Visit::Random) => c,
+            _ => &file_cost,
+        };
         let w = |steps: u64| {
             format!(
                 "lines:lines={count},spacing={spacing},order={order},visit={},steps={steps}",
@@ -83,7 +95,7 @@ pub fn model_of_probe(path: &str, count: u64) -> Result<ProbeModel> {
             ops: MODEL_STEPS.1 - MODEL_STEPS.0,
         };
         let what = format!("the probe's {order} lines, visited {}", visit.name());
-        steady_state(&cfg, &cost, &pair, &what)
+        steady_state(&cfg, cost, &pair, &what)
     };
     let mut out = ProbeModel {
         spread: [[0.0; 2]; 2],
@@ -100,6 +112,19 @@ pub fn model_of_probe(path: &str, count: u64) -> Result<ProbeModel> {
     Ok(out)
 }
 
+/// Where the walk measurement's 4K frames lay, as the model places them, where they were
+/// drawn from a pool ([`pagelab_lab::probe::overlap::walk_pool`]): over the blocks they
+/// fell in, as a pooled kernel's are ([`super::bench_predict::kernel_frames`]). `None`
+/// where the kernel's allocator placed them, or pagemap hid them: the machine file's
+/// `[frames]` then.
+pub fn walk_frames(ov: &OverlapProbe) -> Option<KernelFrames> {
+    let f = ov.walk_frames?;
+    ov.walk_pool.is_ok().then_some(KernelFrames {
+        neighbours: f.neighbours,
+        span: f.blocks * (2 << 20),
+    })
+}
+
 /// The probe's loads as measured and as the model of the machine file at `path` puts them
 /// ([`model_of_probe`]). Lines of a table, cycles at the measured clock.
 ///
@@ -108,7 +133,7 @@ pub fn model_of_probe(path: &str, count: u64) -> Result<ProbeModel> {
 pub fn probe_in_model(path: &str, m: &Measured) -> Result<Vec<String>> {
     let p = &m.probe;
     let count = p.walk_pages;
-    let model = model_of_probe(path, count)?;
+    let model = model_of_probe(path, count, walk_frames(p))?;
     let spread = format!("one per 4K over {}", pagelab_core::Bytes(count * 4096));
     let in_order = "the same, in order".to_string();
     let packed = format!("packed into {}", pagelab_core::Bytes(count * 64));
@@ -177,7 +202,7 @@ pub fn walk_cost(path: &str, ov: &OverlapProbe, ghz: f64) -> Result<Option<WalkC
     if !ov.host.huge_ok {
         return Ok(None);
     }
-    let model = model_of_probe(path, ov.walk_pages)?;
+    let model = model_of_probe(path, ov.walk_pages, walk_frames(ov))?;
     let packed = ov.host.packed.0;
     let (kind, measured, modelled) = if ov.host.host_page() == Some(PageSize::K4) {
         ("splintered", ov.host.spread.0, model.spread[0][1])
@@ -321,7 +346,7 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32, blocks: bool) -> Result<Me
     )
     .map_err(anyhow::Error::msg)?;
     let frames = ov
-        .walk_frames
+        .frames
         .map(|f| frames_spec(f.neighbours, f.span, base_m.phys.memory.0));
 
     let mut curve = vec!["footprint  ns/step 2M-advised  ns/step 4K  4K adds".to_string()];
@@ -359,11 +384,11 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32, blocks: bool) -> Result<Me
         h.memory_ns,
         h.memory_ns * ghz
     ));
-    summary.push(match (&ov.walk_frames, &frames) {
+    summary.push(match (&ov.frames, &frames) {
         (Some(f), Some(spec)) => format!(
-            "4K frames (the walk measurement's {}): {:.1}% of consecutive pages on \
-             neighbouring frames, in {} 2M blocks over {}: placement = \"scattered\", span = \
-             {}, neighbours = {:.3}",
+            "4K frames (the in-order lines' {}, as the kernel's allocator placed them): \
+             {:.1}% of consecutive pages on neighbouring frames, in {} 2M blocks over {}: \
+             placement = \"scattered\", span = {}, neighbours = {:.3}",
             pagelab_core::Bytes(ov.walk_pages * 4096),
             f.neighbours * 100.0,
             f.blocks,
@@ -543,9 +568,10 @@ fn overlap_text(
             o.miss_buffers
         ),
         format!(
-            "walks: one line in each of {pages} 4K pages, dependent {bd:.1} ns (packed into {} \
-             on a 2M-advised page {pd:.1}: a walk {:.1} ns), independent {bi:.2} ns (packed \
-             {pi:.2}: a walk adds {:.2} ns): {walks}",
+            "walks: one line in each of {pages} 4K pages ({}), dependent {bd:.1} ns (packed \
+             into {} on a 2M-advised page {pd:.1}: a walk {:.1} ns), independent {bi:.2} ns \
+             (packed {pi:.2}: a walk adds {:.2} ns): {walks}",
+            walk_placement(ov),
             pagelab_core::Bytes(pages * 64),
             bd - pd,
             bi - pi
@@ -553,6 +579,22 @@ fn overlap_text(
         host_page_text(&ov.host, pages),
         interval,
     ]
+}
+
+/// Where the walk measurement's pages lay: drawn from their pool, or where the kernel's
+/// allocator put them, and why.
+fn walk_placement(ov: &OverlapProbe) -> String {
+    let blocks = ov
+        .walk_frames
+        .map(|f| format!(", in {} 2M blocks", f.blocks))
+        .unwrap_or_default();
+    match &ov.walk_pool {
+        Ok(pool) => format!(
+            "drawn from a {} pool of 2M blocks, as many as the spread lines fall in{blocks}",
+            pagelab_core::Bytes(*pool)
+        ),
+        Err(why) => format!("as the kernel's allocator placed them{blocks}; no pool: {why}"),
+    }
 }
 
 /// The line that says what the host-page probe measured and found.

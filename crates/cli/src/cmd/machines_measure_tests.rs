@@ -16,7 +16,9 @@ fn the_probes_loads_are_set_beside_the_models() {
             memory_huge: true,
             walk_pages: 16384,
             walk_base: (30.6, 3.89),
+            walk_pool: Err("not root".into()),
             walk_frames: None,
+            frames: None,
             host: HostPageProbe {
                 spread: (26.5, 3.46),
                 packed: (8.5, 2.06),
@@ -79,7 +81,9 @@ fn probe(host_spread: f64) -> OverlapProbe {
         memory_huge: true,
         walk_pages: 8192,
         walk_base: (31.1, 4.26),
+        walk_pool: Err("not root".into()),
         walk_frames: None,
+        frames: None,
         host: HostPageProbe {
             spread: (host_spread, 3.03),
             packed: (4.78, 1.45),
@@ -94,7 +98,7 @@ fn a_walks_own_cost_is_what_the_machines_walk_adds_beyond_the_models_reads() {
     // This guest's figures (session 34) against the zen4 preset (no walk cost of its
     // own), at 3.69 GHz: the splintered walk of a 2M page over 4K host pages.
     let p = probe(17.78);
-    let model = model_of_probe("zen4", 8192).unwrap();
+    let model = model_of_probe("zen4", 8192, None).unwrap();
     let w = walk_cost("zen4", &p, 3.69).unwrap().unwrap();
     assert_eq!(w.kind, "splintered");
     assert!((w.measured - (17.78 - 4.78) * 3.69).abs() < 1e-9);
@@ -123,4 +127,33 @@ fn the_frames_span_is_whole_blocks_within_the_memory() {
     assert_eq!(spec.neighbours, Some(0.482));
     assert_eq!(frames_spec(0.482, 30 << 30, 24 << 30).span, Some(24 << 30));
     assert_eq!(frames_spec(0.482, 4096, 24 << 30).span, Some(2 << 20));
+}
+
+#[test]
+fn a_pooled_walks_frames_are_modelled_over_its_blocks() {
+    let mut p = probe(17.78);
+    p.walk_frames = Some(pagelab_lab::probe::FrameLayout {
+        neighbours: 0.02,
+        span: 40 << 30,
+        blocks: 8,
+    });
+    // Left to the allocator, the probe's loads are modelled on the file's frames.
+    assert_eq!(walk_frames(&p), None);
+    assert!(walk_placement(&p).contains("no pool: not root"));
+    p.walk_pool = Ok(16 << 20);
+    let f = walk_frames(&p).unwrap();
+    assert_eq!((f.neighbours, f.span), (0.02, 16 << 20));
+    assert!(
+        walk_placement(&p).contains("from a 16M pool"),
+        "{}",
+        walk_placement(&p)
+    );
+    let pooled = model_of_probe("zen4", 8192, Some(f)).unwrap();
+    let file = model_of_probe("zen4", 8192, None).unwrap();
+    // Only the lines visited at random one per 4K page are placed so.
+    assert_eq!(
+        (pooled.packed, pooled.sequential),
+        (file.packed, file.sequential)
+    );
+    assert!(pooled.spread[0][0] > pooled.packed[0], "{pooled:?}");
 }

@@ -87,8 +87,8 @@ fn layouts(pages: u64) -> [Lines; 2] {
 /// for [`of`].
 pub(crate) fn add(rounds: &mut Rounds<'_>, pages: u64, steps: u64) -> usize {
     let [spread, packed] = layouts(pages);
-    let at = super::overlap::add_pair(rounds, spread, Advice::HugePage, steps, None);
-    super::overlap::add_pair(rounds, packed, Advice::HugePage, steps, None);
+    let at = super::overlap::add_pair(rounds, spread, (Advice::HugePage, None), steps, None);
+    super::overlap::add_pair(rounds, packed, (Advice::HugePage, None), steps, None);
     at
 }
 

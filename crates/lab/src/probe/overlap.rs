@@ -18,7 +18,10 @@
 //!   lines packed 64 bytes apart on a 2M-advised page (no walk, and no more than an L2 TLB hit
 //!   under nested paging: [`super::host_page`]). The walk's latency is the dependent 4K time
 //!   less the packed one; the time it adds to an independent reference is the independent
-//!   4K time less the packed one; their ratio is the walks under way at once.
+//!   4K time less the packed one; their ratio is the walks under way at once. The 4K
+//!   pages are drawn from a pool of as many 2M blocks as the spread lines below fall in
+//!   ([`walk_pool`]), where a pool can be drawn (root, THP), so that the host's
+//!   translations of the blocks do not count as the walk's.
 //! - **the interval between walks:** where the host's pages are 4K, the same spread lines on
 //!   2M-advised pages walk too, a short walk; the time each adds to an independent load,
 //!   set against its latency, says whether walks also start no closer than some interval
@@ -75,13 +78,18 @@ impl Lines {
     /// Maps the lines advised as `advice`, first-touches them, and times `chunks`
     /// stretches of `steps / chunks` loads, `independent` or each on the last; returns each
     /// stretch's ns per load, the first touch's minor faults, and where the region's 4K
-    /// frames lay (`None` where pagemap hides them: [`super::frames_of`]).
+    /// frames lay (`None` where pagemap hides them: [`super::frames_of`]). With a `pool`
+    /// (bytes of 2M blocks) and [`Advice::NoHugePage`], the 4K pages lie on frames drawn
+    /// from the pool ([`crate::native::pool::pooled`], the same draw every run), and the
+    /// faults include the pool's.
     ///
     /// # Errors
-    /// Bad lines ([`Lines::count`], [`Lines::spacing`]) or a region that cannot be mapped.
+    /// Bad lines ([`Lines::count`], [`Lines::spacing`]), a pool that cannot be made, or a
+    /// region that cannot be mapped.
     pub fn time(
         &self,
         advice: Advice,
+        pool: Option<u64>,
         steps: u64,
         chunks: u64,
         independent: bool,
@@ -93,9 +101,10 @@ impl Lines {
             .filter(|&b| usize::try_from(b).is_ok())
             .ok_or_else(|| anyhow::anyhow!("{self:?} does not fit the address space"))?;
         let mut m = crate::native::Metrics::new();
-        let mut region = crate::native::first_touch(bytes, advice, (None, 0), &mut m, |r| {
-            r.as_mut_slice::<u64>().fill(0);
-        })?;
+        let mut region =
+            crate::native::first_touch(bytes, advice, (pool, POOL_SEED), &mut m, |r| {
+                r.as_mut_slice::<u64>().fill(0);
+            })?;
         let base = region.as_mut_ptr() as usize;
         // Where the frames lay is a note on the timing, never a reason to lose it.
         let frames = super::frames_of(base as u64, bytes).ok().flatten();
@@ -173,7 +182,7 @@ pub fn walk_pages(l2_bytes: Option<u64>) -> u64 {
 pub const INTERVAL_MARGIN: f64 = 1.25;
 
 /// What [`overlap`] measured, ns per load.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct OverlapProbe {
     /// Bytes of the memory measurement's footprint.
     pub memory_bytes: u64,
@@ -186,9 +195,15 @@ pub struct OverlapProbe {
     /// One line per 4K of [`OverlapProbe::walk_pages`] pages on 4K pages: dependent,
     /// independent.
     pub walk_base: (f64, f64),
-    /// Where the 4K frames of the walk measurement's lines lay (`None` where pagemap hides
-    /// frame numbers): how the model of the probe's loads places them.
+    /// The bytes of 2M blocks the walk measurement's 4K frames were drawn from
+    /// ([`walk_pool`]), or why they were left to the kernel's allocator.
+    pub walk_pool: std::result::Result<u64, String>,
+    /// Where the walk measurement's 4K frames lay (`None` where pagemap hides frame
+    /// numbers): how the model of the probe's loads places them.
     pub walk_frames: Option<super::FrameLayout>,
+    /// Where the kernel's allocator put the 4K frames of as many pages, as a program gets
+    /// them (the in-order lines' first touch, never pooled): the machine file's `[frames]`.
+    pub frames: Option<super::FrameLayout>,
     /// The same number of lines on 2M-advised pages, spread and packed (the baseline).
     pub host: HostPageProbe,
     /// The walk measurement's lines visited in address order ([`Visit::Sequential`]), one
@@ -197,6 +212,25 @@ pub struct OverlapProbe {
     /// by neighbouring pages and to loads the machine's prefetchers can follow.
     pub sequential: [(f64, f64); 2],
 }
+
+/// The pool the walk measurement's 4K pages are drawn from: the 2M blocks of their own
+/// bytes, as many blocks as the host-page probe's spread lines (on 2M-advised pages) fall
+/// in, so that the long walks and the splintered ones are set against each other over the
+/// same blocks of guest memory.
+///
+/// Left to the kernel's allocator, the 16384 pages of one measurement fell in 37-48 2M
+/// blocks and those of another in 843-1019 on this project's Emerald Rapids guest
+/// (docs/cost.md, session 42), and where they fell in most the dependent walk took 42-54
+/// ns against 23-27: the host's translations of those blocks, which the model keeps apart
+/// (`[nested] block_entries`, fitted by the block probe), were counted as the walk's own,
+/// and their overlap as more walks in flight (7.4-7.5 against 4.2-4.7), which set an
+/// interval between walks that the strides measured alongside did not show.
+pub fn walk_pool(walk_pages: u64) -> u64 {
+    (walk_pages * 4096).next_multiple_of(2 << 20)
+}
+
+/// The seed of the walk measurement's draw from its pool: every run draws alike.
+const POOL_SEED: u64 = 1;
 
 impl OverlapProbe {
     /// Misses in flight: the dependent memory time over the independent one.
@@ -228,25 +262,26 @@ impl OverlapProbe {
     }
 }
 
-/// Adds the dependent and the independent runs of `l`, advised as `advice`, to `rounds`,
-/// and returns the dependent figure's index (the independent one's is next); the dependent
-/// runs record where their frames lay in `frames`, when given (the last run's counts).
+/// Adds the dependent and the independent runs of `l`, advised as `advice` (its 4K pages
+/// drawn from `pool`, where given: [`Lines::time`]), to `rounds`, and returns the dependent
+/// figure's index (the independent one's is next); the dependent runs record where their
+/// frames lay in `frames`, when given (the last run's counts).
 pub(crate) fn add_pair<'a>(
     rounds: &mut Rounds<'a>,
     l: Lines,
-    advice: Advice,
+    (advice, pool): (Advice, Option<u64>),
     steps: u64,
     frames: Option<&'a Cell<Option<super::FrameLayout>>>,
 ) -> usize {
     let dependent = rounds.add(move || {
-        let (ns, faults, f) = l.time(advice, steps, super::CHUNKS, false)?;
+        let (ns, faults, f) = l.time(advice, pool, steps, super::CHUNKS, false)?;
         if let Some(c) = frames {
             c.set(f);
         }
         Ok((ns, faults))
     });
     rounds.add(move || {
-        l.time(advice, steps, super::CHUNKS, true)
+        l.time(advice, pool, steps, super::CHUNKS, true)
             .map(|(ns, faults, _)| (ns, faults))
     });
     dependent
@@ -291,19 +326,32 @@ pub fn overlap(
         visit: Visit::Sequential,
         ..walk
     };
+    // Whether a pool can be drawn from here (root for pagemap, THP to collapse it): tried
+    // once with the measurement's own size, so that no round fails on it.
+    let pool_bytes = walk_pool(walk_pages);
+    let walk_pool = crate::native::pool::pooled(walk.count * walk.spacing, pool_bytes, POOL_SEED)
+        .map(|_| pool_bytes)
+        .map_err(|e| format!("{e:#}"));
     let walk_frames = Cell::new(None);
+    let frames = Cell::new(None);
     let mut rounds = Rounds::default();
-    let mem_at = add_pair(&mut rounds, memory, Advice::HugePage, steps, None);
+    let mem_at = add_pair(&mut rounds, memory, (Advice::HugePage, None), steps, None);
     let walk_at = add_pair(
         &mut rounds,
         walk,
-        Advice::NoHugePage,
+        (Advice::NoHugePage, walk_pool.as_ref().ok().copied()),
         steps,
         Some(&walk_frames),
     );
     let host_at = super::host_page::add(&mut rounds, walk_pages, steps);
-    let small_at = add_pair(&mut rounds, in_order, Advice::NoHugePage, steps, None);
-    let large_at = add_pair(&mut rounds, in_order, Advice::HugePage, steps, None);
+    let small_at = add_pair(
+        &mut rounds,
+        in_order,
+        (Advice::NoHugePage, None),
+        steps,
+        Some(&frames),
+    );
+    let large_at = add_pair(&mut rounds, in_order, (Advice::HugePage, None), steps, None);
     let times = rounds.run(repeat, progress)?;
     let (mem, memory_huge) = pair_of(&times, mem_at, memory);
     Ok(OverlapProbe {
@@ -312,7 +360,9 @@ pub fn overlap(
         memory_huge,
         walk_pages,
         walk_base: pair_of(&times, walk_at, walk).0,
+        walk_pool,
         walk_frames: walk_frames.get(),
+        frames: frames.get(),
         host: super::host_page::of(&times, host_at, walk_pages),
         sequential: [
             pair_of(&times, small_at, in_order).0,
@@ -385,7 +435,9 @@ mod tests {
             memory_huge: true,
             walk_pages: WALK_PAGES,
             walk_base: (77.7, 10.13),
+            walk_pool: Ok(64 << 20),
             walk_frames: None,
+            frames: None,
             host: HostPageProbe {
                 spread: (19.7, 4.27),
                 packed: (7.3, 1.67),
@@ -398,7 +450,7 @@ mod tests {
         let i = p.walk_interval_ns().unwrap();
         assert!((i - 2.6).abs() < 1e-9, "{i}");
         // Short walks that take only their share of the walkers: no interval.
-        let mut q = p;
+        let mut q = p.clone();
         q.host.spread.1 = 1.67 + 12.4 / w * 0.9;
         assert_eq!(q.walk_interval_ns(), None);
         // Nor those that take a little more, within the margin: the Emerald Rapids guest
@@ -426,7 +478,7 @@ mod tests {
             visit: Visit::Random,
         };
         assert!(bad
-            .time(Advice::None, 10, 1, true)
+            .time(Advice::None, None, 10, 1, true)
             .unwrap_err()
             .to_string()
             .contains("power of two"));
@@ -436,7 +488,7 @@ mod tests {
             visit: Visit::Random,
         };
         assert!(bad
-            .time(Advice::None, 10, 1, false)
+            .time(Advice::None, None, 10, 1, false)
             .unwrap_err()
             .to_string()
             .contains("power of two, at least 64"));
@@ -453,7 +505,9 @@ mod tests {
             visit: Visit::Sequential,
         };
         for independent in [false, true] {
-            let (ns, faults, _) = l.time(Advice::NoHugePage, 20_000, 2, independent).unwrap();
+            let (ns, faults, _) = l
+                .time(Advice::NoHugePage, None, 20_000, 2, independent)
+                .unwrap();
             assert_eq!(ns.len(), 2);
             assert!(ns.iter().all(|&t| t > 0.0 && t.is_finite()), "{ns:?}");
             assert!(faults >= 1.0, "{faults}");
@@ -471,10 +525,38 @@ mod tests {
             visit: Visit::Random,
         };
         let mut rounds = Rounds::default();
-        let at = add_pair(&mut rounds, l, Advice::HugePage, 200_000, None);
+        let at = add_pair(&mut rounds, l, (Advice::HugePage, None), 200_000, None);
         let times = rounds.run(1, &mut |_, _| {}).unwrap();
         let ((dep, ind), _) = pair_of(&times, at, l);
         assert!(dep > 0.0 && ind > 0.0);
         assert!(ind < dep, "independent {ind} ns, dependent {dep} ns");
+    }
+
+    #[test]
+    fn the_walk_measurements_pages_are_drawn_from_its_own_blocks() {
+        assert_eq!(walk_pool(WALK_PAGES), 64 << 20);
+        assert_eq!(walk_pool(MIN_WALK_PAGES), 16 << 20);
+        assert_eq!(walk_pool(100), 2 << 20);
+        let l = Lines {
+            count: 1024,
+            spacing: 4096,
+            visit: Visit::Random,
+        };
+        let pool = walk_pool(l.count);
+        if let Err(e) = crate::native::pool::pooled(l.count * 4096, pool, POOL_SEED) {
+            eprintln!("skipped: no pool can be drawn here ({e:#})");
+            return;
+        }
+        let (ns, _, frames) = l
+            .time(Advice::NoHugePage, Some(pool), 20_000, 2, false)
+            .unwrap();
+        assert_eq!(ns.len(), 2);
+        let f = frames.expect("a pool is drawn only where pagemap shows frames");
+        assert!(f.blocks <= pool / (2 << 20), "{f:?}");
+        // The same draw every run.
+        let (_, _, again) = l
+            .time(Advice::NoHugePage, Some(pool), 20_000, 2, true)
+            .unwrap();
+        assert_eq!(again.unwrap().neighbours, f.neighbours);
     }
 }
