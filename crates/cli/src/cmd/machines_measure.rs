@@ -433,12 +433,16 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32, blocks: bool) -> Result<Me
     // The walk's own cost: the model of the file without one, against the probe's walks.
     let first = measured::machine_toml(&base, base_text, &h, l1_cycles, found(0, None), &notes)
         .map_err(anyhow::Error::msg)?;
-    let path = pagelab_sys::private::private_dir()
-        .context("finding the private directory for the file being measured")?
-        .join(format!("measuring-{}.toml", std::process::id()));
-    // Removed on every way out, whatever the model made of it.
-    let _remove = RemoveOnDrop(&path);
-    std::fs::write(&path, &first).with_context(|| format!("writing {}", path.display()))?;
+    let dir = pagelab_sys::private::private_dir()
+        .context("finding the private directory for the file being measured")?;
+    // Removed on every way out (the handle's drop), whatever the model made of it.
+    let temp = tempfile::Builder::new()
+        .prefix("measuring-")
+        .suffix(".toml")
+        .tempfile_in(&dir)
+        .with_context(|| format!("making the file being measured in {}", dir.display()))?;
+    let path = temp.path();
+    std::fs::write(path, &first).with_context(|| format!("writing {}", path.display()))?;
     let file = path.display().to_string();
     let walk = walk_cost(&file, &ov, ghz)?;
     let walk_line = match &walk {
@@ -455,7 +459,7 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32, blocks: bool) -> Result<Me
             measured::machine_toml(&base, base_text, &h, l1_cycles, found(walk, None), &notes)
                 .map_err(anyhow::Error::msg);
         let t = so_far?;
-        std::fs::write(&path, t).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(path, t).with_context(|| format!("writing {}", path.display()))?;
         super::machines_blocks::measure(&file, ghz)?
     } else {
         super::machines_blocks::HostBlocks::skipped("--no-blocks")
@@ -478,16 +482,6 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32, blocks: bool) -> Result<Me
         probe: ov,
         ghz,
     })
-}
-
-/// A file removed when this goes out of scope (a file that could not be removed is left:
-/// it is harmless).
-struct RemoveOnDrop<'a>(&'a std::path::Path);
-
-impl Drop for RemoveOnDrop<'_> {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(self.0);
-    }
 }
 
 /// `[frames]` for 4K frames `span` bytes apart with a share `neighbours` of consecutive
