@@ -69,8 +69,10 @@ pub fn speedups_2m(result: &LabResult, p: &KernelPrediction) -> Option<(f64, f64
     Some((m4 / m2, predicted(p, "4K")? / predicted(p, "2M")?))
 }
 
-/// The two-sided level at which a sign test over the rounds separates two configurations
-/// ([`measured_faster`]).
+/// The two-sided level at which sign tests over the rounds separate a kernel's
+/// configurations, shared among its pairs (Bonferroni: each pair of three configurations is
+/// tested at a third of it, so that the chance that runs which cannot tell any pair apart
+/// separate one stays within it; [`same_ranking`]).
 pub const RANK_SIGNIFICANCE: f64 = 0.05;
 
 /// The two-sided p-value of a sign test: the chance, were either configuration as likely
@@ -112,9 +114,9 @@ fn rounds_faster(result: &LabResult, subject: &str, a: &str, b: &str) -> Option<
 
 /// Whether the runs show configuration `a` of `subject` faster than `b`: every run of `a`
 /// faster than every run of `b` (their ranges do not overlap), or `a` the faster in so many
-/// of the rounds that a sign test puts the chance of it at [`RANK_SIGNIFICANCE`] or less
-/// (8 of 9 rounds, 6 of 6).
-pub fn measured_faster(result: &LabResult, subject: &str, a: &str, b: &str) -> bool {
+/// of the rounds that a two-sided sign test puts the chance of it at `level` or less (at
+/// a third of 5%: 9 of 9 rounds, 7 of 7, 11 of 12).
+pub fn measured_faster(result: &LabResult, subject: &str, a: &str, b: &str, level: f64) -> bool {
     let range = |l: &str| {
         let s = find(result, subject, l)?.summary.get(MEASURED)?;
         Some((s.min, s.max))
@@ -125,19 +127,22 @@ pub fn measured_faster(result: &LabResult, subject: &str, a: &str, b: &str) -> b
         }
     }
     rounds_faster(result, subject, a, b)
-        .is_some_and(|(wins, n)| 2 * wins > n && sign_test(wins, n) <= RANK_SIGNIFICANCE)
+        .is_some_and(|(wins, n)| 2 * wins > n && sign_test(wins, n) <= level)
 }
 
 /// Whether the model orders `p`'s configurations as the measurements do, judged on the
-/// pairs of configurations the runs separate ([`measured_faster`]): each such pair must be
-/// in the same order in the model (a tie in the model is not). `None` when no pair is
-/// separated so (the runs do not tell the configurations apart).
+/// pairs of configurations the runs separate ([`measured_faster`], the sign tests at
+/// [`RANK_SIGNIFICANCE`] over the number of pairs): each such pair must be in the same
+/// order in the model (a tie in the model is not). `None` when no pair is separated so (the
+/// runs do not tell the configurations apart).
 pub fn same_ranking(result: &LabResult, p: &KernelPrediction) -> Option<bool> {
     let labels = both(result, p);
+    let pairs = labels.len() * labels.len().saturating_sub(1) / 2;
+    let level = RANK_SIGNIFICANCE / pairs.max(1) as f64;
     let mut separated = false;
     for a in &labels {
         for b in &labels {
-            if a != b && measured_faster(result, &p.subject, a, b) {
+            if a != b && measured_faster(result, &p.subject, a, b, level) {
                 separated = true;
                 if predicted(p, a)? >= predicted(p, b)? {
                     return Some(false);
@@ -238,8 +243,8 @@ pub fn predict_table(result: &LabResult, predictions: &[KernelPrediction], model
          (stride heaps of 16M and more, gups, chase): {goal_met} of {goal_n} kernels{wide}\n\
          goal: configurations ranked in the measured order (every pair of configurations \
          the runs separate ordered alike by the model: ranges that do not overlap, or one \
-         faster in enough of the rounds for a sign test at {:.0}%): {rank_met} of {rank_n} \
-         kernels whose runs separate some pair\n",
+         faster in enough of the rounds for sign tests at {:.0}% over a kernel's pairs): \
+         {rank_met} of {rank_n} kernels whose runs separate some pair\n",
         columns(&rows, &[0, 1]),
         SPEEDUP_TOLERANCE * 100.0,
         RANK_SIGNIFICANCE * 100.0
@@ -333,20 +338,33 @@ mod tests {
         let mut faster = base.map(|v| v * 0.95);
         faster[3] = 16.5;
         let r = result(&[("4K", &base), ("64K", &faster)]);
-        assert!(measured_faster(&r, "gups", "64K", "4K"));
-        assert!(!measured_faster(&r, "gups", "4K", "64K"));
+        assert!(measured_faster(&r, "gups", "64K", "4K", 0.05));
+        assert!(!measured_faster(&r, "gups", "4K", "64K", 0.05));
+        // Two configurations are one pair: the whole 5% is its level.
         let right = prediction(&[("4K", 100.0), ("64K", 90.0)]);
         let tie = prediction(&[("4K", 100.0), ("64K", 100.0)]);
         assert_eq!(same_ranking(&r, &right), Some(true));
         assert_eq!(same_ranking(&r, &tie), Some(false));
+        // With a third configuration each of the three pairs gets a third of it, under
+        // which 8 of 9 rounds (3.9%) do not separate a pair, and 9 of 9 (0.4%) do.
+        let slow = base.map(|v| v * 1.5);
+        let r3 = result(&[("4K", &base), ("64K", &faster), ("2M", &slow)]);
+        let three = prediction(&[("4K", 100.0), ("64K", 100.0), ("2M", 150.0)]);
+        assert!(!measured_faster(&r3, "gups", "64K", "4K", 0.05 / 3.0));
+        assert!(measured_faster(&r3, "gups", "4K", "2M", 0.05 / 3.0));
+        assert_eq!(
+            same_ranking(&r3, &three),
+            Some(true),
+            "the tie is not judged"
+        );
         // Faster in 7 of 9 rounds: the sign test does not separate them.
         faster[5] = 11.0;
         let r = result(&[("4K", &base), ("64K", &faster)]);
-        assert!(!measured_faster(&r, "gups", "64K", "4K"));
+        assert!(!measured_faster(&r, "gups", "64K", "4K", 0.05));
         assert_eq!(same_ranking(&r, &tie), None);
         let table = predict_table(&r, &[right], "zen4");
         assert!(
-            table.contains("a sign test at 5%): 0 of 0 kernels"),
+            table.contains("sign tests at 5% over a kernel's pairs): 0 of 0 kernels"),
             "{table}"
         );
     }
