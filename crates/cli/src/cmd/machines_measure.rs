@@ -224,6 +224,65 @@ pub fn walk_cost(path: &str, ov: &OverlapProbe, ghz: f64) -> Result<Option<WalkC
     }))
 }
 
+/// What [`interval_check`] found: the splintered walks' independent loads, cycles, as
+/// measured and in the model without an interval, and the interval they were read as.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct IntervalCheck {
+    pub measured: f64,
+    pub modelled: f64,
+    pub interval: u32,
+}
+
+impl IntervalCheck {
+    /// Whether the interval stays: the model without it is faster than the machine.
+    pub fn kept(&self) -> bool {
+        self.modelled < self.measured
+    }
+
+    fn text(&self) -> String {
+        let (verdict, result) = if self.kept() {
+            (
+                "the interval makes up some of the difference",
+                self.interval,
+            )
+        } else {
+            ("an interval would only slow it further", 0)
+        };
+        format!(
+            "the interval against the model: without one, the spread lines' independent loads \
+             on 2M-advised pages take {:.1} cycles in the model of this file, {:.1} on the \
+             machine; {verdict}: walk_interval = {result}",
+            self.modelled, self.measured
+        )
+    }
+}
+
+/// An interval between walks (`interval` cycles, read from the splintered walks: [`pagelab_lab::probe::overlap::OverlapProbe::walk_interval_ns`])
+/// held to the loads it was read from: the spread lines on 2M-advised pages, independent,
+/// in the model of the file at `path`, which has no interval, against the machine. The
+/// interval slows the model's splintered walks down; where the model without it is already
+/// as slow as the machine on those loads or slower, what the two counts of walks in flight
+/// differed by is not an interval (on this project's Emerald Rapids guest the model took
+/// 15.5-18.0 cycles where the machine took 11.0-12.8, and two counts 1.5 times apart set an
+/// interval of 8 cycles that took the every-page strides' speed-up from 1.3-1.4 to 1.0:
+/// docs/cost.md, session 42).
+///
+/// # Errors
+/// A file the model cannot time with, or a run that fails.
+pub fn interval_check(
+    path: &str,
+    ov: &OverlapProbe,
+    ghz: f64,
+    interval: u32,
+) -> Result<IntervalCheck> {
+    let model = model_of_probe(path, ov.walk_pages, walk_frames(ov))?;
+    Ok(IntervalCheck {
+        measured: ov.host.spread.1 * ghz,
+        modelled: model.spread[1][1],
+        interval,
+    })
+}
+
 /// What [`walk_cost`] found.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct WalkCost {
@@ -398,7 +457,44 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32, blocks: bool) -> Result<Me
         ),
         _ => "4K frames: pagemap hides frame numbers (not root): the base's placement kept".into(),
     });
-    let overlap_lines = overlap_text(&ov, &overlap, cost.overlap.is_some());
+    let mut overlap_lines = overlap_text(&ov, &overlap, cost.overlap.is_some());
+    let dir = pagelab_sys::private::private_dir()
+        .context("finding the private directory for the file being measured")?;
+    // Removed on every way out (the handle's drop), whatever the model made of it.
+    let temp = tempfile::Builder::new()
+        .prefix("measuring-")
+        .suffix(".toml")
+        .tempfile_in(&dir)
+        .with_context(|| format!("making the file being measured in {}", dir.display()))?;
+    let path = temp.path();
+    let file = path.display().to_string();
+    // An interval is a cost the model adds: kept only where the model without it is faster
+    // than the machine on the loads it was read from.
+    let overlap = if overlap.walk_interval > 0 {
+        let without = measured::OverlapSpec {
+            walk_interval: 0,
+            ..overlap
+        };
+        let found = measured::Found {
+            frames,
+            walk: Some(0),
+            overlap: Some(&without),
+            host_page: ov.host.host_page(),
+            blocks: None,
+        };
+        let t = measured::machine_toml(&base, base_text, &h, l1_cycles, found, &[])
+            .map_err(anyhow::Error::msg)?;
+        std::fs::write(path, t).with_context(|| format!("writing {}", path.display()))?;
+        let check = interval_check(&file, &ov, ghz, overlap.walk_interval)?;
+        overlap_lines.push(check.text());
+        if check.kept() {
+            overlap
+        } else {
+            without
+        }
+    } else {
+        overlap
+    };
     summary.extend(overlap_lines.iter().cloned());
     if !ov.memory_huge {
         eprintln!(
@@ -433,17 +529,7 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32, blocks: bool) -> Result<Me
     // The walk's own cost: the model of the file without one, against the probe's walks.
     let first = measured::machine_toml(&base, base_text, &h, l1_cycles, found(0, None), &notes)
         .map_err(anyhow::Error::msg)?;
-    let dir = pagelab_sys::private::private_dir()
-        .context("finding the private directory for the file being measured")?;
-    // Removed on every way out (the handle's drop), whatever the model made of it.
-    let temp = tempfile::Builder::new()
-        .prefix("measuring-")
-        .suffix(".toml")
-        .tempfile_in(&dir)
-        .with_context(|| format!("making the file being measured in {}", dir.display()))?;
-    let path = temp.path();
     std::fs::write(path, &first).with_context(|| format!("writing {}", path.display()))?;
-    let file = path.display().to_string();
     let walk = walk_cost(&file, &ov, ghz)?;
     let walk_line = match &walk {
         Some(w) => w.text(),

@@ -157,3 +157,30 @@ fn a_pooled_walks_frames_are_modelled_over_its_blocks() {
     );
     assert!(pooled.spread[0][0] > pooled.packed[0], "{pooled:?}");
 }
+
+#[test]
+fn an_interval_is_kept_only_where_the_model_without_one_is_faster_than_the_machine() {
+    // This guest's figures (session 42): the model without an interval 15.5 cycles, the
+    // machine 12.0, for the splintered walks' independent loads.
+    let c = IntervalCheck {
+        measured: 12.0,
+        modelled: 15.5,
+        interval: 8,
+    };
+    assert!(!c.kept());
+    assert!(
+        c.text().ends_with("slow it further: walk_interval = 0"),
+        "{}",
+        c.text()
+    );
+    let c = IntervalCheck {
+        measured: 20.0,
+        ..c
+    };
+    assert!(c.kept());
+    assert!(c.text().ends_with("walk_interval = 8"), "{}", c.text());
+    // Held to the model of the file, against the probe's own loads.
+    let c = interval_check("zen4", &probe(17.78), 3.69, 7).unwrap();
+    assert!((c.measured - 3.03 * 3.69).abs() < 1e-9, "{c:?}");
+    assert!(c.modelled > 0.0 && c.interval == 7, "{c:?}");
+}
