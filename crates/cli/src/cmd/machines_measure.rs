@@ -228,8 +228,11 @@ pub fn walk_cost(path: &str, ov: &OverlapProbe, ghz: f64) -> Result<Option<WalkC
 /// measured and in the model without an interval, and the interval they were read as.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct IntervalCheck {
+    /// The machine's cycles per load.
     pub measured: f64,
+    /// The model's, without an interval.
     pub modelled: f64,
+    /// The interval read from the counts of walks in flight, cycles.
     pub interval: u32,
 }
 
@@ -257,15 +260,15 @@ impl IntervalCheck {
     }
 }
 
-/// An interval between walks (`interval` cycles, read from the splintered walks: [`pagelab_lab::probe::overlap::OverlapProbe::walk_interval_ns`])
-/// held to the loads it was read from: the spread lines on 2M-advised pages, independent,
-/// in the model of the file at `path`, which has no interval, against the machine. The
-/// interval slows the model's splintered walks down; where the model without it is already
-/// as slow as the machine on those loads or slower, what the two counts of walks in flight
-/// differed by is not an interval (on this project's Emerald Rapids guest the model took
-/// 15.5-18.0 cycles where the machine took 11.0-12.8, and two counts 1.5 times apart set an
-/// interval of 8 cycles that took the every-page strides' speed-up from 1.3-1.4 to 1.0:
-/// docs/cost.md, session 42).
+/// An interval between walks (`interval` cycles, read from the splintered walks:
+/// [`OverlapProbe::walk_interval_ns`]) held to the loads it was read from: the spread lines
+/// on 2M-advised pages, independent, in the model of the file at `path`, which has no
+/// interval, against the machine. The interval slows the model's splintered walks down;
+/// where the model without it is already as slow as the machine on those loads or slower,
+/// what the two counts of walks in flight differed by is not an interval (on this
+/// project's Emerald Rapids guest the model took 15.5-17.3 cycles where the machine took
+/// 11.0-12.4, and two counts 1.5 times apart set an interval of 8 cycles that took the
+/// every-page strides' modelled speed-up from 1.3-1.4 to 1.0: docs/cost.md, session 42).
 ///
 /// # Errors
 /// A file the model cannot time with, or a run that fails.
