@@ -400,6 +400,12 @@ fn machines_measure_writes_a_machine_file_that_times_a_run() {
         rest[..rest.find(before).unwrap()].parse().unwrap()
     };
     let pages = count("walks: one line in each of ", " 4K pages");
+    // The walk's pages drawn from a pool of their own 2M blocks, or why not.
+    assert!(
+        text.contains(" pool of 2M blocks, as many as the spread lines fall in")
+            || text.contains("; no pool: "),
+        "{text}"
+    );
     assert!(
         pages.is_power_of_two() && (4096..=16384).contains(&pages),
         "{pages}"
@@ -458,10 +464,7 @@ fn machines_measure_writes_a_machine_file_that_times_a_run() {
         assert_eq!(f["placement"].as_str(), Some("scattered"), "{written}");
         let n = f["neighbours"].as_float().unwrap();
         assert!((0.0..=1.0).contains(&n), "{written}");
-        assert!(
-            text.contains("4K frames (the walk measurement's "),
-            "{text}"
-        );
+        assert!(text.contains("4K frames (the in-order lines' "), "{text}");
     } else {
         assert!(text.contains("pagemap hides frame numbers"), "{text}");
     }
