@@ -33,6 +33,43 @@ pub struct CacheSpec {
     pub line: u32,
     /// Cycles from the load to its data when the line is found here.
     pub latency: u32,
+    /// How a line's set is chosen (written `index = "hashed"`; absent: by address).
+    #[serde(default, skip_serializing_if = "SetIndex::is_address")]
+    pub index: SetIndex,
+}
+
+/// How a cache chooses a line's set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SetIndex {
+    /// The line number modulo the sets: the address bits above the line's when the sets
+    /// are a power of two, as a core's own caches index them. Lines a page apart share
+    /// sets, so a stride can reach only part of the cache.
+    #[default]
+    Address,
+    /// A hash of the whole line number, spread evenly over the sets whatever their count:
+    /// a last level whose slices a hash of the address chooses (Intel's and AMD's), or the
+    /// share of one that a core was measured to get, which holds for any pattern of
+    /// addresses. Not for an L1D, which its page offset indexes.
+    Hashed,
+}
+
+impl SetIndex {
+    /// True for [`SetIndex::Address`], the default.
+    pub fn is_address(&self) -> bool {
+        *self == SetIndex::Address
+    }
+}
+
+/// The set of `line` among `sets` in a [`SetIndex::Hashed`] cache: the line number
+/// multiplied by an odd constant (a bijection, so no two lines are merged) and scaled to
+/// the sets by its high bits, which every bit of the line number reaches; lines a page
+/// apart, or at any other stride, spread over all the sets.
+#[inline(always)]
+pub fn hashed_set(line: u64, sets: u64) -> u64 {
+    let mixed = line.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mixed = mixed ^ (mixed >> 29);
+    ((u128::from(mixed.wrapping_mul(0xbf58_476d_1ce4_e5b9)) * u128::from(sets)) >> 64) as u64
 }
 
 impl CacheSpec {
@@ -299,6 +336,13 @@ impl CacheSpec {
             return bad(
                 f("latency"),
                 format!("{} cycles: allowed 1 to 100000", self.latency),
+            );
+        }
+        if self.index == SetIndex::Hashed && field.ends_with("l1d") {
+            return bad(
+                f("index"),
+                "\"hashed\" is for an L2 or L3 (a last level's slices); an L1D is indexed by \
+                 its address (\"address\", the default)",
             );
         }
         Ok(())

@@ -9,6 +9,7 @@ pub struct ReferenceCache {
     ways: usize,
     line_bytes: u64,
     sets: Vec<VecDeque<u64>>,
+    hashed: bool,
 }
 
 impl ReferenceCache {
@@ -19,6 +20,20 @@ impl ReferenceCache {
             ways: ways as usize,
             line_bytes: line_bytes as u64,
             sets: vec![VecDeque::new(); sets as usize],
+            hashed: false,
+        }
+    }
+
+    /// [`ReferenceCache::new`] with its sets chosen as `index` says.
+    pub fn indexed(
+        size: u64,
+        ways: u32,
+        line_bytes: u32,
+        index: crate::SetIndex,
+    ) -> ReferenceCache {
+        ReferenceCache {
+            hashed: index == crate::SetIndex::Hashed,
+            ..ReferenceCache::new(size, ways, line_bytes)
         }
     }
 
@@ -27,7 +42,12 @@ impl ReferenceCache {
     pub fn access(&mut self, paddr: u64) -> bool {
         let line = paddr / self.line_bytes;
         let n = self.sets.len() as u64;
-        let set = &mut self.sets[(line % n) as usize];
+        let set = if self.hashed {
+            crate::config::hashed_set(line, n)
+        } else {
+            line % n
+        };
+        let set = &mut self.sets[set as usize];
         let hit = match set.iter().position(|&l| l == line) {
             Some(p) => {
                 set.remove(p);

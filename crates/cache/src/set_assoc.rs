@@ -1,7 +1,7 @@
 //! One level of data cache: physically indexed and tagged, set associative,
 //! least-recently-used replacement.
 
-use crate::config::CacheSpec;
+use crate::config::{hashed_set, CacheSpec, SetIndex};
 
 /// The tag of an empty way. A line's tag is its number plus one (line
 /// numbers are physical addresses shifted right by at least 3 bits, so this
@@ -21,8 +21,11 @@ pub struct Cache {
     ways: usize,
     line_shift: u32,
     sets: u64,
-    /// `sets - 1` when the set count is a power of two (a mask), else 0.
+    /// `sets - 1` when the set count is a power of two and the set is chosen by address
+    /// (a mask), else 0.
     set_mask: u64,
+    /// The set is a hash of the line number ([`SetIndex::Hashed`]).
+    hashed: bool,
     tags: Vec<u64>,
 }
 
@@ -35,7 +38,11 @@ impl Cache {
             ways,
             line_shift: spec.line.trailing_zeros(),
             sets,
-            set_mask: if sets.is_power_of_two() { sets - 1 } else { 0 },
+            set_mask: match spec.index {
+                SetIndex::Address if sets.is_power_of_two() => sets - 1,
+                _ => 0,
+            },
+            hashed: spec.index == SetIndex::Hashed,
             tags: vec![EMPTY; sets as usize * ways],
         }
     }
@@ -49,6 +56,8 @@ impl Cache {
     pub(crate) fn set_of(&self, line: u64) -> usize {
         if self.set_mask != 0 || self.sets == 1 {
             (line & self.set_mask) as usize
+        } else if self.hashed {
+            hashed_set(line, self.sets) as usize
         } else {
             (line % self.sets) as usize
         }

@@ -1,7 +1,7 @@
 //! The fast cache against the per-set LRU lists of `ReferenceCache`, on random
 //! addresses and on the real gzip trace's data addresses.
 
-use pagelab_cache::{Cache, CacheSpec, ReferenceCache};
+use pagelab_cache::{Cache, CacheSpec, ReferenceCache, SetIndex};
 use pagelab_core::Event;
 use proptest::prelude::*;
 
@@ -11,6 +11,7 @@ fn spec(size: u64, ways: u32, line: u32) -> CacheSpec {
         ways,
         line,
         latency: 1,
+        index: SetIndex::Address,
     }
 }
 
@@ -18,7 +19,7 @@ fn spec(size: u64, ways: u32, line: u32) -> CacheSpec {
 fn agree(s: &CacheSpec, addrs: &[u64]) -> Result<(), TestCaseError> {
     s.check("c", 4096).unwrap();
     let mut fast = Cache::new(s);
-    let mut slow = ReferenceCache::new(s.size, s.ways, s.line);
+    let mut slow = ReferenceCache::indexed(s.size, s.ways, s.line, s.index);
     for (i, &a) in addrs.iter().enumerate() {
         prop_assert_eq!(fast.access(a), slow.access(a), "access {} at {:#x}", i, a);
     }
@@ -30,14 +31,23 @@ fn agree(s: &CacheSpec, addrs: &[u64]) -> Result<(), TestCaseError> {
 
 fn geometry() -> impl Strategy<Value = CacheSpec> {
     // Power-of-two set counts and others (a 12-way or 20-way last level).
+    // Sets chosen by address or by a hash of the line (a sliced last level).
     (
         0u32..4,
         prop::sample::select(vec![1u32, 2, 4, 8, 12, 16, 20]),
         prop::sample::select(vec![32u32, 64, 128]),
+        any::<bool>(),
     )
-        .prop_map(|(sets_log, ways, line)| {
+        .prop_map(|(sets_log, ways, line, hashed)| {
             let sets = [1u64, 4, 32, 6][sets_log as usize];
-            spec(sets * ways as u64 * line as u64, ways, line)
+            CacheSpec {
+                index: if hashed {
+                    SetIndex::Hashed
+                } else {
+                    SetIndex::Address
+                },
+                ..spec(sets * ways as u64 * line as u64, ways, line)
+            }
         })
 }
 
@@ -78,12 +88,20 @@ fn gzip_data_addresses() -> Vec<u64> {
 fn real_trace_every_geometry() {
     let addrs = gzip_data_addresses();
     assert!(addrs.len() > 1_000_000, "{} data references", addrs.len());
-    // The P4's L1 and L2, a Zen L1, and a 12-way cache with 6 sets.
+    let hashed = |s: CacheSpec| CacheSpec {
+        index: SetIndex::Hashed,
+        ..s
+    };
+    // The P4's L1 and L2, a Zen L1, a 12-way cache with 6 sets, and hashed: that one, a
+    // small 20-way last level of 6064 sets, and a power-of-two one.
     for s in [
         spec(8 << 10, 4, 64),
         spec(256 << 10, 8, 64),
         spec(32 << 10, 8, 64),
         spec(6 * 12 * 64, 12, 64),
+        hashed(spec(6 * 12 * 64, 12, 64)),
+        hashed(spec(6064 * 20 * 64, 20, 64)),
+        hashed(spec(256 << 10, 8, 64)),
     ] {
         agree(&s, &addrs).unwrap();
     }

@@ -78,10 +78,11 @@ impl Machine {
                 .iter()
                 .map(|(name, l)| {
                     format!(
-                        "{name} {} {}-way {}B lines {} cycles",
+                        "{name} {} {}-way {}B lines{} {} cycles",
                         Bytes(l.size),
                         l.ways,
                         l.line,
+                        if l.index.is_address() { "" } else { " hashed" },
                         l.latency
                     )
                 })

@@ -16,7 +16,10 @@
 //!   geometric middle of its stretch's and memory's latencies (log-linear between the two
 //!   points around the crossing), rounded to whole sets of the nominal ways. The levels
 //!   before the last are the core's own; the last is shared with other cores, and in a
-//!   guest with other guests, which can leave a core a part of it;
+//!   guest with other guests, which can leave a core a part of it. Such a part is written
+//!   `index = "hashed"`: a capacity for any pattern of addresses, as the slices' hash
+//!   spreads a page stride over the whole cache (by address, the set count's factors of
+//!   two would decide how much of it lines a page apart reach);
 //! - nanoseconds become cycles at the clock the first level implies: the base preset's L1
 //!   latency in cycles (the vendor's figure) over the measured L1 time.
 //!
@@ -344,6 +347,12 @@ pub fn machine_toml(
             cycles(l.ns)
         };
         c.insert("latency".into(), toml::Value::Integer(lat));
+        if l.size < l.nominal.size {
+            // A share of a last level is a capacity, not a geometry: its whole sets of the
+            // nominal ways leave a set count with any factors of two, which by address
+            // would give lines a page apart from all its sets to a 64th of them.
+            c.insert("index".into(), toml::Value::String("hashed".into()));
+        }
         caches.insert(key.into(), toml::Value::Table(c));
     }
     caches.insert(

@@ -175,6 +175,11 @@ fn the_machine_file_keeps_the_base_and_takes_the_measured_caches_at_the_l1s_cloc
     near(c.memory_latency, 300);
     assert_eq!(c.l3.as_ref().unwrap().size, h.levels[2].size);
     assert_eq!(c.l3.as_ref().unwrap().ways, 20);
+    // The L3's share is hashed over its sets; the core's own levels stay by address.
+    let index = |l: &Option<pagelab_cache::CacheSpec>| l.as_ref().unwrap().index;
+    assert_eq!(index(&c.l3), pagelab_cache::SetIndex::Hashed);
+    assert_eq!(index(&c.l2), pagelab_cache::SetIndex::Address);
+    assert_eq!(c.l1d.index, pagelab_cache::SetIndex::Address);
     let bc = &b.cost.as_ref().unwrap();
     let mc = m.cost.as_ref().unwrap();
     assert_eq!(mc.walk_caches, bc.walk_caches);
