@@ -188,21 +188,17 @@ fn row(label: &str, page: &str, order: &str, ns: f64, ghz: f64, modelled: f64) -
 }
 
 /// A walk's own cost, in cycles: what a walk adds to a dependent load on the machine (the
-/// probe's spread lines less its packed ones) beyond what the same walk's reads add in the
-/// model of the file at `path` (whose `costs.walk` is 0), which reads every entry through
-/// the caches and charges nothing else. The splintered walk of a guest 2M page over 4K host
+/// probe's spread lines less its packed ones) beyond what the same walk's reads add in
+/// `model`, the probe in the model of a file whose `costs.walk` is 0 ([`model_of_probe`]),
+/// which reads every entry through the caches and charges nothing else. The splintered walk of a guest 2M page over 4K host
 /// pages gives it where the host's page is 4K: its frames are one 2M block whatever the
 /// guest's free lists hold, so its reads are the same in the model as on the machine. Else
 /// the walk of 4K pages gives it. `None` where neither walk showed, or THP gave the probe
 /// no 2M pages; with the measured and the model's figure otherwise.
-///
-/// # Errors
-/// A file the model cannot time with, or a run that fails.
-pub fn walk_cost(path: &str, ov: &OverlapProbe, ghz: f64) -> Result<Option<WalkCost>> {
+pub fn walk_cost(model: &ProbeModel, ov: &OverlapProbe, ghz: f64) -> Option<WalkCost> {
     if !ov.host.huge_ok {
-        return Ok(None);
+        return None;
     }
-    let model = model_of_probe(path, ov.walk_pages, walk_frames(ov))?;
     let packed = ov.host.packed.0;
     let (kind, measured, modelled) = if ov.host.host_page() == Some(PageSize::K4) {
         ("splintered", ov.host.spread.0, model.spread[0][1])
@@ -212,16 +208,16 @@ pub fn walk_cost(path: &str, ov: &OverlapProbe, ghz: f64) -> Result<Option<WalkC
     let measured = (measured - packed) * ghz;
     let modelled = modelled - model.packed[0];
     if measured <= 0.0 {
-        return Ok(None);
+        return None;
     }
-    Ok(Some(WalkCost {
+    Some(WalkCost {
         kind,
         measured,
         modelled,
         cycles: (measured - modelled)
             .round()
             .clamp(0.0, f64::from(MAX_WALK_CYCLES)) as u32,
-    }))
+    })
 }
 
 /// What [`interval_check`] found: the splintered walks' independent loads, cycles, as
@@ -262,28 +258,24 @@ impl IntervalCheck {
 
 /// An interval between walks (`interval` cycles, read from the splintered walks:
 /// [`OverlapProbe::walk_interval_ns`]) held to the loads it was read from: the spread lines
-/// on 2M-advised pages, independent, in the model of the file at `path`, which has no
-/// interval, against the machine. The interval slows the model's splintered walks down;
+/// on 2M-advised pages, independent, in `model` (the probe in the model of a file without
+/// an interval: [`model_of_probe`]), against the machine. The interval slows the model's splintered walks down;
 /// where the model without it is already as slow as the machine on those loads or slower,
 /// what the two counts of walks in flight differed by is not an interval (on this
 /// project's Emerald Rapids guest the model took 15.5-17.3 cycles where the machine took
 /// 11.0-12.4, and two counts 1.5 times apart set an interval of 8 cycles that took the
 /// every-page strides' modelled speed-up from 1.3-1.4 to 1.0: docs/cost.md, session 42).
-///
-/// # Errors
-/// A file the model cannot time with, or a run that fails.
 pub fn interval_check(
-    path: &str,
+    model: &ProbeModel,
     ov: &OverlapProbe,
     ghz: f64,
     interval: u32,
-) -> Result<IntervalCheck> {
-    let model = model_of_probe(path, ov.walk_pages, walk_frames(ov))?;
-    Ok(IntervalCheck {
+) -> IntervalCheck {
+    IntervalCheck {
         measured: ov.host.spread.1 * ghz,
         modelled: model.spread[1][1],
         interval,
-    })
+    }
 }
 
 /// What [`walk_cost`] found.
@@ -471,32 +463,34 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32, blocks: bool) -> Result<Me
         .with_context(|| format!("making the file being measured in {}", dir.display()))?;
     let path = temp.path();
     let file = path.display().to_string();
-    // An interval is a cost the model adds: kept only where the model without it is faster
-    // than the machine on the loads it was read from.
-    let overlap = if overlap.walk_interval > 0 {
-        let without = measured::OverlapSpec {
-            walk_interval: 0,
-            ..overlap
-        };
-        let found = measured::Found {
-            frames,
-            walk: Some(0),
-            overlap: Some(&without),
-            host_page: ov.host.host_page(),
-            blocks: None,
-        };
-        let t = measured::machine_toml(&base, base_text, &h, l1_cycles, found, &[])
+    let host_page = ov.host.host_page();
+    // Writes the file as measured so far where the model reads it.
+    let write = |found: measured::Found<'_>, notes: &[String]| -> Result<String> {
+        let t = measured::machine_toml(&base, base_text, &h, l1_cycles, found, notes)
             .map_err(anyhow::Error::msg)?;
-        std::fs::write(path, t).with_context(|| format!("writing {}", path.display()))?;
-        let check = interval_check(&file, &ov, ghz, overlap.walk_interval)?;
+        std::fs::write(path, &t).with_context(|| format!("writing {}", path.display()))?;
+        Ok(t)
+    };
+    let probe_model = || model_of_probe(&file, ov.walk_pages, walk_frames(&ov));
+    // An interval is a cost the model adds: kept only where the model without it is faster
+    // than the machine on the loads it was read from. Where it is dropped, the model of the
+    // probe without it is also that of the file the walk's cost is read from (`modelled`).
+    let without = measured::OverlapSpec {
+        walk_interval: 0,
+        ..overlap
+    };
+    let (overlap, modelled) = if overlap.walk_interval > 0 {
+        write(found_with(frames, host_page, &without, 0, None), &[])?;
+        let model = probe_model()?;
+        let check = interval_check(&model, &ov, ghz, overlap.walk_interval);
         overlap_lines.push(check.text());
         if check.kept() {
-            overlap
+            (overlap, None)
         } else {
-            without
+            (without, Some(model))
         }
     } else {
-        overlap
+        (overlap, None)
     };
     summary.extend(overlap_lines.iter().cloned());
     if !ov.memory_huge {
@@ -522,18 +516,17 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32, blocks: bool) -> Result<Me
             p.ns_base
         )
     }));
-    let found = |walk, blocks| measured::Found {
-        frames,
-        walk: Some(walk),
-        overlap: Some(&overlap),
-        host_page: ov.host.host_page(),
-        blocks,
-    };
     // The walk's own cost: the model of the file without one, against the probe's walks.
-    let first = measured::machine_toml(&base, base_text, &h, l1_cycles, found(0, None), &notes)
-        .map_err(anyhow::Error::msg)?;
-    std::fs::write(path, &first).with_context(|| format!("writing {}", path.display()))?;
-    let walk = walk_cost(&file, &ov, ghz)?;
+    write(found_with(frames, host_page, &overlap, 0, None), &notes)?;
+    let walk = if ov.host.huge_ok {
+        let model = match modelled {
+            Some(m) => m,
+            None => probe_model()?,
+        };
+        walk_cost(&model, &ov, ghz)
+    } else {
+        None
+    };
     let walk_line = match &walk {
         Some(w) => w.text(),
         None => "a walk's own cost: no walk showed (or THP gave the probe no 2M page): walk = 0"
@@ -544,11 +537,7 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32, blocks: bool) -> Result<Me
     let walk = walk.map_or(0, |w| w.cycles);
     // The host's block translations, against the model of the file so far (with its walk).
     let host_blocks = if blocks {
-        let so_far =
-            measured::machine_toml(&base, base_text, &h, l1_cycles, found(walk, None), &notes)
-                .map_err(anyhow::Error::msg);
-        let t = so_far?;
-        std::fs::write(path, t).with_context(|| format!("writing {}", path.display()))?;
+        write(found_with(frames, host_page, &overlap, walk, None), &notes)?;
         super::machines_blocks::measure(&file, ghz)?
     } else {
         super::machines_blocks::HostBlocks::skipped("--no-blocks")
@@ -560,7 +549,7 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32, blocks: bool) -> Result<Me
         base_text,
         &h,
         l1_cycles,
-        found(walk, host_blocks.fit),
+        found_with(frames, host_page, &overlap, walk, host_blocks.fit),
         &notes,
     )
     .map_err(anyhow::Error::msg)?;
@@ -571,6 +560,24 @@ pub fn measure(base_arg: &str, max: u64, repeat: u32, blocks: bool) -> Result<Me
         probe: ov,
         ghz,
     })
+}
+
+/// What `machines --measure` found besides the caches, with `overlap`, a walk's own cost of
+/// `walk` cycles and the host's `blocks`.
+fn found_with(
+    frames: Option<pagelab_cache::FramesSpec>,
+    host_page: Option<PageSize>,
+    overlap: &measured::OverlapSpec,
+    walk: u32,
+    blocks: Option<pagelab_machine::blocks::BlocksFit>,
+) -> measured::Found<'_> {
+    measured::Found {
+        frames,
+        walk: Some(walk),
+        overlap: Some(overlap),
+        host_page,
+        blocks,
+    }
 }
 
 /// `[frames]` for 4K frames `span` bytes apart with a share `neighbours` of consecutive

@@ -99,7 +99,7 @@ fn a_walks_own_cost_is_what_the_machines_walk_adds_beyond_the_models_reads() {
     // own), at 3.69 GHz: the splintered walk of a 2M page over 4K host pages.
     let p = probe(17.78);
     let model = model_of_probe("zen4", 8192, None).unwrap();
-    let w = walk_cost("zen4", &p, 3.69).unwrap().unwrap();
+    let w = walk_cost(&model, &p, 3.69).unwrap();
     assert_eq!(w.kind, "splintered");
     assert!((w.measured - (17.78 - 4.78) * 3.69).abs() < 1e-9);
     assert!((w.modelled - (model.spread[0][1] - model.packed[0])).abs() < 1e-9);
@@ -108,16 +108,16 @@ fn a_walks_own_cost_is_what_the_machines_walk_adds_beyond_the_models_reads() {
     // Over 2M host pages no walk is splintered: the 4K pages' walk gives it; one that
     // adds less than the model's reads costs nothing of its own.
     let p = probe(4.9);
-    let w = walk_cost("zen4", &p, 3.69).unwrap().unwrap();
+    let w = walk_cost(&model, &p, 3.69).unwrap();
     assert_eq!(w.kind, "4K");
     assert!((w.measured - (31.1 - 4.78) * 3.69).abs() < 1e-9);
     let mut p = probe(4.9);
     p.walk_base.0 = 6.0;
-    assert_eq!(walk_cost("zen4", &p, 3.69).unwrap().unwrap().cycles, 0);
+    assert_eq!(walk_cost(&model, &p, 3.69).unwrap().cycles, 0);
     // Without 2M pages for the probe nothing is known.
     let mut p = probe(17.78);
     p.host.huge_ok = false;
-    assert_eq!(walk_cost("zen4", &p, 3.69).unwrap(), None);
+    assert_eq!(walk_cost(&model, &p, 3.69), None);
 }
 
 #[test]
@@ -180,7 +180,8 @@ fn an_interval_is_kept_only_where_the_model_without_one_is_faster_than_the_machi
     assert!(c.kept());
     assert!(c.text().ends_with("walk_interval = 8"), "{}", c.text());
     // Held to the model of the file, against the probe's own loads.
-    let c = interval_check("zen4", &probe(17.78), 3.69, 7).unwrap();
+    let model = model_of_probe("zen4", 8192, None).unwrap();
+    let c = interval_check(&model, &probe(17.78), 3.69, 7);
     assert!((c.measured - 3.03 * 3.69).abs() < 1e-9, "{c:?}");
-    assert!(c.modelled > 0.0 && c.interval == 7, "{c:?}");
+    assert!(c.modelled == model.spread[1][1] && c.interval == 7, "{c:?}");
 }
