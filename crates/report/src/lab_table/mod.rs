@@ -5,7 +5,10 @@ mod bench;
 mod predict;
 
 pub use bench::{bench_tables, BenchKernel};
-pub use predict::{predict_table, same_ranking, speedups_2m, KernelPrediction, SPEEDUP_TOLERANCE};
+pub use predict::{
+    measured_speedup, predict_table, same_ranking, settled, speedups_2m, KernelPrediction,
+    MeasuredSpeedup, SPEEDUP_TOLERANCE,
+};
 
 use crate::{columns, LabConfig, LabResult, Measurement};
 use pagelab_core::PageSize;

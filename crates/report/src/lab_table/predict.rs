@@ -53,20 +53,104 @@ fn both(result: &LabResult, p: &KernelPrediction) -> Vec<String> {
         .collect()
 }
 
-/// Whether `p`'s 4K or 2M runs spread (fastest to slowest over the median) wider than
-/// [`SPEEDUP_TOLERANCE`]: then the measured speed-up moves by more than the goal's band from
-/// one draw of runs to the next, and its verdict wants a re-measurement.
-pub fn spread_wide(result: &LabResult, p: &KernelPrediction) -> bool {
-    ["4K", "2M"].iter().any(|l| {
-        measured(result, &p.subject, l).is_some_and(|(_, spread)| spread > SPEEDUP_TOLERANCE)
+/// The confidence the interval of a measured speed-up ([`MeasuredSpeedup`]) has, at least,
+/// where the rounds are enough for it.
+pub const SPEEDUP_CONFIDENCE: f64 = 0.95;
+
+/// A configuration's measured speed-up over 4K.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MeasuredSpeedup {
+    /// The median of the rounds' speed-ups (each round's 4K time over its time for the
+    /// configuration), or, where the runs do not pair up by round, the 4K median over the
+    /// configuration's.
+    pub median: f64,
+    /// An interval that holds the median speed-up with at least [`SPEEDUP_CONFIDENCE`]
+    /// where the rounds allow (order statistics of the rounds' speed-ups: the 2nd and 8th of
+    /// 9); their whole range where they are too few (93.75% with 5 rounds); the speed-ups
+    /// of the fastest and slowest runs against each other where they do not pair up. Its
+    /// lower end.
+    pub low: f64,
+    /// Its upper end.
+    pub high: f64,
+}
+
+/// The number `k` of order statistics to leave out at each end of `n` values so that the
+/// `k`-th smallest and the `k`-th largest (from 0) hold their population's median with at
+/// least [`SPEEDUP_CONFIDENCE`]: the chance that the median lies outside is twice that of
+/// `k` or fewer of `n` fair coins coming up heads. 0 where no `k` reaches it.
+fn median_bounds(n: usize) -> usize {
+    let outside =
+        |k: usize| 2.0 * (0..=k).map(|i| binomial(n, i)).sum::<f64>() / 2f64.powi(n as i32);
+    (0..n / 2)
+        .take_while(|&k| outside(k) <= 1.0 - SPEEDUP_CONFIDENCE)
+        .last()
+        .unwrap_or(0)
+}
+
+/// Each round's speed-up of `label` over 4K for `subject`, sorted: `bench` runs every
+/// configuration once a round, so the runs with the same index ran minutes apart at most,
+/// and a machine whose speed drifts from one minute to the next (this project's guests)
+/// slows both alike. Empty where the two have no runs with the figure in the same rounds.
+fn round_speedups(result: &LabResult, subject: &str, label: &str) -> Vec<f64> {
+    let mut out: Vec<f64> = round_pairs(result, subject, "4K", label)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|&(_, y)| y > 0.0)
+        .map(|(x, y)| x / y)
+        .collect();
+    out.sort_by(f64::total_cmp);
+    out
+}
+
+/// The measured speed-up of `label` over 4K for `subject` ([`MeasuredSpeedup`]), when both
+/// ran.
+pub fn measured_speedup(result: &LabResult, subject: &str, label: &str) -> Option<MeasuredSpeedup> {
+    let rounds = round_speedups(result, subject, label);
+    let n = rounds.len();
+    if n >= 2 {
+        let median = if n % 2 == 1 {
+            rounds[n / 2]
+        } else {
+            (rounds[n / 2 - 1] + rounds[n / 2]) / 2.0
+        };
+        let k = median_bounds(n);
+        return Some(MeasuredSpeedup {
+            median,
+            low: rounds[k],
+            high: rounds[n - 1 - k],
+        });
+    }
+    let summary = |l: &str| find(result, subject, l)?.summary.get(MEASURED);
+    let (base, this) = (summary("4K")?, summary(label)?);
+    Some(MeasuredSpeedup {
+        median: base.median / this.median,
+        low: base.min / this.max,
+        high: base.max / this.min,
     })
 }
 
+/// Whether a predicted speed-up `predicted` is within [`SPEEDUP_TOLERANCE`] of the measured
+/// `measured`.
+fn within(predicted: f64, measured: f64) -> bool {
+    (predicted / measured - 1.0).abs() <= SPEEDUP_TOLERANCE
+}
+
+/// Whether the verdict on `predicted` holds over the whole interval of `m`: the measured
+/// speed-ups it is within [`SPEEDUP_TOLERANCE`] of make one interval, and `m`'s lies
+/// inside it or clear of it. `false` where a measured speed-up in `m`'s interval would judge
+/// otherwise than another, so that another set of runs could turn the verdict.
+pub fn settled(predicted: f64, m: &MeasuredSpeedup) -> bool {
+    let (lo, hi) = (
+        predicted / (1.0 + SPEEDUP_TOLERANCE),
+        predicted / (1.0 - SPEEDUP_TOLERANCE),
+    );
+    (m.low >= lo && m.high <= hi) || m.high < lo || m.low > hi
+}
+
 /// The measured and the predicted 2M-over-4K speed-up of `p`, when both configurations ran.
-pub fn speedups_2m(result: &LabResult, p: &KernelPrediction) -> Option<(f64, f64)> {
-    let (m4, _) = measured(result, &p.subject, "4K")?;
-    let (m2, _) = measured(result, &p.subject, "2M")?;
-    Some((m4 / m2, predicted(p, "4K")? / predicted(p, "2M")?))
+pub fn speedups_2m(result: &LabResult, p: &KernelPrediction) -> Option<(MeasuredSpeedup, f64)> {
+    let m = measured_speedup(result, &p.subject, "2M")?;
+    Some((m, predicted(p, "4K")? / predicted(p, "2M")?))
 }
 
 /// The two-sided level at which sign tests over the rounds separate a kernel's
@@ -93,6 +177,16 @@ fn binomial(n: usize, k: usize) -> f64 {
 /// ran in the same round, minutes apart at most, and the machine's slow and fast stretches
 /// fall on both.
 fn rounds_faster(result: &LabResult, subject: &str, a: &str, b: &str) -> Option<(usize, usize)> {
+    let pairs: Vec<(f64, f64)> = round_pairs(result, subject, a, b)?
+        .into_iter()
+        .filter(|(x, y)| x != y)
+        .collect();
+    Some((pairs.iter().filter(|(x, y)| x < y).count(), pairs.len()))
+}
+
+/// The time per operation of `a`'s and `b`'s runs of `subject` in each round both ran in
+/// with the figure.
+fn round_pairs(result: &LabResult, subject: &str, a: &str, b: &str) -> Option<Vec<(f64, f64)>> {
     let ns = |l: &str| -> Option<Vec<Option<f64>>> {
         Some(
             find(result, subject, l)?
@@ -103,13 +197,12 @@ fn rounds_faster(result: &LabResult, subject: &str, a: &str, b: &str) -> Option<
         )
     };
     let (a, b) = (ns(a)?, ns(b)?);
-    let pairs: Vec<(f64, f64)> = a
-        .iter()
-        .zip(&b)
-        .filter_map(|(x, y)| Some(((*x)?, (*y)?)))
-        .filter(|(x, y)| x != y)
-        .collect();
-    Some((pairs.iter().filter(|(x, y)| x < y).count(), pairs.len()))
+    Some(
+        a.iter()
+            .zip(&b)
+            .filter_map(|(x, y)| Some(((*x)?, (*y)?)))
+            .collect(),
+    )
 }
 
 /// Whether the runs show configuration `a` of `subject` faster than `b`: every run of `a`
@@ -165,6 +258,7 @@ pub fn predict_table(result: &LabResult, predictions: &[KernelPrediction], model
         "measured ns/op",
         "spread",
         "measured speed-up",
+        "interval",
         "model cycles/op",
         "model speed-up",
         "model/measured",
@@ -172,25 +266,27 @@ pub fn predict_table(result: &LabResult, predictions: &[KernelPrediction], model
     .map(String::from)
     .to_vec()];
     let (mut goal_met, mut goal_n, mut rank_met, mut rank_n) = (0, 0, 0, 0);
-    let mut wide = 0;
+    let mut unsettled = 0;
     for p in predictions {
-        let base_m = measured(result, &p.subject, "4K").map(|m| m.0);
         let base_p = predicted(p, "4K");
         for (i, label) in both(result, p).iter().enumerate() {
             let (m, spread) = measured(result, &p.subject, label).unwrap_or_default();
             let c = predicted(p, label).unwrap_or_default();
-            let sm = base_m.map(|b| b / m);
+            let sm = if label == "4K" {
+                None
+            } else {
+                measured_speedup(result, &p.subject, label)
+            };
             let sp = base_p.map(|b| b / c);
             let verdict = match (sm, sp) {
-                (Some(sm), Some(sp)) if label != "4K" => {
-                    let ratio = sp / sm;
+                (Some(sm), Some(sp)) => {
+                    let ratio = sp / sm.median;
                     let mark = if p.goal && label == "2M" {
-                        let ok = (ratio - 1.0).abs() <= SPEEDUP_TOLERANCE;
-                        match (ok, spread_wide(result, p)) {
-                            (true, false) => " (goal met)",
-                            (false, false) => " (goal missed)",
-                            (true, true) => " (goal met; runs spread wider than 25%)",
-                            (false, true) => " (goal missed; runs spread wider than 25%)",
+                        match (within(sp, sm.median), settled(sp, &sm)) {
+                            (true, true) => " (goal met)",
+                            (false, true) => " (goal missed)",
+                            (true, false) => " (goal met; unsettled)",
+                            (false, false) => " (goal missed; unsettled)",
                         }
                     } else {
                         ""
@@ -199,7 +295,14 @@ pub fn predict_table(result: &LabResult, predictions: &[KernelPrediction], model
                 }
                 _ => "-".into(),
             };
-            let fmt = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
+            let (measured_speedup, interval) = match (label.as_str(), sm) {
+                ("4K", _) => ("1.00".to_string(), "-".to_string()),
+                (_, Some(m)) => (
+                    format!("{:.2}", m.median),
+                    format!("{:.2}-{:.2}", m.low, m.high),
+                ),
+                (_, None) => ("-".into(), "-".into()),
+            };
             rows.push(vec![
                 if i == 0 {
                     p.subject.clone()
@@ -209,17 +312,18 @@ pub fn predict_table(result: &LabResult, predictions: &[KernelPrediction], model
                 label.clone(),
                 format!("{m:.2}"),
                 format!("{:.1}%", spread * 100.0),
-                fmt(sm),
+                measured_speedup,
+                interval,
                 format!("{c:.1}"),
-                fmt(sp),
+                sp.map_or("-".into(), |v| format!("{v:.2}")),
                 verdict,
             ]);
         }
         if p.goal {
             if let Some((sm, sp)) = speedups_2m(result, p) {
                 goal_n += 1;
-                goal_met += usize::from((sp / sm - 1.0).abs() <= SPEEDUP_TOLERANCE);
-                wide += usize::from(spread_wide(result, p));
+                goal_met += usize::from(within(sp, sm.median));
+                unsettled += usize::from(!settled(sp, &sm));
             }
         }
         if let Some(same) = same_ranking(result, p) {
@@ -227,24 +331,27 @@ pub fn predict_table(result: &LabResult, predictions: &[KernelPrediction], model
             rank_met += usize::from(same);
         }
     }
-    let wide = if wide > 0 {
+    let unsettled = if unsettled > 0 {
         format!(
-            " ({wide} of them measured with 4K or 2M runs spread wider than the band, so \
-             their verdicts move from one set of runs to the next: re-measure on an idle \
-             machine, with a larger --repeat)"
+            " ({unsettled} of them unsettled: the interval of the measured speed-up crosses \
+             an edge of the band, so another set of runs could turn the verdict: re-measure \
+             on an idle machine, with a larger --repeat)"
         )
     } else {
         String::new()
     };
     format!(
-        "measured (median of {runs} run(s), time per operation) beside the model \
-         ({model}, cycles per operation in the steady state)\n{}\
+        "measured (median of {runs} run(s), time per operation; the speed-up over 4K the \
+         median of the rounds', with an interval that holds it with {:.0}% confidence where \
+         the rounds allow) beside the model ({model}, cycles per operation in the steady \
+         state)\n{}\
          goal: predicted 2M-over-4K speed-up within {:.0}% of the measured one \
-         (stride heaps of 16M and more, gups, chase): {goal_met} of {goal_n} kernels{wide}\n\
+         (stride heaps of 16M and more, gups, chase): {goal_met} of {goal_n} kernels{unsettled}\n\
          goal: configurations ranked in the measured order (every pair of configurations \
          the runs separate ordered alike by the model: ranges that do not overlap, or one \
          faster in enough of the rounds for sign tests at {:.0}% over a kernel's pairs): \
          {rank_met} of {rank_n} kernels whose runs separate some pair\n",
+        SPEEDUP_CONFIDENCE * 100.0,
         columns(&rows, &[0, 1]),
         SPEEDUP_TOLERANCE * 100.0,
         RANK_SIGNIFICANCE * 100.0
@@ -293,35 +400,76 @@ mod tests {
             ("64K", &[9.0, 10.5, 11.5]),
             ("2M", &[5.0, 6.0]),
         ]);
-        // 2M is measured 2x faster than 4K (11 / 5.5); 64K overlaps both.
+        // 2M is measured 1.92x faster than 4K (the rounds' 10 / 5 and 11 / 6; the third 4K
+        // run has no 2M beside it); 64K overlaps both.
         let good = prediction(&[("4K", 100.0), ("64K", 200.0), ("2M", 60.0)]);
         let (m, p) = speedups_2m(&r, &good).unwrap();
-        assert!((m - 11.0 / 5.5).abs() < 1e-9 && (p - 100.0 / 60.0).abs() < 1e-9);
+        assert!((m.median - (2.0 + 11.0 / 6.0) / 2.0).abs() < 1e-9, "{m:?}");
+        assert_eq!((m.low, m.high), (11.0 / 6.0, 2.0));
+        assert!((p - 100.0 / 60.0).abs() < 1e-9);
         assert_eq!(same_ranking(&r, &good), Some(true));
         let wrong_order = prediction(&[("4K", 100.0), ("64K", 50.0), ("2M", 100.0)]);
         assert_eq!(same_ranking(&r, &wrong_order), Some(false));
         let table = predict_table(&r, &[good, wrong_order], "zen4");
-        // 100/60 = 1.67 against 2.00 measured: 0.83, within 25%; 1.00 against 2.00: not.
-        assert!(table.contains("0.83 (goal met)"), "{table}");
-        assert!(table.contains("0.50 (goal missed)"), "{table}");
+        // 100/60 = 1.67 against 1.92 measured: 0.87, within 25% over the whole interval
+        // (1.83-2.00); 1.00 against it: not, over the whole interval either.
+        assert!(table.contains("1.92  1.83-2.00"), "{table}");
+        assert!(table.contains("0.87 (goal met)"), "{table}");
+        assert!(table.contains("0.52 (goal missed)"), "{table}");
         assert!(table.contains("): 1 of 2 kernels\n"), "{table}");
         assert!(table.contains("): 1 of 2 kernels whose runs"), "{table}");
-        // Runs that spread wider than the band say so, in the row and in the goal's line.
-        let r = result(&[("4K", &[10.0, 11.0, 14.0]), ("2M", &[5.0, 6.0])]);
-        let p = prediction(&[("4K", 100.0), ("2M", 60.0)]);
-        assert!(spread_wide(&r, &p));
+        // An interval that crosses an edge of the band says so, in the row and in the
+        // goal's line: 2.00 predicted is within 25% of 1.83 but not of 1.40 (rounds 2.00,
+        // 1.83, 1.40).
+        let r = result(&[("4K", &[10.0, 11.0, 14.0]), ("2M", &[5.0, 6.0, 10.0])]);
+        let p = prediction(&[("4K", 100.0), ("2M", 50.0)]);
+        let (m, _) = speedups_2m(&r, &p).unwrap();
+        assert!(!settled(2.0, &m), "{m:?}");
         let table = predict_table(&r, &[p], "zen4");
+        assert!(table.contains("1.09 (goal met; unsettled)"), "{table}");
         assert!(
-            table.contains("0.83 (goal met; runs spread wider than 25%)"),
-            "{table}"
-        );
-        assert!(
-            table.contains("): 1 of 1 kernels (1 of them measured with 4K or 2M runs"),
+            table.contains("): 1 of 1 kernels (1 of them unsettled: the interval"),
             "{table}"
         );
         let together = result(&[("4K", &[10.0, 12.0]), ("2M", &[11.0, 13.0])]);
         let any = prediction(&[("4K", 1.0), ("2M", 2.0)]);
         assert_eq!(same_ranking(&together, &any), None);
+    }
+
+    #[test]
+    fn the_measured_speed_up_is_the_rounds_median_with_an_interval_of_95_percent() {
+        // The order statistics that hold the median with 95%: all of 5 (93.75%, the most
+        // there is), the 2nd and 8th of 9, the 3rd and 10th of 12, the 6th and 15th of 20.
+        assert_eq!(
+            [1, 2, 5, 6, 9, 12, 20].map(median_bounds),
+            [0, 0, 0, 0, 1, 2, 5]
+        );
+        // A machine that drifts by 60% from round to round, 2M 1.40x faster in each round
+        // within 2%: the runs spread over each other, the rounds' speed-ups do not.
+        let base = [10.0, 14.0, 11.0, 16.0, 12.0, 10.5, 15.0, 13.0, 11.5];
+        let jitter = [1.0, 0.99, 1.01, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0];
+        let huge: Vec<f64> = base.iter().zip(jitter).map(|(b, j)| b / 1.4 * j).collect();
+        let r = result(&[("4K", &base), ("2M", &huge)]);
+        let m = measured_speedup(&r, "gups", "2M").unwrap();
+        assert!((m.median - 1.4).abs() < 0.01, "{m:?}");
+        assert!(
+            m.low > 1.37 && m.high < 1.43 && m.low < m.median && m.median < m.high,
+            "{m:?}"
+        );
+        // 1.40 predicted is settled; so are 1.20 (within 25% of all of it) and 2.00 (of none).
+        assert!(settled(1.4, &m) && settled(1.2, &m) && !within(2.0, m.high) && settled(2.0, &m));
+        // The interval: the 2nd and 8th of the nine, 1.4 / 1.01 and 1.4 / 0.99. 1.75 is
+        // within 25% of its top (1.414) but not of its bottom (1.386).
+        assert!((m.low - 1.4 / 1.01).abs() < 1e-9 && (m.high - 1.4 / 0.99).abs() < 1e-9);
+        assert!(within(1.75, m.high) && !within(1.75, m.low) && !settled(1.75, &m));
+        // Runs that carry no per-run figure: the medians, and the runs' extremes against
+        // each other.
+        let mut bare = r.clone();
+        bare.configs.iter_mut().for_each(|c| c.runs.clear());
+        let m = measured_speedup(&bare, "gups", "2M").unwrap();
+        assert!((m.median - 1.4).abs() < 0.03, "{m:?}");
+        assert!((m.low - 10.0 / (16.0 / 1.4 * 1.02)).abs() < 1e-9, "{m:?}");
+        assert!((m.high - 16.0 / (10.0 / 1.4)).abs() < 1e-9, "{m:?}");
     }
 
     #[test]
