@@ -45,6 +45,9 @@ pub struct BlocksFit {
     pub extra: f64,
     /// The model's blocks missed a step more with many blocks than with few.
     pub misses: f64,
+    /// The `block_miss` the chase gave, where the stride over the most blocks bounded it
+    /// to [`BlocksFit::miss`] ([`bound_miss`]).
+    pub chase_miss: Option<u32>,
 }
 
 /// The cycles a miss the block probe's model runs with: any will do, the misses a step do
@@ -86,7 +89,41 @@ pub fn fit(chase: [BlockPoint; 2], max_miss: u32, noise: f64) -> Result<Option<B
         interval: 0,
         extra,
         misses,
+        chase_miss: None,
     }))
+}
+
+/// The `block_miss`, 0 to `miss`, at which `stride` (the stride over the most blocks, cycles
+/// an access in the model at a miss and no interval, which grow with it) takes no longer
+/// than `measured`: `miss` where it does not at `miss`. An interval only adds to a stride's
+/// time, so a miss at which the model's stride is already slower than the machine's is more
+/// than the stride pays: a chase measured in a slow stretch of a guest (on the Emerald Rapids
+/// guest, session 43: 315 cycles a step over 4096 blocks where other measurements took
+/// 176-200) gives one. 0 where the stride leaves no room for any.
+///
+/// # Errors
+/// Whatever `stride` returns.
+pub fn bound_miss<E>(
+    measured: f64,
+    miss: u32,
+    mut stride: impl FnMut(u32) -> Result<f64, E>,
+) -> Result<u32, E> {
+    if stride(miss)? <= measured {
+        return Ok(miss);
+    }
+    let (mut lo, mut hi) = (0, miss);
+    if stride(lo)? > measured {
+        return Ok(0);
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if stride(mid)? <= measured {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(lo)
 }
 
 /// The `block_interval`, 0 to `miss`, at which `model` (the stride's cycles an access in
@@ -214,6 +251,27 @@ mod tests {
         // A model run that fails is the error.
         let failing = |_: u32| Err::<f64, String>("no model".into());
         assert_eq!(fit_interval(15.0, 45, failing), Err("no model".into()));
+    }
+
+    #[test]
+    fn the_stride_over_the_most_blocks_bounds_the_miss() {
+        // Session 43's measurement: the stride over 4096 blocks took 27.8 cycles, the model
+        // 13.9 without blocks and 38.3 at the chase's 145 cycles a miss (0.78 missed an
+        // access, 0.17 cycles a miss-cycle between the two), no interval.
+        let stride = |m: u32| Ok::<f64, String>(13.9 + (38.3 - 13.9) / 145.0 * f64::from(m));
+        let m = bound_miss(27.8, 145, stride).unwrap();
+        assert!(
+            stride(m).unwrap() <= 27.8 && stride(m + 1).unwrap() > 27.8,
+            "{m}"
+        );
+        assert_eq!(m, 82);
+        // A stride the chase's miss leaves at or under its time: the chase's miss.
+        assert_eq!(bound_miss(38.3, 145, stride), Ok(145));
+        assert_eq!(bound_miss(40.0, 145, stride), Ok(145));
+        // A stride the model takes longer than the machine with no blocks at all: none.
+        assert_eq!(bound_miss(12.0, 145, stride), Ok(0));
+        let failing = |_: u32| Err::<f64, String>("no model".into());
+        assert_eq!(bound_miss(12.0, 145, failing), Err("no model".into()));
     }
 
     #[test]

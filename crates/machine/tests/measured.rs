@@ -155,6 +155,7 @@ fn the_machine_file_keeps_the_base_and_takes_the_measured_caches_at_the_l1s_cloc
                 interval: 24,
                 extra: 30.0,
                 misses: 0.7,
+                chase_miss: None,
             }),
         },
         &["measured on a test".into()],

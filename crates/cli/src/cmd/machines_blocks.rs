@@ -12,7 +12,7 @@ use pagelab_core::{Bytes, PageSize};
 use pagelab_engine::CostConfig;
 use pagelab_lab::native::{KernelSpec, Scale};
 use pagelab_lab::probe::blocks::{chase_spec, stride_spec, BlocksProbe, PooledRun};
-use pagelab_machine::blocks::{fit, fit_interval, BlockPoint, BlocksFit, PROBE_MISS};
+use pagelab_machine::blocks::{bound_miss, fit, fit_interval, BlockPoint, BlocksFit, PROBE_MISS};
 
 /// What the block probe found: the fit (`None`: nothing to model, or not measured) and the
 /// lines that say how.
@@ -72,11 +72,25 @@ pub fn measure(path: &str, ghz: f64) -> Result<HostBlocks> {
     let noise = probe.chase_noise * ghz;
     let mut found =
         fit(chase, pagelab_cache::MAX_WALK_CYCLES, noise).map_err(anyhow::Error::msg)?;
-    // The interval at which the stride over the most blocks takes the machine's time; the
-    // model at both beside the measurements, the stride's other pools the check.
+    // The stride over the most blocks bounds the miss (no interval can make it faster),
+    // then sets the interval at which it takes the machine's time; the model at both beside
+    // the measurements, the stride's other pools the check.
+    let top = n - 3;
+    let mut unbounded = None;
+    if let Some(f) = &mut found {
+        let miss = bound_miss(measured[top], f.miss, |m| {
+            model.run(top, m, 0).map(|s| s.cycles)
+        })?;
+        if miss < f.miss {
+            f.chase_miss = Some(f.miss);
+            f.miss = miss;
+        }
+        if miss == 0 {
+            unbounded = found.take();
+        }
+    }
     let fitted = match &mut found {
         Some(f) => {
-            let top = n - 3;
             f.interval = fit_interval(measured[top], f.miss, |i| {
                 model.run(top, f.miss, i).map(|s| s.cycles)
             })?;
@@ -92,6 +106,7 @@ pub fn measure(path: &str, ghz: f64) -> Result<HostBlocks> {
             &without,
             fitted.as_deref(),
             found.as_ref(),
+            unbounded.as_ref(),
             noise,
         ),
     })
@@ -163,6 +178,7 @@ fn lines(
     without: &[Steady],
     fitted: Option<&[Steady]>,
     found: Option<&BlocksFit>,
+    unbounded: Option<&BlocksFit>,
     noise: f64,
 ) -> Vec<String> {
     let stride = runs.len() - 2;
@@ -191,15 +207,37 @@ fn lines(
             )
         })
         .collect();
-    out.push(match found {
-        Some(f) => format!(
+    let bounded = |chase: u32, miss: u32| {
+        format!(
+            "block_miss = {chase}, at which the model's stride over the most blocks is \
+             slower than the machine's, which no interval can make faster: the stride bounds \
+             it to {miss}"
+        )
+    };
+    out.push(match (found, unbounded) {
+        (Some(f), _) => format!(
             "host blocks: held in the TLB beside the guest's pages, the chase's {:.2} more \
-             misses a step give its {:.1} cycles more than the model without them at \
-             block_miss = {}; the stride over the most blocks takes the machine's time with \
-             each miss taking them {} cycles, one at a time: block_interval = {}",
-            f.misses, f.extra, f.miss, f.interval, f.interval
+             misses a step give its {:.1} cycles more than the model without them at {}; the \
+             stride over the most blocks takes the machine's time with each miss taking them \
+             {} cycles, one at a time: block_interval = {}",
+            f.misses,
+            f.extra,
+            match f.chase_miss {
+                Some(chase) => format!("{}: block_miss = {}", bounded(chase, f.miss), f.miss),
+                None => format!("block_miss = {}", f.miss),
+            },
+            f.interval,
+            f.interval
         ),
-        None => format!(
+        (None, Some(u)) => format!(
+            "host blocks: held in the TLB beside the guest's pages, the chase's {:.2} more \
+             misses a step give its {:.1} cycles more than the model without them at {}, so \
+             the chase's extra is not the blocks': none modelled",
+            u.misses,
+            u.extra,
+            bounded(u.chase_miss.unwrap_or(u.miss), 0)
+        ),
+        (None, None) => format!(
             "host blocks: many blocks cost no more than the model makes of them, beyond the \
              {noise:.1} cycles a step the chase's runs of one pool differed by ({} runs of \
              each, in turn): none modelled",
@@ -207,4 +245,58 @@ fn lines(
         ),
     });
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_miss_the_stride_bounds_is_said_with_the_chases() {
+        let run = |pool_blocks| PooledRun {
+            pool: pool_blocks * (2 << 20),
+            pool_blocks,
+            ns: 10.0,
+        };
+        let runs = [run(8), run(4096), run(16), run(4096)];
+        let runs: Vec<&PooledRun> = runs.iter().collect();
+        let measured = [20.0, 27.8, 180.0, 315.0];
+        let without = [9.6, 13.9, 142.0, 163.0].map(|cycles| Steady {
+            cycles,
+            block_misses: 0.0,
+        });
+        let f = BlocksFit {
+            miss: 82,
+            interval: 0,
+            extra: 111.4,
+            misses: 0.77,
+            chase_miss: Some(145),
+        };
+        let last = |found, unbounded| {
+            lines(&runs, &measured, &without, None, found, unbounded, 20.0)
+                .pop()
+                .unwrap()
+        };
+        let text = last(Some(&f), None);
+        assert!(
+            text.contains("block_miss = 145, at which the model's stride over the most blocks")
+                && text.contains("the stride bounds it to 82: block_miss = 82;"),
+            "{text}"
+        );
+        let text = last(None, Some(&f));
+        assert!(
+            text.contains("the stride bounds it to 0, so the chase's extra is not the blocks'")
+                && text.ends_with("none modelled"),
+            "{text}"
+        );
+        let plain = BlocksFit {
+            chase_miss: None,
+            ..f
+        };
+        let text = last(Some(&plain), None);
+        assert!(
+            text.contains("without them at block_miss = 82; the stride"),
+            "{text}"
+        );
+    }
 }
