@@ -61,10 +61,11 @@ impl SetIndex {
     }
 }
 
-/// The set of `line` among `sets` in a [`SetIndex::Hashed`] cache: the line number
-/// multiplied by an odd constant (a bijection, so no two lines are merged) and scaled to
-/// the sets by its high bits, which every bit of the line number reaches; lines a page
-/// apart, or at any other stride, spread over all the sets.
+/// The set of `line` among `sets` in a [`SetIndex::Hashed`] cache: the line number mixed
+/// by two multiplications by odd constants with an xor of its high bits into its low ones
+/// between them (each step a bijection of 64-bit numbers), then scaled to the sets by the
+/// mix's high bits, which every bit of the line number reaches; lines a page apart, or at
+/// any other stride, spread over all the sets.
 #[inline(always)]
 pub fn hashed_set(line: u64, sets: u64) -> u64 {
     let mixed = line.wrapping_mul(0x9e37_79b9_7f4a_7c15);

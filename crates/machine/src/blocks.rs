@@ -98,8 +98,8 @@ pub fn fit(chase: [BlockPoint; 2], max_miss: u32, noise: f64) -> Result<Option<B
 /// than `measured`: `miss` where it does not at `miss`. An interval only adds to a stride's
 /// time, so a miss at which the model's stride is already slower than the machine's is more
 /// than the stride pays: a chase measured in a slow stretch of a guest (on the Emerald Rapids
-/// guest, session 43: 315 cycles a step over 4096 blocks where other measurements took
-/// 176-200) gives one. 0 where the stride leaves no room for any.
+/// guest, session 43: 315 cycles a step over 4096 blocks where seven of eight other
+/// measurements took 176-210) gives one. 0 where the stride leaves no room for any.
 ///
 /// # Errors
 /// Whatever `stride` returns.

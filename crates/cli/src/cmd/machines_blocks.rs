@@ -76,7 +76,8 @@ pub fn measure(path: &str, ghz: f64) -> Result<HostBlocks> {
     // then sets the interval at which it takes the machine's time; the model at both beside
     // the measurements, the stride's other pools the check.
     let top = n - 3;
-    let mut unbounded = None;
+    // A fit the stride leaves no room for at all, kept to say so.
+    let mut overruled = None;
     if let Some(f) = &mut found {
         let miss = bound_miss(measured[top], f.miss, |m| {
             model.run(top, m, 0).map(|s| s.cycles)
@@ -86,7 +87,7 @@ pub fn measure(path: &str, ghz: f64) -> Result<HostBlocks> {
             f.miss = miss;
         }
         if miss == 0 {
-            unbounded = found.take();
+            overruled = found.take();
         }
     }
     let fitted = match &mut found {
@@ -106,7 +107,7 @@ pub fn measure(path: &str, ghz: f64) -> Result<HostBlocks> {
             &without,
             fitted.as_deref(),
             found.as_ref(),
-            unbounded.as_ref(),
+            overruled.as_ref(),
             noise,
         ),
     })
@@ -178,7 +179,7 @@ fn lines(
     without: &[Steady],
     fitted: Option<&[Steady]>,
     found: Option<&BlocksFit>,
-    unbounded: Option<&BlocksFit>,
+    overruled: Option<&BlocksFit>,
     noise: f64,
 ) -> Vec<String> {
     let stride = runs.len() - 2;
@@ -214,7 +215,7 @@ fn lines(
              it to {miss}"
         )
     };
-    out.push(match (found, unbounded) {
+    out.push(match (found, overruled) {
         (Some(f), _) => format!(
             "host blocks: held in the TLB beside the guest's pages, the chase's {:.2} more \
              misses a step give its {:.1} cycles more than the model without them at {}; the \
@@ -272,8 +273,8 @@ mod tests {
             misses: 0.77,
             chase_miss: Some(145),
         };
-        let last = |found, unbounded| {
-            lines(&runs, &measured, &without, None, found, unbounded, 20.0)
+        let last = |found, overruled| {
+            lines(&runs, &measured, &without, None, found, overruled, 20.0)
                 .pop()
                 .unwrap()
         };
