@@ -35,7 +35,7 @@ pub const DEFAULT_MACHINE: &str = MEASURED;
 pub fn measure_here(blocks: bool) -> Result<String> {
     // The probe's own defaults, which are `machines --measure`'s too.
     let o = pagelab_lab::probe::ProbeOptions::default();
-    use super::machines_measure::probe_in_model;
+    use super::machines_probe::probe_in_model;
     let m = super::machines_measure::measure(pagelab_machine::host::HOST, o.max, o.repeat, blocks)?;
     let dir = pagelab_sys::private::private_dir()
         .context("finding the private directory for the measured machine file")?;

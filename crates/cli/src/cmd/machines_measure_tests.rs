@@ -1,6 +1,7 @@
 //! Tests of `machines_measure` (a file of their own, to keep `machines_measure.rs` short).
 
 use super::*;
+use crate::cmd::machines_probe::IntervalCheck;
 use pagelab_lab::probe::{host_page::HostPageProbe, overlap::OverlapProbe};
 
 #[test]

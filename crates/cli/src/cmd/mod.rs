@@ -8,6 +8,7 @@ pub mod list;
 pub mod machines;
 pub mod machines_blocks;
 pub mod machines_measure;
+pub mod machines_probe;
 pub mod report;
 pub mod run;
 pub mod sharing;
