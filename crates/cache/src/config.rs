@@ -339,13 +339,6 @@ impl CacheSpec {
                 format!("{} cycles: allowed 1 to 100000", self.latency),
             );
         }
-        if self.index == SetIndex::Hashed && field.ends_with("l1d") {
-            return bad(
-                f("index"),
-                "\"hashed\" is for an L2 or L3 (a last level's slices); an L1D is indexed by \
-                 its address (\"address\", the default)",
-            );
-        }
         Ok(())
     }
 }
@@ -363,6 +356,13 @@ impl CostSpec {
         let c = &self.caches;
         if c.l3.is_some() && c.l2.is_none() {
             return bad("caches.l3", "an L3 needs an L2");
+        }
+        if c.l1d.index == SetIndex::Hashed {
+            return bad(
+                "caches.l1d.index",
+                "\"hashed\" is for an L2 or L3 (a last level's slices); an L1D is indexed by \
+                 its address (\"address\", the default)",
+            );
         }
         let mut last = 0;
         for (name, spec) in self.levels() {

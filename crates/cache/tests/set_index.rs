@@ -2,7 +2,7 @@
 //! sets its page offset allows, as many as the set count's factors of two leave; hashed,
 //! every set, whatever the count.
 
-use pagelab_cache::{Cache, CacheSpec, CostError, SetIndex};
+use pagelab_cache::{Cache, CacheSpec, CostError, CostSpec, SetIndex};
 
 /// A 20-way cache of `sets` sets of 64-byte lines.
 fn cache(sets: u64, index: SetIndex) -> Cache {
@@ -91,14 +91,18 @@ fn hashed_spreads_consecutive_lines_evenly() {
 
 #[test]
 fn an_l1d_may_not_be_hashed() {
-    let spec = CacheSpec {
-        size: 48 << 10,
-        ways: 12,
-        line: 64,
-        latency: 5,
-        index: SetIndex::Hashed,
+    let machine = |l1d_index: &str| {
+        let text = format!(
+            "[caches]\nl1d = {{ size = \"48K\", ways = 12, line = 64, latency = 5{l1d_index} }}\n\
+             l2 = {{ size = \"2M\", ways = 16, line = 64, latency = 15, index = \"hashed\" }}\n\
+             memory_latency = 300\n[costs]\nbase_cpi = 0.5\ntlb_hit = [1]\n"
+        );
+        let spec: CostSpec = toml::from_str(&text).unwrap();
+        spec.check(4096, 1, 4)
     };
-    let e: CostError = spec.check("caches.l1d", 4096).unwrap_err();
+    // A hashed L2 is allowed beside an L1D by address.
+    machine("").unwrap();
+    let e: CostError = machine(", index = \"hashed\"").unwrap_err();
     assert_eq!(e.field, "caches.l1d.index");
     assert!(e.why.contains("an L1D is indexed by its address"), "{e}");
 }
