@@ -76,25 +76,35 @@ pub fn measure(path: &str, ghz: f64) -> Result<HostBlocks> {
     // then sets the interval at which it takes the machine's time; the model at both beside
     // the measurements, the stride's other pools the check.
     let top = n - 3;
-    // A fit the stride leaves no room for at all, kept to say so.
-    let mut overruled = None;
-    if let Some(f) = &mut found {
-        let miss = bound_miss(measured[top], f.miss, |m| {
-            model.run(top, m, 0).map(|s| s.cycles)
-        })?;
-        if miss < f.miss {
-            f.chase_miss = Some(f.miss);
-            f.miss = miss;
+    // The stride's cycles at a miss and an interval, each pair run once: the bound and the
+    // interval's fit both ask for the stride at the bound's miss with no interval.
+    let mut known = std::collections::HashMap::new();
+    let mut stride = |miss: u32, interval: u32| -> Result<f64> {
+        if let Some(&cycles) = known.get(&(miss, interval)) {
+            return Ok(cycles);
         }
+        let cycles = model.run(top, miss, interval)?.cycles;
+        known.insert((miss, interval), cycles);
+        Ok(cycles)
+    };
+    // A fit the stride leaves no room for at all, kept as the chase gave it to say so.
+    let mut overruled = None;
+    if let Some(f) = found {
+        let miss = bound_miss(measured[top], f.miss, |m| stride(m, 0))?;
         if miss == 0 {
-            overruled = found.take();
+            (found, overruled) = (None, Some(f));
+        } else if miss < f.miss {
+            found = Some(BlocksFit {
+                miss,
+                chase_miss: Some(f.miss),
+                ..f
+            });
         }
     }
     let fitted = match &mut found {
         Some(f) => {
-            f.interval = fit_interval(measured[top], f.miss, |i| {
-                model.run(top, f.miss, i).map(|s| s.cycles)
-            })?;
+            let miss = f.miss;
+            f.interval = fit_interval(measured[top], miss, |i| stride(miss, i))?;
             Some(model.at(f.miss, f.interval)?)
         }
         None => None,
@@ -173,6 +183,9 @@ impl<'a> Model<'a> {
     }
 }
 
+/// The summary's lines: each of the probe's runs, measured and modelled (without blocks,
+/// and with `fitted`'s where there is a fit), then what was found: `found`, or a fit the
+/// stride over the most blocks left no room for, `overruled` (as the chase gave it).
 fn lines(
     runs: &[&PooledRun],
     measured: &[f64],
@@ -236,7 +249,7 @@ fn lines(
              the chase's extra is not the blocks': none modelled",
             u.misses,
             u.extra,
-            bounded(u.chase_miss.unwrap_or(u.miss), 0)
+            bounded(u.miss, 0)
         ),
         (None, None) => format!(
             "host blocks: many blocks cost no more than the model makes of them, beyond the \
@@ -284,9 +297,17 @@ mod tests {
                 && text.contains("the stride bounds it to 82: block_miss = 82;"),
             "{text}"
         );
-        let text = last(None, Some(&f));
+        // An overruled fit is kept as the chase gave it.
+        let chase = BlocksFit {
+            miss: 145,
+            chase_miss: None,
+            ..f
+        };
+        let text = last(None, Some(&chase));
         assert!(
-            text.contains("the stride bounds it to 0, so the chase's extra is not the blocks'")
+            text.contains("block_miss = 145, at which")
+                && text
+                    .contains("the stride bounds it to 0, so the chase's extra is not the blocks'")
                 && text.ends_with("none modelled"),
             "{text}"
         );
