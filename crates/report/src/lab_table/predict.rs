@@ -64,13 +64,13 @@ pub struct MeasuredSpeedup {
     /// configuration), or, where the runs do not pair up by round, the 4K median over the
     /// configuration's.
     pub median: f64,
-    /// An interval that holds the median speed-up with at least [`SPEEDUP_CONFIDENCE`]
-    /// where the rounds allow (order statistics of the rounds' speed-ups: the 2nd and 8th of
-    /// 9); their whole range where they are too few (93.75% with 5 rounds); the speed-ups
-    /// of the fastest and slowest runs against each other where they do not pair up. Its
-    /// lower end.
+    /// The lower end of an interval that holds the speed-up's true median (the one more
+    /// rounds would converge on) with at least [`SPEEDUP_CONFIDENCE`] where the rounds
+    /// allow: order statistics of the rounds' speed-ups, the 2nd and 8th of 9. Where the
+    /// rounds are too few for that, their whole range (93.75% with 5 rounds); where the runs
+    /// do not pair up, the speed-ups of the fastest and slowest runs against each other.
     pub low: f64,
-    /// Its upper end.
+    /// The upper end of that interval.
     pub high: f64,
 }
 
