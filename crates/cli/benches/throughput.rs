@@ -18,8 +18,14 @@
 //! pairs of runs taken in turn (the machine's speed drifts), each the whole
 //! process (`pagelab sim --trace FILE` as built with the benchmark, so its
 //! start-up and the provenance checksum of the file count).
+//!
+//! The study with time (the cost model: 8 sizes through a machine's TLB, walk caches and
+//! data caches, the `zen4` and `emeraldrapids` presets) is rated twice on each trace,
+//! read from the Lackey text as a user runs it: on one core (the least CPU time of three)
+//! and on every core the machine has (the least wall time of three, unpinned: the cost
+//! model's runs are stepped in parallel). Issue 14's goal: at least 20 M refs/s.
 
-use pagelab_engine::{run_study, StudyConfig};
+use pagelab_engine::{run_cost_study, run_study, CostConfig, CostMachine, StudyConfig};
 use pagelab_trace::{Format, TraceSource};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -334,6 +340,41 @@ fn policy(path: &str, spec: &str) -> u64 {
     r.refs.instr + r.refs.data
 }
 
+/// The machines the study with time is rated on.
+const TIMED_MACHINES: [&str; 2] = ["zen4", "emeraldrapids"];
+
+/// The study with time over the whole trace at `path`: the 8 sizes through the preset
+/// `machine`'s own TLB, walk caches and data caches, as `pagelab sim --machine MACHINE
+/// --page-sizes 4K,...,2M --trace PATH` runs it.
+fn timed_study(path: &str, machine: &str) -> u64 {
+    let m = pagelab_machine::preset(machine).unwrap();
+    let tlb = m.tlb.clone().unwrap();
+    let cost = CostConfig {
+        machine: CostMachine::new(&m, &tlb).unwrap().unwrap(),
+        nested_host: None,
+    };
+    let cfg = StudyConfig {
+        page_sizes: pagelab_core::parse_page_sizes("4K,8K,16K,32K,64K,128K,256K,2M").unwrap(),
+        tlb,
+    };
+    let mut src = pagelab_trace::open(path, None).unwrap();
+    let r = run_cost_study(&mut *src, &cfg, &cost, &mut ()).unwrap();
+    r.refs.instr + r.refs.data
+}
+
+/// The least wall time of `n` runs of `f`, and its last result (for the figures on every
+/// core, taken unpinned).
+fn best_wall<T>(n: usize, mut f: impl FnMut() -> T) -> (Duration, T) {
+    let mut best = Duration::MAX;
+    let mut last = None;
+    for _ in 0..n.max(1) {
+        let start = std::time::Instant::now();
+        last = Some(f());
+        best = best.min(start.elapsed());
+    }
+    (best, last.unwrap())
+}
+
 fn rate(what: &str, refs: u64, d: Duration, bytes: Option<u64>) {
     let s = d.as_secs_f64();
     match bytes {
@@ -360,9 +401,9 @@ const POLICIES: [&str; 7] = [
     "relocation",
 ];
 
-/// Every figure of one trace, printed as it is measured; returns the row of
-/// the summary table.
-fn bench_trace(name: &str, lackey: &Path, dir: &Path) -> String {
+/// Every figure of one trace on one core, printed as it is measured; returns the row of
+/// the summary table and the study with time's M refs/s on each of [`TIMED_MACHINES`].
+fn bench_trace(name: &str, lackey: &Path, dir: &Path) -> (String, Vec<f64>) {
     let lackey_s = lackey.to_str().unwrap().to_string();
     let native = dir.join(format!("{}.trace", name.replace(' ', "_")));
     let native_s = native.to_str().unwrap().to_string();
@@ -412,14 +453,54 @@ fn bench_trace(name: &str, lackey: &Path, dir: &Path) -> String {
         );
     }
     let _ = std::fs::remove_file(&native);
-    format!(
+    // The study with time on one core, the machines in the same rounds.
+    let mut figures: Vec<Box<dyn FnMut() -> u64>> = TIMED_MACHINES
+        .iter()
+        .map(|&m| {
+            let at = &lackey_s;
+            Box::new(move || timed_study(at, m)) as Box<dyn FnMut() -> u64>
+        })
+        .collect();
+    let one_core_timed: Vec<f64> = best_in_rounds(3, &mut figures)
+        .into_iter()
+        .zip(TIMED_MACHINES)
+        .map(|((d, n), m)| {
+            assert_eq!(n, refs);
+            rate(&format!("with time, {m}, one core"), n, d, None);
+            n as f64 / d.as_secs_f64() / 1e6
+        })
+        .collect();
+    let row = format!(
         "| {name} | {:.1} M | {:.0} MB | {} | {:.0} | {:.2} |",
         refs as f64 / 1e6,
         bytes as f64 / 1e6,
         one_core.map_or("-".to_string(), |(_, _, r)| format!("{r:.2}x")),
         study_rate / 1e6,
         worst
-    )
+    );
+    (row, one_core_timed)
+}
+
+/// The study with time of each trace on every core, unpinned (the least wall time of
+/// three), beside its figure on one core: the rows of the second table.
+fn timed_on_every_core(traces: &[(String, PathBuf)], one_core: &[Vec<f64>]) -> Vec<String> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut rows = vec![];
+    for ((name, path), one) in traces.iter().zip(one_core) {
+        let path = path.to_str().unwrap();
+        for (m, one) in TIMED_MACHINES.iter().zip(one) {
+            let (d, n) = best_wall(3, || timed_study(path, m));
+            rate(
+                &format!("{name}: with time, {m}, {cores} cores (wall)"),
+                n,
+                d,
+                None,
+            );
+            let every = n as f64 / d.as_secs_f64() / 1e6;
+            rows.push(format!("| {name} | {m} | {one:.1} | {every:.1} |"));
+        }
+    }
+    rows
 }
 
 fn main() {
@@ -442,14 +523,24 @@ fn main() {
     if pinned.is_none() {
         println!("could not pin this process to one processor: the figures are of every core");
     }
-    let mut rows = vec![];
-    for (name, path) in traces {
-        rows.push(bench_trace(&name, &path, &dir));
+    let (mut rows, mut one_core) = (vec![], vec![]);
+    for (name, path) in &traces {
+        let (row, timed) = bench_trace(name, path, &dir);
+        rows.push(row);
+        one_core.push(timed);
     }
     drop(pinned);
+    let timed_rows = timed_on_every_core(&traces, &one_core);
     println!("\n| trace | refs | Lackey text | one core: study / wc -l (goal <= 4x) | native M refs/s (goal >= 150) | slowest policy / study (goal >= 0.33) |");
     println!("|---|---:|---:|---:|---:|---:|");
     for row in rows {
+        println!("{row}");
+    }
+    println!(
+        "\n| trace | machine | with time, one core: M refs/s (goal >= 20) | every core (wall) |"
+    );
+    println!("|---|---|---:|---:|");
+    for row in timed_rows {
         println!("{row}");
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -32,7 +32,9 @@ const MIN_PAGE_SHIFT: u32 = PageSize::MIN.shift();
 /// The host's frames start far above the guest's, so the two never meet.
 const HOST_BASE: u64 = 1 << 44;
 
+mod parts;
 mod run;
+pub use parts::CostParts;
 use run::Run;
 
 /// The time of every page size's run, fed the same references as a [`crate::Study`].
@@ -64,6 +66,14 @@ pub struct CostStudy {
     /// `base_cpi` in ticks of the overlap clock.
     cpi_ticks: u64,
 }
+
+// SAFETY: a study is `!Send` only for the `Rc` of its shared first level ([`SharedFirst`]),
+// and every clone of that `Rc` lives inside this one study: in its private `shared` and in
+// its private runs' caches ([`pagelab_cache::Caches::share_first`] is called on them in
+// `build` alone). The study is not `Clone` and hands out neither, so moving it to another
+// thread moves every clone together: no two threads ever hold clones of one `Rc`, and
+// its `RefCell` is only borrowed by the thread that owns the whole study.
+unsafe impl Send for CostStudy {}
 
 impl CostStudy {
     /// Runs of `sizes` on `cfg`'s machine.
@@ -337,13 +347,20 @@ impl CostStudy {
                 }
             })
             .collect();
-        if let Some(at) = self.runs.iter().position(|r| r.size == PageSize::K4) {
-            let base = out[at].cycles;
-            for c in &mut out {
-                c.speedup_over_4k = Some(ratio(base, c.cycles));
-            }
-        }
+        let sizes: Vec<PageSize> = self.runs.iter().map(|r| r.size).collect();
+        with_speedups(&sizes, &mut out);
         out
+    }
+}
+
+/// Sets each run's speed-up over the 4K run, where there is one (`out` in the order of
+/// `sizes`); else leaves them `None`.
+fn with_speedups(sizes: &[PageSize], out: &mut [CostStats]) {
+    if let Some(at) = sizes.iter().position(|&s| s == PageSize::K4) {
+        let base = out[at].cycles;
+        for c in out.iter_mut() {
+            c.speedup_over_4k = Some(ratio(base, c.cycles));
+        }
     }
 }
 

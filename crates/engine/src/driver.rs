@@ -90,7 +90,10 @@ pub fn run_study(
 /// A study with time: every page size's TLB counts as [`run_study`] gives
 /// them, and each run's `cost` from its caches and walks ([`crate::CostStudy`]).
 /// The cost model needs every reference, so the trace is read as events
-/// (on its own thread) and both models are stepped over each batch.
+/// (on its own thread) and both models are stepped over each batch. Where the
+/// run may use more than one thread ([`crate::with_threads`]), the cost model's
+/// runs are dealt out to as many parts ([`crate::CostParts`]), stepped in
+/// parallel beside the study; the results are the same.
 pub fn run_cost_study(
     src: &mut (dyn TraceSource + Send),
     cfg: &StudyConfig,
@@ -99,9 +102,21 @@ pub fn run_cost_study(
 ) -> Result<SimResult, EngineError> {
     let start = Instant::now();
     let mut study = Study::new(cfg)?;
-    let mut timed = crate::CostStudy::new(&cfg.page_sizes, cost).map_err(EngineError::Model)?;
+    let threads = crate::threads::threads();
+    let mut timed =
+        crate::CostParts::new(&cfg.page_sizes, cost, threads).map_err(EngineError::Model)?;
     let info = src.info();
     timed.set_independent(crate::cost::independent_refs(&info));
+    let pool = if timed.len() > 1 {
+        Some(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(timed.len())
+                .build()
+                .map_err(|e| EngineError::Model(format!("cannot start the cost threads: {e}")))?,
+        )
+    } else {
+        None
+    };
     let mut next_report = 1u64 << 20;
     let outcome = read_ahead(
         src,
@@ -110,8 +125,15 @@ pub fn run_cost_study(
             src.fill(batch, BATCH)
         },
         |batch| {
-            study.feed(batch);
-            timed.feed(batch);
+            match &pool {
+                Some(pool) => pool.install(|| {
+                    rayon::join(|| study.feed(batch), || timed.par_feed(batch));
+                }),
+                None => {
+                    study.feed(batch);
+                    timed.feed(batch);
+                }
+            }
             report(progress, study.refs(), &mut next_report, start);
         },
     );

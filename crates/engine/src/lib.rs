@@ -24,7 +24,7 @@ mod policy_run;
 mod study;
 mod threads;
 
-pub use cost::{independent_refs, CostConfig, CostStudy};
+pub use cost::{independent_refs, CostConfig, CostParts, CostStudy};
 pub use driver::{run_cost_study, run_study, EngineError, Progress, BATCH};
 pub use machine_cost::CostMachine;
 pub use policy_run::{run_policies, PolicyConfig};

@@ -2,7 +2,9 @@
 //! counts, and to the real gzip trace.
 
 use pagelab_core::PageSize;
-use pagelab_engine::{run_cost_study, run_study, CostConfig, CostMachine, StudyConfig};
+use pagelab_engine::{
+    run_cost_study, run_study, CostConfig, CostMachine, CostParts, CostStudy, StudyConfig,
+};
 use pagelab_report::SimResult;
 
 /// The preset `machine` (configs/machines/) with its own TLB.
@@ -240,4 +242,45 @@ fn a_physically_indexed_l1_within_4k_sees_the_same_data_misses_at_every_page_siz
         .collect();
     let (lo, hi) = (*misses.iter().min().unwrap(), *misses.iter().max().unwrap());
     assert!(lo > 10_000 && hi - lo < 100, "{misses:?}");
+}
+
+#[test]
+fn the_runs_dealt_out_to_parts_give_one_studys_answers() {
+    // A stride (independent: the overlap clock runs) and gups, on a machine with a shared
+    // first level, natively and nested; every way of dealing five sizes out to parts.
+    let sizes = pagelab_core::parse_page_sizes("4K,16K,64K,2M,1G").unwrap();
+    let specs = [
+        "stride:heap=8M,every=1,iters=2",
+        "gups:table=64M,updates=20000,init=false",
+    ];
+    for spec in specs {
+        for nested in [None, Some(PageSize::K4)] {
+            let c = cost("zen4", nested);
+            let mut events = Vec::new();
+            let mut src = pagelab_workloads::open(spec).unwrap();
+            while src.fill(&mut events, 1 << 16).unwrap() {}
+            let independent = pagelab_engine::independent_refs(&src.info());
+            let mut one = CostStudy::new(&sizes, &c).unwrap();
+            one.set_independent(independent);
+            for batch in events.chunks(4096) {
+                one.feed(batch);
+            }
+            let want = one.finish();
+            assert!(want.iter().all(|s| s.speedup_over_4k.is_some()));
+            for parts in 1..=6 {
+                let mut p = CostParts::new(&sizes, &c, parts).unwrap();
+                assert_eq!(p.len(), parts.min(sizes.len()));
+                p.set_independent(independent);
+                for (i, batch) in events.chunks(4096).enumerate() {
+                    // Both ways of stepping, in turn.
+                    if i % 2 == 0 {
+                        p.feed(batch);
+                    } else {
+                        p.par_feed(batch);
+                    }
+                }
+                assert_eq!(p.finish(), want, "{spec}, nested {nested:?}, {parts} parts");
+            }
+        }
+    }
 }
