@@ -268,15 +268,17 @@ fn the_runs_dealt_out_to_parts_give_one_studys_answers() {
             let want = one.finish();
             assert!(want.iter().all(|s| s.speedup_over_4k.is_some()));
             for parts in 1..=6 {
-                let mut p = CostParts::new(&sizes, &c, parts).unwrap();
+                let mut p = CostParts::new(&sizes, &c, parts, parts % 3).unwrap();
                 assert_eq!(p.len(), parts.min(sizes.len()));
                 p.set_independent(independent);
                 for (i, batch) in events.chunks(4096).enumerate() {
-                    // Both ways of stepping, in turn.
+                    // Both ways of stepping, in turn: all parts, or each apart.
                     if i % 2 == 0 {
                         p.feed(batch);
                     } else {
-                        p.par_feed(batch);
+                        for part in p.parts_mut() {
+                            part.feed(batch);
+                        }
                     }
                 }
                 assert_eq!(p.finish(), want, "{spec}, nested {nested:?}, {parts} parts");

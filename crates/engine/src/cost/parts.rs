@@ -1,5 +1,5 @@
-//! A [`CostStudy`] of many page sizes split into parts, one per thread, stepped in
-//! parallel over the same batches.
+//! A [`CostStudy`] of many page sizes split into parts, one per thread, each stepped over
+//! the same batches (`crate::run_cost_study` steps them in parallel).
 //!
 //! Every run of a cost study is independent of the others: what they share (the filter of
 //! repeated instruction pages and data lines, the first cache level where its sets lie
@@ -13,26 +13,51 @@ use super::{with_speedups, CostConfig, CostStudy};
 use pagelab_core::{Event, PageSize};
 use pagelab_report::CostStats;
 
-/// The runs of `sizes`, dealt out to parts: run `i` goes to part `i % parts`, so that
-/// each part gets small and large pages alike (a small page's run walks more).
+/// The runs of `sizes`, dealt out to parts.
 pub struct CostParts {
     parts: Vec<CostStudy>,
+    /// The part of each size's run, in the order of the sizes.
+    owner: Vec<usize>,
     sizes: Vec<PageSize>,
 }
 
 impl CostParts {
     /// Runs of `sizes` on `cfg`'s machine, in at most `parts` parts (at least one, at most
-    /// one per size).
-    pub fn new(sizes: &[PageSize], cfg: &CostConfig, parts: usize) -> Result<CostParts, String> {
+    /// one per size). The first part's thread also does other work, worth about
+    /// `first_busy` runs: each size in turn goes to the part with the least work so far
+    /// (the first counted from `first_busy`; a tie to the first of them), so that small
+    /// and large pages (a small page's run walks more) spread over the parts.
+    pub fn new(
+        sizes: &[PageSize],
+        cfg: &CostConfig,
+        parts: usize,
+        first_busy: usize,
+    ) -> Result<CostParts, String> {
         let n = parts.clamp(1, sizes.len().max(1));
+        let mut load = vec![0; n];
+        load[0] = first_busy;
+        let owner: Vec<usize> = sizes
+            .iter()
+            .map(|_| {
+                let p = (0..n).min_by_key(|&p| load[p]).unwrap_or(0);
+                load[p] += 1;
+                p
+            })
+            .collect();
         let parts = (0..n)
             .map(|p| {
-                let own: Vec<PageSize> = sizes.iter().copied().skip(p).step_by(n).collect();
+                let own: Vec<PageSize> = sizes
+                    .iter()
+                    .zip(&owner)
+                    .filter(|&(_, &o)| o == p)
+                    .map(|(&s, _)| s)
+                    .collect();
                 CostStudy::new(&own, cfg)
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(CostParts {
             parts,
+            owner,
             sizes: sizes.to_vec(),
         })
     }
@@ -61,21 +86,17 @@ impl CostParts {
         }
     }
 
-    /// Steps every part over a batch, in parallel on the current rayon pool.
-    pub fn par_feed(&mut self, events: &[Event]) {
-        use rayon::prelude::*;
-        self.parts.par_iter_mut().for_each(|p| p.feed(events));
+    /// The parts, to step apart (each over every batch, in order).
+    pub fn parts_mut(&mut self) -> &mut [CostStudy] {
+        &mut self.parts
     }
 
     /// Every run's time in the order of the sizes, with its speed-up over the 4K run,
     /// as one [`CostStudy`] of them all gives it.
     pub fn finish(&self) -> Vec<CostStats> {
-        let n = self.parts.len();
         let mut done: Vec<std::vec::IntoIter<CostStats>> =
             self.parts.iter().map(|p| p.finish().into_iter()).collect();
-        let mut out: Vec<CostStats> = (0..self.sizes.len())
-            .filter_map(|i| done[i % n].next())
-            .collect();
+        let mut out: Vec<CostStats> = self.owner.iter().filter_map(|&p| done[p].next()).collect();
         with_speedups(&self.sizes, &mut out);
         out
     }
