@@ -42,6 +42,9 @@ pub struct PolicyConfig {
 struct PolicyRun {
     mm: Mm,
     tlb: TlbHierarchy,
+    /// The trace's references fed so far, instructions then data (every run sees them
+    /// all: the trace's counts, taken here rather than in a pass of their own).
+    refs: [u64; 2],
     accesses: [u64; 2],
     misses: [u64; 2],
     walk_refs: u64,
@@ -82,6 +85,7 @@ impl PolicyRun {
                 None => None,
             },
             tlb: TlbHierarchy::new(&cfg.tlb)?,
+            refs: [0; 2],
             accesses: [0; 2],
             misses: [0; 2],
             walk_refs: 0,
@@ -116,7 +120,10 @@ impl PolicyRun {
         };
         for (i, ev) in events.iter().enumerate() {
             match ev {
-                Event::Ref(r) => self.reference(r).map_err(at(i))?,
+                Event::Ref(r) => {
+                    self.refs[usize::from(!r.kind.is_instr())] += 1;
+                    self.reference(r).map_err(at(i))?;
+                }
                 other => {
                     self.last = [u64::MAX; 2];
                     let before = self.anomalies();
@@ -381,9 +388,11 @@ pub fn run_policies(
         if !src.fill(&mut batch, BATCH)? {
             break;
         }
-        for ev in &batch {
-            if let Event::Ref(r) = ev {
-                refs[usize::from(!r.kind.is_instr())] += 1;
+        if runs.is_empty() {
+            for ev in &batch {
+                if let Event::Ref(r) = ev {
+                    refs[usize::from(!r.kind.is_instr())] += 1;
+                }
             }
         }
         match &pool {
@@ -397,6 +406,9 @@ pub fn run_policies(
                 .try_for_each(|r| r.feed(&batch, index, cfg.strict))?,
         }
         index += batch.len() as u64;
+        if let Some(r) = runs.first() {
+            refs = r.refs;
+        }
         if refs[0] + refs[1] >= next_report {
             progress.update(refs[0] + refs[1], start.elapsed());
             next_report += 1 << 20;
