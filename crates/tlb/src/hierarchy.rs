@@ -144,16 +144,24 @@ impl Level {
         }
     }
 
+    /// An access, counted.
     #[inline(always)]
     fn access(&mut self, addr: VirtAddr, shift: u32) -> bool {
+        self.accesses += 1;
+        let hit = self.access_uncounted(addr, shift);
+        self.misses += u64::from(!hit);
+        hit
+    }
+
+    /// An access that changes the arrays as [`Level::access`] does but not the counts
+    /// (an entry of the model's own, such as a host block's: [`TlbHierarchy::host_block`]).
+    #[inline(always)]
+    fn access_uncounted(&mut self, addr: VirtAddr, shift: u32) -> bool {
         // The key of `array::key`, from shifts: this is the hottest line.
         let r = self.routes[(shift - u32::from(MIN_PAGE_SHIFT)) as usize];
         let store = r.store_shift as u64;
         let k = ((addr.0 >> store) << 5) | (store - u64::from(MIN_PAGE_SHIFT));
-        self.accesses += 1;
-        let hit = self.arrays[r.array as usize].access_key(k);
-        self.misses += u64::from(!hit);
-        hit
+        self.arrays[r.array as usize].access_key(k)
     }
 
     fn invalidate(&mut self, vpn: Vpn, size: PageSize) {
@@ -389,11 +397,8 @@ impl TlbHierarchy {
             L2::Unified(l) => l,
             L2::Split(ls) => &mut ls[Side::Data as usize],
         };
-        let (accesses, misses) = (level.accesses, level.misses);
         // A tag of its own: guest-virtual addresses stay below 2^57.
-        let hit = level.access(VirtAddr(HOST_TAG | (block << 21)), 21);
-        (level.accesses, level.misses) = (accesses, misses);
-        hit
+        level.access_uncounted(VirtAddr(HOST_TAG | (block << 21)), 21)
     }
 
     /// The L2 (if any) and the walk counters, after an L1 miss on side `s`.
