@@ -194,6 +194,10 @@ impl CostStudy {
     /// Steps every run over a batch of events (references; others are ignored,
     /// as the fixed-size study ignores them).
     pub fn feed(&mut self, events: &[Event]) {
+        // A study of no size (a part dealt none: `CostParts`) has nothing to count.
+        if self.runs.is_empty() {
+            return;
+        }
         let hit = self.hit;
         let ls = self.line_shift;
         for e in events {

@@ -267,8 +267,10 @@ fn the_runs_dealt_out_to_parts_give_one_studys_answers() {
             }
             let want = one.finish();
             assert!(want.iter().all(|s| s.speedup_over_4k.is_some()));
-            for parts in 1..=6 {
-                let mut p = CostParts::new(&sizes, &c, parts, parts % 3).unwrap();
+            // The first part given a head start of none, of two runs, and of more than
+            // all of them (then it has none: the other parts take every run).
+            for (parts, busy) in (1..=6).flat_map(|p| [(p, 0), (p, 2), (p, 9)]) {
+                let mut p = CostParts::new(&sizes, &c, parts, busy).unwrap();
                 assert_eq!(p.len(), parts.min(sizes.len()));
                 p.set_independent(independent);
                 for (i, batch) in events.chunks(4096).enumerate() {
@@ -281,7 +283,11 @@ fn the_runs_dealt_out_to_parts_give_one_studys_answers() {
                         }
                     }
                 }
-                assert_eq!(p.finish(), want, "{spec}, nested {nested:?}, {parts} parts");
+                assert_eq!(
+                    p.finish(),
+                    want,
+                    "{spec}, nested {nested:?}, {parts} parts, the first {busy} runs busy"
+                );
             }
         }
     }
