@@ -11,7 +11,7 @@
 //! other targets use the same arithmetic on 64-bit words (SWAR). The tests
 //! check that both agree with a byte-by-byte reference.
 
-use super::reader::parse_odd_line;
+use super::line::parse_odd_line;
 use crate::{PageBatch, PageFilter};
 use pagelab_core::{AccessKind, Event, MemRef, VirtAddr};
 

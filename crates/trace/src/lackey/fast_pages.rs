@@ -33,7 +33,7 @@ use super::fast::PageSink;
 #[cfg(target_arch = "x86_64")]
 use super::fast::{fields, parse_blocks};
 #[cfg(target_arch = "x86_64")]
-use super::reader::parse_odd_line;
+use super::line::parse_odd_line;
 #[cfg(target_arch = "x86_64")]
 use crate::pages::page_word::PAGE_SHIFT;
 

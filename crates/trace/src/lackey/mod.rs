@@ -7,6 +7,7 @@
 
 mod fast;
 mod fast_pages;
+mod line;
 mod pieces;
 mod reader;
 mod writer;
