@@ -10,10 +10,11 @@
 //! ([`CostStudy::set_independent`]; [`pagelab_cache::overlap`] says how).
 
 use crate::machine_cost::{host_layout, CostMachine};
+use crate::study::PageCounts;
 use pagelab_cache::overlap::TICKS;
 use pagelab_cache::{Caches, Host, Line, Overlap, OverlapSpec, PageTable, SharedFirst, SharedLine};
 use pagelab_core::{AccessKind, Event, PageSize, VirtAddr};
-use pagelab_report::{CacheLevelCost, CostStats};
+use pagelab_report::{CacheLevelCost, CostStats, RunStats};
 use pagelab_tlb::{Outcome, Side, TlbError, TlbHierarchy};
 
 /// What a study of time simulates beyond the TLB.
@@ -65,6 +66,8 @@ pub struct CostStudy {
     independent: bool,
     /// `base_cpi` in ticks of the overlap clock.
     cpi_ticks: u64,
+    /// Whether the runs keep the study's counts ([`CostStudy::count_pages`]).
+    counting: bool,
 }
 
 // SAFETY: a study is `!Send` only for the `Rc` of its shared first level ([`SharedFirst`]),
@@ -143,6 +146,7 @@ impl CostStudy {
                     block_interval: nested.block_interval.into(),
                     block_busy: 0,
                     block_misses: 0,
+                    counts: None,
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;
@@ -174,7 +178,54 @@ impl CostStudy {
             overlap: m.cost.overlap.clone(),
             independent: false,
             cpi_ticks: (m.cost.costs.base_cpi * TICKS as f64).round() as u64,
+            counting: false,
         })
+    }
+
+    /// Makes every run also count what the page-size study's figures need beside its TLB's
+    /// counters ([`CostStudy::study_runs`]), so that a [`crate::Study`] of the same sizes
+    /// and TLB need not make the same lookups again. Where each L1 entry is a whole page,
+    /// each run looks up every page access the study's run would (a repeat of its last
+    /// L1 entry aside, an L1 hit that changes nothing), in the same order, in a TLB of the
+    /// same configuration, so they agree. Not so where an L1 caches fragments of a run's
+    /// pages (a run looks each fragment up, the study each page: they part on references
+    /// that span fragments of one page), nor under nested paging (a run's TLB caches
+    /// entries of the host's size where it is the smaller). Returns whether the runs
+    /// count; call it before the first [`CostStudy::feed`].
+    pub fn count_pages(&mut self) -> bool {
+        if !self.can_count_pages() {
+            return false;
+        }
+        for run in &mut self.runs {
+            run.counts = Some(Box::default());
+        }
+        self.counting = true;
+        true
+    }
+
+    /// Whether [`CostStudy::count_pages`] would make the runs count.
+    pub fn can_count_pages(&self) -> bool {
+        let shift = |r: &Run| r.size.shift();
+        self.runs
+            .iter()
+            .all(|r| r.tlb_size == r.size && r.memo_shift == [shift(r); 2])
+    }
+
+    /// References fed so far (instruction plus data); none in a study of no size.
+    pub fn refs(&self) -> u64 {
+        self.instrs + self.data_refs
+    }
+
+    /// The page-size study's figures of every run, as a [`crate::Study`] of the same sizes
+    /// on the same TLB gives them (`cost` left empty), and the references per side (instruction,
+    /// data) they come from; `None` unless [`CostStudy::count_pages`] made the runs count.
+    pub fn study_runs(&self) -> Option<([u64; 2], Vec<RunStats>)> {
+        let refs = [self.instrs, self.data_refs];
+        let runs = self.runs.iter().map(|run| {
+            let counts = run.counts.as_deref()?;
+            Some(counts.stats(run.size, &run.tlb, refs))
+        });
+        Some((refs, runs.collect::<Option<Vec<_>>>()?))
     }
 
     /// Says that the data references to come do not depend on one another (a stride's,
@@ -219,6 +270,11 @@ impl CostStudy {
                     continue;
                 }
                 self.last_instr_page = if one_page { page } else { u64::MAX };
+                if !one_page && self.counting {
+                    for run in &mut self.runs {
+                        run.count_extra(0, addr, last);
+                    }
+                }
                 let mut walked = false;
                 for run in &mut self.runs {
                     walked |= run.instr(addr, last, &hit);
@@ -248,6 +304,11 @@ impl CostStudy {
                 }
                 // The line is read last, after any walk: the most recent of its set.
                 self.last_line = if last >> ls == line { line } else { u64::MAX };
+                if (addr ^ last) >> MIN_PAGE_SHIFT != 0 && self.counting {
+                    for run in &mut self.runs {
+                        run.count_extra(1, addr, last);
+                    }
+                }
                 match &self.shared {
                     Some(shared) => {
                         Self::shared_data(&mut self.runs, shared, addr, last, ls, &hit, load)

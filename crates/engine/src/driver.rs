@@ -96,10 +96,13 @@ const STUDY_AS_RUNS: usize = 2;
 /// A study with time: every page size's TLB counts as [`run_study`] gives
 /// them, and each run's `cost` from its caches and walks ([`crate::CostStudy`]).
 /// The cost model needs every reference, so the trace is read as events
-/// (on its own thread) and both models are stepped over each batch. Where the
+/// (on its own thread) and the model is stepped over each batch. Its runs make
+/// the study's TLB lookups as they go, and keep its counts too where the study's
+/// TLB is theirs and there is no nested paging; else a study is stepped beside
+/// them over the same batches. Where the
 /// run may use more than one thread ([`crate::with_threads`]), the cost model's
 /// runs are dealt out to as many parts ([`crate::CostParts`]): this thread steps
-/// the study and the first (fewer runs: [`STUDY_AS_RUNS`]), a thread of its own
+/// any study and the first (then fewer runs: [`STUDY_AS_RUNS`]), a thread of its own
 /// each of the others, every one over the same batches in order (each a few
 /// batches at most behind this one); the results are the same.
 pub fn run_cost_study(
@@ -109,14 +112,21 @@ pub fn run_cost_study(
     progress: &mut dyn Progress,
 ) -> Result<SimResult, EngineError> {
     let start = Instant::now();
-    let mut study = Study::new(cfg)?;
+    // Where the cost model's runs look pages up in the study's TLB, as they do but under
+    // nested paging, they keep the study's counts too (`CostStudy::count_pages`), and no
+    // study makes the same lookups again.
+    let counted = cost.machine.tlb == cfg.tlb && cost.nested_host.is_none();
     let mut timed = crate::CostParts::new(
         &cfg.page_sizes,
         cost,
         crate::threads::threads(),
-        STUDY_AS_RUNS,
+        if counted { 0 } else { STUDY_AS_RUNS },
     )
     .map_err(EngineError::Model)?;
+    let mut study = match counted && timed.count_pages() {
+        true => None,
+        false => Some(Study::new(cfg)?),
+    };
     let info = src.info();
     timed.set_independent(crate::cost::independent_refs(&info));
     let mut next_report = 1u64 << 20;
@@ -153,9 +163,12 @@ pub fn run_cost_study(
                     // A part that stopped has panicked: its join below says so.
                     let _ = tx.send(Arc::clone(batch));
                 }
-                study.feed(batch);
+                if let Some(study) = &mut study {
+                    study.feed(batch);
+                }
                 first.feed(batch);
-                report(progress, study.refs(), &mut next_report, start);
+                let refs = study.as_ref().map_or_else(|| first.refs(), Study::refs);
+                report(progress, refs, &mut next_report, start);
             },
         );
         drop(to_others);
@@ -168,7 +181,15 @@ pub fn run_cost_study(
     });
     progress.done();
     outcome?;
-    let mut result = study.finish(info);
+    let mut result = match &study {
+        Some(study) => study.finish(info),
+        None => {
+            let (refs, runs) = timed.study_runs().ok_or_else(|| {
+                EngineError::Model("the cost model's runs kept no study counts".into())
+            })?;
+            crate::study::sim_result(info, crate::study::tlb_json(&cfg.tlb), refs, runs)
+        }
+    };
     for (run, c) in result.runs.iter_mut().zip(timed.finish()) {
         run.cost = Some(c);
     }

@@ -70,20 +70,98 @@ fn filter_depth(tlb: &TlbConfig) -> usize {
         .clamp(1, MAX_FILTER_DEPTH)
 }
 
+/// A study's result: `runs` in the configuration's order, after `refs` references per side
+/// through the TLB `tlb` (as JSON).
+pub(crate) fn sim_result(
+    source: SourceInfo,
+    tlb: serde_json::Value,
+    refs: [u64; 2],
+    runs: Vec<RunStats>,
+) -> SimResult {
+    SimResult {
+        schema: SIM_SCHEMA.to_string(),
+        source,
+        tlb,
+        refs: RefCounts {
+            instr: refs[0],
+            data: refs[1],
+        },
+        runs,
+        elapsed_seconds: None,
+        provenance: None,
+        machine: None,
+    }
+}
+
+/// The JSON of a study's TLB, as its result carries it.
+pub(crate) fn tlb_json(tlb: &TlbConfig) -> serde_json::Value {
+    serde_json::to_value(tlb).unwrap_or(serde_json::Value::Null)
+}
+
+/// What a run of one page size counts beside its TLB's own counters, to give the study's
+/// figures ([`PageCounts::stats`]): kept by the study's runs, and by the cost model's where
+/// they stand in for them (see [`crate::CostStudy::count_pages`]).
+#[derive(Default)]
+pub(crate) struct PageCounts {
+    /// Extra page accesses per side: pages after the first of references spanning pages.
+    pub(crate) extra: [u64; 2],
+    /// Page accesses per side that missed every TLB level.
+    pub(crate) misses: [u64; 2],
+    /// Replayed lookups, to take out of the TLB's own L1 counters.
+    pub(crate) replays: [u64; 2],
+    /// Distinct pages touched per side, and by either side.
+    pub(crate) pages: [FxHashSet<u64>; 2],
+    pub(crate) all_pages: FxHashSet<u64>,
+}
+
+impl PageCounts {
+    /// A lookup of page `vpn` on `side` that missed the side's L1 with `outcome`. Only such
+    /// a miss can be this side's first touch of a page (an L2 shared by both sides may
+    /// already hold it).
+    #[inline]
+    pub(crate) fn missed_l1(&mut self, side: usize, vpn: u64, outcome: Outcome) {
+        if outcome == Outcome::Miss {
+            self.misses[side] += 1;
+        }
+        if self.pages[side].insert(vpn) {
+            self.all_pages.insert(vpn);
+        }
+    }
+
+    /// The run's figures, in the `pagelab.sim/1` schema, for pages of `size` looked up in
+    /// `tlb`, after `refs` references per side. Every page access the TLB did not see (the
+    /// repeats filtered before it) was an L1 hit.
+    pub(crate) fn stats(&self, size: PageSize, tlb: &TlbHierarchy, refs: [u64; 2]) -> RunStats {
+        let bytes = size.bytes();
+        let accesses = [refs[0] + self.extra[0], refs[1] + self.extra[1]];
+        // L1 lookups the model made (replays included) are fewer than the page
+        // accesses by the ones filtered as hits before reaching it.
+        let t = tlb.stats();
+        let lookups = [t.l1i.accesses, t.l1d.accesses];
+        let filtered = [0, 1].map(|s| accesses[s] + self.replays[s] - lookups[s]);
+        RunStats {
+            page_size: size,
+            itlb_accesses: accesses[0],
+            itlb_misses: self.misses[0],
+            dtlb_accesses: accesses[1],
+            dtlb_misses: self.misses[1],
+            code_footprint_bytes: self.pages[0].len() as u64 * bytes,
+            data_footprint_bytes: self.pages[1].len() as u64 * bytes,
+            footprint_bytes: self.all_pages.len() as u64 * bytes,
+            faults: self.all_pages.len() as u64,
+            tlb_levels: level_stats(tlb, filtered, self.replays),
+            mm: None,
+            cost: None,
+        }
+    }
+}
+
 /// The state of one page size's run.
 struct SizeRun {
     size: PageSize,
     shift: u32,
     tlb: TlbHierarchy,
-    /// Extra page accesses per side: pages after the first of references spanning pages.
-    extra: [u64; 2],
-    /// Page accesses per side that missed every TLB level.
-    misses: [u64; 2],
-    /// Replayed lookups, to take out of the TLB's own L1 counters.
-    replays: [u64; 2],
-    /// Distinct pages touched per side, and by either side.
-    pages: [FxHashSet<u64>; 2],
-    all_pages: FxHashSet<u64>,
+    counts: PageCounts,
 }
 
 const SIDES: [Side; 2] = [Side::Instr, Side::Data];
@@ -105,11 +183,7 @@ impl SizeRun {
             size,
             shift: size.shift(),
             tlb: TlbHierarchy::new(tlb)?,
-            extra: [0; 2],
-            misses: [0; 2],
-            replays: [0; 2],
-            pages: [FxHashSet::default(), FxHashSet::default()],
-            all_pages: FxHashSet::default(),
+            counts: PageCounts::default(),
         })
     }
 
@@ -121,24 +195,17 @@ impl SizeRun {
         let outcome = self.tlb.access_addr(SIDES[side], VirtAddr(addr), self.size);
         if w & REPLAY != 0 {
             debug_assert_eq!(outcome, Outcome::L1Hit, "a replayed page must be in L1");
-            self.replays[side] += 1;
+            self.counts.replays[side] += 1;
         } else if outcome != Outcome::L1Hit {
             self.missed_l1(side, addr, outcome);
         }
     }
 
-    /// Only a miss in the side's own L1 can be this side's first touch of a
-    /// page (an L2 shared by both sides may already hold it).
+    /// A lookup behind the L1 (see [`PageCounts::missed_l1`]).
     #[cold]
     #[inline(never)]
     fn missed_l1(&mut self, side: usize, addr: u64, outcome: Outcome) {
-        if outcome == Outcome::Miss {
-            self.misses[side] += 1;
-        }
-        let vpn = addr >> self.shift;
-        if self.pages[side].insert(vpn) {
-            self.all_pages.insert(vpn);
-        }
+        self.counts.missed_l1(side, addr >> self.shift, outcome);
     }
 
     /// A reference spanning 4K pages `w`'s to `last`: the first page if it is
@@ -152,34 +219,14 @@ impl SizeRun {
         let side = (w & DATA) as usize;
         let k = self.shift - PAGE_SHIFT;
         let (first, last) = ((w >> PAGE_SHIFT) >> k, last >> k);
-        self.extra[side] += last - first;
+        self.counts.extra[side] += last - first;
         for vpn in first + 1..=last {
             self.touch((vpn << k) << PAGE_SHIFT | (w & DATA));
         }
     }
 
     fn stats(&self, refs: [u64; 2]) -> RunStats {
-        let bytes = self.size.bytes();
-        let accesses = [refs[0] + self.extra[0], refs[1] + self.extra[1]];
-        // L1 lookups the model made (replays included) are fewer than the page
-        // accesses by the ones filtered as hits before reaching it.
-        let t = self.tlb.stats();
-        let lookups = [t.l1i.accesses, t.l1d.accesses];
-        let filtered = [0, 1].map(|s| accesses[s] + self.replays[s] - lookups[s]);
-        RunStats {
-            page_size: self.size,
-            itlb_accesses: accesses[0],
-            itlb_misses: self.misses[0],
-            dtlb_accesses: accesses[1],
-            dtlb_misses: self.misses[1],
-            code_footprint_bytes: self.pages[0].len() as u64 * bytes,
-            data_footprint_bytes: self.pages[1].len() as u64 * bytes,
-            footprint_bytes: self.all_pages.len() as u64 * bytes,
-            faults: self.all_pages.len() as u64,
-            tlb_levels: level_stats(&self.tlb, filtered, self.replays),
-            mm: None,
-            cost: None,
-        }
+        self.counts.stats(self.size, &self.tlb, refs)
     }
 }
 
@@ -262,7 +309,7 @@ impl Study {
             fragments,
             refs: [0; 2],
             other_events: 0,
-            tlb_json: serde_json::to_value(&cfg.tlb).unwrap_or(serde_json::Value::Null),
+            tlb_json: tlb_json(&cfg.tlb),
             deferred: vec![(0, 0); FRONT_RUN * FRONT_LANES],
             tiers: true,
         })
@@ -337,7 +384,7 @@ impl Study {
     fn count_replays(&mut self, replays: &[[u64; FRONT_LANES + 1]; 2]) {
         for (side, by_reach) in replays.iter().enumerate() {
             for (at, run) in self.runs.iter_mut().enumerate() {
-                run.replays[side] += by_reach[at + 1..].iter().sum::<u64>();
+                run.counts.replays[side] += by_reach[at + 1..].iter().sum::<u64>();
             }
         }
     }
@@ -484,23 +531,8 @@ impl Study {
 
     /// The result so far, in the `pagelab.sim/1` schema.
     pub fn finish(&self, source: SourceInfo) -> SimResult {
-        SimResult {
-            schema: SIM_SCHEMA.to_string(),
-            source,
-            tlb: self.tlb_json.clone(),
-            refs: RefCounts {
-                instr: self.refs[0],
-                data: self.refs[1],
-            },
-            runs: self
-                .order
-                .iter()
-                .map(|&at| self.runs[at].stats(self.refs))
-                .collect(),
-            elapsed_seconds: None,
-            provenance: None,
-            machine: None,
-        }
+        let runs = self.order.iter().map(|&at| self.runs[at].stats(self.refs));
+        sim_result(source, self.tlb_json.clone(), self.refs, runs.collect())
     }
 
     /// Events that were not references (map, unmap, ...), ignored by this study.

@@ -1,11 +1,12 @@
 //! The time model held to Winwood et al.'s (OLS 2002) Figure 4, to the study's own TLB
 //! counts, and to the real gzip trace.
 
-use pagelab_core::PageSize;
+use pagelab_core::{AccessKind, Event, MemRef, PageSize, VirtAddr};
 use pagelab_engine::{
     run_cost_study, run_study, CostConfig, CostMachine, CostParts, CostStudy, StudyConfig,
 };
 use pagelab_report::SimResult;
+use pagelab_trace::TraceSource;
 
 /// The preset `machine` (configs/machines/) with its own TLB.
 fn cost(machine: &str, nested: Option<PageSize>) -> CostConfig {
@@ -111,32 +112,133 @@ fn figure_4_with_the_workloads_own_heap_address_ends_its_4k_slope_one_step_early
     );
 }
 
+/// Opens a trace source afresh.
+type Opener = fn() -> Box<dyn TraceSource + Send>;
+
+/// The real gzip trace.
+const GZIP: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../tests/data/gzip-9.lackey.zst"
+);
+
+/// References of every kind that often span pages: fetches and data running over the ends
+/// of 4K, 64K and 2M pages, jumps far away and back, repeats of the last page and line, and
+/// events that are no references (a thread switch, an unmap).
+fn straddling_events(n: usize, seed: u64) -> Vec<Event> {
+    let mut x = seed;
+    let mut next = move || {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        x >> 16
+    };
+    let (mut pc, mut data) = (0x40_0000u64, 0x4000_0000u64);
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let r = next();
+        let (addr, size, kind) = match r % 16 {
+            // A fetch, now and then running over a page's end.
+            0..=5 => {
+                pc = match r % 97 {
+                    0 => 0x40_0000 + (next() % (8 << 20)),
+                    1 => (pc | 0xfff) - 3,
+                    2 => (pc | 0xffff) - 7,
+                    _ => pc + 1 + r % 7,
+                };
+                (pc, 1 + (r >> 8) % 15, AccessKind::Instr)
+            }
+            // Data near the last, or across a 4K, 64K or 2M boundary, or anywhere in 256M.
+            6..=11 => {
+                data = match (r >> 4) % 11 {
+                    0 => (data | 0xfff) - 2,
+                    1 => (data | 0xffff) - 5,
+                    2 => (data | 0x1f_ffff) - 1,
+                    3 => 0x4000_0000 + (next() % (256 << 20)),
+                    _ => data.wrapping_add((next() % 512).wrapping_sub(256)),
+                };
+                let kind =
+                    [AccessKind::Load, AccessKind::Store, AccessKind::Modify][(r % 3) as usize];
+                (data, [1, 4, 8, 16, 64][((r >> 12) % 5) as usize], kind)
+            }
+            // A repeat of the last data line.
+            12..=14 => (data, 8, AccessKind::Load),
+            _ if i % 7 == 0 => {
+                out.push(Event::Unmap {
+                    start: VirtAddr(0x1000),
+                    len: 4096,
+                });
+                continue;
+            }
+            _ => (data + 1, 2, AccessKind::Store),
+        };
+        out.push(Event::Ref(MemRef {
+            addr: VirtAddr(addr),
+            size: size as u32,
+            kind,
+        }));
+    }
+    out
+}
+
 #[test]
 fn time_leaves_the_tlb_counts_as_the_study_gives_them() {
-    // The cost model makes its own TLB lookups; its walks must be the study's misses.
-    let c = cost("zen4", None);
-    for spec in [
-        "gups:table=64M,updates=20000",
-        "chase:nodes=200000,steps=30000",
-        "stream:n=100000,iters=1",
+    // The cost model makes the study's TLB lookups, and with the study's TLB it keeps the
+    // study's counts too (no study runs beside it): every figure must be a study's own, held
+    // here to a study run apart, on TLBs fully associative (zen4, with fragments and an L2
+    // replacing at random), set associative (emeraldrapids' XOR-indexed L2, skylake) and of
+    // other machines, over the real gzip trace, workloads and references spanning pages.
+    let sources: [(&str, Opener); 5] = [
+        ("gzip -9", || pagelab_trace::open(GZIP, None).unwrap()),
+        ("gups", || {
+            pagelab_workloads::open("gups:table=64M,updates=20000").unwrap()
+        }),
+        ("chase", || {
+            pagelab_workloads::open("chase:nodes=200000,steps=30000").unwrap()
+        }),
+        ("stream", || {
+            pagelab_workloads::open("stream:n=100000,iters=1").unwrap()
+        }),
+        ("straddles", || {
+            Box::new(pagelab_trace::Events(
+                straddling_events(300_000, 7).into_iter(),
+            ))
+        }),
+    ];
+    for machine in [
+        "zen4",
+        "emeraldrapids",
+        "skylake",
+        "power5plus",
+        "neoverse-n1-64k",
+        "pentium4",
     ] {
-        let sizes = "4K,16K,64K,2M";
-        let r = timed(spec, sizes, &c);
+        let c = cost(machine, None);
+        let sizes = pagelab_machine::preset(machine).unwrap().page_sizes;
         let cfg = StudyConfig {
-            page_sizes: pagelab_core::parse_page_sizes(sizes).unwrap(),
+            page_sizes: sizes.clone(),
             tlb: c.machine.tlb.clone(),
         };
-        let plain = run_study(&mut *pagelab_workloads::open(spec).unwrap(), &cfg, &mut ()).unwrap();
-        for (t, p) in r.runs.iter().zip(&plain.runs) {
-            let mut t = t.clone();
-            let walks = t.cost.take().unwrap().walks;
-            assert_eq!(
-                walks,
-                p.itlb_misses + p.dtlb_misses,
-                "{spec} {}",
-                p.page_size
-            );
-            assert_eq!(&t, p, "{spec}");
+        // Where the L1s cache whole pages, the runs keep the study's counts; the Pentium 4's
+        // I-TLB caches 4K fragments of its 4M pages, so there a study runs beside them.
+        let counted = CostStudy::new(&sizes, &c).unwrap().count_pages();
+        assert_eq!(counted, machine != "pentium4", "{machine}");
+        for (name, open) in &sources {
+            let r = run_cost_study(&mut *open(), &cfg, &c, &mut ()).unwrap();
+            let plain = run_study(&mut *open(), &cfg, &mut ()).unwrap();
+            let at = format!("{name} on {machine}");
+            assert!(plain.refs.instr + plain.refs.data > 0, "{at}");
+            assert_eq!((&r.refs, &r.tlb), (&plain.refs, &plain.tlb), "{at}");
+            assert_eq!(r.runs.len(), sizes.len(), "{at}");
+            for (t, p) in r.runs.iter().zip(&plain.runs) {
+                let mut t = t.clone();
+                let walks = t.cost.take().unwrap().walks;
+                // A fetch that spans two fragments of one page is two lookups in the cost
+                // model's run and one in the study's (see `CostStudy::count_pages`).
+                if counted || *name != "straddles" {
+                    assert_eq!(walks, p.itlb_misses + p.dtlb_misses, "{at} {}", p.page_size);
+                }
+                assert_eq!(&t, p, "{at}");
+            }
         }
     }
 }

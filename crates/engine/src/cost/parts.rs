@@ -11,7 +11,7 @@
 
 use super::{with_speedups, CostConfig, CostStudy};
 use pagelab_core::{Event, PageSize};
-use pagelab_report::CostStats;
+use pagelab_report::{CostStats, RunStats};
 
 /// The runs of `sizes`, dealt out to parts.
 pub struct CostParts {
@@ -84,6 +84,30 @@ impl CostParts {
         for p in &mut self.parts {
             p.feed(events);
         }
+    }
+
+    /// [`CostStudy::count_pages`] for every part: whether the runs count the study's figures.
+    pub fn count_pages(&mut self) -> bool {
+        // Every part or none: their runs are alike but for their sizes.
+        self.parts.iter().all(CostStudy::can_count_pages)
+            && self.parts.iter_mut().all(CostStudy::count_pages)
+    }
+
+    /// [`CostStudy::study_runs`] of every run in the order of the sizes, and the references
+    /// per side.
+    pub fn study_runs(&self) -> Option<([u64; 2], Vec<RunStats>)> {
+        let mut done = Vec::with_capacity(self.parts.len());
+        for p in &self.parts {
+            done.push(p.study_runs()?);
+        }
+        // The part of the first size has runs, so it has counted the references.
+        let refs = done[*self.owner.first()?].0;
+        let mut runs: Vec<std::vec::IntoIter<RunStats>> =
+            done.into_iter().map(|(_, r)| r.into_iter()).collect();
+        Some((
+            refs,
+            self.owner.iter().filter_map(|&p| runs[p].next()).collect(),
+        ))
     }
 
     /// The parts, to step apart (each over every batch, in order).

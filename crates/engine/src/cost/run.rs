@@ -60,6 +60,9 @@ pub(super) struct Run {
     pub(super) block_busy: u64,
     /// The host's block translations walks missed ([`pagelab_cache::blocks`]).
     pub(super) block_misses: u64,
+    /// What the study's figures need beside the TLB's counters, where this run's lookups
+    /// stand in for the study's ([`super::CostStudy::count_pages`]).
+    pub(super) counts: Option<Box<PageCounts>>,
 }
 
 impl Run {
@@ -93,10 +96,12 @@ impl Run {
             }
             Outcome::L2Hit => {
                 self.tlb_cycles += hit[1] as u64;
+                self.count_page(side, addr, Outcome::L2Hit);
                 false
             }
             Outcome::Miss => {
                 self.tlb_cycles += hit[2] as u64;
+                self.count_page(side, addr, Outcome::Miss);
                 self.walk(side, addr);
                 true
             }
@@ -107,6 +112,24 @@ impl Run {
             self.last_base[side] = self.pt.page_of(addr);
         }
         walked
+    }
+
+    /// A lookup of `addr` that missed the L1 with `outcome`, in the study's counts if kept.
+    #[inline]
+    fn count_page(&mut self, side: usize, addr: u64, outcome: Outcome) {
+        if let Some(c) = self.counts.as_deref_mut() {
+            c.missed_l1(side, addr >> self.size.shift(), outcome);
+        }
+    }
+
+    /// A reference on `side` from `addr` to `last` that spans pages of 4K: the pages of
+    /// this run's size after the first, in the study's counts if kept.
+    #[cold]
+    pub(super) fn count_extra(&mut self, side: usize, addr: u64, last: u64) {
+        let shift = self.size.shift();
+        if let Some(c) = self.counts.as_deref_mut() {
+            c.extra[side] += (last >> shift) - (addr >> shift);
+        }
     }
 
     #[cold]

@@ -90,7 +90,7 @@ impl Study {
                     })
                     .count();
                 for run in &mut self.runs[..span] {
-                    run.extra[side] += 1;
+                    run.counts.extra[side] += 1;
                 }
                 let pair = [(w, reach), (last << PAGE_SHIFT | side as u64, span)];
                 // SAFETY: this function is compiled for AVX-512.
