@@ -247,14 +247,20 @@ impl PolicyRun {
                 Some(a) => a.tag(self.mm.pid(), addr, &mut self.tlb),
                 None => addr,
             };
-            if self.tlb.access_addr(s, tagged, t.size) == Outcome::Miss {
+            let outcome = self.tlb.access_addr(s, tagged, t.size);
+            if outcome == Outcome::Miss {
                 self.misses[side] += 1;
                 self.walk_refs += u64::from(t.levels);
             }
             let base = self.mm.machine().base();
             let page_end = t.start.saturating_add(t.size.bytes());
-            for b in addr.vpn(base).0..=last.min(page_end.saturating_sub(1)).vpn(base).0 {
-                self.pages[side].insert(b);
+            // A hit in the side's own L1 on an entry of one base page: the lookup that put
+            // the entry there (only this function fills the TLB) put its page in the set,
+            // which only grows; so the page is there.
+            if outcome != Outcome::L1Hit || t.size != base {
+                for b in addr.vpn(base).0..=last.min(page_end.saturating_sub(1)).vpn(base).0 {
+                    self.pages[side].insert(b);
+                }
             }
             if page_end > last || page_end == VirtAddr(0) {
                 return Ok(());
