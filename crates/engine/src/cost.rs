@@ -211,6 +211,21 @@ impl CostStudy {
             .all(|r| r.tlb_size == r.size && r.memo_shift == [shift(r); 2])
     }
 
+    /// Whether runs of `sizes` on `cfg` could count the study's figures
+    /// ([`CostStudy::count_pages`]), told without building them: no nested paging, and
+    /// every L1 entry of the machine's TLB a whole page of each size.
+    pub fn could_count_pages(sizes: &[PageSize], cfg: &CostConfig) -> bool {
+        let Ok(tlb) = TlbHierarchy::new(&cfg.machine.tlb) else {
+            return false;
+        };
+        cfg.nested_host.is_none()
+            && sizes.iter().all(|&s| {
+                SIDES
+                    .iter()
+                    .all(|&side| tlb.l1_entry_shift(side, s) == s.shift())
+            })
+    }
+
     /// References fed so far (instruction plus data); none in a study of no size.
     pub fn refs(&self) -> u64 {
         self.instrs + self.data_refs

@@ -112,17 +112,20 @@ pub fn run_cost_study(
     progress: &mut dyn Progress,
 ) -> Result<SimResult, EngineError> {
     let start = Instant::now();
-    let parts = |first_busy| {
-        crate::CostParts::new(&cfg.page_sizes, cost, crate::threads::threads(), first_busy)
-            .map_err(EngineError::Model)
-    };
     // Where the cost model's runs make the study's lookups (its TLB, whole pages in every
     // L1, no nested paging), they keep the study's counts too (`CostStudy::count_pages`),
     // and no study makes the same lookups again; else one steps beside the first part.
-    let mut timed = parts(0)?;
+    let counted =
+        cost.machine.tlb == cfg.tlb && crate::CostStudy::could_count_pages(&cfg.page_sizes, cost);
+    let mut timed = crate::CostParts::new(
+        &cfg.page_sizes,
+        cost,
+        crate::threads::threads(),
+        if counted { 0 } else { STUDY_AS_RUNS },
+    )
+    .map_err(EngineError::Model)?;
     let mut study = None;
-    if !(cost.machine.tlb == cfg.tlb && timed.count_pages()) {
-        timed = parts(STUDY_AS_RUNS)?;
+    if !(counted && timed.count_pages()) {
         study = Some(Study::new(cfg)?);
     }
     let info = src.info();

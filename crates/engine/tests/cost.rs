@@ -222,6 +222,11 @@ fn time_leaves_the_tlb_counts_as_the_study_gives_them() {
         // I-TLB caches 4K fragments of its 4M pages, so there a study runs beside them.
         let counted = CostStudy::new(&sizes, &c).unwrap().count_pages();
         assert_eq!(counted, machine != "pentium4", "{machine}");
+        assert_eq!(
+            CostStudy::could_count_pages(&sizes, &c),
+            counted,
+            "{machine}"
+        );
         for (name, open) in &sources {
             let r = run_cost_study(&mut *open(), &cfg, &c, &mut ()).unwrap();
             let plain = run_study(&mut *open(), &cfg, &mut ()).unwrap();
