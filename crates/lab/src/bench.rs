@@ -59,6 +59,27 @@ pub fn run(
     Ok(result)
 }
 
+/// Adds the rounds of `more` (a later [`run`] of some of the same kernels and
+/// configurations) to `into`: each configuration's runs after its own, so that run `i` of
+/// every configuration of a kernel still comes from one round; a configuration `into`
+/// lacks is added. The summaries and speed-ups are made again over all the runs, and a
+/// signal that stopped `more` is `into`'s (its whole rounds are kept, as [`run`] keeps them).
+pub fn append_rounds(into: &mut LabResult, more: LabResult) {
+    for c in more.configs {
+        match into
+            .configs
+            .iter_mut()
+            .find(|o| o.subject == c.subject && o.label == c.label)
+        {
+            Some(o) => o.runs.extend(c.runs),
+            None => into.configs.push(c),
+        }
+    }
+    into.failed_runs += more.failed_runs;
+    into.interrupted_by = into.interrupted_by.or(more.interrupted_by);
+    runner::summarize(&mut into.configs);
+}
+
 /// The loop of [`run`]; the signal that stopped it, if one did.
 ///
 /// The runs go in rounds: each round runs every kernel once under every configuration, so

@@ -244,6 +244,72 @@ fn bench_summarizes_each_childs_report_and_names_a_failing_child() {
     );
 }
 
+/// More rounds of some kernels (`bench --predict --settle`) go after each configuration's
+/// own runs, round by round, and the summaries and speed-ups are made again over them all.
+#[test]
+fn more_rounds_follow_each_configurations_own() {
+    use pagelab_lab::bench::{self, BenchRequest};
+    let dir = tempfile::tempdir().unwrap();
+    let sysfs = tree::fake_tree(dir.path());
+    let specs = pagelab_lab::native::expand("stream:n=1000", pagelab_lab::native::Scale::Quick)
+        .unwrap()
+        .into_iter()
+        .chain(
+            pagelab_lab::native::expand("gups:table=1M", pagelab_lab::native::Scale::Quick)
+                .unwrap(),
+        )
+        .collect::<Vec<_>>();
+    let report = |ns: f64| {
+        format!("{{\"spec\":\"s\",\"advice\":\"a\",\"metrics\":{{\"ns_per_op\":{ns}}}}}\n")
+    };
+    let run = |specs: Vec<_>, repeat, ns: &[f64]| {
+        let req = BenchRequest {
+            pages: vec![vec![PageSize::K4], vec![PageSize::M2]],
+            mode: ThpMode::Madvise,
+            repeat,
+            specs,
+            child: vec!["pagelab".into(), "bench-child".into()],
+        };
+        let mut m = FakeMeasurer::new();
+        for &v in ns {
+            m.push(
+                FakeRun::exits(0)
+                    .stdout(&report(v))
+                    .wall(std::time::Duration::from_secs_f64(v)),
+            );
+        }
+        let session = pagelab_lab::session::KnobSession::begin(&sysfs).unwrap();
+        bench::run(&sysfs, &req, Some(session), &mut m, &mut |_| {}).unwrap()
+    };
+    // One round of both kernels: stream 4K 4, gups 4K 8, stream 2M 2, gups 2M 8.
+    let mut r = run(specs.clone(), 1, &[4.0, 8.0, 2.0, 8.0]);
+    // Two more of gups alone: 4K 10 then 2M 5, 4K 12 then 2M 4.
+    let more = run(specs[1..].to_vec(), 2, &[10.0, 5.0, 12.0, 4.0]);
+    bench::append_rounds(&mut r, more);
+    let runs = |subject: &str, label: &str| -> Vec<f64> {
+        let c = r
+            .configs
+            .iter()
+            .find(|c| c.subject == subject && c.label == label)
+            .unwrap();
+        c.runs.iter().map(|m| m.metrics["ns_per_op"]).collect()
+    };
+    let gups = specs[1].to_string();
+    let stream = specs[0].to_string();
+    assert_eq!(runs(&gups, "4K"), [8.0, 10.0, 12.0]);
+    assert_eq!(runs(&gups, "2M"), [8.0, 5.0, 4.0]);
+    assert_eq!(runs(&stream, "4K"), [4.0]);
+    let c = r
+        .configs
+        .iter()
+        .find(|c| c.subject == gups && c.label == "2M")
+        .unwrap();
+    assert_eq!(c.summary["metrics/ns_per_op"].median, 5.0);
+    // The speed-up of the medians of wall time: 10 over 5.
+    assert_eq!(c.speedup_vs_4k, Some(2.0));
+    assert_eq!(r.configs.len(), 4);
+}
+
 /// A run's faults are the program's own, from its exec on, when the measurer counts them so;
 /// `wait4`'s (which also hold the child's faults before its exec) stay in the metrics, and
 /// without the exec count they are the figure.

@@ -70,6 +70,11 @@ pub struct BenchArgs {
     /// minute, as root; `machines --measure --no-blocks`), so the model has none.
     #[arg(long, requires = "predict")]
     pub no_blocks: bool,
+    /// With `--predict`: measure the kernels whose 2M verdict is unsettled (the interval of
+    /// the measured speed-up crosses an edge of the 25% band) for `--repeat` more rounds,
+    /// up to N times, and judge them over all their rounds (0: never).
+    #[arg(long, value_name = "N", default_value_t = 2, requires = "predict")]
+    pub settle: u32,
     /// Kernels, as NAME[:key=value,...]: stride, stream, gups, chase, fault (all of them
     /// when none is given); `stride` without heap= or every= is the paper's sweep.
     #[arg(value_name = "KERNEL")]
@@ -204,33 +209,75 @@ pub fn run(a: BenchArgs) -> Result<i32> {
         child: vec![exe.into(), "bench-child".into()],
     };
     let rule = a.rule.rule()?;
-    let progress = Progress::new("bench");
-    let mut result = lab_bench::run(&sysfs, &req, session, &mut Host::new(&sysfs), &mut |msg| {
-        progress.step(msg)
-    })?;
-    progress.finish();
-    if let Some(sig) = result.interrupted_by {
+    let measure = |req: &BenchRequest, session| -> Result<_> {
+        let progress = Progress::new("bench");
+        let result = lab_bench::run(&sysfs, req, session, &mut Host::new(&sysfs), &mut |msg| {
+            progress.step(msg)
+        })?;
+        progress.finish();
+        Ok(result)
+    };
+    let interrupted = |sig: i32| {
         eprintln!("pagelab: interrupted by signal {sig}; every knob is restored");
-        return Ok(128 + sig);
+        Ok(128 + sig)
+    };
+    let mut result = measure(&req, session)?;
+    if let Some(sig) = result.interrupted_by {
+        return interrupted(sig);
     }
     result.provenance = Some(super::report::provenance(None, Vec::new())?);
-    let predictions = match model_machine {
-        Some((machine, virt)) => {
-            let frames = if a.frames == "kernels" {
-                super::bench_predict::kernel_frames(&result)
-            } else {
-                Default::default()
-            };
-            let (predictions, host) =
-                super::bench_predict::predict(&specs, &pages, &machine, virt, &frames)?;
-            let model = match host {
-                Some(h) => format!("{machine} nested:host={h}"),
-                None => machine,
-            };
-            Some((predictions, model))
-        }
-        None => None,
+    let predict = |result: &pagelab_report::LabResult| -> Result<_> {
+        let Some((machine, virt)) = &model_machine else {
+            return Ok(None);
+        };
+        let frames = if a.frames == "kernels" {
+            super::bench_predict::kernel_frames(result)
+        } else {
+            Default::default()
+        };
+        let (predictions, host) =
+            super::bench_predict::predict(&specs, &pages, machine, *virt, &frames)?;
+        let model = match host {
+            Some(h) => format!("{machine} nested:host={h}"),
+            None => machine.clone(),
+        };
+        Ok(Some((predictions, model)))
     };
+    let mut predictions = predict(&result)?;
+    for pass in 1..=a.settle {
+        let Some((p, _)) = &predictions else { break };
+        let unsettled = pagelab_report::lab_table::unsettled_subjects(&result, p);
+        if unsettled.is_empty() {
+            break;
+        }
+        eprintln!(
+            "pagelab: --predict: the 2M verdict of {} is unsettled; measuring {} for {} more \
+             round(s) (--settle: pass {pass} of {})",
+            unsettled.join(", "),
+            if unsettled.len() == 1 { "it" } else { "them" },
+            a.repeat,
+            a.settle
+        );
+        let more = BenchRequest {
+            specs: specs
+                .iter()
+                .filter(|s| unsettled.contains(&s.to_string()))
+                .cloned()
+                .collect(),
+            ..req.clone()
+        };
+        let session = match knobs {
+            None => Some(KnobSession::begin(&sysfs)?),
+            Some(_) => None,
+        };
+        let more = measure(&more, session)?;
+        let stopped = more.interrupted_by;
+        lab_bench::append_rounds(&mut result, more);
+        if let Some(sig) = stopped {
+            return interrupted(sig);
+        }
+        predictions = predict(&result)?;
+    }
     let kernels: Vec<_> = specs.iter().map(KernelSpec::bench_kernel).collect();
     out!(
         "{}",

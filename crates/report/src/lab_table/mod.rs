@@ -6,8 +6,8 @@ mod predict;
 
 pub use bench::{bench_tables, BenchKernel};
 pub use predict::{
-    measured_speedup, predict_table, same_ranking, settled, speedups_2m, KernelPrediction,
-    MeasuredSpeedup, SPEEDUP_TOLERANCE,
+    measured_speedup, predict_table, same_ranking, settled, speedups_2m, unsettled_subjects,
+    KernelPrediction, MeasuredSpeedup, SPEEDUP_TOLERANCE,
 };
 
 use crate::{columns, LabConfig, LabResult, Measurement};

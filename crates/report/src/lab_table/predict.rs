@@ -153,6 +153,18 @@ pub fn speedups_2m(result: &LabResult, p: &KernelPrediction) -> Option<(Measured
     Some((m, predicted(p, "4K")? / predicted(p, "2M")?))
 }
 
+/// The kernels whose 2M verdict is unsettled ([`settled`]): the interval of the measured
+/// speed-up crosses an edge of the band around the model's, so more rounds could turn it
+/// (`bench --predict --settle` measures them again).
+pub fn unsettled_subjects(result: &LabResult, predictions: &[KernelPrediction]) -> Vec<String> {
+    predictions
+        .iter()
+        .filter(|p| p.goal)
+        .filter(|p| speedups_2m(result, p).is_some_and(|(sm, sp)| !settled(sp, &sm)))
+        .map(|p| p.subject.clone())
+        .collect()
+}
+
 /// The two-sided level at which sign tests over the rounds separate a kernel's
 /// configurations, shared among its pairs (Bonferroni: each pair of three configurations is
 /// tested at a third of it, so that the chance that runs which cannot tell any pair apart
@@ -335,7 +347,7 @@ pub fn predict_table(result: &LabResult, predictions: &[KernelPrediction], model
         format!(
             " ({unsettled} of them unsettled: the interval of the measured speed-up crosses \
              an edge of the band, so another set of runs could turn the verdict: re-measure \
-             on an idle machine, with a larger --repeat)"
+             on an idle machine, with a larger --repeat or --settle)"
         )
     } else {
         String::new()
@@ -425,12 +437,21 @@ mod tests {
         let p = prediction(&[("4K", 100.0), ("2M", 50.0)]);
         let (m, _) = speedups_2m(&r, &p).unwrap();
         assert!(!settled(2.0, &m), "{m:?}");
-        let table = predict_table(&r, &[p], "zen4");
+        let table = predict_table(&r, std::slice::from_ref(&p), "zen4");
         assert!(table.contains("1.09 (goal met; unsettled)"), "{table}");
         assert!(
             table.contains("): 1 of 1 kernels (1 of them unsettled: the interval"),
             "{table}"
         );
+        // That kernel is the one `--settle` measures again; a settled one is not.
+        assert_eq!(unsettled_subjects(&r, std::slice::from_ref(&p)), ["gups"]);
+        let settled_r = result(&[("4K", &[10.0, 11.0, 12.0]), ("2M", &[5.0, 5.5, 6.0])]);
+        assert!(unsettled_subjects(&settled_r, std::slice::from_ref(&p)).is_empty());
+        let no_goal = KernelPrediction {
+            goal: false,
+            ..p.clone()
+        };
+        assert!(unsettled_subjects(&r, &[no_goal]).is_empty());
         let together = result(&[("4K", &[10.0, 12.0]), ("2M", &[11.0, 13.0])]);
         let any = prediction(&[("4K", 1.0), ("2M", 2.0)]);
         assert_eq!(same_ranking(&together, &any), None);
