@@ -82,7 +82,6 @@ fn speedup(base: f64, v: f64, larger_is_better: bool) -> f64 {
 /// Every table of a bench result: the stride sweep's (when a stride ran), then one per other
 /// kernel, in the order of `kernels`.
 pub fn bench_tables(result: &LabResult, kernels: &[BenchKernel]) -> String {
-    let runs = result.configs.first().map_or(0, |c| c.runs.len());
     let mut out = String::new();
     let strides: Vec<(&str, u64, u64)> = kernels
         .iter()
@@ -96,7 +95,7 @@ pub fn bench_tables(result: &LabResult, kernels: &[BenchKernel]) -> String {
         })
         .collect();
     if !strides.is_empty() {
-        out.push_str(&stride_table(result, &strides, runs));
+        out.push_str(&stride_table(result, &strides));
         out.push('\n');
     }
     for k in kernels {
@@ -106,13 +105,7 @@ pub fn bench_tables(result: &LabResult, kernels: &[BenchKernel]) -> String {
             larger_is_better,
         } = k
         {
-            out.push_str(&kernel_table(
-                result,
-                subject,
-                headline,
-                *larger_is_better,
-                runs,
-            ));
+            out.push_str(&kernel_table(result, subject, headline, *larger_is_better));
             out.push('\n');
         }
     }
@@ -155,8 +148,14 @@ pub fn frames_note(result: &LabResult) -> Option<String> {
     ))
 }
 
-fn stride_table(result: &LabResult, strides: &[(&str, u64, u64)], runs: usize) -> String {
+fn stride_table(result: &LabResult, strides: &[(&str, u64, u64)]) -> String {
     let labels = labels(result);
+    let runs = super::run_counts(
+        result
+            .configs
+            .iter()
+            .filter(|c| strides.iter().any(|s| s.0 == c.subject)),
+    );
     let mut rows = vec![{
         let mut h = vec!["heap".to_string(), "every".to_string()];
         h.extend(labels.iter().cloned());
@@ -183,13 +182,8 @@ fn stride_table(result: &LabResult, strides: &[(&str, u64, u64)], runs: usize) -
     )
 }
 
-fn kernel_table(
-    result: &LabResult,
-    subject: &str,
-    head: &str,
-    larger: bool,
-    runs: usize,
-) -> String {
+fn kernel_table(result: &LabResult, subject: &str, head: &str, larger: bool) -> String {
+    let runs = super::run_counts(result.configs.iter().filter(|c| c.subject == subject));
     let key = format!("metrics/{head}");
     let base = find(result, subject, "4K").and_then(|c| median(c, &key));
     let mut rows = vec![[

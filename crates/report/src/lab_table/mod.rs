@@ -14,6 +14,19 @@ use crate::{columns, LabConfig, LabResult, Measurement};
 use pagelab_core::PageSize;
 use std::collections::BTreeMap;
 
+/// How many runs the configurations have: `9`, or `9-27` where kernels measured again
+/// (`bench --predict --settle`) have more than others.
+pub(crate) fn run_counts<'a>(configs: impl Iterator<Item = &'a LabConfig>) -> String {
+    let (lo, hi) = configs
+        .map(|c| c.runs.len())
+        .fold((usize::MAX, 0), |(lo, hi), n| (lo.min(n), hi.max(n)));
+    match (lo, hi) {
+        (usize::MAX, _) => "0".into(),
+        (lo, hi) if lo == hi => lo.to_string(),
+        (lo, hi) => format!("{lo}-{hi}"),
+    }
+}
+
 /// `pagelab run`'s table: one row per configuration, medians over repetitions, then notes
 /// (runs per configuration, unavailable hardware counters, hugetlb pools, failed runs).
 pub fn run_table(result: &LabResult) -> String {

@@ -263,7 +263,7 @@ pub fn same_ranking(result: &LabResult, p: &KernelPrediction) -> Option<bool> {
 /// its speed-up, and for the 2M row of a kernel the speed-up goal holds, whether it is met;
 /// then one line per goal with how many kernels meet it. `model` names the machine.
 pub fn predict_table(result: &LabResult, predictions: &[KernelPrediction], model: &str) -> String {
-    let runs = result.configs.first().map_or(0, |c| c.runs.len());
+    let runs = super::run_counts(result.configs.iter());
     let mut rows = vec![[
         "kernel",
         "config",
@@ -426,6 +426,11 @@ mod tests {
         // 100/60 = 1.67 against 1.92 measured: 0.87, within 25% over the whole interval
         // (1.83-2.00); 1.00 against it: not, over the whole interval either.
         assert!(table.contains("1.92  1.83-2.00"), "{table}");
+        // Configurations with more runs than others (a kernel measured again) say so.
+        assert!(
+            table.starts_with("measured (median of 2-3 run(s),"),
+            "{table}"
+        );
         assert!(table.contains("0.87 (goal met)"), "{table}");
         assert!(table.contains("0.52 (goal missed)"), "{table}");
         assert!(table.contains("): 1 of 2 kernels\n"), "{table}");
