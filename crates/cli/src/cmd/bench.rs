@@ -244,6 +244,7 @@ pub fn run(a: BenchArgs) -> Result<i32> {
         Ok(Some((predictions, model)))
     };
     let mut predictions = predict(&result)?;
+    let mut exit = 0;
     for pass in 1..=a.settle {
         let Some((p, _)) = &predictions else { break };
         let unsettled = pagelab_report::lab_table::unsettled_subjects(&result, p);
@@ -274,7 +275,14 @@ pub fn run(a: BenchArgs) -> Result<i32> {
         let stopped = more.interrupted_by;
         lab_bench::append_rounds(&mut result, more);
         if let Some(sig) = stopped {
-            return interrupted(sig);
+            // The first pass finished: its tables, with every round since, are still worth
+            // printing (the result records the signal).
+            eprintln!(
+                "pagelab: interrupted by signal {sig} while settling; every knob is restored; \
+                 the tables hold every round that finished"
+            );
+            exit = 128 + sig;
+            break;
         }
         predictions = predict(&result)?;
     }
@@ -304,7 +312,7 @@ pub fn run(a: BenchArgs) -> Result<i32> {
             pagelab_report::lab_table::predict_table(&lab, predictions, model)
         )?;
     }
-    Ok(0)
+    Ok(exit)
 }
 
 #[cfg(test)]
