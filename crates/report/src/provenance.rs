@@ -33,7 +33,7 @@ pub struct InputChecksum {
     pub name: String,
     /// Its size in bytes.
     pub bytes: u64,
-    /// [`Checksum`] of its bytes as `pl64:` and 16 hex digits.
+    /// [`Checksum`] of its bytes as `pl2:` and 16 hex digits.
     pub checksum: String,
 }
 
@@ -150,6 +150,6 @@ mod tests {
                 assert_ne!(seen[i], seen[j]);
             }
         }
-        assert!(seen[0].starts_with("pl64:") && seen[0].len() == 21);
+        assert!(seen[0].starts_with("pl2:") && seen[0].len() == 20);
     }
 }

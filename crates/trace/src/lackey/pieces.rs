@@ -5,11 +5,14 @@ use super::fast::READ_AHEAD;
 use super::reader::LackeyReader;
 use crate::{PageBatch, PageFilter, TraceError, TraceSource};
 use memmap2::{Mmap, MmapOptions};
+use pagelab_core::Checksum;
 use std::fs::File;
 use std::sync::Arc;
+use std::sync::Mutex;
 
-/// Bytes per piece: a few milliseconds of parsing, and a few thousand words.
-const PIECE: usize = 2 << 20;
+/// Bytes per piece: a few milliseconds of parsing, and a few thousand words; the
+/// checksum's segment, so that each piece hashes one.
+const PIECE: usize = Checksum::SEGMENT;
 
 /// A piece's own map starts at a multiple of this (of every page size in use).
 const MAP_ALIGN: usize = 1 << 16;
@@ -48,6 +51,8 @@ pub struct Pieces {
     file: Option<Arc<File>>,
     name: String,
     piece: usize,
+    /// The checksum's segments, one per piece, as the pieces are read.
+    sums: Option<Arc<SegmentSums>>,
     /// The readers' chunk, when a test sets it.
     #[cfg(test)]
     chunk: Option<usize>,
@@ -80,22 +85,50 @@ impl PieceError {
 }
 
 impl Pieces {
-    pub(super) fn new(map: Arc<Mmap>, file: Option<Arc<File>>, name: String) -> Pieces {
+    pub(super) fn new(
+        map: Arc<Mmap>,
+        file: Option<Arc<File>>,
+        name: String,
+        sums: Option<Arc<SegmentSums>>,
+    ) -> Pieces {
         Pieces {
             map,
             file,
             name,
             piece: PIECE,
+            sums: sums.filter(|s| s.segment == PIECE),
             #[cfg(test)]
             chunk: None,
         }
     }
 
     /// Pieces of `bytes` bytes (at least 1) instead of 2 MiB: tests use it
-    /// to cross many piece boundaries.
+    /// to cross many piece boundaries. Their checksum ([`Pieces::checksum`]) is
+    /// then [`Checksum::with_segment`]`(bytes)`'s, not the file's: the reader
+    /// they came from hashes the file again when asked for its checksum.
     pub fn with_piece_size(mut self, bytes: usize) -> Pieces {
         self.piece = bytes.max(1);
+        self.sums = Some(Arc::new(SegmentSums::new(self.piece, self.map.len())));
         self
+    }
+
+    /// The checksum of the file's bytes and their number, once every piece was read
+    /// (each hashes its own segment as it parses it); `None` before.
+    pub fn checksum(&self) -> Option<(u64, String)> {
+        self.sums.as_ref()?.checksum()
+    }
+
+    /// The file's bytes from `from` to `to`, read as [`Pieces::line_start`] reads.
+    fn bytes(&self, from: usize, to: usize) -> Vec<u8> {
+        #[cfg(unix)]
+        if let Some(file) = &self.file {
+            use std::os::unix::fs::FileExt;
+            let mut buf = vec![0; to - from];
+            if file.read_exact_at(&mut buf, from as u64).is_ok() {
+                return buf;
+            }
+        }
+        self.map[from..to].to_vec()
     }
 
     /// Readers of `chunk` bytes at a time.
@@ -178,6 +211,18 @@ impl Pieces {
         let end = self.line_start((i + 1).saturating_mul(self.piece));
         let (map, from) = self.piece_map(start, end);
         let mut reader = LackeyReader::piece(map, start - from, end - from, self.name.clone());
+        // Piece `i` hashes checksum segment `i`: the bytes from its start to its
+        // first line (read here), then its own up to the segment's end, which its
+        // reader hashes as it leaves them. (Its lines end at or after that.)
+        let segment = i * self.piece..((i + 1) * self.piece).min(self.map.len());
+        if self.sums.is_some() {
+            let mut sum = Checksum::with_segment(self.piece);
+            let before = segment.start..start.min(segment.end);
+            if !before.is_empty() {
+                sum.update(&self.bytes(before.start, before.end));
+            }
+            reader = reader.hashing(sum, start - from, segment.end.max(start) - from);
+        }
         #[cfg(test)]
         if let Some(chunk) = self.chunk {
             reader = reader.with_chunk(chunk);
@@ -187,6 +232,47 @@ impl Pieces {
             .map_err(PieceError)?
         {}
         filter.flush(out);
-        Ok(reader.lines())
+        let lines = reader.lines();
+        if let Some(sums) = &self.sums {
+            let digest = reader.hashed_sum().and_then(Checksum::segment_digest);
+            sums.set(i, digest);
+        }
+        Ok(lines)
+    }
+}
+
+/// The digests of a file's checksum segments, filled in by its pieces in any order, on
+/// any thread.
+#[derive(Debug)]
+pub(super) struct SegmentSums {
+    segment: usize,
+    len: usize,
+    digests: Mutex<Vec<Option<u64>>>,
+}
+
+impl SegmentSums {
+    /// No digest yet of a file of `len` bytes in segments of `segment`.
+    pub(super) fn new(segment: usize, len: usize) -> SegmentSums {
+        SegmentSums {
+            segment,
+            len,
+            digests: Mutex::new(vec![None; len.div_ceil(segment)]),
+        }
+    }
+
+    fn set(&self, i: usize, digest: Option<u64>) {
+        // A piece that panicked holding the lock wrote nothing half-way: go on.
+        let mut d = self.digests.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(slot) = d.get_mut(i) {
+            *slot = digest;
+        }
+    }
+
+    /// The file's checksum and length once every segment has its digest.
+    pub(super) fn checksum(&self) -> Option<(u64, String)> {
+        let d = self.digests.lock().unwrap_or_else(|e| e.into_inner());
+        let all: Option<Vec<u64>> = d.iter().copied().collect();
+        let len = self.len as u64;
+        Some((len, Checksum::from_segments(all?, len)))
     }
 }

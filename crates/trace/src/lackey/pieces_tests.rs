@@ -3,7 +3,7 @@
 use super::tests::{arb_text, TempFile};
 use super::LackeyReader;
 use crate::{PageBatch, PageFilter, TraceSource};
-use pagelab_core::Event;
+use pagelab_core::{Checksum, Event};
 use proptest::prelude::*;
 
 /// Everything a filter made of a source: words, counts, and the error if any.
@@ -59,6 +59,14 @@ fn in_pieces(text: &[u8], piece: usize, chunk: usize) -> ([u64; 2], u64, Option<
         }
         refs = [refs[0] + out.refs[0], refs[1] + out.refs[1]];
     }
+    // Each piece hashed its own segment as it parsed it.
+    let mut want = Checksum::with_segment(piece);
+    want.update(text);
+    assert_eq!(
+        pieces.checksum(),
+        Some((text.len() as u64, want.finish())),
+        "piece {piece}, chunk {chunk}"
+    );
     (refs, lines, None)
 }
 
@@ -116,20 +124,24 @@ proptest! {
     }
 }
 
+/// `refs` instruction and data references, with a Valgrind line of `long` bytes after
+/// every `every`-th pair.
+fn valgrind_text(refs: u64, every: u64, long: usize) -> String {
+    let mut text = String::new();
+    for i in 0..refs {
+        let (code, data) = (0x400000 + i * 97, i << 13);
+        text.push_str(&format!("I  {code:08x},3\n L {data:010x},8\n"));
+        if i % every == 7 {
+            text.push_str(&format!("=={i}== {}\n", "x".repeat(long)));
+        }
+    }
+    text
+}
+
 #[test]
 fn pieces_of_big_text_with_long_lines() {
     // Valgrind lines longer than a reader's chunk and than a piece, between references.
-    let mut text = String::new();
-    for i in 0..400u64 {
-        text.push_str(&format!(
-            "I  {:08x},3\n L {:010x},8\n",
-            0x400000 + i * 97,
-            i << 13
-        ));
-        if i % 50 == 7 {
-            text.push_str(&format!("=={i}== {}\n", "x".repeat(700)));
-        }
-    }
+    let text = valgrind_text(400, 50, 700);
     let want = whole(text.as_bytes());
     assert_eq!(want.0, [400, 400]);
     for piece in [1, 63, 64, 100, 1000, 4096, 1 << 20] {
@@ -155,4 +167,33 @@ fn pieces_of_big_text_with_long_lines() {
             "piece {piece}"
         );
     }
+}
+
+/// A file of about 5 MiB read in its default 2 MiB pieces, in any order: once the
+/// last piece is read, the reader it came from has the file's checksum, as reading it
+/// whole gives.
+#[test]
+fn a_file_read_in_pieces_has_its_checksum() {
+    let text = valgrind_text(170_000, 5000, 3000);
+    let file = TempFile::new(text.as_bytes());
+    let mut want = Checksum::default();
+    want.update(text.as_bytes());
+    let want = Some((text.len() as u64, want.finish()));
+
+    let src = file.reader();
+    let pieces = src.pieces().expect("a plain file on disk is mapped");
+    assert_eq!(pieces.len(), 3);
+    for i in [2, 0, 1] {
+        assert_eq!(src.read_checksum(), None, "not every piece was read");
+        pieces
+            .read(i, &mut PageFilter::new(4, false), &mut PageBatch::default())
+            .unwrap();
+    }
+    assert_eq!(src.read_checksum(), want);
+    assert_eq!(pieces.checksum(), want);
+
+    // The plain reader, which hashes as it reads the whole file, agrees.
+    let mut whole = file.reader();
+    through_fill_pages(&mut whole, usize::MAX);
+    assert_eq!(whole.read_checksum(), want);
 }

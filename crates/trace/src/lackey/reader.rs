@@ -7,6 +7,7 @@
 
 use super::fast::{EventSink, PageSink, Sink, READ_AHEAD};
 use super::line::{parse_line, with_syntax};
+use super::pieces::SegmentSums;
 use super::VALID_LINE;
 use crate::{Latch, PageBatch, PageFilter, Pieces, TraceError, TraceSource};
 use memmap2::Mmap;
@@ -71,6 +72,11 @@ pub struct LackeyReader<R: Read> {
     /// pass for the provenance would read the file from memory again.
     sum: Option<Checksum>,
     hashed: usize,
+    /// Where hashing stops in the map: a piece hashes its own checksum segment only
+    /// (see [`Pieces::read`]).
+    hash_end: usize,
+    /// A whole mapped file's segments, as its pieces hash them (see [`LackeyReader::pieces`]).
+    segments: Option<Arc<SegmentSums>>,
 }
 
 impl<R: Read> LackeyReader<R> {
@@ -103,6 +109,8 @@ impl<R: Read> LackeyReader<R> {
             latch: Latch::Open,
             sum: None,
             hashed: 0,
+            hash_end: usize::MAX,
+            segments: None,
         }
     }
 
@@ -220,6 +228,7 @@ impl<R: Read> LackeyReader<R> {
 
     /// Feeds `map[hashed..end]` to the running checksum, if there is one.
     fn hash_to(&mut self, end: usize) {
+        let end = end.min(self.hash_end);
         if let (Some(sum), Some(map)) = (&mut self.sum, &self.map) {
             if end > self.hashed {
                 sum.update(&map[self.hashed..end]);
@@ -386,6 +395,7 @@ impl LackeyReader<File> {
                 let shared = file.try_clone().ok().map(Arc::new);
                 let mut r = Self::with_input(file, Some(Arc::new(map)), name);
                 r.file = shared;
+                r.segments = Some(Arc::new(SegmentSums::new(Checksum::SEGMENT, r.limit)));
                 r.sum = Some(Checksum::default());
                 Ok(r)
             }
@@ -405,6 +415,21 @@ impl LackeyReader<std::io::Empty> {
         r.base = start;
         r.limit = end;
         r
+    }
+
+    /// Hashes the map's bytes from `from` to `to` into `sum` as the parser leaves them
+    /// (`sum` holds what came before `from`).
+    pub(super) fn hashing(mut self, sum: Checksum, from: usize, to: usize) -> Self {
+        self.sum = Some(sum);
+        self.hashed = from;
+        self.hash_end = to;
+        self
+    }
+
+    /// The checksum of what [`Self::hashing`] asked for, once the reader is done.
+    pub(super) fn hashed_sum(mut self) -> Option<Checksum> {
+        self.hash_to(self.hash_end.min(self.limit));
+        (self.hashed >= self.hash_end.min(self.limit)).then_some(self.sum?)
     }
 }
 
@@ -438,12 +463,15 @@ impl<R: Read> TraceSource for LackeyReader<R> {
         true
     }
 
-    /// Known once every byte of the map was hashed, which the reader does as it leaves
-    /// its last window (within `READ_AHEAD` of the end); not for a reader split into
-    /// pieces, which reads none of the file itself.
+    /// Known once every byte of the map was hashed: by the reader, as it leaves its last
+    /// window (within `READ_AHEAD` of the end), or by its pieces (see [`Pieces::read`]),
+    /// once every one was read.
     fn read_checksum(&self) -> Option<(u64, String)> {
         let (sum, map) = (self.sum.as_ref()?, self.map.as_ref()?);
-        (self.hashed == map.len()).then(|| (sum.len(), sum.clone().finish()))
+        if self.hashed == map.len() {
+            return Some((sum.len(), sum.clone().finish()));
+        }
+        self.segments.as_ref()?.checksum()
     }
 
     /// A mapped file not yet read splits into pieces.
@@ -454,6 +482,7 @@ impl<R: Read> TraceSource for LackeyReader<R> {
                 map.clone(),
                 self.file.clone(),
                 self.name.clone(),
+                self.segments.clone(),
             )),
             _ => None,
         }
