@@ -254,3 +254,54 @@ fn predict_measures_this_machine_by_default_and_models_the_file_it_wrote() {
         "{text}"
     );
 }
+
+/// A signal while the model runs (after every measurement, no knob changed): the model
+/// stops after the kernel it is on, the tables print every measurement and the kernels
+/// modelled so far, and pagelab exits 128 + the signal.
+#[test]
+fn a_signal_while_modelling_prints_what_was_done_and_exits_128_plus_it() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::Stdio;
+    // The first kernel takes seconds to model (4 million updates of a 64M table through
+    // the caches), the second none: the signal lands while the first is modelled.
+    let mut child = pagelab()
+        .args(["bench", "--repeat", "1", "--pages", "4K", "--predict"])
+        .args(["--machine", "zen4", "--frames", "machine"])
+        .args(["gups:table=64M,updates=4000000", "chase:nodes=100"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        stdout.read_to_string(&mut s).unwrap();
+        s
+    });
+    let mut stderr = String::new();
+    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if line.contains("--predict: modelling 2 kernel(s) on zen4") {
+            // SAFETY: kill has no memory preconditions; the child is ours and not reaped.
+            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        }
+        stderr += &line;
+        stderr.push('\n');
+    }
+    let status = child.wait().unwrap();
+    let stdout = out.join().unwrap();
+    assert_eq!(status.code(), Some(130), "{stderr}\n{stdout}");
+    assert!(
+        stderr.contains("interrupted by signal 2 while modelling"),
+        "{stderr}"
+    );
+    // Both kernels measured; the chase, after the signal, not modelled.
+    let (measured, model) = stdout
+        .split_once("beside the model (zen4")
+        .unwrap_or_else(|| panic!("no prediction table in:\n{stdout}"));
+    assert!(
+        measured.contains("gups:table=64M") && measured.contains("chase:nodes=100"),
+        "{measured}"
+    );
+    assert!(!model.contains("chase:nodes=100"), "{model}");
+}

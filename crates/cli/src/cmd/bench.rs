@@ -197,10 +197,14 @@ pub fn run(a: BenchArgs) -> Result<i32> {
         None
     };
     let exe = std::env::current_exe().context("finding the pagelab binary")?;
-    let session = match knobs {
-        None => Some(KnobSession::begin(&sysfs)?),
-        Some(_) => None,
+    // A knob session for each measurement (none where the knobs cannot be set).
+    let begin = || -> Result<Option<KnobSession>> {
+        Ok(match knobs {
+            None => Some(KnobSession::begin(&sysfs)?),
+            Some(_) => None,
+        })
     };
+    let session = begin()?;
     let req = BenchRequest {
         pages: pages.clone(),
         mode,
@@ -226,7 +230,8 @@ pub fn run(a: BenchArgs) -> Result<i32> {
         return interrupted(sig);
     }
     result.provenance = Some(super::report::provenance(None, Vec::new())?);
-    let predict = |result: &pagelab_report::LabResult| -> Result<_> {
+    // The model of `specs`, with their frames as `result` measured them.
+    let predict = |result: &pagelab_report::LabResult, specs: &[KernelSpec]| -> Result<_> {
         let Some((machine, virt)) = &model_machine else {
             return Ok(None);
         };
@@ -236,16 +241,36 @@ pub fn run(a: BenchArgs) -> Result<i32> {
             Default::default()
         };
         let (predictions, host) =
-            super::bench_predict::predict(&specs, &pages, machine, *virt, &frames)?;
+            super::bench_predict::predict(specs, &pages, machine, *virt, &frames)?;
         let model = match host {
             Some(h) => format!("{machine} nested:host={h}"),
             None => machine.clone(),
         };
         Ok(Some((predictions, model)))
     };
-    let mut predictions = predict(&result)?;
-    let mut exit = 0;
+    // A signal while the model runs stops it after the kernel it is on: the tables then
+    // hold what was measured and the kernels modelled so far.
+    let _held = model_machine.is_some().then(pagelab_sys::signals::hold);
+    let modelling_stopped = || {
+        let sig = pagelab_sys::signals::received()?;
+        eprintln!(
+            "pagelab: interrupted by signal {sig} while modelling; the tables hold every \
+             measurement and the kernels modelled before it"
+        );
+        Some(128 + sig)
+    };
+    if let Some((machine, _)) = &model_machine {
+        eprintln!(
+            "pagelab: --predict: modelling {} kernel(s) on {machine}",
+            specs.len()
+        );
+    }
+    let mut predictions = predict(&result, &specs)?;
+    let mut exit = modelling_stopped().unwrap_or(0);
     for pass in 1..=a.settle {
+        if exit != 0 {
+            break;
+        }
         let Some((p, _)) = &predictions else { break };
         let unsettled = pagelab_report::lab_table::unsettled_subjects(&result, p);
         if unsettled.is_empty() {
@@ -259,19 +284,16 @@ pub fn run(a: BenchArgs) -> Result<i32> {
             a.repeat,
             a.settle
         );
+        let again: Vec<KernelSpec> = specs
+            .iter()
+            .filter(|s| unsettled.contains(&s.to_string()))
+            .cloned()
+            .collect();
         let more = BenchRequest {
-            specs: specs
-                .iter()
-                .filter(|s| unsettled.contains(&s.to_string()))
-                .cloned()
-                .collect(),
+            specs: again.clone(),
             ..req.clone()
         };
-        let session = match knobs {
-            None => Some(KnobSession::begin(&sysfs)?),
-            Some(_) => None,
-        };
-        let more = measure(&more, session)?;
+        let more = measure(&more, begin()?)?;
         let stopped = more.interrupted_by;
         lab_bench::append_rounds(&mut result, more);
         if let Some(sig) = stopped {
@@ -284,7 +306,15 @@ pub fn run(a: BenchArgs) -> Result<i32> {
             exit = 128 + sig;
             break;
         }
-        predictions = predict(&result)?;
+        // Only the kernels measured again have new frames to model.
+        if let (Some((all, _)), Some((fresh, _))) = (&mut predictions, predict(&result, &again)?) {
+            for f in fresh {
+                if let Some(p) = all.iter_mut().find(|p| p.subject == f.subject) {
+                    *p = f;
+                }
+            }
+        }
+        exit = modelling_stopped().unwrap_or(0);
     }
     let kernels: Vec<_> = specs.iter().map(KernelSpec::bench_kernel).collect();
     out!(

@@ -290,6 +290,7 @@ pub fn frames_for(
 /// single page size. `machine` is a preset or file with caches; `virt` as `--virt`; a
 /// kernel in `frames` is modelled with its frames placed so ([`with_frames`]), the others
 /// as the machine's `[frames]` says. Also returns the host page modelled, if nested.
+/// After a held signal ([`pagelab_sys::signals::received`]) it models no further kernel.
 ///
 /// # Errors
 /// A machine that cannot time a run, or a model run that fails.
@@ -304,6 +305,10 @@ pub fn predict(
     let (cfg, cost) = model_of(configs, machine, virt)?;
     let mut out = Vec::new();
     for spec in specs {
+        if pagelab_sys::signals::received().is_some() {
+            // Interrupted (the caller holds the signals while it models): stop here.
+            break;
+        }
         let Some(pair) = model_pair(spec) else {
             continue;
         };
