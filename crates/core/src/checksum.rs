@@ -192,7 +192,7 @@ impl Checksum {
     }
 
     /// The checksum as `pl2:` and 16 hex digits: each segment's digest (see
-    /// [`Lanes::digest`]) chained in order, `h = rotl((h ^ d) * P1, 27) * P2` from
+    /// the module's definition) chained in order, `h = rotl((h ^ d) * P1, 27) * P2` from
     /// `CHAIN`; then `h ^= len * P2` and `avalanche(h)`.
     pub fn finish(mut self) -> String {
         if self.seg.len > 0 {
