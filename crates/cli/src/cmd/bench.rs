@@ -250,7 +250,7 @@ pub fn run(a: BenchArgs) -> Result<i32> {
     };
     // A signal while the model runs stops it after the kernel it is on: the tables then
     // hold what was measured and the kernels modelled so far.
-    let _held = model_machine.is_some().then(pagelab_sys::signals::hold);
+    let held = model_machine.is_some().then(pagelab_sys::signals::hold);
     let modelling_stopped = || {
         let sig = pagelab_sys::signals::received()?;
         eprintln!(
@@ -316,6 +316,8 @@ pub fn run(a: BenchArgs) -> Result<i32> {
         }
         exit = modelling_stopped().unwrap_or(0);
     }
+    // Modelled: a signal from here on ends pagelab as usual.
+    drop(held);
     let kernels: Vec<_> = specs.iter().map(KernelSpec::bench_kernel).collect();
     out!(
         "{}",
