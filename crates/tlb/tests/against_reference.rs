@@ -89,6 +89,17 @@ proptest! {
         check((1usize << sets_log) * ways, Some(ways), &ops)?;
     }
 
+    /// Sets of 8, 16 and 24 ways, as the presets' L1 I-TLBs and L2 TLBs have: past the
+    /// four ways compared at once, a walk of the rest (`array::move_to_front`).
+    #[test]
+    fn wide_sets_match_reference(
+        sets_log in 0u32..3,
+        ways in prop_oneof![Just(8usize), Just(16), Just(24)],
+        ops in ops(120),
+    ) {
+        check((1usize << sets_log) * ways, Some(ways), &ops)?;
+    }
+
     #[test]
     fn large_arrays_match_reference(ops in ops(3000)) {
         check(2048, None, &ops)?;
