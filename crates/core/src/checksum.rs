@@ -187,8 +187,7 @@ impl Checksum {
     /// The checksum of a stream of `len` bytes from its segments' digests, in order:
     /// what [`Checksum::finish`] gives for the whole stream.
     pub fn from_segments(digests: impl IntoIterator<Item = u64>, len: u64) -> String {
-        let h = digests.into_iter().fold(CHAIN, chain);
-        format!("pl2:{:016x}", avalanche(h ^ len.wrapping_mul(P2)))
+        seal(digests.into_iter().fold(CHAIN, chain), len)
     }
 
     /// The checksum as `pl2:` and 16 hex digits: each segment's digest (see
@@ -198,10 +197,7 @@ impl Checksum {
         if self.seg.len > 0 {
             self.close();
         }
-        format!(
-            "pl2:{:016x}",
-            avalanche(self.chain ^ self.len.wrapping_mul(P2))
-        )
+        seal(self.chain, self.len)
     }
 }
 
@@ -283,6 +279,11 @@ fn chain(h: u64, digest: u64) -> u64 {
         .wrapping_mul(P1)
         .rotate_left(27)
         .wrapping_mul(P2)
+}
+
+/// The checksum of a stream of `len` bytes whose digests chained to `h`, as written.
+fn seal(h: u64, len: u64) -> String {
+    format!("pl2:{:016x}", avalanche(h ^ len.wrapping_mul(P2)))
 }
 
 /// The last mix: `h ^= h >> 33; h *= P1; h ^= h >> 29`.

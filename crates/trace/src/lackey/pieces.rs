@@ -96,7 +96,7 @@ impl Pieces {
             file,
             name,
             piece: PIECE,
-            sums: sums.filter(|s| s.segment == PIECE),
+            sums,
             #[cfg(test)]
             chunk: None,
         }
@@ -214,8 +214,8 @@ impl Pieces {
         // Piece `i` hashes checksum segment `i`: the bytes from its start to its
         // first line (read here), then its own up to the segment's end, which its
         // reader hashes as it leaves them. (Its lines end at or after that.)
-        let segment = i * self.piece..((i + 1) * self.piece).min(self.map.len());
         if self.sums.is_some() {
+            let segment = i * self.piece..((i + 1) * self.piece).min(self.map.len());
             let mut sum = Checksum::with_segment(self.piece);
             let before = segment.start..start.min(segment.end);
             if !before.is_empty() {
@@ -245,7 +245,6 @@ impl Pieces {
 /// any thread.
 #[derive(Debug)]
 pub(super) struct SegmentSums {
-    segment: usize,
     len: usize,
     digests: Mutex<Vec<Option<u64>>>,
 }
@@ -254,7 +253,6 @@ impl SegmentSums {
     /// No digest yet of a file of `len` bytes in segments of `segment`.
     pub(super) fn new(segment: usize, len: usize) -> SegmentSums {
         SegmentSums {
-            segment,
             len,
             digests: Mutex::new(vec![None; len.div_ceil(segment)]),
         }

@@ -428,8 +428,9 @@ impl LackeyReader<std::io::Empty> {
 
     /// The checksum of what [`Self::hashing`] asked for, once the reader is done.
     pub(super) fn hashed_sum(mut self) -> Option<Checksum> {
-        self.hash_to(self.hash_end.min(self.limit));
-        (self.hashed >= self.hash_end.min(self.limit)).then_some(self.sum?)
+        let end = self.hash_end.min(self.limit);
+        self.hash_to(end);
+        (self.hashed >= end).then_some(self.sum?)
     }
 }
 
