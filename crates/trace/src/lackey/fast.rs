@@ -35,21 +35,32 @@ pub(super) trait Sink {
     fn end_block(&mut self) {}
     /// One reference outside the block loop.
     fn push_one(&mut self, r: MemRef);
+    /// The sink's loop over whole windows of lines, with the contract of [`parse_blocks`],
+    /// where the CPU has AVX-512 VBMI2 (`fast_pages`, `fast_events`).
+    const WINDOWS: Option<Parse<Self>> = None;
     /// Parses whole lines of `buf[start..complete]` into the sink, as
-    /// [`parse_blocks`] does (its contract); a sink may have a faster way.
-    fn parse(
-        &mut self,
-        buf: &[u8],
-        complete: usize,
-        start: usize,
-        line: u64,
-    ) -> (usize, u64, Result<(), &'static str>)
+    /// [`parse_blocks`] does (its contract): by its windows where it has them and
+    /// the tier is on, else by the block loop.
+    fn parse(&mut self, buf: &[u8], complete: usize, start: usize, line: u64) -> Parsed
     where
         Self: Sized,
     {
-        parse_blocks(buf, complete, start, line, self)
+        match Self::WINDOWS {
+            Some(windows) if pagelab_core::isa::vbmi2_active() => {
+                windows(buf, complete, start, line, self)
+            }
+            _ => parse_blocks(buf, complete, start, line, self),
+        }
     }
 }
+
+/// Where a parse stopped (a line start), the lines consumed in all, and the error of the
+/// line at the stop.
+pub(super) type Parsed = (usize, u64, Result<(), &'static str>);
+
+/// A loop that parses whole lines of `buf[start..complete]` into a sink: `(buf, complete,
+/// start, line, sink)`, with the contract of [`parse_blocks`].
+pub(super) type Parse<S> = fn(&[u8], usize, usize, u64, &mut S) -> Parsed;
 
 /// Events appended to a vector, up to `goal` in all.
 pub(super) struct EventSink<'a> {
@@ -109,6 +120,8 @@ impl Sink for EventSink<'_> {
     fn push_one(&mut self, r: MemRef) {
         self.out.push(Event::Ref(r));
     }
+
+    const WINDOWS: Option<Parse<Self>> = Some(super::fast_events::parse_events);
 }
 
 /// References filtered into a page batch as they are parsed, up to `goal`
@@ -134,19 +147,7 @@ impl Sink for PageSink<'_> {
         self.filter.reference(&r, self.out);
     }
 
-    fn parse(
-        &mut self,
-        buf: &[u8],
-        complete: usize,
-        start: usize,
-        line: u64,
-    ) -> (usize, u64, Result<(), &'static str>) {
-        if pagelab_core::isa::vbmi2_active() {
-            super::fast_pages::parse_pages(buf, complete, start, line, self)
-        } else {
-            parse_blocks(buf, complete, start, line, self)
-        }
-    }
+    const WINDOWS: Option<Parse<Self>> = Some(super::fast_pages::parse_pages);
 }
 
 /// The first three bytes of a well-formed line with this second byte, as a
@@ -161,7 +162,7 @@ static HEAD: [u32; 256] = {
 };
 
 /// The kind of a well-formed line by its second byte.
-static KIND: [AccessKind; 256] = {
+pub(super) static KIND: [AccessKind; 256] = {
     let mut t = [AccessKind::Instr; 256];
     t[b'L' as usize] = AccessKind::Load;
     t[b'S' as usize] = AccessKind::Store;

@@ -29,9 +29,9 @@
 //! it. So the two give the same words, counts, lines and errors (tested
 //! against each other on every CPU that has the instructions).
 
-use super::fast::PageSink;
 #[cfg(target_arch = "x86_64")]
 use super::fast::{fields, parse_blocks};
+use super::fast::{PageSink, Parsed};
 #[cfg(target_arch = "x86_64")]
 use super::line::parse_odd_line;
 #[cfg(target_arch = "x86_64")]
@@ -39,7 +39,7 @@ use crate::pages::page_word::PAGE_SHIFT;
 
 /// The most lines one window takes (eight 64-bit lanes).
 #[cfg(target_arch = "x86_64")]
-const MAX_LINES: usize = 8;
+pub(super) const MAX_LINES: usize = 8;
 
 /// References parsed ahead of the filter.
 #[cfg(target_arch = "x86_64")]
@@ -59,7 +59,7 @@ pub(super) fn parse_pages(
     start: usize,
     line: u64,
     out: &mut PageSink<'_>,
-) -> (usize, u64, Result<(), &'static str>) {
+) -> Parsed {
     assert!(available(), "parse_pages needs AVX-512 VBMI2");
     #[cfg(target_arch = "x86_64")]
     // SAFETY: the CPU has every feature `avx512::parse_pages` is compiled for (asserted above).
@@ -69,7 +69,7 @@ pub(super) fn parse_pages(
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx512 {
+pub(super) mod avx512 {
     use super::*;
     use std::arch::x86_64::*;
 
@@ -215,15 +215,18 @@ mod avx512 {
     }
 
     /// Counts and pages of the lines of one window.
-    struct Window {
+    pub(in crate::lackey) struct Window {
         /// Whether every line ending in the window is well formed (else nothing else counts).
-        ok: bool,
+        pub ok: bool,
         /// Lines (1..=MAX_LINES when `ok`).
-        lines: u32,
+        pub lines: u32,
         /// Bit `i`: line `i` is a data reference.
-        data: u64,
+        pub data: u64,
+        /// Byte `i`: line `i`'s second byte (`b' '` for an instruction, else `L`, `S`
+        /// or `M`).
+        pub kinds: u64,
         /// Where the last line ends (its newline), from the window's start.
-        end: u32,
+        pub end: u32,
     }
 
     #[target_feature(
@@ -235,7 +238,7 @@ mod avx512 {
         start: usize,
         mut line: u64,
         out: &mut PageSink<'_>,
-    ) -> (usize, u64, Result<(), &'static str>) {
+    ) -> Parsed {
         let mut pending = Pending::new();
         // References this call may still take, and those taken but not yet in `out.out.refs`.
         let mut budget = out.goal.saturating_sub(out.out.events());
@@ -245,17 +248,11 @@ mod avx512 {
         // Lines the windows took (each a reference, counted in `budget` and `line` at the end).
         let mut taken = 0u64;
         while s < complete && budget.saturating_sub(taken) >= MAX_LINES as u64 {
-            assert!(s + 64 <= buf.len(), "a window reads 64 bytes");
-            // SAFETY: in bounds (asserted); the CPU has the features (see the caller).
-            let w = unsafe { _mm512_loadu_si512(buf.as_ptr().add(s).cast()) };
-            // Its newlines, none from `complete` on.
-            let nl = _mm512_cmpeq_epi8_mask(w, _mm512_set1_epi8(b'\n' as i8));
-            let nl = if complete - s < 64 {
-                nl & ((1u64 << (complete - s)) - 1)
-            } else {
-                nl
-            };
-            let win = window(w, nl, &mut pending);
+            let (w, nl) = load_window(buf, complete, s);
+            // Below `PENDING` while windows are read (drained on reaching it).
+            let at = pending.n.min(PENDING);
+            let (addr, meta) = (&mut pending.addr[at..at + 8], &mut pending.meta[at..at + 8]);
+            let win = window(w, nl, addr.try_into().unwrap(), meta.try_into().unwrap());
             if win.ok {
                 let n = win.lines as usize;
                 pending.n += n;
@@ -271,11 +268,7 @@ mod avx512 {
             (refs, budget, line, taken) = (refs + taken, budget - taken, line + taken, 0);
             pending.drain(out);
             pending.forget();
-            let e = if nl != 0 {
-                s + nl.trailing_zeros() as usize
-            } else {
-                s + memchr::memchr(b'\n', &buf[s..complete]).expect("`complete` ends a line")
-            };
+            let e = line_end(buf, complete, s, nl);
             let f = fields::<true>(buf, s, e);
             if f.ok {
                 let side = usize::from(f.kind != b' ');
@@ -309,13 +302,48 @@ mod avx512 {
         (s, line, failed)
     }
 
-    /// Reads the lines that end in the window `w` (`nl`: its newlines) into
-    /// `pending`'s slots from `pending.n` on, if they are all well formed.
+    /// The window of 64 bytes from `buf[s]` (`s < complete`) and its newlines, none from
+    /// `complete` on.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    #[inline]
+    pub(in crate::lackey) fn load_window(buf: &[u8], complete: usize, s: usize) -> (__m512i, u64) {
+        assert!(s + 64 <= buf.len(), "a window reads 64 bytes");
+        // SAFETY: in bounds (asserted); the CPU has the features (the caller's).
+        let w = unsafe { _mm512_loadu_si512(buf.as_ptr().add(s).cast()) };
+        let nl = _mm512_cmpeq_epi8_mask(w, _mm512_set1_epi8(b'\n' as i8));
+        let nl = if complete - s < 64 {
+            nl & ((1u64 << (complete - s)) - 1)
+        } else {
+            nl
+        };
+        (w, nl)
+    }
+
+    /// Where the line from `buf[s]` ends (its newline), `nl` being the newlines of its
+    /// window ([`load_window`]).
+    #[inline]
+    pub(in crate::lackey) fn line_end(buf: &[u8], complete: usize, s: usize, nl: u64) -> usize {
+        if nl != 0 {
+            s + nl.trailing_zeros() as usize
+        } else {
+            s + memchr::memchr(b'\n', &buf[s..complete]).expect("`complete` ends a line")
+        }
+    }
+
+    /// Reads the lines that end in the window `w` (`nl`: its newlines): line `i`'s
+    /// address into `addr[i]` and its size (plus 0x80 for data) into `meta[i]`. The
+    /// slots after the last line and every slot of a window that is not `ok` hold
+    /// garbage.
     #[target_feature(
         enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,avx2,bmi1,bmi2,popcnt,lzcnt"
     )]
     #[inline]
-    fn window(w: __m512i, nl: u64, pending: &mut Pending) -> Window {
+    pub(in crate::lackey) fn window(
+        w: __m512i,
+        nl: u64,
+        addr_out: &mut [u64; MAX_LINES],
+        meta_out: &mut [u8; MAX_LINES],
+    ) -> Window {
         let splat = |b: u8| _mm512_set1_epi8(b as i8);
         let load = |t: &[u8; 64]| {
             // SAFETY: 64 bytes.
@@ -410,17 +438,17 @@ mod avx512 {
         let size = _mm_packus_epi16(size, size);
         let meta = _mm_mask_add_epi8(size, data as u16, size, small(0x80));
 
-        // Below `PENDING` while windows are read (drained on reaching it).
-        let at = pending.n.min(PENDING);
-        // SAFETY: `at + 8 <= PENDING + MAX_LINES`, the arrays' length.
+        // SAFETY: the arrays hold eight lanes (64 and 8 bytes).
         unsafe {
-            _mm512_storeu_si512(pending.addr.as_mut_ptr().add(at).cast(), addr);
-            _mm_storel_epi64(pending.meta.as_mut_ptr().add(at).cast(), meta);
+            _mm512_storeu_si512(addr_out.as_mut_ptr().cast(), addr);
+            _mm_storel_epi64(meta_out.as_mut_ptr().cast(), meta);
         }
         Window {
             ok,
             lines,
             data,
+            // Bytes 8..16 of `heads`: each line's second byte.
+            kinds: _mm256_extract_epi64::<1>(heads) as u64,
             end: last_nl,
         }
     }

@@ -1,8 +1,11 @@
-//! Tests of `fast_pages` (a file of their own, to keep `fast_pages.rs` short).
+//! Tests of the windows, `fast_pages` and `fast_events` (a file of their own, to keep
+//! `fast_pages.rs` short).
 
-use super::super::fast::{parse_blocks, PageSink, READ_AHEAD};
+use super::super::fast::{parse_blocks, EventSink, PageSink, READ_AHEAD};
+use super::super::fast_events::parse_events;
 use super::*;
 use crate::{PageBatch, PageFilter};
+use pagelab_core::Event;
 use proptest::prelude::*;
 
 /// What a parse of `text` into a fresh filter leaves: the batch, lines, error and stop.
@@ -38,6 +41,31 @@ fn run(text: &[u8], fused: bool, step: u64) -> Outcome {
     }
     filter.flush(&mut batch);
     (batch.words, batch.refs, line, result, s)
+}
+
+/// What a parse of `text` into events leaves: the events, lines, error and stop.
+type Events = (Vec<Event>, u64, Result<(), &'static str>, usize);
+
+/// Parses `text` into events in calls that each may take `step` more, as the reader calls.
+fn run_events(text: &[u8], windows: bool, step: usize) -> Events {
+    let mut buf = text.to_vec();
+    if !buf.ends_with(b"\n") {
+        buf.push(b'\n');
+    }
+    let complete = buf.len();
+    buf.resize(complete + READ_AHEAD, b'7');
+    let mut events = Vec::new();
+    let (mut s, mut line, mut result) = (0, 0, Ok(()));
+    while s < complete && result.is_ok() {
+        let goal = events.len().saturating_add(step);
+        let mut sink = EventSink::new(&mut events, goal);
+        (s, line, result) = if windows {
+            parse_events(&buf, complete, s, line, &mut sink)
+        } else {
+            parse_blocks(&buf, complete, s, line, &mut sink)
+        };
+    }
+    (events, line, result, s)
 }
 
 /// Lines of every kind, mostly well formed, often long runs of them.
@@ -190,4 +218,58 @@ fn an_error_is_at_its_line() {
     assert_eq!(windows.2, 500);
     assert!(windows.3.is_err());
     assert_eq!(windows.4, 500 * 14);
+}
+
+/// The windows into events give the events, lines, error and stop of the block loop.
+#[test]
+fn event_windows_agree_with_blocks() {
+    if skipped("event_windows_agree_with_blocks") {
+        return;
+    }
+    proptest!(ProptestConfig::with_cases(300), |(text in long_text(), step in prop_oneof![Just(usize::MAX), 64usize..3000])| {
+        prop_assert_eq!(run_events(&text, true, step), run_events(&text, false, step));
+    });
+}
+
+/// Also on the parser's own wilder texts, and where a call's room is a few windows' worth.
+#[test]
+fn event_windows_agree_on_odd_text() {
+    if skipped("event_windows_agree_on_odd_text") {
+        return;
+    }
+    proptest!(ProptestConfig::with_cases(300), |(text in super::super::tests::arb_text(), step in prop_oneof![Just(usize::MAX), 64usize..200])| {
+        prop_assert_eq!(run_events(&text, true, step), run_events(&text, false, step));
+    });
+}
+
+/// Every kind of line comes out as its event, and an error stops at its line.
+#[test]
+fn event_windows_read_each_kind_and_stop_at_an_error() {
+    if skipped("event_windows_read_each_kind_and_stop_at_an_error") {
+        return;
+    }
+    let mut text = b"I  04000000,4\n L 1ffefff008,8\n S 0,1\n M ffffffffffffff00,16\n".repeat(100);
+    text.extend_from_slice(b" L 1234,x\n I  04000000,4\n");
+    let windows = run_events(&text, true, usize::MAX);
+    assert_eq!(windows, run_events(&text, false, usize::MAX));
+    let (events, lines, result, stop) = windows;
+    assert_eq!((events.len(), lines, stop), (400, 400, 100 * 60));
+    assert!(result.is_err());
+    let kinds: Vec<_> = events[..4]
+        .iter()
+        .map(|e| match e {
+            Event::Ref(r) => (r.addr.0, r.size, r.kind),
+            e => panic!("not a reference: {e:?}"),
+        })
+        .collect();
+    use pagelab_core::AccessKind::*;
+    assert_eq!(
+        kinds,
+        [
+            (0x0400_0000, 4, Instr),
+            (0x1f_feff_f008, 8, Load),
+            (0, 1, Store),
+            (0xffff_ffff_ffff_ff00, 16, Modify),
+        ]
+    );
 }

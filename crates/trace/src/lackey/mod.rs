@@ -6,6 +6,7 @@
 //! zero padded) and the size decimal. Valgrind's own lines start with `==`.
 
 mod fast;
+mod fast_events;
 mod fast_pages;
 mod line;
 mod pieces;
