@@ -17,6 +17,9 @@ pub struct SetAssoc {
     keys: Vec<Key>,
     ways: usize,
     set_mask: u64,
+    /// log2 of the number of sets (`set_mask`'s ones, counted once: the baseline x86-64
+    /// target has no `popcnt`, and a count in the lookup cost about 20 instructions).
+    set_bits: u32,
     /// Bits of the page number above the set's, folded into it by XOR ([`SetIndex::Xor`]);
     /// 0 for a linear index.
     xor_mask: u64,
@@ -57,6 +60,7 @@ impl SetAssoc {
             keys: vec![EMPTY; entries],
             ways,
             set_mask: sets as u64 - 1,
+            set_bits: sets.trailing_zeros(),
             xor_mask: 0,
             len: 0,
             rng: 0,
@@ -96,7 +100,7 @@ impl SetAssoc {
         // The set index uses the page number, not the packed size bits; a linear index
         // folds in nothing (xor_mask 0), an XOR index the bits above the set's.
         let vpn = k >> 5;
-        let fold = (vpn >> self.set_mask.count_ones()) & self.xor_mask;
+        let fold = (vpn >> self.set_bits) & self.xor_mask;
         ((vpn ^ fold) & self.set_mask) as usize * self.ways
     }
 

@@ -234,8 +234,8 @@ pub(crate) fn squeeze<const PEXT: bool>(w: u64, bits: u32) -> u64 {
     if PEXT {
         use std::arch::x86_64::{_bzhi_u64, _pext_u64};
         // SAFETY: `PEXT` is true only where the CPU has BMI2: in
-        // `Cursor::decode_into_bmi2` (called under the `avx512` tier, which
-        // has it) and in a test that checks the CPU first.
+        // `Cursor::decode_into_avx2` and `decode_into_avx512` (called under the
+        // tiers, which have it) and in a test that checks the CPU first.
         return unsafe { _pext_u64(w, _bzhi_u64(0x7f7f_7f7f_7f7f_7f7f, bits)) };
     }
     let mut x = if bits == 64 {
@@ -325,29 +325,50 @@ impl Cursor<'_> {
         out: &mut S,
         n: usize,
     ) -> (usize, Result<(), DecodeError>) {
-        self.decode_with::<S, false>(prev, out, n)
+        self.decode_with::<S, false, false>(prev, out, n)
     }
 
-    /// [`Cursor::decode_into`] compiled for BMI2 and AVX-512BW: each varint
-    /// squeezed by one `pext`, a window's stops found by one compare.
+    /// [`Cursor::decode_into`] compiled for the `avx2` tier (AVX2, BMI1, BMI2, POPCNT,
+    /// LZCNT): each varint squeezed by one `pext`, a window's records counted by
+    /// `popcnt` (the baseline target has neither: about 20 instructions each), its
+    /// stops found by two compares.
     ///
     /// # Safety
-    /// The CPU must have BMI1, BMI2, AVX-512F and AVX-512BW (the `avx512`
-    /// tier has them).
+    /// The CPU must have the `avx2` tier's features.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "bmi1,bmi2,lzcnt,popcnt,avx512f,avx512bw")]
+    #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt")]
     #[inline(never)]
-    pub(crate) unsafe fn decode_into_bmi2<S: RecordSink>(
+    pub(crate) unsafe fn decode_into_avx2<S: RecordSink>(
         &mut self,
         prev: &mut Prev,
         out: &mut S,
         n: usize,
     ) -> (usize, Result<(), DecodeError>) {
-        self.decode_with::<S, true>(prev, out, n)
+        self.decode_with::<S, true, false>(prev, out, n)
     }
 
+    /// [`Cursor::decode_into`] compiled for the `avx512` tier: as
+    /// [`Cursor::decode_into_avx2`], a window's stops found by one compare.
+    ///
+    /// # Safety
+    /// The CPU must have BMI1, BMI2, AVX-512F and AVX-512BW (the `avx512`
+    /// tier has them).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt,avx512f,avx512bw")]
+    #[inline(never)]
+    pub(crate) unsafe fn decode_into_avx512<S: RecordSink>(
+        &mut self,
+        prev: &mut Prev,
+        out: &mut S,
+        n: usize,
+    ) -> (usize, Result<(), DecodeError>) {
+        self.decode_with::<S, true, true>(prev, out, n)
+    }
+
+    /// The decoding loop; `PEXT` where it is compiled for the `avx2` tier's features or
+    /// more, `AVX512` for the `avx512` tier's.
     #[inline(always)]
-    fn decode_with<S: RecordSink, const PEXT: bool>(
+    fn decode_with<S: RecordSink, const PEXT: bool, const AVX512: bool>(
         &mut self,
         prev: &mut Prev,
         out: &mut S,
@@ -358,7 +379,7 @@ impl Cursor<'_> {
             // Windows while a whole one lies before the block's end; a
             // record at a time after, and where a window cannot start.
             if self.pos + WINDOW <= self.end {
-                let k = self.window::<S, PEXT>(prev, out, n - done);
+                let k = self.window::<S, PEXT, AVX512>(prev, out, n - done);
                 if k > 0 {
                     done += k;
                     continue;

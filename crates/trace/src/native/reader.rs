@@ -259,11 +259,14 @@ impl<R: Read> NativeReader<R> {
         };
         let mut prev = self.prev;
         #[cfg(target_arch = "x86_64")]
-        let (done, r) = if pagelab_core::isa::active() == pagelab_core::isa::Isa::Avx512 {
-            // SAFETY: the `avx512` tier is active, so the CPU has BMI1 and BMI2.
-            unsafe { cur.decode_into_bmi2(&mut prev, out, n) }
-        } else {
-            cur.decode_into(&mut prev, out, n)
+        use pagelab_core::isa::Isa;
+        #[cfg(target_arch = "x86_64")]
+        let (done, r) = match pagelab_core::isa::active() {
+            // SAFETY: the `avx512` tier is active, so the CPU has its features.
+            Isa::Avx512 => unsafe { cur.decode_into_avx512(&mut prev, out, n) },
+            // SAFETY: the `avx2` tier is active, so the CPU has its features.
+            Isa::Avx2 => unsafe { cur.decode_into_avx2(&mut prev, out, n) },
+            Isa::Portable => cur.decode_into(&mut prev, out, n),
         };
         #[cfg(not(target_arch = "x86_64"))]
         let (done, r) = cur.decode_into(&mut prev, out, n);

@@ -84,6 +84,27 @@ pub(crate) unsafe fn stops_avx512(span: &[u8; WINDOW]) -> u64 {
     !_mm512_movepi8_mask(v)
 }
 
+/// [`stops_portable`] by two AVX2 compares.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(crate) unsafe fn stops_avx2(span: &[u8; WINDOW]) -> u64 {
+    use std::arch::x86_64::{_mm256_loadu_si256, _mm256_movemask_epi8};
+    // SAFETY: `span` is 64 readable bytes, read as two halves of 32; the loads have no
+    // alignment need.
+    let (lo, hi) = unsafe {
+        (
+            _mm256_loadu_si256(span.as_ptr().cast()),
+            _mm256_loadu_si256(span.as_ptr().add(32).cast()),
+        )
+    };
+    let high = |v| u64::from(_mm256_movemask_epi8(v) as u32);
+    !(high(lo) | high(hi) << 32)
+}
+
 /// The record starts of a span that begins with a record, given its stops,
 /// if every record in it is a tag and one varint.
 ///
@@ -131,7 +152,7 @@ impl Cursor<'_> {
     ///
     /// The caller checks that the window ends at or before the block's end.
     #[inline(always)]
-    pub(crate) fn window<S: RecordSink, const SIMD: bool>(
+    pub(crate) fn window<S: RecordSink, const PEXT: bool, const AVX512: bool>(
         &mut self,
         prev: &mut Prev,
         out: &mut S,
@@ -143,10 +164,14 @@ impl Cursor<'_> {
         let win: &[u8; READ] = self.buf[base..base + READ].try_into().unwrap();
         let span: &[u8; WINDOW] = win[..WINDOW].try_into().unwrap();
         #[cfg(target_arch = "x86_64")]
-        let stops = if SIMD {
-            // SAFETY: `SIMD` is true only in `Cursor::decode_into_bmi2`,
+        let stops = if AVX512 {
+            // SAFETY: `AVX512` is true only in `Cursor::decode_into_avx512`,
             // taken under the `avx512` tier, which has AVX-512F and BW.
             unsafe { stops_avx512(span) }
+        } else if PEXT {
+            // SAFETY: `PEXT` is true only in `Cursor::decode_into_avx2` and
+            // `decode_into_avx512`, taken under tiers that have AVX2.
+            unsafe { stops_avx2(span) }
         } else {
             stops_portable(span)
         };
@@ -175,7 +200,7 @@ impl Cursor<'_> {
             }
             rest &= rest - 1;
             let word = u64::from_le_bytes(win[at + 1..at + 9].try_into().unwrap());
-            let delta = unzigzag(squeeze::<SIMD>(word, 8 * len as u32)) as u64;
+            let delta = unzigzag(squeeze::<PEXT>(word, 8 * len as u32)) as u64;
             // Both previous addresses in registers, each a chain of one add.
             let is_data = tag >= REF_STRIDE;
             data_refs += u64::from(is_data);

@@ -1,6 +1,6 @@
 //! The window step against the record-at-a-time decoder, on random and
-//! edge-case record bytes, in the portable and (where the CPU has them)
-//! the BMI2 and AVX-512 builds.
+//! edge-case record bytes, in the portable build and (where the CPU has
+//! them) the `avx2` and `avx512` tiers' builds.
 
 use super::codec::{encode, put_varint, Cursor, Prev, PADDING};
 use super::window::{starts, stops_portable, WINDOW};
@@ -54,20 +54,54 @@ fn one_by_one(bytes: &[u8], n: usize) -> (Vec<Event>, Option<&'static str>, usiz
     })
 }
 
-/// `bytes` decoded by `decode_into` (portable) or `decode_into_bmi2`.
-fn decoded(bytes: &[u8], n: usize, simd: bool) -> (Vec<Event>, Option<&'static str>, usize) {
+/// A build of the decoding loop: the portable one, or a tier's.
+#[derive(Clone, Copy, Debug)]
+enum Build {
+    Portable,
+    Avx2,
+    Avx512,
+}
+
+/// The builds this CPU can run, the portable one first; the first call says which it
+/// skips.
+fn builds() -> Vec<Build> {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    let (run, skipped): (Vec<Build>, Vec<Build>) = [Build::Portable, Build::Avx2, Build::Avx512]
+        .into_iter()
+        .partition(|&b| has(b));
+    if !skipped.is_empty() {
+        SAID.call_once(|| {
+            eprintln!("native window tests: skipped {skipped:?}: this CPU lacks their features")
+        });
+    }
+    run
+}
+
+/// `cur.decode_into*` of `build`; the caller checks the CPU ([`builds`]).
+fn decode_with<S: crate::RecordSink>(
+    build: Build,
+    cur: &mut Cursor<'_>,
+    prev: &mut Prev,
+    out: &mut S,
+    n: usize,
+) -> (usize, Result<(), &'static str>) {
+    match build {
+        Build::Portable => cur.decode_into(prev, out, n),
+        // SAFETY: the callers take `build` from `builds`, which checks the CPU.
+        #[cfg(target_arch = "x86_64")]
+        Build::Avx2 => unsafe { cur.decode_into_avx2(prev, out, n) },
+        // SAFETY: as above.
+        #[cfg(target_arch = "x86_64")]
+        Build::Avx512 => unsafe { cur.decode_into_avx512(prev, out, n) },
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => unreachable!(),
+    }
+}
+
+/// `bytes` decoded by `build`.
+fn decoded(bytes: &[u8], n: usize, build: Build) -> (Vec<Event>, Option<&'static str>, usize) {
     run(bytes, |cur, prev, out| {
-        let (done, r) = if simd {
-            #[cfg(target_arch = "x86_64")]
-            {
-                // SAFETY: the callers check the CPU's BMI2 and AVX-512 first.
-                unsafe { cur.decode_into_bmi2(prev, out, n) }
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            unreachable!()
-        } else {
-            cur.decode_into(prev, out, n)
-        };
+        let (done, r) = decode_with(build, cur, prev, out, n);
         assert_eq!(done, out.len());
         r.err()
     })
@@ -79,7 +113,7 @@ fn decoded(bytes: &[u8], n: usize, simd: bool) -> (Vec<Event>, Option<&'static s
 /// and the error and where the cursor ends.
 type Paged = (Vec<u64>, [u64; 2], u64, Option<&'static str>, usize);
 
-fn paged(bytes: &[u8], n: usize, simd: bool) -> Paged {
+fn paged(bytes: &[u8], n: usize, build: Build) -> Paged {
     let buf = padded(bytes);
     let mut cur = Cursor {
         buf: &buf,
@@ -92,17 +126,7 @@ fn paged(bytes: &[u8], n: usize, simd: bool) -> Paged {
         filter: &mut filter,
         out: &mut batch,
     };
-    let (done, r) = if simd {
-        #[cfg(target_arch = "x86_64")]
-        {
-            // SAFETY: the callers check the CPU's BMI2 and AVX-512 first.
-            unsafe { cur.decode_into_bmi2(&mut prev, &mut sink, n) }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        unreachable!()
-    } else {
-        cur.decode_into(&mut prev, &mut sink, n)
-    };
+    let (done, r) = decode_with(build, &mut cur, &mut prev, &mut sink, n);
     filter.flush(&mut batch);
     assert_eq!(done as u64, batch.events());
     (
@@ -130,31 +154,30 @@ fn padded(bytes: &[u8]) -> Vec<u8> {
     buf
 }
 
-/// Whether this CPU runs `decode_into_bmi2` (what the `avx512` tier checks).
-fn has_simd() -> bool {
+/// Whether this CPU runs `build` (the features its tier checks).
+fn has(build: Build) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::is_x86_feature_detected as has;
-        has!("bmi1")
-            && has!("bmi2")
-            && has!("lzcnt")
-            && has!("popcnt")
-            && has!("avx512f")
-            && has!("avx512bw")
+        let avx2 = has!("avx2") && has!("bmi1") && has!("bmi2") && has!("lzcnt") && has!("popcnt");
+        match build {
+            Build::Portable => true,
+            Build::Avx2 => avx2,
+            Build::Avx512 => avx2 && has!("avx512f") && has!("avx512bw"),
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    false
+    matches!(build, Build::Portable)
 }
 
-/// Both builds agree with the record-at-a-time decoder.
+/// Every build this CPU runs agrees with the record-at-a-time decoder (the others
+/// skipped, said once per test run).
 fn check(bytes: &[u8], n: usize) -> Result<(), TestCaseError> {
     let want = one_by_one(bytes, n);
-    prop_assert_eq!(&decoded(bytes, n, false), &want, "portable");
     let pages = filtered(want.clone());
-    prop_assert_eq!(&paged(bytes, n, false), &pages, "portable, pages");
-    if has_simd() {
-        prop_assert_eq!(&decoded(bytes, n, true), &want, "BMI2 and AVX-512");
-        prop_assert_eq!(&paged(bytes, n, true), &pages, "BMI2 and AVX-512, pages");
+    for build in builds() {
+        prop_assert_eq!(&decoded(bytes, n, build), &want, "{:?}", build);
+        prop_assert_eq!(&paged(bytes, n, build), &pages, "{:?}, pages", build);
     }
     Ok(())
 }
@@ -246,10 +269,16 @@ proptest! {
         s[32..].copy_from_slice(&more);
         prop_assert_eq!(starts(stops_portable(&s)), starts_one_by_one(&s));
         #[cfg(target_arch = "x86_64")]
-        if has_simd() {
+        if has(Build::Avx2) {
+            // SAFETY: the CPU has AVX2.
+            let wide = unsafe { super::window::stops_avx2(&s) };
+            prop_assert_eq!(wide, stops_portable(&s));
+        }
+        #[cfg(target_arch = "x86_64")]
+        if has(Build::Avx512) {
             // SAFETY: the CPU has AVX-512F and BW.
-            let simd = unsafe { super::window::stops_avx512(&s) };
-            prop_assert_eq!(simd, stops_portable(&s));
+            let wide = unsafe { super::window::stops_avx512(&s) };
+            prop_assert_eq!(wide, stops_portable(&s));
         }
     }
 
