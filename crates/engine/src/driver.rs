@@ -102,7 +102,7 @@ const STUDY_AS_RUNS: usize = 2;
 /// them over the same batches. Where the
 /// run may use more than one thread ([`crate::with_threads`]), the cost model's
 /// runs are dealt out to as many parts ([`crate::CostParts`]): this thread steps
-/// any study and the first (then fewer runs: [`STUDY_AS_RUNS`]), a thread of its own
+/// any study and the first (then fewer runs: `STUDY_AS_RUNS`), a thread of its own
 /// each of the others, every one over the same batches in order (each a few
 /// batches at most behind this one); the results are the same.
 pub fn run_cost_study(

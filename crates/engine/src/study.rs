@@ -166,6 +166,16 @@ struct SizeRun {
 
 const SIDES: [Side; 2] = [Side::Instr, Side::Data];
 
+/// The tiers of [`Study::feed_fronts`]: which of [`Fronts`]' loops it runs.
+const PORTABLE: u8 = 0;
+const AVX2: u8 = 1;
+const AVX512: u8 = 2;
+
+/// The ranks of the fronts in the AVX2 tier: eight, as in the AVX-512 tier (a rank is
+/// two registers; against four, the native study's CPU 0.91-0.97x on python3, cc1 and
+/// xz, even on gzip: docs/speed.md, session 48).
+const AVX2_RANKS: usize = pagelab_tlb::AVX512_RANKS;
+
 /// The most words [`Study::feed_fronts`] looks up in the fronts before it
 /// finishes the lookups that missed a whole L1.
 const FRONT_RUN: usize = 256;
@@ -368,10 +378,26 @@ impl Study {
             }
             return self.feed_each(&batch.words);
         }
+        #[cfg(target_arch = "x86_64")]
+        if pagelab_core::isa::active() == pagelab_core::isa::Isa::Avx2 {
+            if let Some(fronts) = self.take_fronts::<AVX2_RANKS>() {
+                // SAFETY: the active tier is one the CPU has (`isa::active` checks), and
+                // the AVX2 tier's features are those `feed_fronts_avx2` is compiled for.
+                return unsafe { self.feed_fronts_avx2(&batch.words, fronts) };
+            }
+        }
         match self.take_fronts::<PORTABLE_RANKS>() {
-            Some(fronts) => self.feed_fronts::<false, PORTABLE_RANKS>(&batch.words, fronts),
+            Some(fronts) => self.feed_fronts::<PORTABLE, PORTABLE_RANKS>(&batch.words, fronts),
             None => self.feed_each(&batch.words),
         }
+    }
+
+    /// [`Study::feed_fronts`] compiled for the AVX2 tier, whose fronts compare and move
+    /// four lanes an instruction ([`Fronts::access_each_avx2`]).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi1,bmi2,popcnt,lzcnt")]
+    fn feed_fronts_avx2<const RANKS: usize>(&mut self, words: &[u64], fronts: Fronts<RANKS>) {
+        self.feed_fronts::<AVX2, RANKS>(words, fronts)
     }
 
     /// The runs' L1 fronts of `RANKS` entries, if they qualify (see
@@ -394,14 +420,14 @@ impl Study {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,bmi1,bmi2,popcnt")]
     fn feed_fronts_avx512<const RANKS: usize>(&mut self, words: &[u64], fronts: Fronts<RANKS>) {
-        self.feed_fronts::<true, RANKS>(words, fronts)
+        self.feed_fronts::<AVX512, RANKS>(words, fronts)
     }
 
     /// Steps the runs over `words` with their L1 fronts side by side (see
     /// [`Fronts`]): each word's lookups in every run it reaches at once, and
     /// only those that miss a front one by one.
     #[inline(always)]
-    fn feed_fronts<const AVX512: bool, const RANKS: usize>(
+    fn feed_fronts<const TIER: u8, const RANKS: usize>(
         &mut self,
         words: &[u64],
         mut fronts: Fronts<RANKS>,
@@ -446,17 +472,18 @@ impl Study {
                 last = j;
                 let side = (part[j] & DATA) as usize;
                 // SAFETY: only `feed_fronts_avx512` passes `AVX512`, for a CPU that has it.
-                if !unsafe { m.l1_in_tier(&mut runs[m.lane].tlb, side, AVX512) } {
+                if !unsafe { m.l1_in_tier(&mut runs[m.lane].tlb, side, TIER == AVX512) } {
                     deferred[n] = (j as u32, m.lane as u8);
                     n += 1;
                 }
             };
             #[cfg(target_arch = "x86_64")]
-            if AVX512 {
+            match TIER {
                 // SAFETY: only `feed_fronts_avx512` passes `AVX512`, for a CPU that has it.
-                unsafe { fronts.access_each_avx512(part.len(), next, missed) };
-            } else {
-                fronts.access_each(part.len(), next, missed);
+                AVX512 => unsafe { fronts.access_each_avx512(part.len(), next, missed) },
+                // SAFETY: only `feed_fronts_avx2` passes `AVX2`, for a CPU that has it.
+                AVX2 => unsafe { fronts.access_each_avx2(part.len(), next, missed) },
+                _ => fronts.access_each(part.len(), next, missed),
             }
             #[cfg(not(target_arch = "x86_64"))]
             fronts.access_each(part.len(), next, missed);

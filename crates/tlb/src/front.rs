@@ -9,7 +9,8 @@
 //! table, rank by rank with one lane per hierarchy, so that a reference's
 //! lookups in all of them are a few operations on whole ranks (with AVX-512,
 //! one instruction a rank, the table held in registers while
-//! [`Fronts::access_each_avx512`] runs). A lookup that misses its front goes
+//! [`Fronts::access_each_avx512`] runs; with AVX2, two a rank,
+//! [`Fronts::access_each_avx2`]). A lookup that misses its front goes
 //! on in its own hierarchy exactly as the hierarchy's own lookup would: the
 //! key pushed out of the front goes to the front of the rest of the array,
 //! and so on ([`FrontMiss::l1`], then [`Fronts::after_l1_miss`]). [`Fronts::put_back`] returns the fronts
@@ -461,6 +462,10 @@ impl<const RANKS: usize> FrontMiss<RANKS> {
         self.l1(tlb, s)
     }
 }
+
+#[cfg(target_arch = "x86_64")]
+#[path = "front_avx2.rs"]
+mod avx2;
 
 #[cfg(test)]
 #[path = "front_tests.rs"]

@@ -88,7 +88,9 @@ fn step<const RANKS: usize>(
         };
         // As the engine does: the L1 at once, the rest after the call.
         let mut l1_misses = Vec::new();
-        let avx512 = pagelab_core::isa::Isa::Avx512.supported() && c.is_multiple_of(2);
+        // The three implementations take turns, where the CPU has them.
+        let avx512 = pagelab_core::isa::Isa::Avx512.supported() && c.is_multiple_of(3);
+        let avx2 = pagelab_core::isa::Isa::Avx2.supported() && c % 3 == 1;
         let missed = |i: usize, m: FrontMiss<RANKS>| {
             let (tlb, side) = (&mut tlbs[m.lane], usize::from(part[i].0));
             // SAFETY: `avx512` only where the CPU has AVX-512F (checked).
@@ -100,11 +102,17 @@ fn step<const RANKS: usize>(
         if avx512 {
             // SAFETY: the CPU has AVX-512F (checked).
             unsafe { fronts.access_each_avx512(part.len(), next, missed) };
+        } else if avx2 {
+            // SAFETY: the CPU has AVX2 (checked).
+            unsafe { fronts.access_each_avx2(part.len(), next, missed) };
         } else {
             fronts.access_each(part.len(), next, missed);
         }
         #[cfg(not(target_arch = "x86_64"))]
-        fronts.access_each(part.len(), next, missed);
+        {
+            let _ = avx2;
+            fronts.access_each(part.len(), next, missed);
+        }
         l1_misses
             .into_iter()
             .map(|(i, lane)| {

@@ -44,8 +44,8 @@ fn run(events: &[Event], preset: &str, step: impl Fn(&mut Study, &[u64])) -> Sim
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
-    /// The portable fronts (what a CPU without AVX-512 runs), the AVX-512
-    /// ones, each with either tier's number of ranks, the whole L1 arrays
+    /// The portable fronts, the AVX2 ones (what a CPU without AVX-512 runs), the
+    /// AVX-512 ones, each with either number of ranks, the whole L1 arrays
     /// in tiers, and the runs' own lookups give the same result.
     #[test]
     fn every_way_of_stepping_agrees(events in proptest::collection::vec(arb_event(), 0..4000)) {
@@ -53,14 +53,31 @@ proptest! {
             let own = run(&events, preset, |s, w| s.feed_each(w));
             let portable = run(&events, preset, |s, w| {
                 let fronts = s.take_fronts().unwrap();
-                s.feed_fronts::<false, PORTABLE_RANKS>(w, fronts)
+                s.feed_fronts::<PORTABLE, PORTABLE_RANKS>(w, fronts)
             });
             prop_assert_eq!(&portable.runs, &own.runs, "preset {}", preset);
             let portable8 = run(&events, preset, |s, w| {
                 let fronts = s.take_fronts().unwrap();
-                s.feed_fronts::<false, AVX512_RANKS>(w, fronts)
+                s.feed_fronts::<PORTABLE, AVX512_RANKS>(w, fronts)
             });
             prop_assert_eq!(&portable8.runs, &own.runs, "preset {}", preset);
+            #[cfg(target_arch = "x86_64")]
+            if pagelab_core::isa::Isa::Avx2.supported() {
+                let avx2 = run(&events, preset, |s, w| {
+                    let fronts = s.take_fronts().unwrap();
+                    // SAFETY: the CPU has the features (checked).
+                    unsafe { s.feed_fronts_avx2::<PORTABLE_RANKS>(w, fronts) }
+                });
+                prop_assert_eq!(&avx2.runs, &own.runs, "preset {}, AVX2", preset);
+                let avx2_8 = run(&events, preset, |s, w| {
+                    let fronts = s.take_fronts().unwrap();
+                    // SAFETY: the CPU has the features (checked).
+                    unsafe { s.feed_fronts_avx2::<AVX512_RANKS>(w, fronts) }
+                });
+                prop_assert_eq!(&avx2_8.runs, &own.runs, "preset {}, AVX2, 8 ranks", preset);
+            } else {
+                eprintln!("every_way_of_stepping_agrees: AVX2 fronts skipped: the CPU lacks AVX2");
+            }
             #[cfg(target_arch = "x86_64")]
             if pagelab_core::isa::Isa::Avx512.supported() {
                 let wide = run(&events, preset, |s, w| {
