@@ -118,7 +118,7 @@ impl SetAssoc {
         set[0] = k;
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn access_key(&mut self, k: Key) -> bool {
         match move_to_front(self.set_mut(k), k) {
             None => true,
