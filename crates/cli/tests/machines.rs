@@ -489,7 +489,14 @@ fn machines_measure_writes_a_machine_file_that_times_a_run() {
         assert!(rows >= 4, "{text}");
         match miss {
             Some(e) => {
-                assert!(text.contains(&format!("at block_miss = {e};")), "{text}");
+                // The chase's fit as it stood, or bounded by the stride over the most
+                // blocks (the guest's measurement decides which).
+                assert!(
+                    text.contains(&format!("at block_miss = {e};"))
+                        || text
+                            .contains(&format!("the stride bounds it to {e}: block_miss = {e};")),
+                    "{text}"
+                );
                 let interval = m["nested"]["block_interval"].as_integer().unwrap();
                 assert!((0..=e).contains(&interval), "{written}");
                 assert!(

@@ -282,7 +282,11 @@ fn parse_blocks_with<const AVX2: bool, S: Sink>(
 /// `None` means "ask the careful parser", not "invalid": a line it returns is
 /// parsed exactly as the careful parser would parse it.
 #[inline(always)]
-fn parse_well_formed<const AVX2: bool>(buf: &[u8], s: usize, e: usize) -> Option<MemRef> {
+pub(super) fn parse_well_formed<const AVX2: bool>(
+    buf: &[u8],
+    s: usize,
+    e: usize,
+) -> Option<MemRef> {
     let f = fields::<AVX2>(buf, s, e);
     if f.ok {
         Some(MemRef {

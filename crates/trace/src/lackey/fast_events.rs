@@ -5,12 +5,13 @@
 //!
 //! [`parse_events`] has the contract of [`parse_blocks`] for an [`EventSink`] and gives
 //! the same events, lines, stops and errors: a window with any line of another shape
-//! sends its first line alone through [`fields`] or the careful parser, exactly as the
-//! block loop would, and the next window starts after it (tested against each other on
-//! every CPU that has the instructions: `fast_pages_tests.rs`).
+//! sends its first line alone through [`parse_well_formed`] (the block loop's own
+//! parse of a line) or the careful parser, exactly as the block loop would, and the
+//! next window starts after it (tested against each other on every CPU that has the
+//! instructions: `fast_pages_tests.rs`).
 
 #[cfg(target_arch = "x86_64")]
-use super::fast::{fields, parse_blocks, Sink, KIND};
+use super::fast::{parse_blocks, parse_well_formed, Sink, KIND};
 use super::fast::{EventSink, Parsed};
 #[cfg(target_arch = "x86_64")]
 use super::fast_pages::{
@@ -82,13 +83,8 @@ mod avx512 {
             }
             // The first line alone.
             let e = line_end(buf, complete, s, nl);
-            let f = fields::<true>(buf, s, e);
-            if f.ok {
-                out.push_one(MemRef {
-                    addr: VirtAddr(f.addr),
-                    size: f.size,
-                    kind: KIND[usize::from(f.kind)],
-                });
+            if let Some(r) = parse_well_formed::<true>(buf, s, e) {
+                out.push_one(r);
             } else {
                 match parse_odd_line(&buf[..complete], s, e) {
                     Ok(Some(r)) => out.push_one(r),

@@ -251,7 +251,10 @@ pub(super) mod avx512 {
             let (w, nl) = load_window(buf, complete, s);
             // Below `PENDING` while windows are read (drained on reaching it).
             let at = pending.n.min(PENDING);
-            let (addr, meta) = (&mut pending.addr[at..at + 8], &mut pending.meta[at..at + 8]);
+            let (addr, meta) = (
+                &mut pending.addr[at..at + MAX_LINES],
+                &mut pending.meta[at..at + MAX_LINES],
+            );
             let win = window(w, nl, addr.try_into().unwrap(), meta.try_into().unwrap());
             if win.ok {
                 let n = win.lines as usize;
