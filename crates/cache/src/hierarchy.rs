@@ -115,6 +115,10 @@ impl Caches {
         if l1.set_tags(line.set).iter().all(|&t| t & TABLE_TAG == 0) {
             // Its last page-table line is gone: the set is the shared one again.
             self.own &= !(1 << line.set);
+            if let Some(shared) = &self.shared {
+                let n = &shared.owners[line.set];
+                n.set(n.get() - 1);
+            }
         }
         hit
     }
@@ -135,6 +139,8 @@ impl Caches {
         if self.own & (1 << set) == 0 {
             if let Some(shared) = &self.shared {
                 l1.copy_set(set, &shared.cache.borrow());
+                let n = &shared.owners[set];
+                n.set(n.get() + 1);
             }
             self.own |= 1 << set;
         }

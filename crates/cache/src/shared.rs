@@ -24,7 +24,7 @@
 
 use crate::hierarchy::Caches;
 use crate::set_assoc::Cache;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 /// The tag bit of a page-table line in a run's own first-level set: data
@@ -37,18 +37,34 @@ pub(crate) const TABLE_TAG: u64 = 1 << 63;
 #[derive(Clone, Debug)]
 pub struct SharedFirst {
     pub(crate) cache: Rc<RefCell<Cache>>,
+    /// Per set, how many runs hold it themselves (kept by [`Caches`]: a set's count
+    /// goes up when a run's walk makes it the run's own, down when it is shared again).
+    pub(crate) owners: Rc<[Cell<u16>; 64]>,
     va_mask: u64,
     set_mask: u64,
     line_shift: u32,
 }
 
-/// A data line's lookup in a [`SharedFirst`]: its set, its tag and whether
-/// the shared level held it (the shared level is already updated).
+/// A data line's lookup in a [`SharedFirst`]: its set, its tag, whether
+/// the shared level held it (the shared level is already updated) and whether
+/// any run held that set itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SharedLine {
     pub(crate) set: usize,
     pub(crate) tag: u64,
     pub(crate) hit: bool,
+    pub(crate) owned: bool,
+}
+
+impl SharedLine {
+    /// Whether the line is a first-level hit in every run that shares the level, where
+    /// [`Caches::access_shared`] would change nothing but the run's counts: the shared
+    /// level held it and no run holds its set itself. A caller that knows it can count
+    /// such a line once for all runs ([`Caches::counts`]'s first level then lacks it).
+    #[inline]
+    pub fn hit_everywhere(&self) -> bool {
+        self.hit && !self.owned
+    }
 }
 
 impl SharedFirst {
@@ -66,6 +82,7 @@ impl SharedFirst {
         }
         Some(SharedFirst {
             cache: Rc::new(RefCell::new(l1.clone())),
+            owners: Rc::new(std::array::from_fn(|_| Cell::new(0))),
             va_mask,
             set_mask: sets - 1,
             line_shift: l1.line_shift(),
@@ -80,6 +97,12 @@ impl SharedFirst {
         let set = (line & self.set_mask) as usize;
         let tag = line + 1;
         let hit = self.cache.borrow_mut().access_tag(set, tag);
-        SharedLine { set, tag, hit }
+        let owned = self.owners[set].get() != 0;
+        SharedLine {
+            set,
+            tag,
+            hit,
+            owned,
+        }
     }
 }

@@ -3,7 +3,9 @@
 //! only once the memory is full), and scatters small frames as Linux does
 //! on a machine that has run a while; first touch keeps them consecutive.
 
-use pagelab_cache::{Caches, CostSpec, Frames, Host, PageTable, Placement, TableLayout};
+mod common;
+
+use pagelab_cache::{Caches, Frames, Host, PageTable, Placement, TableLayout};
 use proptest::prelude::*;
 
 const K4: u32 = 12;
@@ -157,17 +159,7 @@ fn a_share_of_frames_lies_next_to_the_last_and_all_inside_the_span() {
 fn scattered_frames_cost_a_nested_walk_its_host_walks() {
     // Under nested paging with 2M host pages, 4K guest frames spread over
     // many host pages miss the nested TLB; consecutive ones share 8.
-    let spec: CostSpec = toml::from_str(
-        r#"
-        [caches]
-        l1d = { size = "32K", ways = 8, line = 64, latency = 4 }
-        memory_latency = 300
-        [costs]
-        base_cpi = 1.0
-        tlb_hit = [0]
-        "#,
-    )
-    .unwrap();
+    let spec = common::l1_only();
     let x86_64 = TableLayout::uniform(K4, &[9, 9, 9, 9], 1, 8);
     let host2m = TableLayout {
         leaf: 2,

@@ -51,8 +51,9 @@ pub struct CostStudy {
     l1_latency: u32,
     instrs: u64,
     data_refs: u64,
-    /// References that repeat the last instruction page or the last data
-    /// line: hits in every run's L1 TLB (and L1 cache), counted once here.
+    /// References that repeat the last instruction page, or the last data line or
+    /// its L1 entry while its line is a hit in every run's first cache level: hits in
+    /// every run's L1 TLB (and L1 cache), counted once here.
     instr_repeats: u64,
     data_repeats: u64,
     /// Loads, and those among the repeats.
@@ -60,6 +61,12 @@ pub struct CostStudy {
     load_repeats: u64,
     last_instr_page: u64,
     last_line: u64,
+    /// The bits of a data address that name every run's L1 entry for it (the smallest
+    /// run's [`Run::memo_shift`]), when a data line in the page of the last data line
+    /// looked up can be counted once for all runs (a shared first level, no nested
+    /// paging); and that page.
+    page_memo: Option<u32>,
+    last_data_page: u64,
     /// The machine's misses in flight, if it overlaps them.
     overlap: Option<OverlapSpec>,
     /// Whether the data references are independent (and the runs overlap their misses).
@@ -160,6 +167,11 @@ impl CostStudy {
                 run.caches.share_first(s);
             }
         }
+        let page_memo = runs
+            .iter()
+            .map(|r| r.memo_shift[1])
+            .min()
+            .filter(|_| shared.is_some() && host.is_none());
         Ok(CostStudy {
             runs,
             shared,
@@ -175,6 +187,8 @@ impl CostStudy {
             load_repeats: 0,
             last_instr_page: u64::MAX,
             last_line: u64::MAX,
+            page_memo,
+            last_data_page: u64::MAX,
             overlap: m.cost.overlap.clone(),
             independent: false,
             cpi_ticks: (m.cost.costs.base_cpi * TICKS as f64).round() as u64,
@@ -319,15 +333,40 @@ impl CostStudy {
                 }
                 // The line is read last, after any walk: the most recent of its set.
                 self.last_line = if last >> ls == line { line } else { u64::MAX };
+                // A line in the L1 entry of the last data line repeats that entry in every
+                // run (no walk); if the shared first level holds it and no run holds its
+                // set itself, every run's answer is the same hit.
+                let mut first = None;
+                if let (Some(memo), Some(shared)) = (self.page_memo, &self.shared) {
+                    if !self.independent
+                        && addr >> memo == self.last_data_page
+                        && last >> ls == line
+                    {
+                        let read = shared.access(addr);
+                        if read.hit_everywhere() {
+                            self.data_repeats += 1;
+                            self.load_repeats += u64::from(load);
+                            continue;
+                        }
+                        first = Some(read);
+                    }
+                    self.last_data_page = last >> memo;
+                }
                 if (addr ^ last) >> MIN_PAGE_SHIFT != 0 && self.counting {
                     for run in &mut self.runs {
                         run.count_extra(1, addr, last);
                     }
                 }
                 match &self.shared {
-                    Some(shared) => {
-                        Self::shared_data(&mut self.runs, shared, addr, last, ls, &hit, load)
-                    }
+                    Some(shared) => Self::shared_data(
+                        &mut self.runs,
+                        shared,
+                        (addr, last),
+                        first,
+                        ls,
+                        &hit,
+                        load,
+                    ),
                     None => {
                         for run in &mut self.runs {
                             run.data(addr, last, ls, &hit, load);
@@ -341,13 +380,16 @@ impl CostStudy {
     /// A data reference from `addr` to `last` in every run, line by line,
     /// with a shared first level: each line translated in every run (walks
     /// read the caches first), then read once in the shared level, then in
-    /// each run's levels as far as it goes.
+    /// each run's levels as far as it goes. `first` is the first line's read of the
+    /// shared level, where the caller read it already (a line of the last data line's
+    /// L1 entry: its translation walks in no run, so reading it first is the same).
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     fn shared_data(
         runs: &mut [Run],
         shared: &SharedFirst,
-        addr: u64,
-        last: u64,
+        (addr, last): (u64, u64),
+        mut first: Option<SharedLine>,
         line_shift: u32,
         hit: &[u32; 3],
         load: bool,
@@ -357,7 +399,7 @@ impl CostStudy {
             for run in runs.iter_mut() {
                 run.translate_line(a, hit, load);
             }
-            let line = shared.access(a);
+            let line = first.take().unwrap_or_else(|| shared.access(a));
             for run in runs.iter_mut() {
                 run.shared_line(line, load);
             }
