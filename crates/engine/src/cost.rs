@@ -358,15 +358,9 @@ impl CostStudy {
                     }
                 }
                 match &self.shared {
-                    Some(shared) => Self::shared_data(
-                        &mut self.runs,
-                        shared,
-                        (addr, last),
-                        first,
-                        ls,
-                        &hit,
-                        load,
-                    ),
+                    Some(shared) => {
+                        Self::shared_data(&mut self.runs, shared, addr, last, first, ls, &hit, load)
+                    }
                     None => {
                         for run in &mut self.runs {
                             run.data(addr, last, ls, &hit, load);
@@ -388,7 +382,8 @@ impl CostStudy {
     fn shared_data(
         runs: &mut [Run],
         shared: &SharedFirst,
-        (addr, last): (u64, u64),
+        addr: u64,
+        last: u64,
         mut first: Option<SharedLine>,
         line_shift: u32,
         hit: &[u32; 3],
