@@ -3,7 +3,9 @@
 //!
 //! While at least one [`Held`] guard lives, the four signals are caught: the first one received
 //! is recorded ([`received`]) and the process goes on, so its owner can restore what it changed
-//! and then stop. With a process group registered by [`forward_to_group`], the handler also
+//! and then stop. Where nothing needs restoring, only a step that a person would rather see
+//! end tidily (the guards of [`hold_soft`] alone), a second signal ends the process as the
+//! signal's default action would, so a step that takes long still stops on a second Ctrl-C. With a process group registered by [`forward_to_group`], the handler also
 //! passes each signal on to that group (as the terminal would have, had the program run
 //! alone); a second signal kills the group, for a program that ignores the first.
 //!
@@ -11,7 +13,7 @@
 //! since `exec` resets caught handlers: the program sees Ctrl-C as it would without pagelab.
 //! When the last guard drops, the handlers that were in place before the first come back.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// The signals that would otherwise end pagelab with something left changed.
@@ -26,12 +28,27 @@ static GROUP: AtomicI32 = AtomicI32::new(0);
 /// Whether a signal was already passed on to the current group.
 static FORWARDED: AtomicBool = AtomicBool::new(false);
 
+/// Live guards of [`hold`] (not [`hold_soft`]): while any lives, a second signal is caught too.
+static FIRM: AtomicUsize = AtomicUsize::new(0);
+
 /// Live guards and the actions that were in place before the first.
 static INSTALLED: Mutex<(usize, Vec<(i32, libc::sigaction)>)> = Mutex::new((0, Vec::new()));
 
 extern "C" fn on_signal(sig: libc::c_int) {
-    // Atomics and kill(2) only: both are async-signal-safe.
-    let _ = RECEIVED.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+    // Atomics, sigaction(2), getpid(2) and kill(2) only: all are async-signal-safe.
+    let first = RECEIVED.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+    if first.is_err() && FIRM.load(Ordering::SeqCst) == 0 {
+        // A second signal with nothing to restore: the signal's own default action.
+        // SAFETY: a zeroed sigaction is SIG_DFL with no flags and an empty mask; the
+        // signal is blocked while its handler runs, so it is delivered, with the default
+        // action, when the handler returns.
+        unsafe {
+            let action: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(sig, &action, std::ptr::null_mut());
+            libc::kill(libc::getpid(), sig);
+        }
+        return;
+    }
     let group = GROUP.load(Ordering::SeqCst);
     if group > 0 {
         let again = FORWARDED.swap(true, Ordering::SeqCst);
@@ -58,10 +75,25 @@ pub fn received() -> Option<i32> {
 /// While alive, the held signals are caught and recorded instead of ending the process.
 #[derive(Debug)]
 #[must_use = "the signals are held only while the guard lives"]
-pub struct Held(());
+pub struct Held {
+    /// Whether [`hold`] made it (not [`hold_soft`]).
+    firm: bool,
+}
 
 /// Catches the held signals until the returned guard (and every other live one) drops.
 pub fn hold() -> Held {
+    FIRM.fetch_add(1, Ordering::SeqCst);
+    install(true)
+}
+
+/// As [`hold`], for a step with nothing to restore: the first signal is recorded so that
+/// the step can stop tidily, and a second one ends the process (unless a guard of [`hold`]
+/// lives too).
+pub fn hold_soft() -> Held {
+    install(false)
+}
+
+fn install(firm: bool) -> Held {
     let mut installed = INSTALLED.lock().unwrap_or_else(|p| p.into_inner());
     if installed.0 == 0 {
         installed.1.clear();
@@ -82,12 +114,15 @@ pub fn hold() -> Held {
         }
     }
     installed.0 += 1;
-    Held(())
+    Held { firm }
 }
 
 impl Drop for Held {
     /// Gives the held signals back their previous handlers when the last guard drops.
     fn drop(&mut self) {
+        if self.firm {
+            FIRM.fetch_sub(1, Ordering::SeqCst);
+        }
         let mut installed = INSTALLED.lock().unwrap_or_else(|p| p.into_inner());
         installed.0 = installed.0.saturating_sub(1);
         if installed.0 == 0 {
@@ -159,5 +194,46 @@ mod tests {
         assert_eq!(received(), Some(libc::SIGTERM));
         drop(held);
         assert_eq!(action(libc::SIGINT), before, "the earlier action is back");
+    }
+
+    /// Run in a child process by [`a_second_signal_ends_only_a_soft_hold`]: holds the
+    /// signals as `PAGELAB_SIGNAL_CHILD` says (`soft`, `firm`, or both), raises SIGINT twice,
+    /// and exits 0 if still alive.
+    #[test]
+    #[ignore = "a child process of a_second_signal_ends_only_a_soft_hold"]
+    fn second_signal_child() {
+        let Ok(mode) = std::env::var("PAGELAB_SIGNAL_CHILD") else {
+            return;
+        };
+        let _soft = hold_soft();
+        let _firm = (mode != "soft").then(hold);
+        // SAFETY: raise(3) sends a signal to this thread, which the handler catches.
+        assert_eq!(unsafe { libc::raise(libc::SIGINT) }, 0);
+        assert_eq!(received(), Some(libc::SIGINT));
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::raise(libc::SIGINT) }, 0);
+        std::process::exit(0);
+    }
+
+    /// Under soft guards alone a second signal ends the process by the signal; a firm guard
+    /// beside them catches it too.
+    #[test]
+    fn a_second_signal_ends_only_a_soft_hold() {
+        use std::os::unix::process::ExitStatusExt;
+        for (mode, signal) in [("soft", Some(libc::SIGINT)), ("both", None)] {
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "signals::tests::second_signal_child",
+                    "--ignored",
+                ])
+                .env("PAGELAB_SIGNAL_CHILD", mode)
+                .output()
+                .unwrap();
+            assert_eq!(out.status.signal(), signal, "{mode}: {out:?}");
+            if signal.is_none() {
+                assert!(out.status.success(), "{mode}: {out:?}");
+            }
+        }
     }
 }

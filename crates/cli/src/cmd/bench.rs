@@ -249,8 +249,11 @@ pub fn run(a: BenchArgs) -> Result<i32> {
         Ok(Some((predictions, model)))
     };
     // A signal while the model runs stops it after the kernel it is on: the tables then
-    // hold what was measured and the kernels modelled so far.
-    let held = model_machine.is_some().then(pagelab_sys::signals::hold);
+    // hold what was measured and the kernels modelled so far. The model changes nothing on
+    // the machine, so a second signal ends pagelab at once.
+    let held = model_machine
+        .is_some()
+        .then(pagelab_sys::signals::hold_soft);
     let modelling_stopped = || {
         let sig = pagelab_sys::signals::received()?;
         eprintln!(
