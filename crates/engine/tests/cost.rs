@@ -296,7 +296,7 @@ fn every_preset_with_caches_times_a_workload() {
         .into_iter()
         .filter(|m| m.cost.is_some())
         .collect();
-    assert_eq!(timed_presets.len(), 10);
+    assert_eq!(timed_presets.len(), 11);
     for m in timed_presets {
         let c = cost(&m.name, None);
         let sizes = if m.geometry.base() == PageSize::K4 {

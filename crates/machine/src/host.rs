@@ -90,11 +90,12 @@ pub fn parse_cpuinfo(text: &str) -> Result<HostCpu, String> {
 }
 
 /// The preset that describes `cpu`, whose kernel uses base pages of `page_bytes`.
-/// Only cores whose caches and TLBs a preset gives: Zen 4 (Genoa, Bergamo and Siena,
-/// and the client parts), Golden and Raptor Cove Xeons (Sapphire and Emerald Rapids),
+/// Only cores whose caches and TLBs a preset gives: Zen 3 (Milan and the client parts)
+/// and Zen 4 (Genoa, Bergamo and Siena, and the client parts), Golden and Raptor Cove Xeons (Sapphire and Emerald Rapids),
 /// Skylake-derived client cores, and Neoverse N1 at each granule.
 pub fn preset_for(cpu: &HostCpu, page_bytes: u64) -> Option<&'static str> {
     match (cpu.vendor.as_str(), cpu.family, cpu.model) {
+        ("AuthenticAMD", 0x19, 0x00..=0x0f | 0x20..=0x5f) => Some("zen3"),
         ("AuthenticAMD", 0x19, 0x10..=0x1f | 0x60..=0x7f | 0xa0..=0xaf) => Some("zen4"),
         ("GenuineIntel", 6, 0x8f | 0xcf) => Some("emeraldrapids"),
         ("GenuineIntel", 6, 0x4e | 0x5e | 0x8e | 0x9e) => Some("skylake"),

@@ -44,6 +44,7 @@ const PRESETS: &[(&str, &str)] = &[
         "power6",
         include_str!("../../../configs/machines/power6.toml"),
     ),
+    ("zen3", include_str!("../../../configs/machines/zen3.toml")),
     ("zen4", include_str!("../../../configs/machines/zen4.toml")),
     (
         "emeraldrapids",

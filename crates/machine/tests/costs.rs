@@ -26,6 +26,7 @@ fn the_timed_presets_are_the_issues_machines() {
         "pkunity",
         "power5plus",
         "power6",
+        "zen3",
         "zen4",
         "emeraldrapids",
         "skylake",

@@ -12,6 +12,8 @@ model\t\t: 207\nmodel name\t: Intel(R) Xeon(R) Processor\nstepping\t: 2\n\n\
 processor\t: 1\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 1\n";
 const GENOA: &str = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n\
 model\t\t: 17\nmodel name\t: AMD EPYC 9R14 96-Core Processor\n\nprocessor\t: 1\n";
+const MILAN: &str = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n\
+model\t\t: 1\nmodel name\t: AMD EPYC\n\nprocessor\t: 1\n";
 const NEOVERSE_N1: &str = "processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd\n\
 CPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x3\nCPU part\t: 0xd0c\n\
 CPU revision\t: 1\n\nprocessor\t: 1\n";
@@ -26,6 +28,22 @@ fn each_cpu_of_a_preset_is_recognised() {
     assert_eq!((emr.family, emr.model), (6, 207));
     assert_eq!(preset_for(&emr, 4096), Some("emeraldrapids"));
     assert_eq!(preset_for(&cpu(GENOA), 4096), Some("zen4"));
+    assert_eq!(preset_for(&cpu(MILAN), 4096), Some("zen3"));
+    // Zen 3's client parts (Vermeer, Rembrandt, Cezanne) and Zen 4's (Raphael, Phoenix).
+    for (model, name) in [
+        (0x21, "zen3"),
+        (0x44, "zen3"),
+        (0x50, "zen3"),
+        (0x61, "zen4"),
+        (0x74, "zen4"),
+    ] {
+        let text = MILAN.replace("model\t\t: 1", &format!("model\t\t: {model}"));
+        assert_eq!(
+            preset_for(&cpu(&text), 4096),
+            Some(name),
+            "model {model:#x}"
+        );
+    }
     let n1 = cpu(NEOVERSE_N1);
     assert_eq!((n1.vendor.as_str(), n1.model), ("0x41", 0xd0c));
     assert_eq!(preset_for(&n1, 4096), Some("neoverse-n1-4k"));
@@ -44,7 +62,12 @@ fn each_cpu_of_a_preset_is_recognised() {
 
 #[test]
 fn every_preset_host_can_pick_exists_and_times_runs() {
-    let cpus = [cpu(EMERALD_RAPIDS), cpu(GENOA), cpu(NEOVERSE_N1)];
+    let cpus = [
+        cpu(EMERALD_RAPIDS),
+        cpu(GENOA),
+        cpu(MILAN),
+        cpu(NEOVERSE_N1),
+    ];
     let names = preset_names();
     for c in &cpus {
         for page in [4096, 16384, 65536] {
@@ -59,16 +82,25 @@ fn every_preset_host_can_pick_exists_and_times_runs() {
 
 #[test]
 fn a_cpu_without_a_preset_falls_back_and_says_so() {
-    // Zen 3 (family 25, model 1) and Zen 5 (family 26): no preset describes them.
-    for text in [
-        GENOA.replace("model\t\t: 17", "model\t\t: 1"),
-        GENOA.replace("cpu family\t: 25", "cpu family\t: 26"),
+    // Zen 5 (family 26) and Cascade Lake (Intel family 6 model 85): no preset describes them.
+    for (text, vendor) in [
+        (
+            GENOA.replace("cpu family\t: 25", "cpu family\t: 26"),
+            "AuthenticAMD family 26",
+        ),
+        (
+            EMERALD_RAPIDS.replace("model\t\t: 207", "model\t\t: 85"),
+            "GenuineIntel family 6 model 85",
+        ),
     ] {
         let c = choose(parse_cpuinfo(&text), 4096);
         assert_eq!(c.name, FALLBACK);
-        assert!(c
-            .reason
-            .starts_with("no preset describes this CPU (AuthenticAMD family 2"));
+        assert!(
+            c.reason
+                .starts_with(&format!("no preset describes this CPU ({vendor}")),
+            "{}",
+            c.reason
+        );
         assert!(c.reason.contains("--machine NAME|FILE"), "{}", c.reason);
     }
 }

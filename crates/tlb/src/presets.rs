@@ -22,6 +22,7 @@ const PRESETS: &[(&str, &str)] = &[
         include_str!("../../../configs/tlb/power5plus.toml"),
     ),
     ("skylake", include_str!("../../../configs/tlb/skylake.toml")),
+    ("zen3", include_str!("../../../configs/tlb/zen3.toml")),
     ("zen4", include_str!("../../../configs/tlb/zen4.toml")),
     (
         "emeraldrapids",

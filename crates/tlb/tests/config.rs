@@ -7,7 +7,7 @@ use pagelab_tlb::{
 #[test]
 fn every_preset_loads_validates_and_builds() {
     let all = presets();
-    assert_eq!(all.len(), 7);
+    assert_eq!(all.len(), 8);
     assert_eq!(all[0].0, DEFAULT_PRESET);
     for (name, cfg) in all {
         assert_eq!(cfg.name, name, "preset file name and `name` agree");
