@@ -90,9 +90,10 @@ pub fn parse_cpuinfo(text: &str) -> Result<HostCpu, String> {
 }
 
 /// The preset that describes `cpu`, whose kernel uses base pages of `page_bytes`.
-/// Only cores whose caches and TLBs a preset gives: Zen 3 (Milan and the client parts)
-/// and Zen 4 (Genoa, Bergamo and Siena, and the client parts), Golden and Raptor Cove Xeons (Sapphire and Emerald Rapids),
-/// Skylake-derived client cores, and Neoverse N1 at each granule.
+/// Only cores whose caches and TLBs a preset gives: Zen 3 (Milan and the client parts),
+/// Zen 4 (Genoa, Bergamo and Siena, and the client parts), Golden and Raptor Cove Xeons
+/// (Sapphire and Emerald Rapids), Skylake-derived client cores, and Neoverse N1 at each
+/// granule.
 pub fn preset_for(cpu: &HostCpu, page_bytes: u64) -> Option<&'static str> {
     match (cpu.vendor.as_str(), cpu.family, cpu.model) {
         ("AuthenticAMD", 0x19, 0x00..=0x0f | 0x20..=0x5f) => Some("zen3"),

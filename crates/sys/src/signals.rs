@@ -5,9 +5,12 @@
 //! is recorded ([`received`]) and the process goes on, so its owner can restore what it changed
 //! and then stop. Where nothing needs restoring, only a step that a person would rather see
 //! end tidily (the guards of [`hold_soft`] alone), a second signal ends the process as the
-//! signal's default action would, so a step that takes long still stops on a second Ctrl-C. With a process group registered by [`forward_to_group`], the handler also
-//! passes each signal on to that group (as the terminal would have, had the program run
-//! alone); a second signal kills the group, for a program that ignores the first.
+//! signal's default action would, so a step that takes long still stops on a second Ctrl-C
+//! (such a step runs no program of its own: the group below is not signalled then).
+//!
+//! With a process group registered by [`forward_to_group`], the handler also passes each
+//! signal on to that group (as the terminal would have, had the program run alone); a second
+//! signal kills the group, for a program that ignores the first.
 //!
 //! Caught (not ignored) signals return to their default action in programs pagelab starts,
 //! since `exec` resets caught handlers: the program sees Ctrl-C as it would without pagelab.
