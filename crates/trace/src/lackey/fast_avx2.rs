@@ -37,22 +37,8 @@ pub fn newline_mask(block: &[u8; 64]) -> u64 {
 pub fn hex16(chunk: &[u8; 16]) -> (u32, u64) {
     // SAFETY: only called from `parse_blocks`, whose caller checked AVX2.
     unsafe {
-        let splat = |b: u8| _mm_set1_epi8(b as i8);
         let x = _mm_set_epi64x(word(chunk, 8) as i64, word(chunk, 0) as i64);
-        let in_range = |v, lo: u8, hi: u8| {
-            _mm_and_si128(
-                _mm_cmpgt_epi8(v, splat(lo - 1)),
-                _mm_cmplt_epi8(v, splat(hi + 1)),
-            )
-        };
-        let digit = in_range(x, b'0', b'9');
-        let alpha = in_range(_mm_or_si128(x, splat(0x20)), b'a', b'f');
-        let hex = _mm_movemask_epi8(_mm_or_si128(digit, alpha)) as u32;
-        let n = (!hex | 1 << 16).trailing_zeros();
-        let nib = _mm_add_epi8(
-            _mm_and_si128(x, splat(0x0f)),
-            _mm_and_si128(alpha, splat(9)),
-        );
+        let (n, nib) = super::sse2::digits(x);
         // Pairs of digits into bytes, first digit high: d0 * 16 + d1.
         let pairs = _mm_maddubs_epi16(nib, _mm_set1_epi16(0x0110));
         let bytes = _mm_packus_epi16(pairs, pairs);
