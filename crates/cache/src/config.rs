@@ -150,6 +150,15 @@ pub struct NestedSpec {
     /// `host=` models it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_page: Option<PageSize>,
+    /// Where the host's frames lie (default: `scattered`): the host backs each 4K of
+    /// guest-physical memory with a frame of its own memory, given when the guest first
+    /// touched it, which on a host up for a while is anywhere (`scattered`, over as much
+    /// memory as the guest's `phys.memory`, its 2M and 1G host pages whole blocks); or one
+    /// after the other in the order this run's walks first need them (`first-touch`, the
+    /// only placement before session 51, which lays the frames of a guest page out by the
+    /// order of the run's accesses, not by guest-physical address).
+    #[serde(default)]
+    pub host_frames: HostFrames,
     /// The host's translations of 2M blocks of guest-physical memory that this guest's
     /// walks find ready, held apart in an LRU set of this many blocks; 0, the default: held
     /// in the guest's TLB beside its own entries, where `block_miss` is given (as `pagelab
@@ -201,6 +210,17 @@ impl NestedSpec {
         }
         Ok(())
     }
+}
+
+/// Where the host's frames lie under nested paging (`[nested] host_frames`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostFrames {
+    /// Scattered over the host's memory ([`crate::Placement::Scattered`], no neighbours).
+    #[default]
+    Scattered,
+    /// One after the other in the order the run's walks first need them.
+    FirstTouch,
 }
 
 /// How a run's frames lie in physical memory (`[frames] placement`).

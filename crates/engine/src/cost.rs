@@ -122,7 +122,12 @@ impl CostStudy {
                     ),
                     host: host.map(|l| {
                         let h = Host::new(
-                            PageTable::new(l, &nested.walk_cache_entries, HOST_BASE),
+                            PageTable::placed(
+                                l,
+                                &nested.walk_cache_entries,
+                                HOST_BASE,
+                                m.host_placement(),
+                            ),
                             nested.ntlb_entries,
                         );
                         match (nested.block_miss, nested.block_entries) {

@@ -267,6 +267,43 @@ fn nested_walks_cost_more_and_larger_host_pages_less() {
 }
 
 #[test]
+fn the_hosts_frames_are_scattered_unless_the_file_says_first_touch() {
+    // The stride reads one line in each 4K page, a line further on in each next page. Over
+    // 4K host frames one after another in the order of first touches (a 2M guest page's
+    // frames are then its 4K pages in order, with a host page-table page between one 2M
+    // and the next), each 2M of the heap puts its 512 lines in 64 of zen3's 1024 L2 sets
+    // (8 ways), 8 a set, and the 8 2M of a 16M heap overlap in those sets: about half the
+    // accesses after the first pass miss the L2. Over scattered host frames, as this
+    // project's guests measured them (docs/cost.md, session 32), the 4096 lines spread over
+    // all the sets, 4 a set on average, and a few in 20 miss.
+    let spec = "stride:heap=16M,page=4K,every=1,iters=8,init=false,align=2M";
+    let l2_misses = |frames: pagelab_cache::HostFrames| {
+        let mut c = cost("zen3", Some(PageSize::K4));
+        c.machine.cost.nested.as_mut().unwrap().host_frames = frames;
+        let r = timed(spec, "2M", &c);
+        let cost = r.runs[0].cost.clone().unwrap();
+        let l2 = cost.caches.iter().find(|l| l.level == "l2").unwrap();
+        (l2.data_accesses, l2.data_misses)
+    };
+    let (lines, accesses) = (4096, 8 * 4096);
+    let (seen, first_touch) = l2_misses(pagelab_cache::HostFrames::FirstTouch);
+    assert!(seen >= accesses * 9 / 10, "{seen}");
+    // Cold misses of the first pass, then 18544 - 4096 of 28672 (50%) when written.
+    assert!(
+        first_touch >= lines + (accesses - lines) * 2 / 5,
+        "{first_touch}"
+    );
+    let (_, scattered) = l2_misses(pagelab_cache::HostFrames::Scattered);
+    // 5587 - 4096 of 28672 (5%) when written.
+    assert!(scattered <= lines + (accesses - lines) / 10, "{scattered}");
+    // The preset says nothing, so it is scattered.
+    let preset = timed(spec, "2M", &cost("zen3", Some(PageSize::K4)));
+    let c = preset.runs[0].cost.clone().unwrap();
+    let l2 = c.caches.iter().find(|l| l.level == "l2").unwrap();
+    assert_eq!(l2.data_misses, scattered);
+}
+
+#[test]
 fn a_guest_page_larger_than_the_hosts_is_splintered_in_the_tlb() {
     // One word in each of 8192 4K pages of a 32M heap: 16 guest 2M pages, which a TLB
     // of 2M entries holds. On 2M host pages the combined translation is a 2M entry, so

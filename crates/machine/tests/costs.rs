@@ -194,6 +194,32 @@ fn a_missing_latency_or_section_is_refused_with_its_field() {
     );
     let msg = refused(
         "zen4",
+        "ntlb_entries =",
+        "host_frames = \"random\"\nntlb_entries =",
+    );
+    assert!(
+        msg.contains("host_frames")
+            && msg.contains("unknown variant `random`")
+            && msg.contains("first-touch")
+            && msg.contains("scattered"),
+        "{msg}"
+    );
+    let host_frames = |text: &str| {
+        let m = Machine::from_toml_str(text, "my.toml").unwrap();
+        m.cost.unwrap().nested.unwrap().host_frames
+    };
+    let zen4 = preset_text("zen4").unwrap();
+    assert_eq!(host_frames(zen4), pagelab_cache::HostFrames::Scattered);
+    assert_eq!(
+        host_frames(&zen4.replacen(
+            "ntlb_entries =",
+            "host_frames = \"first-touch\"\nntlb_entries =",
+            1
+        )),
+        pagelab_cache::HostFrames::FirstTouch
+    );
+    let msg = refused(
+        "zen4",
         "placement = \"first-touch\"",
         "placement = \"random\"",
     );
