@@ -150,13 +150,13 @@ pub struct NestedSpec {
     /// `host=` models it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_page: Option<PageSize>,
-    /// Where the host's frames lie (default: `scattered`): the host backs each 4K of
-    /// guest-physical memory with a frame of its own memory, given when the guest first
-    /// touched it, which on a host up for a while is anywhere (`scattered`, over as much
-    /// memory as the guest's `phys.memory`, its 2M and 1G host pages whole blocks); or one
-    /// after the other in the order this run's walks first need them (`first-touch`, the
-    /// only placement before session 51, which lays the frames of a guest page out by the
-    /// order of the run's accesses, not by guest-physical address).
+    /// Where the host's frames lie (default: `scattered`): the host backs guest-physical
+    /// memory with frames of its page size, each given when the guest first touched it,
+    /// which on a host up for a while is anywhere (`scattered`: 4K frames drawn over as
+    /// much memory as the guest's `phys.memory`, 2M and 1G ones whole blocks); or one after
+    /// the other in the order this run's walks first need them (`first-touch`, the only
+    /// placement before session 51, which lays a guest page's host frames out in the
+    /// order the run reads it, not by guest-physical address).
     #[serde(default)]
     pub host_frames: HostFrames,
     /// The host's translations of 2M blocks of guest-physical memory that this guest's
