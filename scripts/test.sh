@@ -5,22 +5,35 @@ cd "$(dirname "$0")/.."
 # A clean build gains nothing from incremental state, and it took 2.8 GB of
 # the disk CI ran out of.
 export CARGO_INCREMENTAL=0
+# Each step's wall time, so a suite that outgrows its 30 minutes shows where.
+last=$SECONDS
+took() {
+    echo "pagelab test: $1 took $((SECONDS - last)) s ($((SECONDS / 60)) min in all)" >&2
+    last=$SECONDS
+}
 bash scripts/setup.sh
+took "set-up (packages, release build, Python package)"
 cargo fmt --all -- --check
 cargo clippy --locked --workspace --all-targets -- -D warnings
+took "fmt and clippy"
+cargo test --locked --workspace --no-run
+took "building the tests"
 cargo test --locked --workspace --no-fail-fast
+took "the tests"
 # The Python package against the command line, on a real Dask cluster (python/tests).
 (cd python && ../.venv/bin/pytest -q -p no:cacheprovider)
 # The Python path's rates beside the command line's, and a sweep serial, on a
 # process pool and on a Dask LocalCluster (about 35 s; it prints, the goals are
 # read from its figures in docs/python.md, not asserted on a shared machine).
 .venv/bin/python python/bench/bench.py --quick
+took "the Python tests and benchmark"
 # The SIMD tiers: the trace, engine and CLI end-to-end suites once more on the
 # portable tier (the run above used this CPU's best), holding the same expected
 # results; crates/cli/tests/isa.rs compares every tier's JSON byte for byte.
 # The binaries are those built above, run again (a `cargo test -p` of fewer
 # packages unifies features differently and rebuilt for about 4.5 minutes).
 PAGELAB_ISA=portable python3 scripts/rerun-tests.py pagelab-trace pagelab-engine pagelab:cli pagelab:isa
+took "the portable tier's reruns"
 # The fast capture decoder writes through raw pointers into a Vec's spare
 # capacity: run it under Miri on a few small streams (about half a minute once
 # built), where the nightly toolchain can get Miri; otherwise say why not.
@@ -29,7 +42,9 @@ if rustup component add --toolchain nightly miri rust-src >/dev/null 2>&1; then
 else
     echo "pagelab test: Miri skipped: rustup could not add miri and rust-src to the nightly toolchain" >&2
 fi
+took "Miri"
 # Each fuzz target for 60 s, two at a time (skipped, saying why, without nightly).
 bash scripts/fuzz.sh --if-available 60
+took "fuzzing"
 # The build's footprint, so a run that nears the disk's limit shows it.
 du -sh target 2>/dev/null | sed 's/^/pagelab test: target directory: /' >&2

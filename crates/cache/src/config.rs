@@ -135,7 +135,7 @@ pub const MAX_WALK_CYCLES: u32 = 10_000;
 
 /// The `[nested]` section: what a guest under a hypervisor adds (used with
 /// `--virt nested:host=SIZE`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NestedSpec {
     /// Entries of the nested TLB, which caches guest-physical to
@@ -157,8 +157,8 @@ pub struct NestedSpec {
     /// the other in the order this run's walks first need them (`first-touch`, the only
     /// placement before session 51, which lays a guest page's host frames out in the
     /// order the run reads it, not by guest-physical address).
-    #[serde(default)]
-    pub host_frames: HostFrames,
+    #[serde(default = "FramePlacement::scattered")]
+    pub host_frames: FramePlacement,
     /// The host's translations of 2M blocks of guest-physical memory that this guest's
     /// walks find ready, held apart in an LRU set of this many blocks; 0, the default: held
     /// in the guest's TLB beside its own entries, where `block_miss` is given (as `pagelab
@@ -175,6 +175,22 @@ pub struct NestedSpec {
     /// many at once as walks).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub block_interval: u32,
+}
+
+impl Default for NestedSpec {
+    /// What a `[nested]` section that gives nothing has: no nested TLB, walk caches or
+    /// block translations, the host's page unknown and its frames scattered.
+    fn default() -> Self {
+        NestedSpec {
+            ntlb_entries: 0,
+            walk_cache_entries: Vec::new(),
+            host_page: None,
+            host_frames: FramePlacement::scattered(),
+            block_entries: 0,
+            block_miss: 0,
+            block_interval: 0,
+        }
+    }
 }
 
 impl NestedSpec {
@@ -212,17 +228,6 @@ impl NestedSpec {
     }
 }
 
-/// Where the host's frames lie under nested paging (`[nested] host_frames`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum HostFrames {
-    /// Scattered over the host's memory ([`crate::Placement::Scattered`], no neighbours).
-    #[default]
-    Scattered,
-    /// One after the other in the order the run's walks first need them.
-    FirstTouch,
-}
-
 /// How a run's frames lie in physical memory (`[frames] placement`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -235,6 +240,14 @@ pub enum FramePlacement {
     /// `[frames] span` of it, as Linux hands them out after a while
     /// ([`crate::Placement`]).
     Scattered,
+}
+
+impl FramePlacement {
+    /// `Scattered`: the default of `[nested] host_frames`, where `[frames] placement`'s
+    /// is `FirstTouch`.
+    pub fn scattered() -> Self {
+        FramePlacement::Scattered
+    }
 }
 
 /// The `[frames]` section.
@@ -505,5 +518,20 @@ impl CostSpec {
         v.extend(c.l2.as_ref().map(|s| ("l2", s)));
         v.extend(c.l3.as_ref().map(|s| ("l3", s)));
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_nested_section_is_the_default_with_scattered_host_frames() {
+        let empty: NestedSpec = toml::from_str("").unwrap();
+        assert_eq!(empty, NestedSpec::default());
+        assert_eq!(empty.host_frames, FramePlacement::Scattered);
+        // The guest's own `[frames] placement` keeps first touch as its default.
+        let frames: FramesSpec = toml::from_str("").unwrap();
+        assert_eq!(frames.placement, FramePlacement::FirstTouch);
     }
 }

@@ -41,8 +41,8 @@ mod walk;
 
 pub use blocks::{HostBlocks, LruSet, MAX_BLOCK_ENTRIES};
 pub use config::{
-    CacheSpec, CachesSpec, CostError, CostSpec, CostsSpec, FramePlacement, FramesSpec, HostFrames,
-    NestedSpec, SetIndex, WalkCachesSpec, MAX_WALK_CYCLES,
+    CacheSpec, CachesSpec, CostError, CostSpec, CostsSpec, FramePlacement, FramesSpec, NestedSpec,
+    SetIndex, WalkCachesSpec, MAX_WALK_CYCLES,
 };
 pub use frames::{Frames, Placement, NEIGHBOURS_ONE};
 pub use hierarchy::{CacheCounts, Caches, Line};

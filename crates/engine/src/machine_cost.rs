@@ -2,7 +2,7 @@
 //! machine file (`configs/machines/*.toml` with `[caches]` and `[costs]`),
 //! and the table layout each page size of a study is walked with.
 
-use pagelab_cache::{CostSpec, FramePlacement, HostFrames, Placement, TableLayout};
+use pagelab_cache::{CostSpec, FramePlacement, Placement, TableLayout};
 use pagelab_core::PageSize;
 use pagelab_machine::Machine;
 use pagelab_mm::pagetable::Geometry;
@@ -82,9 +82,9 @@ impl CostMachine {
     /// scattered over as much memory as the guest has, or in first-touch order.
     pub fn host_placement(&self) -> Placement {
         let nested = self.cost.nested.as_ref();
-        match nested.map_or(HostFrames::default(), |n| n.host_frames) {
-            HostFrames::Scattered => Placement::scattered(self.memory),
-            HostFrames::FirstTouch => Placement::FirstTouch,
+        match nested.map_or(FramePlacement::Scattered, |n| n.host_frames) {
+            FramePlacement::Scattered => Placement::scattered(self.memory),
+            FramePlacement::FirstTouch => Placement::FirstTouch,
         }
     }
 

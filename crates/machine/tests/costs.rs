@@ -209,14 +209,14 @@ fn a_missing_latency_or_section_is_refused_with_its_field() {
         m.cost.unwrap().nested.unwrap().host_frames
     };
     let zen4 = preset_text("zen4").unwrap();
-    assert_eq!(host_frames(zen4), pagelab_cache::HostFrames::Scattered);
+    assert_eq!(host_frames(zen4), pagelab_cache::FramePlacement::Scattered);
     assert_eq!(
         host_frames(&zen4.replacen(
             "ntlb_entries =",
             "host_frames = \"first-touch\"\nntlb_entries =",
             1
         )),
-        pagelab_cache::HostFrames::FirstTouch
+        pagelab_cache::FramePlacement::FirstTouch
     );
     let msg = refused(
         "zen4",
