@@ -4,9 +4,10 @@
 # seconds it had, the executions and the corpus size. Exits non-zero if a target crashed; its input is kept in
 # fuzz/artifacts/<target>/ (replay: cargo +nightly fuzz run -a <target> <file>).
 #
-#   scripts/fuzz.sh [--if-available] [SECONDS] [TARGET...]
+#   scripts/fuzz.sh [--if-available] [--build-only] [SECONDS] [TARGET...]
 #
 # --if-available: when nightly Rust is missing, say so and exit 0 (CI).
+# --build-only: build the targets and stop (CI builds them beside its other steps).
 # cargo-fuzz is installed with `cargo install` if it is missing.
 # New corpus entries go to fuzz/corpus/<target> (not committed); the
 # committed seeds in fuzz/seeds/<target> are read too, never written.
@@ -17,6 +18,11 @@ root=$PWD
 optional=0
 if [ "${1:-}" = "--if-available" ]; then
     optional=1
+    shift
+fi
+build_only=0
+if [ "${1:-}" = "--build-only" ]; then
+    build_only=1
     shift
 fi
 seconds=${1:-60}
@@ -45,6 +51,9 @@ fi
 # invariants), one target directory.
 flags=(-a --target-dir "${CARGO_TARGET_DIR:-$root/target}/fuzz")
 cargo +nightly fuzz build "${flags[@]}"
+if [ "$build_only" = 1 ]; then
+    exit 0
+fi
 
 jobs=${FUZZ_JOBS:-2}
 # FUZZ_LOGS=DIR keeps each target's libFuzzer log there (DIR/<target>.log).

@@ -11,6 +11,38 @@ took() {
     echo "pagelab test: $1 took $((SECONDS - last)) s ($((SECONDS / 60)) min in all)" >&2
     last=$SECONDS
 }
+# The nightly builds, Miri's and the fuzz targets', need nothing the other steps make:
+# they start now, beside those steps, at the lowest priority, so they take the CPU the
+# others leave idle (downloads, links, single-threaded tests) and slow them little. Each
+# is waited for, and its output shown, just before what runs it.
+bg_logs=$(mktemp -d)
+bg_pids=()
+trap 'for p in "${bg_pids[@]}"; do kill -- "-$p" 2>/dev/null || true; done; rm -rf "$bg_logs"' EXIT
+beside() { # NAME COMMAND...: runs COMMAND in its own process group, niced, output to NAME's log
+    local name=$1
+    shift
+    setsid -w nice -n 19 "$@" >"$bg_logs/$name.log" 2>&1 &
+    bg_pids+=($!)
+    eval "bg_$name=$!"
+}
+awaited() { # NAME: waits for NAME's build, shows its output; fails the suite if it failed
+    local pid status=0
+    pid=$(eval "echo \$bg_$1")
+    wait "$pid" || status=$?
+    cat "$bg_logs/$1.log" >&2
+    if [ "$status" != 0 ]; then
+        echo "pagelab test: the $1 build failed (exit $status)" >&2
+        exit "$status"
+    fi
+}
+# The fast capture decoder writes through raw pointers into a Vec's spare capacity: it
+# runs under Miri on a few small streams, where the nightly toolchain can get Miri.
+miri=()
+if rustup component add --toolchain nightly miri rust-src >/dev/null 2>&1; then
+    miri=(env CARGO_TARGET_DIR=target/miri cargo +nightly miri test --locked -p pagelab-capture --test fast_path)
+    beside miri "${miri[@]}" --no-run
+fi
+beside fuzz bash scripts/fuzz.sh --if-available --build-only
 bash scripts/setup.sh
 took "set-up (packages, release build, Python package)"
 cargo fmt --all -- --check
@@ -34,16 +66,16 @@ took "the Python tests and benchmark"
 # packages unifies features differently and rebuilt for about 4.5 minutes).
 PAGELAB_ISA=portable python3 scripts/rerun-tests.py pagelab-trace pagelab-engine pagelab:cli pagelab:isa
 took "the portable tier's reruns"
-# The fast capture decoder writes through raw pointers into a Vec's spare
-# capacity: run it under Miri on a few small streams (about half a minute once
-# built), where the nightly toolchain can get Miri; otherwise say why not.
-if rustup component add --toolchain nightly miri rust-src >/dev/null 2>&1; then
-    CARGO_TARGET_DIR=target/miri cargo +nightly miri test --locked -p pagelab-capture --test fast_path small_streams_for_miri
+# The decoder under Miri (about half a minute once built), or why not.
+if [ ${#miri[@]} -gt 0 ]; then
+    awaited miri
+    "${miri[@]}" small_streams_for_miri
 else
     echo "pagelab test: Miri skipped: rustup could not add miri and rust-src to the nightly toolchain" >&2
 fi
 took "Miri"
 # Each fuzz target for 60 s, two at a time (skipped, saying why, without nightly).
+awaited fuzz
 bash scripts/fuzz.sh --if-available 60
 took "fuzzing"
 # The build's footprint, so a run that nears the disk's limit shows it.
