@@ -23,6 +23,9 @@ beside() { # NAME COMMAND...: runs COMMAND in its own process group, niced, outp
     shift
     setsid -w nice -n 19 "$@" >"$bg_logs/$name.log" 2>&1 &
     bg_pids+=($!)
+    # A new session is a new autogroup where the kernel has them, and the scheduler
+    # shares the CPU between autogroups by their own nice value, not the tasks'.
+    echo 19 2>/dev/null >"/proc/$!/autogroup" || true
     eval "bg_$name=$!"
 }
 awaited() { # NAME: waits for NAME's build, shows its output; fails the suite if it failed
