@@ -18,14 +18,16 @@ took() {
 bg_logs=$(mktemp -d)
 bg_pids=()
 trap 'for p in "${bg_pids[@]}"; do kill -- "-$p" 2>/dev/null || true; done; rm -rf "$bg_logs"' EXIT
-beside() { # NAME COMMAND...: runs COMMAND in its own process group, niced, output to NAME's log
+beside() { # NAME COMMAND...: runs COMMAND niced in a process group of its own, output to NAME's log
     local name=$1
     shift
-    setsid -w nice -n 19 "$@" >"$bg_logs/$name.log" 2>&1 &
+    # Job control puts the job in its own process group (so the trap can end all of it)
+    # but in this session: a new session would be a new autogroup where the kernel has
+    # them, and the scheduler shares the CPU between autogroups whatever the tasks' nice.
+    set -m
+    nice -n 19 "$@" >"$bg_logs/$name.log" 2>&1 &
+    set +m
     bg_pids+=($!)
-    # A new session is a new autogroup where the kernel has them, and the scheduler
-    # shares the CPU between autogroups by their own nice value, not the tasks'.
-    echo 19 2>/dev/null >"/proc/$!/autogroup" || true
     eval "bg_$name=$!"
 }
 awaited() { # NAME: waits for NAME's build, shows its output; fails the suite if it failed
