@@ -16,8 +16,8 @@ took() {
 # others leave idle (downloads, links, single-threaded tests) and slow them little. Each
 # is waited for, and its output shown, just before what runs it.
 bg_logs=$(mktemp -d)
-bg_pids=()
-trap 'for p in "${bg_pids[@]}"; do kill -- "-$p" 2>/dev/null || true; done; rm -rf "$bg_logs"' EXIT
+declare -A bg_pid
+trap 'for p in "${bg_pid[@]}"; do kill -- "-$p" 2>/dev/null || true; done; rm -rf "$bg_logs"' EXIT
 beside() { # NAME COMMAND...: runs COMMAND niced in a process group of its own, output to NAME's log
     local name=$1
     shift
@@ -27,13 +27,11 @@ beside() { # NAME COMMAND...: runs COMMAND niced in a process group of its own, 
     set -m
     nice -n 19 "$@" >"$bg_logs/$name.log" 2>&1 &
     set +m
-    bg_pids+=($!)
-    eval "bg_$name=$!"
+    bg_pid[$name]=$!
 }
 awaited() { # NAME: waits for NAME's build, shows its output; fails the suite if it failed
-    local pid status=0
-    pid=$(eval "echo \$bg_$1")
-    wait "$pid" || status=$?
+    local status=0
+    wait "${bg_pid[$1]}" || status=$?
     cat "$bg_logs/$1.log" >&2
     if [ "$status" != 0 ]; then
         echo "pagelab test: the $1 build failed (exit $status)" >&2

@@ -2,7 +2,7 @@
 //! machine file (`configs/machines/*.toml` with `[caches]` and `[costs]`),
 //! and the table layout each page size of a study is walked with.
 
-use pagelab_cache::{CostSpec, FramePlacement, Placement, TableLayout};
+use pagelab_cache::{CostSpec, FramePlacement, NestedSpec, Placement, TableLayout};
 use pagelab_core::PageSize;
 use pagelab_machine::Machine;
 use pagelab_mm::pagetable::Geometry;
@@ -81,8 +81,13 @@ impl CostMachine {
     /// Where the host's frames lie under nested paging, as `[nested] host_frames` says:
     /// scattered over as much memory as the guest has, or in first-touch order.
     pub fn host_placement(&self) -> Placement {
-        let nested = self.cost.nested.as_ref();
-        match nested.map_or(FramePlacement::Scattered, |n| n.host_frames) {
+        // A machine without a `[nested]` section places the host's frames as an empty one does.
+        let frames = self
+            .cost
+            .nested
+            .as_ref()
+            .map_or_else(|| NestedSpec::default().host_frames, |n| n.host_frames);
+        match frames {
             FramePlacement::Scattered => Placement::scattered(self.memory),
             FramePlacement::FirstTouch => Placement::FirstTouch,
         }
