@@ -3,7 +3,7 @@
 //! only once the memory is full), and scatters small frames as Linux does
 //! on a machine that has run a while; first touch keeps them consecutive.
 
-mod common;
+use crate::common;
 
 use pagelab_cache::{Caches, Frames, Host, PageTable, Placement, TableLayout};
 use proptest::prelude::*;

@@ -1,7 +1,7 @@
 //! A shared first level tells its callers when a data line is the same hit in every run
 //! ([`SharedLine::hit_everywhere`]): only while no run holds the line's set itself.
 
-mod common;
+use crate::common;
 
 use pagelab_cache::{Caches, Line, SharedFirst};
 

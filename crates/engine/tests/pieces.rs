@@ -2,7 +2,7 @@
 //! fresh repeat filter per piece, against the reference model; and the repeat
 //! filter where it does the most (references over few pages).
 
-mod common;
+use crate::common;
 
 use common::{all_sizes, flat, real_events, reference, reference_hierarchy};
 use pagelab_core::{parse_page_sizes, AccessKind, Event, MemRef, PageSize, SourceInfo, VirtAddr};

@@ -2,7 +2,7 @@
 //! map events and `base:SIZE`, the model must count exactly what the study
 //! counts at SIZE (same TLB accesses and misses, faults = pages touched).
 
-mod common;
+use crate::common;
 
 use common::{flat, real_prefix, Events};
 use pagelab_core::{Bytes, Event, PageSize, VirtAddr};

@@ -4,7 +4,7 @@
 //! under `always`; `explicit` without requests is `base:4K`; `explicit` with a
 //! 64K request on every region is `eager` restricted to 4K and 64K.
 
-mod common;
+use crate::common;
 
 use common::{real_prefix, Events};
 use pagelab_core::{Advice, Backing, Bytes, Event, MapEvent, Prot, Sharing, VirtAddr};

@@ -2,7 +2,7 @@
 //! split, so the next reference to it misses (and faults again if it was
 //! swapped out); the run's figures carry the reclaim counters.
 
-mod common;
+use crate::common;
 
 use common::Events;
 use pagelab_core::{AccessKind, Bytes, Event, MemRef, VirtAddr};

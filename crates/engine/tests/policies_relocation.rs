@@ -2,7 +2,7 @@
 //! collapses gzip's inferred 2M regions into superpages, and the dTLB misses
 //! fall below those of 4K base pages.
 
-mod common;
+use crate::common;
 
 use common::{real_prefix, Events};
 use pagelab_core::{Bytes, PageSize};

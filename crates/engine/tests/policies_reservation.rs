@@ -3,7 +3,7 @@
 //! mapped or held by a reservation; populated extents are promoted and the
 //! dTLB misses do not exceed those of 4K base pages. The whole trace: it is small.
 
-mod common;
+use crate::common;
 
 use common::{real_prefix, Events};
 use pagelab_core::{Bytes, PageSize};

@@ -5,7 +5,7 @@
 //! address down "out of memory", and fork and the invariant checks saw only
 //! the lower 128 TiB of a 256 TiB space).
 
-mod common;
+use crate::common;
 
 use common::Events;
 use pagelab_core::{

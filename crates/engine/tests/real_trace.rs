@@ -3,7 +3,7 @@
 //! reference model computed, stored in `tests/data/gzip-9.expected.json`.
 //! `PAGELAB_BLESS=1` rewrites that file from the reference model (never from the fast one).
 
-mod common;
+use crate::common;
 
 use common::{flat, real_events, reference, reference_hierarchy_levels, Figures};
 use pagelab_core::{parse_page_sizes, Event, PageSize};

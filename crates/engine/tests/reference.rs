@@ -1,7 +1,7 @@
 //! The fast study against the simplest possible model of the same semantics
 //! (`common/mod.rs`), on hand-computed and random traces.
 
-mod common;
+use crate::common;
 
 use common::{all_sizes, flat, reference, reference_hierarchy};
 use pagelab_core::{AccessKind, Event, MemRef, PageSize, VirtAddr};

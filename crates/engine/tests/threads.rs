@@ -6,7 +6,7 @@
 //! One test, so that no other test of this binary starts threads while it
 //! counts the process's.
 
-mod common;
+use crate::common;
 
 use common::{real_events, real_prefix};
 use pagelab_core::{parse_page_sizes, Bytes, Event};

@@ -2,7 +2,7 @@
 //! memory in closed form, and the failure Bligh and Hansen (OLS 2003) describes when they
 //! and mem_map no longer fit (with `highpte` and page clustering as the ways out).
 
-mod common;
+use crate::common;
 
 use common::{store, switch};
 use pagelab_core::Event;

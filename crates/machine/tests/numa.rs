@@ -5,7 +5,7 @@
 //! references counted. All on tests/data/numa-small.toml: four nodes of 16M
 //! (4096 frames), CPUs 2n and 2n+1 on node n, no reclaim.
 
-mod common;
+use crate::common;
 
 use common::{load, machine, run, run_with, store, switch};
 use pagelab_core::Event;

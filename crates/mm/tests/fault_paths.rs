@@ -1,7 +1,7 @@
 //! The fault path every policy shares: file pages through the page cache,
 //! fork, and copy-on-write in both modes. Frame accounting (`check`) after every step.
 
-mod common;
+use crate::common;
 
 use common::{access, ev, map_as, mm, K, M};
 use pagelab_core::{Backing, CloneFlags, Event, Sharing, ThreadId, VirtAddr};

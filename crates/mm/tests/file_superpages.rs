@@ -6,7 +6,7 @@
 //! page by page and promotes the mapping at once when the whole extent is
 //! in the page cache. `check()` after every step.
 
-mod common;
+use crate::common;
 
 use common::{access_page, ev, mm, K, M};
 use pagelab_core::{Advice, Backing, Event, MapEvent, Prot, Sharing, ThreadId, VirtAddr};

@@ -6,7 +6,7 @@
 //! (`__folio_remove_rmap` queues a partly mapped anonymous folio with
 //! `deferred_split_folio`; only the deferred-split shrinker splits it).
 
-mod common;
+use crate::common;
 
 use common::{mm, mm_no_reclaim, per_size, touch_page, K, M};
 use pagelab_core::{Advice, Event, Prot, VirtAddr};

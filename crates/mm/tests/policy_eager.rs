@@ -2,7 +2,7 @@
 //! lies in the VMA and holds no page; partially mapped blocks; allocation
 //! failure falling back size by size. Expected values are worked out by hand.
 
-mod common;
+use crate::common;
 
 use common::{advise, map, map_as, mm_no_reclaim, per_size, touch, K, M};
 use pagelab_core::{Advice, Backing, Event, PageSize, Sharing, VirtAddr};

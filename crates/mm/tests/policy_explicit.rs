@@ -5,7 +5,7 @@
 //! when no free block exists. Fragmented memories are built by hand: 4M of
 //! memory is 1024 frames, and base pages touched in order take frames 0, 1, 2, ...
 
-mod common;
+use crate::common;
 
 use common::{advise, counter, map, mm_no_reclaim, per_size, touch, touch_page, K, M};
 use pagelab_core::{Advice, Event, PageSize};

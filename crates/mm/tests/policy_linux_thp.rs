@@ -2,7 +2,7 @@
 //! exercise alignment, VMA edges, partially populated ranges and allocation
 //! failure. Expected values are worked out by hand from mm/memory.c.
 
-mod common;
+use crate::common;
 
 use common::{access, map_event, mm_no_reclaim, per_size, touch, K, M};
 use pagelab_core::{Advice, Backing, Event, MapEvent, PageSize, Prot, Sharing, VirtAddr};

@@ -3,7 +3,7 @@
 //! exact, VMA edges and protection respected, allocation failure skipped,
 //! the superpage freed whole when unmapped. `check()` after every step.
 
-mod common;
+use crate::common;
 
 use common::{counter, ev, free_frames, map, touch, K, M, RW};
 use pagelab_core::{Advice, Backing, Bytes, Event, MapEvent, PageSize, Prot, Sharing, VirtAddr};

@@ -4,7 +4,7 @@
 //! demotion; and random event streams under a small memory. `check()` (frame
 //! accounting plus the policy's own bookkeeping) after every step.
 
-mod common;
+use crate::common;
 
 use common::{counter, ev, free_frames, map, mm_no_reclaim, per_size, translate, K, M, RW};
 use pagelab_core::VirtAddr;

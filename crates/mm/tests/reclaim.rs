@@ -5,7 +5,7 @@
 //! written back; the reservation policy preempts before anything mapped is
 //! reclaimed. `check()` after every step (swapped pages hold no frames).
 
-mod common;
+use crate::common;
 
 use common::{access, free_frames, map, map_as, mm_with, K, M};
 use pagelab_core::{Backing, Bytes, Event, PageSize, Sharing, VirtAddr};

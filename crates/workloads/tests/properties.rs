@@ -1,6 +1,6 @@
 //! Properties: bijection, determinism by seed, counts by formula, the fill contract.
 
-mod common;
+use crate::common;
 use common::*;
 use pagelab_core::{AccessKind, Event};
 use pagelab_trace::TraceSource;

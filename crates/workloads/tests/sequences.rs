@@ -1,7 +1,7 @@
 //! Exact reference sequences for tiny parameters, checked by hand against the
 //! loops described in each workload's documentation.
 
-mod common;
+use crate::common;
 use common::*;
 use pagelab_core::AccessKind::{Load, Modify, Store};
 

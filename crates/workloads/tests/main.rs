@@ -1,0 +1,8 @@
+//! Every integration test of this crate in one binary (one link instead of one a file,
+//! and the files' tests run beside each other): each file of `tests/` is a module.
+
+mod common;
+mod errors;
+mod pages;
+mod properties;
+mod sequences;
