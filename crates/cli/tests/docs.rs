@@ -87,3 +87,91 @@ fn links_are_read_as_markdown_writes_them() {
     let text = "see [a](docs/a.md#x), [b](https://example.org) and [c](../c.svg)";
     assert_eq!(links(text), ["docs/a.md", "../c.svg"]);
 }
+
+/// The crates whose integration tests are one binary (`autotests = false`, `tests/main.rs`).
+fn one_binary_crates() -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(root().join("crates"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            std::fs::read_to_string(p.join("Cargo.toml"))
+                .is_ok_and(|m| m.contains("autotests = false"))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn every_file_of_a_one_binary_crates_tests_is_a_module_of_it() {
+    // Cargo builds no file of such a crate's tests/ on its own: one left out of
+    // tests/main.rs would never run, and nothing else would say so.
+    let crates = one_binary_crates();
+    assert!(crates.len() >= 7, "{crates:?}");
+    for c in crates {
+        let dir = c.join("tests");
+        let main = std::fs::read_to_string(dir.join("main.rs")).unwrap();
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            let stem = path.file_stem().unwrap().to_string_lossy().to_string();
+            let module = path.extension().is_some_and(|x| x == "rs") && stem != "main"
+                || path.join("mod.rs").is_file();
+            if module {
+                assert!(
+                    main.lines().any(|l| l.trim() == format!("mod {stem};")),
+                    "{} is not a module of {}: its tests would never run",
+                    path.display(),
+                    dir.join("main.rs").display()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_test_module_the_docs_name_exists() {
+    // `cargo test -p CRATE --test all MODULE::` in the guide names a file of CRATE's tests/.
+    let crates = one_binary_crates();
+    let mut docs = vec![root().join("README.md")];
+    for e in std::fs::read_dir(root().join("docs")).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            docs.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+        } else {
+            docs.push(p);
+        }
+    }
+    let mut named = 0;
+    for doc in docs
+        .iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+    {
+        let text = std::fs::read_to_string(doc).unwrap();
+        let words: Vec<&str> = text.split_whitespace().collect();
+        for w in words.windows(5) {
+            let [p, krate, test, all, module] = w else {
+                continue;
+            };
+            if *p != "-p" || *test != "--test" || *all != "all" {
+                continue;
+            }
+            let module = module.split("::").next().unwrap().trim_matches('`');
+            let dir = crates
+                .iter()
+                .find(|c| {
+                    std::fs::read_to_string(c.join("Cargo.toml"))
+                        .is_ok_and(|m| m.contains(&format!("name = \"{krate}\"")))
+                })
+                .unwrap_or_else(|| panic!("{}: {krate} has no test binary `all`", doc.display()))
+                .join("tests");
+            assert!(
+                dir.join(format!("{module}.rs")).is_file() || dir.join(module).is_dir(),
+                "{}: no test module {module} in {}",
+                doc.display(),
+                dir.display()
+            );
+            named += 1;
+        }
+    }
+    assert!(named >= 15, "only {named} test modules named in the docs");
+}

@@ -1,4 +1,4 @@
-mod common;
+use crate::common;
 
 use pagelab_report::{write_csv, write_csv_to};
 

@@ -1,6 +1,6 @@
 //! The HTML report's structure (snapshots), and reading any result with clear refusals.
 
-mod common;
+use crate::common;
 
 use pagelab_core::PageSize;
 use pagelab_report::html::{render, Named};

@@ -1,4 +1,4 @@
-mod common;
+use crate::common;
 
 use pagelab_report::{
     load, load_sim, load_study, parse, to_json_string, write_json, Format, LoadedResult, SimResult,

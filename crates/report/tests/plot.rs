@@ -1,4 +1,4 @@
-mod common;
+use crate::common;
 
 use pagelab_report::{plot_svg, svg_string, StudyResult};
 

@@ -1,4 +1,4 @@
-mod common;
+use crate::common;
 
 use pagelab_core::{PageSize, SourceInfo};
 use pagelab_report::{markdown, table, tables, RunStats, SimResult};
