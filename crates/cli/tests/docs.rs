@@ -36,8 +36,8 @@ fn the_readme_is_under_200_lines() {
     );
 }
 
-#[test]
-fn every_relative_link_of_the_readme_and_the_guide_leads_to_a_file() {
+/// The README and every Markdown page of the guide (`docs/`, at any depth).
+fn pages() -> Vec<PathBuf> {
     let mut pages = vec![root().join("README.md")];
     let mut dirs = vec![root().join("docs")];
     while let Some(d) = dirs.pop() {
@@ -50,6 +50,12 @@ fn every_relative_link_of_the_readme_and_the_guide_leads_to_a_file() {
             }
         }
     }
+    pages
+}
+
+#[test]
+fn every_relative_link_of_the_readme_and_the_guide_leads_to_a_file() {
+    let pages = pages();
     let mut broken = Vec::new();
     for page in &pages {
         let text = std::fs::read_to_string(page).unwrap();
@@ -88,14 +94,23 @@ fn links_are_read_as_markdown_writes_them() {
     assert_eq!(links(text), ["docs/a.md", "../c.svg"]);
 }
 
-/// The crates whose integration tests are one binary (`autotests = false`, `tests/main.rs`).
-fn one_binary_crates() -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = std::fs::read_dir(root().join("crates"))
+/// The crates whose integration tests are one binary (`autotests = false`, `tests/main.rs`):
+/// each one's package name and directory.
+fn one_binary_crates() -> Vec<(String, PathBuf)> {
+    let mut out: Vec<(String, PathBuf)> = std::fs::read_dir(root().join("crates"))
         .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            std::fs::read_to_string(p.join("Cargo.toml"))
-                .is_ok_and(|m| m.contains("autotests = false"))
+        .filter_map(|e| {
+            let dir = e.unwrap().path();
+            let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).ok()?;
+            if !manifest.contains("autotests = false") {
+                return None;
+            }
+            let name = manifest
+                .lines()
+                .find_map(|l| l.strip_prefix("name = \""))?
+                .trim_end_matches('"')
+                .to_string();
+            Some((name, dir))
         })
         .collect();
     out.sort();
@@ -108,7 +123,7 @@ fn every_file_of_a_one_binary_crates_tests_is_a_module_of_it() {
     // tests/main.rs would never run, and nothing else would say so.
     let crates = one_binary_crates();
     assert!(crates.len() >= 7, "{crates:?}");
-    for c in crates {
+    for (_, c) in crates {
         let dir = c.join("tests");
         let main = std::fs::read_to_string(dir.join("main.rs")).unwrap();
         for e in std::fs::read_dir(&dir).unwrap() {
@@ -132,21 +147,9 @@ fn every_file_of_a_one_binary_crates_tests_is_a_module_of_it() {
 fn every_test_module_the_docs_name_exists() {
     // `cargo test -p CRATE --test all MODULE::` in the guide names a file of CRATE's tests/.
     let crates = one_binary_crates();
-    let mut docs = vec![root().join("README.md")];
-    for e in std::fs::read_dir(root().join("docs")).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            docs.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
-        } else {
-            docs.push(p);
-        }
-    }
     let mut named = 0;
-    for doc in docs
-        .iter()
-        .filter(|p| p.extension().is_some_and(|x| x == "md"))
-    {
-        let text = std::fs::read_to_string(doc).unwrap();
+    for doc in pages() {
+        let text = std::fs::read_to_string(&doc).unwrap();
         let words: Vec<&str> = text.split_whitespace().collect();
         for w in words.windows(5) {
             let [p, krate, test, all, module] = w else {
@@ -158,11 +161,9 @@ fn every_test_module_the_docs_name_exists() {
             let module = module.split("::").next().unwrap().trim_matches('`');
             let dir = crates
                 .iter()
-                .find(|c| {
-                    std::fs::read_to_string(c.join("Cargo.toml"))
-                        .is_ok_and(|m| m.contains(&format!("name = \"{krate}\"")))
-                })
+                .find(|(name, _)| name == krate)
                 .unwrap_or_else(|| panic!("{}: {krate} has no test binary `all`", doc.display()))
+                .1
                 .join("tests");
             assert!(
                 dir.join(format!("{module}.rs")).is_file() || dir.join(module).is_dir(),
