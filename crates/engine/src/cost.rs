@@ -131,9 +131,9 @@ impl CostStudy {
                             nested.ntlb_entries,
                         );
                         match (nested.block_miss, nested.block_entries) {
-                            (0, _) => h,
-                            (miss, 0) => h.with_blocks_in_tlb(miss),
-                            (miss, entries) => h.with_blocks(entries, miss),
+                            (None, _) => h,
+                            (Some(miss), 0) => h.with_blocks_in_tlb(miss),
+                            (Some(miss), entries) => h.with_blocks(entries, miss),
                         }
                     }),
                     last: [u64::MAX; 2],

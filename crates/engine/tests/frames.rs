@@ -92,11 +92,11 @@ fn a_span_beyond_the_memory_is_refused() {
 }
 
 /// The costs of `spec` on zen4 with frames placed by `placement` and the host's block
-/// translations `(entries, miss, interval)`.
+/// translations `(entries, miss, interval)` (`miss` `None`: none modelled).
 fn with_blocks(
     spec: &str,
     placement: FramePlacement,
-    (entries, miss, interval): (u32, u32, u32),
+    (entries, miss, interval): (u32, Option<u32>, u32),
 ) -> Vec<CostStats> {
     zen4_costs(spec, |c| {
         c.frames.placement = placement;
@@ -111,8 +111,8 @@ fn the_hosts_blocks_cost_scattered_frames_and_not_compact_ones() {
     // on nearly every walk; at first touch they are 40 blocks, held after the first pass.
     let spec = "chase:nodes=20000,node=4096,steps=30000,align=2M";
     for placement in [FramePlacement::Scattered, FramePlacement::FirstTouch] {
-        let plain = with_blocks(spec, placement, (0, 0, 0));
-        let blocks = with_blocks(spec, placement, (64, 40, 10));
+        let plain = with_blocks(spec, placement, (0, None, 0));
+        let blocks = with_blocks(spec, placement, (64, Some(40), 10));
         for (a, b) in plain.iter().zip(&blocks) {
             assert_eq!((a.walks, a.walk_refs), (b.walks, b.walk_refs));
             assert_eq!(a.host_block_misses, 0);
@@ -139,7 +139,7 @@ fn the_hosts_blocks_cost_scattered_frames_and_not_compact_ones() {
             c.frames.placement = FramePlacement::Scattered;
             c.overlap.as_mut().unwrap().walks = pagelab_cache::WalkClock::Additive;
             let n = c.nested.as_mut().unwrap();
-            (n.block_entries, n.block_miss, n.block_interval) = (64, 40, interval);
+            (n.block_entries, n.block_miss, n.block_interval) = (64, Some(40), interval);
         })
     };
     let (free, quick, slow) = (stride(0), stride(2), stride(40));
@@ -163,8 +163,8 @@ fn the_hosts_blocks_held_in_the_tlb_push_the_guests_pages_out() {
     let spec = "chase:nodes=20000,node=4096,steps=30000,align=2M";
     let scattered = FramePlacement::Scattered;
     let (a, b) = (
-        with_blocks(spec, scattered, (0, 40, 0)),
-        with_blocks(spec, scattered, (0, 80, 0)),
+        with_blocks(spec, scattered, (0, Some(40), 0)),
+        with_blocks(spec, scattered, (0, Some(80), 0)),
     );
     for (a, b) in a.iter().zip(&b) {
         assert_eq!(
@@ -181,10 +181,20 @@ fn the_hosts_blocks_held_in_the_tlb_push_the_guests_pages_out() {
     // Over frames in few blocks (first touch) those stay, and it walks as before.
     let spec = "stride:heap=11M,every=1,iters=16,align=2M";
     let walks = |placement, blocks| with_blocks(spec, placement, blocks)[0].walks;
-    let plain = walks(scattered, (0, 0, 0));
-    assert_eq!(walks(scattered, (64, 40, 0)), plain);
-    let compact = walks(FramePlacement::FirstTouch, (0, 40, 0));
+    let plain = walks(scattered, (0, None, 0));
+    assert_eq!(walks(scattered, (64, Some(40), 0)), plain);
+    let compact = walks(FramePlacement::FirstTouch, (0, Some(40), 0));
     assert!(compact < plain + plain / 10, "{compact} against {plain}");
-    let pushed = walks(scattered, (0, 40, 0));
+    let pushed = walks(scattered, (0, Some(40), 0));
     assert!(pushed > 3 * plain, "{pushed} against {plain}");
+    // At no cycles of their own (`block_miss = 0`, session 54) they take the same entries.
+    let free = with_blocks(spec, scattered, (0, Some(0), 0));
+    assert_eq!(free[0].walks, pushed);
+    let paid = with_blocks(spec, scattered, (0, Some(40), 0));
+    assert!(free[0].host_block_misses > 0, "{free:?}");
+    assert_eq!(
+        free[0].walk_cycles + 40 * free[0].host_block_misses,
+        paid[0].walk_cycles,
+        "{free:?} {paid:?}"
+    );
 }

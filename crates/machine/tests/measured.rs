@@ -194,9 +194,9 @@ fn the_machine_file_keeps_the_base_and_takes_the_measured_caches_at_the_l1s_cloc
     // The block translations fitted, held in the TLB, where the base had none.
     assert_eq!(
         (mn.block_entries, mn.block_miss, mn.block_interval),
-        (0, 40, 24)
+        (0, Some(40), 24)
     );
-    assert_eq!(bn.block_miss, 0);
+    assert_eq!(bn.block_miss, None);
     assert_eq!(format!("{:?}", mc.frames.placement), "Scattered");
     // The span written as a size, the share to three places, the walk into `[costs]`.
     assert!(text.contains("span = \"20G\""), "{text}");

@@ -56,10 +56,10 @@ pub fn measure(path: &str, ghz: f64) -> Result<HostBlocks> {
     let model = Model::new(path, &probe)?;
     let n = model.runs.len();
     let measured: Vec<f64> = model.runs.iter().map(|r| r.ns * ghz).collect();
-    let without = model.at(0, 0)?;
+    let without = model.at(None, 0)?;
     // The fit's misses a step come from the chase alone, with the blocks at any cycles.
     let chase_point = |i: usize| -> Result<BlockPoint> {
-        let with = model.run(i, PROBE_MISS, 0)?;
+        let with = model.run(i, Some(PROBE_MISS), 0)?;
         Ok(BlockPoint {
             blocks: model.runs[i].pool_blocks,
             measured: measured[i],
@@ -83,7 +83,8 @@ pub fn measure(path: &str, ghz: f64) -> Result<HostBlocks> {
         if let Some(&cycles) = known.get(&(miss, interval)) {
             return Ok(cycles);
         }
-        let cycles = model.run(top, miss, interval)?.cycles;
+        // A miss of 0 is the model without blocks, the bound's floor.
+        let cycles = model.run(top, (miss > 0).then_some(miss), interval)?.cycles;
         known.insert((miss, interval), cycles);
         Ok(cycles)
     };
@@ -105,7 +106,7 @@ pub fn measure(path: &str, ghz: f64) -> Result<HostBlocks> {
         Some(f) => {
             let miss = f.miss;
             f.interval = fit_interval(measured[top], miss, |i| stride(miss, i))?;
-            Some(model.at(f.miss, f.interval)?)
+            Some(model.at(Some(f.miss), f.interval)?)
         }
         None => None,
     };
@@ -155,16 +156,16 @@ impl<'a> Model<'a> {
     }
 
     /// Each run's steady state with the host's block translations held in the TLB at
-    /// `miss` cycles a miss, each taking them for `interval`, one at a time (0: none
+    /// `miss` cycles a miss, each taking them for `interval`, one at a time (`None`: none
     /// modelled).
-    fn at(&self, miss: u32, interval: u32) -> Result<Vec<Steady>> {
+    fn at(&self, miss: Option<u32>, interval: u32) -> Result<Vec<Steady>> {
         (0..self.runs.len())
             .map(|i| self.run(i, miss, interval))
             .collect()
     }
 
     /// [`Model::at`] for run `i` alone.
-    fn run(&self, i: usize, miss: u32, interval: u32) -> Result<Steady> {
+    fn run(&self, i: usize, miss: Option<u32>, interval: u32) -> Result<Steady> {
         let (spec, r) = (&self.specs[i], self.runs[i]);
         let pair = model_pair(spec).context("a pooled kernel has a model")?;
         let frames = KernelFrames {
@@ -176,7 +177,10 @@ impl<'a> Model<'a> {
         if let Some(n) = cost.machine.cost.nested.as_mut() {
             (n.block_entries, n.block_miss, n.block_interval) = (0, miss, interval);
         }
-        let what = format!("{spec} (block_miss {miss}, block_interval {interval})");
+        let what = match miss {
+            Some(m) => format!("{spec} (block_miss {m}, block_interval {interval})"),
+            None => format!("{spec} (no block translations)"),
+        };
         let steady = steady_costs(&self.cfg, &cost, &pair, &what)
             .context("the model of the block probe's kernels")?;
         Ok(steady.first().copied().unwrap_or_default())
