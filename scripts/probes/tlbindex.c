@@ -21,14 +21,16 @@ static double now(void) {
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
+// A comma-separated list of positive numbers into `out` (at most `most`); -1 on anything else.
 static int parse(const char *s, long *out, int most) {
     int n = 0;
-    char *end;
-    while (*s && n < most) {
-        out[n++] = strtol(s, &end, 10);
-        s = *end == ',' ? end + 1 : end;
-        if (end == s && *s)
+    while (*s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v <= 0 || n == most || (*end && *end != ','))
             return -1;
+        out[n++] = v;
+        s = *end ? end + 1 : end;
     }
     return n;
 }
