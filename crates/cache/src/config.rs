@@ -169,8 +169,9 @@ pub struct NestedSpec {
     /// Cycles a walk waits for each guest-physical address it has the host translate
     /// whose block's translation is not held. Not given (the default): no blocks modelled.
     /// 0: held in the guest's TLB, where they take entries from its pages, at no cycles of
-    /// their own (session 54; `pagelab machines --measure` does not write it: docs/cost.md,
-    /// "The blocks' entries alone").
+    /// their own (session 54; `pagelab machines --measure` writes it where it probed the
+    /// blocks and found no time of their own, or the stride left no room for any: docs/cost.md,
+    /// session 55).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block_miss: Option<u32>,
     /// Cycles each such miss holds the host's block translations, one at a time, where

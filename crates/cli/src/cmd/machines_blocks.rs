@@ -70,7 +70,7 @@ pub fn measure(path: &str, ghz: f64) -> Result<HostBlocks> {
     };
     let chase = [chase_point(n - 2)?, chase_point(n - 1)?];
     let noise = probe.chase_noise * ghz;
-    let mut found =
+    let fitted_chase =
         fit(chase, pagelab_cache::MAX_WALK_CYCLES, noise).map_err(anyhow::Error::msg)?;
     // The stride over the most blocks bounds the miss (no interval can make it faster),
     // then sets the interval at which it takes the machine's time; the model at both beside
@@ -83,44 +83,50 @@ pub fn measure(path: &str, ghz: f64) -> Result<HostBlocks> {
         if let Some(&cycles) = known.get(&(miss, interval)) {
             return Ok(cycles);
         }
-        // A miss of 0 is the model without blocks, the bound's floor.
-        let cycles = model.run(top, (miss > 0).then_some(miss), interval)?.cycles;
+        // A miss of 0, the bound's floor: the blocks held in the TLB at no cycles.
+        let cycles = model.run(top, Some(miss), interval)?.cycles;
         known.insert((miss, interval), cycles);
         Ok(cycles)
     };
-    // A fit the stride leaves no room for at all, kept as the chase gave it to say so.
-    let mut overruled = None;
-    if let Some(f) = found {
-        let miss = bound_miss(measured[top], f.miss, |m| stride(m, 0))?;
-        if miss == 0 {
-            (found, overruled) = (None, Some(f));
-        } else if miss < f.miss {
-            found = Some(BlocksFit {
-                miss,
-                chase_miss: Some(f.miss),
-                ..f
-            });
-        }
-    }
-    let fitted = match &mut found {
+    // The blocks take TLB entries whatever their misses cost (session 40: an 11M stride
+    // whose pages fit the TLB slowed with the blocks its frames fell in; session 54: a 7M
+    // stride took 1.83 ns over 8 blocks and 5.78 over thousands), so they are held there
+    // in every case: where the chase shows no time of their own, or the stride leaves no
+    // room for any, at 0 cycles a miss (session 55).
+    let mut found = match fitted_chase {
         Some(f) => {
-            let miss = f.miss;
-            f.interval = fit_interval(measured[top], miss, |i| stride(miss, i))?;
-            Some(model.at(Some(f.miss), f.interval)?)
+            let miss = bound_miss(measured[top], f.miss, |m| stride(m, 0))?;
+            BlocksFit {
+                miss,
+                chase_miss: (miss < f.miss).then_some(f.miss),
+                ..f
+            }
         }
-        None => None,
+        None => {
+            let [few, many] = chase;
+            BlocksFit {
+                miss: 0,
+                interval: 0,
+                extra: (many.measured - few.measured) - (many.model - few.model),
+                misses: many.misses - few.misses,
+                chase_miss: None,
+            }
+        }
     };
+    let miss = found.miss;
+    found.interval = fit_interval(measured[top], miss, |i| stride(miss, i))?;
+    let fitted = model.at(Some(found.miss), found.interval)?;
     Ok(HostBlocks {
-        fit: found,
         lines: lines(
             &model.runs,
             &measured,
             &without,
-            fitted.as_deref(),
-            found.as_ref(),
-            overruled.as_ref(),
+            &fitted,
+            &found,
+            fitted_chase.is_some(),
             noise,
         ),
+        fit: Some(found),
     })
 }
 
@@ -188,15 +194,15 @@ impl<'a> Model<'a> {
 }
 
 /// The summary's lines: each of the probe's runs, measured and modelled (without blocks,
-/// and with `fitted`'s where there is a fit), then what was found: `found`, or a fit the
-/// stride over the most blocks left no room for, `overruled` (as the chase gave it).
+/// and with `found`'s, `fitted`), then what was found: from the chase where it showed the
+/// blocks' time (`from_chase`), else the blocks in the TLB at no cycles of their own.
 fn lines(
     runs: &[&PooledRun],
     measured: &[f64],
     without: &[Steady],
-    fitted: Option<&[Steady]>,
-    found: Option<&BlocksFit>,
-    overruled: Option<&BlocksFit>,
+    fitted: &[Steady],
+    found: &BlocksFit,
+    from_chase: bool,
     noise: f64,
 ) -> Vec<String> {
     let stride = runs.len() - 2;
@@ -209,22 +215,19 @@ fn lines(
             } else {
                 ("chase of 8192 4K pages,", "a step")
             };
-            let with = fitted.map_or(String::new(), |f| {
-                format!(
-                    ", {:.1} with the blocks ({:.2} missed {unit})",
-                    f[i].cycles, f[i].block_misses
-                )
-            });
             format!(
                 "host blocks: {what} pool {} ({} blocks): measured {:.1} cycles, model {:.1} \
-                 without the blocks{with}",
+                 without the blocks, {:.1} with them ({:.2} missed {unit})",
                 Bytes(r.pool),
                 r.pool_blocks,
                 measured[i],
-                without[i].cycles
+                without[i].cycles,
+                fitted[i].cycles,
+                fitted[i].block_misses
             )
         })
         .collect();
+    let f = found;
     let bounded = |chase: u32, miss: u32| {
         format!(
             "block_miss = {chase}, at which the model's stride over the most blocks is \
@@ -232,8 +235,8 @@ fn lines(
              it to {miss}"
         )
     };
-    out.push(match (found, overruled) {
-        (Some(f), _) => format!(
+    out.push(if from_chase {
+        format!(
             "host blocks: held in the TLB beside the guest's pages, the chase's {:.2} more \
              misses a step give its {:.1} cycles more than the model without them at {}; the \
              stride over the most blocks takes the machine's time with each miss taking them \
@@ -246,21 +249,15 @@ fn lines(
             },
             f.interval,
             f.interval
-        ),
-        (None, Some(u)) => format!(
-            "host blocks: held in the TLB beside the guest's pages, the chase's {:.2} more \
-             misses a step give its {:.1} cycles more than the model without them at {}, so \
-             the chase's extra is not the blocks': none modelled",
-            u.misses,
-            u.extra,
-            bounded(u.miss, 0)
-        ),
-        (None, None) => format!(
+        )
+    } else {
+        format!(
             "host blocks: many blocks cost no more than the model makes of them, beyond the \
              {noise:.1} cycles a step the chase's runs of one pool differed by ({} runs of \
-             each, in turn): none modelled",
+             each, in turn): held in the TLB beside the guest's pages, whose entries they \
+             take, at no cycles of their own: block_miss = 0",
             pagelab_lab::probe::blocks::CHASE_ROUNDS
-        ),
+        )
     });
     out
 }
@@ -283,6 +280,10 @@ mod tests {
             cycles,
             block_misses: 0.0,
         });
+        let fitted = without.map(|s| Steady {
+            block_misses: 0.5,
+            ..s
+        });
         let f = BlocksFit {
             miss: 82,
             interval: 0,
@@ -290,39 +291,49 @@ mod tests {
             misses: 0.77,
             chase_miss: Some(145),
         };
-        let last = |found, overruled| {
-            lines(&runs, &measured, &without, None, found, overruled, 20.0)
-                .pop()
-                .unwrap()
+        let all = |found: &BlocksFit, from_chase| {
+            lines(&runs, &measured, &without, &fitted, found, from_chase, 20.0)
         };
-        let text = last(Some(&f), None);
+        let last = |found: &BlocksFit, from_chase| all(found, from_chase).pop().unwrap();
+        let text = last(&f, true);
         assert!(
             text.contains("block_miss = 145, at which the model's stride over the most blocks")
                 && text.contains("the stride bounds it to 82: block_miss = 82;"),
             "{text}"
         );
-        // An overruled fit is kept as the chase gave it.
-        let chase = BlocksFit {
-            miss: 145,
-            chase_miss: None,
-            ..f
-        };
-        let text = last(None, Some(&chase));
+        // A fit the stride leaves no room for keeps the blocks in the TLB at no cycles.
+        let zero = BlocksFit { miss: 0, ..f };
+        let text = last(&zero, true);
         assert!(
             text.contains("block_miss = 145, at which")
-                && text
-                    .contains("the stride bounds it to 0, so the chase's extra is not the blocks'")
-                && text.ends_with("none modelled"),
+                && text.contains("the stride bounds it to 0: block_miss = 0;"),
             "{text}"
         );
         let plain = BlocksFit {
             chase_miss: None,
             ..f
         };
-        let text = last(Some(&plain), None);
+        let text = last(&plain, true);
         assert!(
             text.contains("without them at block_miss = 82; the stride"),
             "{text}"
+        );
+        // A chase that shows nothing: the blocks in the TLB all the same, at no cycles.
+        let none = BlocksFit {
+            miss: 0,
+            chase_miss: None,
+            ..f
+        };
+        let text = last(&none, false);
+        assert!(
+            text.contains("cost no more than the model makes of them, beyond the 20.0 cycles")
+                && text.ends_with("at no cycles of their own: block_miss = 0"),
+            "{text}"
+        );
+        let first = all(&none, false).swap_remove(0);
+        assert!(
+            first.ends_with("model 9.6 without the blocks, 9.6 with them (0.50 missed an access)"),
+            "{first}"
         );
     }
 }
