@@ -33,6 +33,12 @@ impl Progress {
         Progress::to(label, target)
     }
 
+    /// A progress line for `label` that is never drawn: for work that runs beside other
+    /// work on threads of its own, whose lines would take turns on the one line.
+    pub fn hidden(label: &str) -> Self {
+        Progress::to(label, ProgressDrawTarget::hidden())
+    }
+
     /// A progress line for `label` drawn on `target`.
     fn to(label: &str, target: ProgressDrawTarget) -> Self {
         let bar = ProgressBar::with_draw_target(None, target);

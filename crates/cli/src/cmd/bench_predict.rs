@@ -362,7 +362,7 @@ pub fn steady_state(
     pair: &ModelPair,
     what: &str,
 ) -> Result<Vec<f64>> {
-    Ok(steady_costs(cfg, cost, pair, what)?
+    Ok(steady_costs(cfg, cost, pair, what, true)?
         .into_iter()
         .map(|c| c.cycles)
         .collect())
@@ -378,7 +378,8 @@ pub struct Steady {
     pub block_misses: f64,
 }
 
-/// [`steady_state`] with the block translations missed.
+/// [`steady_state`] with the block translations missed; its progress line drawn only when
+/// `show`.
 ///
 /// # Errors
 /// A workload that does not open, or a run that fails.
@@ -387,10 +388,16 @@ pub fn steady_costs(
     cost: &pagelab_engine::CostConfig,
     pair: &ModelPair,
     what: &str,
+    show: bool,
 ) -> Result<Vec<Steady>> {
     let mut counts = Vec::new();
     for w in [&pair.small, &pair.large] {
-        let progress = &mut crate::progress::Progress::new(&format!("model of {what}"));
+        let label = format!("model of {what}");
+        let progress = &mut if show {
+            crate::progress::Progress::new(&label)
+        } else {
+            crate::progress::Progress::hidden(&label)
+        };
         let mut src = pagelab::builtin::open(w)?;
         let r = pagelab_engine::run_cost_study(&mut *src, cfg, cost, progress)
             .with_context(|| format!("the model of `{what}` ({w})"))?;

@@ -48,7 +48,6 @@ pub fn measure(path: &str, ghz: f64) -> Result<HostBlocks> {
     }
     let progress = crate::progress::Progress::new("machines --measure");
     let probe = pagelab_lab::probe::blocks::blocks(&mut |s| progress.step(s));
-    progress.finish();
     let probe = match probe {
         Ok(p) => p,
         Err(e) => return Ok(HostBlocks::skipped(&format!("{e:#}"))),
@@ -56,19 +55,20 @@ pub fn measure(path: &str, ghz: f64) -> Result<HostBlocks> {
     let model = Model::new(path, &probe)?;
     let n = model.runs.len();
     let measured: Vec<f64> = model.runs.iter().map(|r| r.ns * ghz).collect();
+    progress.step(&format!(
+        "the block probe's {n} kernels in the model, without the blocks and with them"
+    ));
     let without = model.at(None, 0)?;
     // The fit's misses a step come from the chase alone, with the blocks at any cycles.
-    let chase_point = |i: usize| -> Result<BlockPoint> {
-        let with = model.run(i, Some(PROBE_MISS), 0)?;
-        Ok(BlockPoint {
-            blocks: model.runs[i].pool_blocks,
-            measured: measured[i],
-            model: without[i].cycles,
-            with: with.cycles,
-            misses: with.block_misses,
-        })
+    let with = each_on_every_core(2, |k| model.run(n - 2 + k, Some(PROBE_MISS), 0))?;
+    let chase_point = |k: usize| BlockPoint {
+        blocks: model.runs[n - 2 + k].pool_blocks,
+        measured: measured[n - 2 + k],
+        model: without[n - 2 + k].cycles,
+        with: with[k].cycles,
+        misses: with[k].block_misses,
     };
-    let chase = [chase_point(n - 2)?, chase_point(n - 1)?];
+    let chase = [chase_point(0), chase_point(1)];
     let noise = probe.chase_noise * ghz;
     let fitted_chase =
         fit(chase, pagelab_cache::MAX_WALK_CYCLES, noise).map_err(anyhow::Error::msg)?;
@@ -84,6 +84,10 @@ pub fn measure(path: &str, ghz: f64) -> Result<HostBlocks> {
             return Ok(cycles);
         }
         // A miss of 0, the bound's floor: the blocks held in the TLB at no cycles.
+        progress.step(&format!(
+            "the stride over the most blocks in the model at block_miss {miss}, \
+             block_interval {interval}"
+        ));
         let cycles = model.run(top, Some(miss), interval)?.cycles;
         known.insert((miss, interval), cycles);
         Ok(cycles)
@@ -115,7 +119,12 @@ pub fn measure(path: &str, ghz: f64) -> Result<HostBlocks> {
     };
     let miss = found.miss;
     found.interval = fit_interval(measured[top], miss, |i| stride(miss, i))?;
+    progress.step(&format!(
+        "the block probe's {n} kernels in the model at block_miss {}",
+        found.miss
+    ));
     let fitted = model.at(Some(found.miss), found.interval)?;
+    progress.finish();
     Ok(HostBlocks {
         lines: lines(
             &model.runs,
@@ -128,6 +137,42 @@ pub fn measure(path: &str, ghz: f64) -> Result<HostBlocks> {
         ),
         fit: Some(found),
     })
+}
+
+/// `f` of `0..n`, in that order, run on as many threads as the machine has cores, each call
+/// on one thread alone (`pagelab_engine::with_threads`): a model run of one page size keeps
+/// one core busy, so two runs side by side on two cores take the time of one. The first
+/// error (by index) is returned; a panic is passed on.
+fn each_on_every_core<T: Send>(n: usize, f: impl Fn(usize) -> Result<T> + Sync) -> Result<Vec<T>> {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let one = std::num::NonZeroUsize::new(1);
+    let mut out: Vec<Option<Result<T>>> = (0..n).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..cores.min(n))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if i >= n {
+                            return done;
+                        }
+                        done.push((i, pagelab_engine::with_threads(one, || f(i))));
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            match w.join() {
+                Ok(done) => done.into_iter().for_each(|(i, r)| out[i] = Some(r)),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+    });
+    out.into_iter()
+        .map(|r| r.expect("every index was taken by a worker"))
+        .collect()
 }
 
 /// The probe's kernels in the model of one machine file, each with its 4K frames at random
@@ -165,12 +210,10 @@ impl<'a> Model<'a> {
     /// `miss` cycles a miss, each taking them for `interval`, one at a time (`None`: none
     /// modelled).
     fn at(&self, miss: Option<u32>, interval: u32) -> Result<Vec<Steady>> {
-        (0..self.runs.len())
-            .map(|i| self.run(i, miss, interval))
-            .collect()
+        each_on_every_core(self.runs.len(), |i| self.run(i, miss, interval))
     }
 
-    /// [`Model::at`] for run `i` alone.
+    /// [`Model::at`] for run `i` alone (its progress is the caller's to show).
     fn run(&self, i: usize, miss: Option<u32>, interval: u32) -> Result<Steady> {
         let (spec, r) = (&self.specs[i], self.runs[i]);
         let pair = model_pair(spec).context("a pooled kernel has a model")?;
@@ -187,7 +230,7 @@ impl<'a> Model<'a> {
             Some(m) => format!("{spec} (block_miss {m}, block_interval {interval})"),
             None => format!("{spec} (no block translations)"),
         };
-        let steady = steady_costs(&self.cfg, &cost, &pair, &what)
+        let steady = steady_costs(&self.cfg, &cost, &pair, &what, false)
             .context("the model of the block probe's kernels")?;
         Ok(steady.first().copied().unwrap_or_default())
     }
@@ -335,5 +378,22 @@ mod tests {
             first.ends_with("model 9.6 without the blocks, 9.6 with them (0.50 missed an access)"),
             "{first}"
         );
+    }
+
+    #[test]
+    fn every_index_runs_once_in_order_and_the_first_error_is_returned() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let out = each_on_every_core(37, |i| Ok(i * i)).unwrap();
+        assert_eq!(out, (0..37).map(|i| i * i).collect::<Vec<_>>());
+        let calls = AtomicUsize::new(0);
+        let err = each_on_every_core(10, |i| {
+            calls.fetch_add(1, Ordering::Relaxed);
+            anyhow::ensure!(i != 3 && i != 7, "run {i} failed");
+            Ok(i)
+        })
+        .unwrap_err();
+        assert_eq!(err.to_string(), "run 3 failed");
+        assert_eq!(calls.load(Ordering::Relaxed), 10);
+        assert!(each_on_every_core(0, Ok).unwrap().is_empty());
     }
 }
