@@ -14,10 +14,10 @@ use pagelab_lab::native::{KernelSpec, Scale};
 use pagelab_lab::probe::blocks::{chase_spec, stride_spec, BlocksProbe, PooledRun};
 use pagelab_machine::blocks::{bound_miss, fit, fit_interval, BlockPoint, BlocksFit, PROBE_MISS};
 
-/// What the block probe found: the fit (`None`: nothing to model, or not measured) and the
-/// lines that say how.
+/// What the block probe found: the fit (`None`: not measured) and the lines that say how.
 pub struct HostBlocks {
-    /// The fit, when the machine showed block translations to fit.
+    /// The fit: wherever the blocks were measured, at the chase's miss, the stride's bound,
+    /// or 0 cycles (held in the TLB, taking entries, nothing more).
     pub fit: Option<BlocksFit>,
     /// Lines for the summary and the file's comments.
     pub lines: Vec<String>,
