@@ -139,40 +139,18 @@ pub fn measure(path: &str, ghz: f64) -> Result<HostBlocks> {
     })
 }
 
-/// `f` of `0..n`, in that order, run on as many threads as the machine has cores, each call
-/// on one thread alone (`pagelab_engine::with_threads`): a model run of one page size keeps
-/// one core busy, so two runs side by side on two cores take the time of one. The first
-/// error (by index) is returned; a panic is passed on.
+/// `f` of `0..n`, in that order, run on rayon's threads (one per core), each call on one
+/// thread alone (`pagelab_engine::with_threads`): a model run of one page size keeps one core
+/// busy, so two runs side by side on two cores take the time of one. Every call runs; the
+/// first error (by index) is returned; a panic is passed on.
 fn each_on_every_core<T: Send>(n: usize, f: impl Fn(usize) -> Result<T> + Sync) -> Result<Vec<T>> {
-    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    let next = std::sync::atomic::AtomicUsize::new(0);
+    use rayon::prelude::*;
     let one = std::num::NonZeroUsize::new(1);
-    let mut out: Vec<Option<Result<T>>> = (0..n).map(|_| None).collect();
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..cores.min(n))
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        if i >= n {
-                            return done;
-                        }
-                        done.push((i, pagelab_engine::with_threads(one, || f(i))));
-                    }
-                })
-            })
-            .collect();
-        for w in workers {
-            match w.join() {
-                Ok(done) => done.into_iter().for_each(|(i, r)| out[i] = Some(r)),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        }
-    });
-    out.into_iter()
-        .map(|r| r.expect("every index was taken by a worker"))
-        .collect()
+    let each: Vec<Result<T>> = (0..n)
+        .into_par_iter()
+        .map(|i| pagelab_engine::with_threads(one, || f(i)))
+        .collect();
+    each.into_iter().collect()
 }
 
 /// The probe's kernels in the model of one machine file, each with its 4K frames at random
