@@ -12,6 +12,9 @@
 //! every run draws alike) under the data with `mremap`, one page each. The model is given
 //! the same placement: 4K frames at random over `SIZE` bytes (`[frames] span`).
 //!
+//! A probe of many pooled kernels draws them all from one [`Reserve`] of its largest pool
+//! ([`lending`]), faulted in once, each kernel's pages given back when it ends.
+//!
 //! Only the 4K baseline places its frames so ([`Advice::NoHugePage`]); under another
 //! configuration the data is mapped as that configuration maps it, whole folios, and the
 //! pool is not used.
@@ -58,50 +61,60 @@ pub fn pooled(bytes: u64, pool: u64, seed: u64) -> Result<(Region, u64)> {
              ({limit}, less {MAP_HEADROOM} for the rest of the process): use less data"
         );
     }
+    if let Some(reserve) = LENDER.with(|l| l.borrow().clone()) {
+        if reserve.len as u64 >= pool {
+            return reserve.lend(bytes, pool, seed);
+        }
+    }
+    let len = fits_memory(pool, &format!("pool={}", Bytes(pool)))?;
+    let base = fault_in(len)?;
+    // From here the pool's mapping is unmapped by `left`, which skips the pages moved out.
+    let mut left = PoolLeft {
+        base,
+        len,
+        moved: Vec::new(),
+    };
+    let got = collapse_and_split(base, pool)?;
+    let data = draw_under_data(base, pool, bytes, seed, &mut left.moved, false)?;
+    Ok((data, got))
+}
+
+/// `bytes` as a length, where they are at most three quarters of the memory available
+/// (where the kernel says); `what` names them in the error.
+fn fits_memory(bytes: u64, what: &str) -> Result<usize> {
     if let Some(avail) = mem_available()? {
-        if pool > avail / 4 * 3 {
+        if bytes > avail / 4 * 3 {
             bail!(
-                "pool={} is more than three quarters of the memory available ({})",
-                Bytes(pool),
+                "{what} is more than three quarters of the memory available ({})",
                 Bytes(avail)
             );
         }
     }
-    let len = usize::try_from(pool).context("the pool does not fit this address space")?;
+    usize::try_from(bytes).with_context(|| format!("{what} does not fit this address space"))
+}
+
+/// Maps `len` bytes advised for 2M pages and writes every 4K page of them, so that the
+/// kernel faults them in as 2M pages where it can; the caller owns the mapping from here.
+fn fault_in(len: usize) -> Result<*mut u8> {
     let mut src = Region::new(len, Advice::HugePage)?;
     let base = src.as_mut_ptr();
-    // From here the pool's mapping is unmapped by `left`, which skips the pages moved out.
-    let mut left = PoolLeft {
-        base,
-        len: src.map_len(),
-        moved: Vec::new(),
-    };
     std::mem::forget(src);
     for off in (0..len).step_by(PAGE) {
         // SAFETY: off < len, inside the mapping, which no Rust reference covers.
         unsafe { base.add(off).write_volatile(1) };
     }
+    Ok(base)
+}
+
+/// Collapses the `pool` bytes at `base` into 2M pages, checks that their frames fell in
+/// at most twice their blocks, and splits every 2M mapping into 4K entries (the frames
+/// stay); returns the 2M blocks the frames fell in.
+fn collapse_and_split(base: *mut u8, pool: u64) -> Result<u64> {
+    let len = pool as usize;
     // SAFETY: the range is exactly the pool's mapping. Its result is checked below, by the
     // frames it left, not by its return: a kernel without it leaves what THP gave.
     unsafe { libc::madvise(base.cast(), len, MADV_COLLAPSE) };
-    let blocks = pool / block;
-    // Where the kernel could not collapse a block, its frames may be contiguous but not
-    // aligned to 2M, straddling two blocks: the pool's blocks are counted as they came.
-    let got = match crate::probe::frames_of(base as u64, pool)? {
-        None => bail!(
-            "pool=: /proc/self/pagemap hides frame numbers (not root), so the pool's frames \
-             cannot be checked"
-        ),
-        Some(f) if f.blocks > 2 * blocks => bail!(
-            "pool={}: its frames came back in {} 2M blocks, {:.1}% of neighbouring pages on \
-             neighbouring frames, more than twice its {blocks} (THP missing here, or memory \
-             too fragmented to collapse)",
-            Bytes(pool),
-            f.blocks,
-            f.neighbours * 100.0
-        ),
-        Some(f) => f.blocks,
-    };
+    let got = blocks_of(base, pool)?;
     // Split every 2M mapping into 4K entries (the frames stay): a protection change of one
     // page does it.
     use rustix::mm::MprotectFlags as ProtFlags;
@@ -121,6 +134,51 @@ pub fn pooled(bytes: u64, pool: u64, seed: u64) -> Result<(Region, u64)> {
                 })?;
         }
     }
+    // From here the pool is 4K pages, as the data they go under is: khugepaged leaves it
+    // alone, and a page moved out and back has its neighbours' flags again, so that the
+    // kernel merges its mapping with theirs (else a reserve that lent many pages would be
+    // a mapping for each, up to vm.max_map_count).
+    // SAFETY: the range is exactly the pool's mapping.
+    unsafe { libc::madvise(base.cast(), len, libc::MADV_NOHUGEPAGE) };
+    Ok(got)
+}
+
+/// The 2M blocks the frames of the `pool` bytes at `base` fell in, as pagemap shows them.
+/// Where the kernel could not collapse a block, its frames may be contiguous but not
+/// aligned to 2M, straddling two blocks: the pool's blocks are counted as they came.
+fn blocks_of(base: *mut u8, pool: u64) -> Result<u64> {
+    let blocks = pool / REGION_ALIGN as u64;
+    match crate::probe::frames_of(base as u64, pool)? {
+        None => bail!(
+            "pool=: /proc/self/pagemap hides frame numbers (not root), so the pool's frames \
+             cannot be checked"
+        ),
+        Some(f) if f.blocks > 2 * blocks => bail!(
+            "pool={}: its frames came back in {} 2M blocks, {:.1}% of neighbouring pages on \
+             neighbouring frames, more than twice its {blocks} (THP missing here, or memory \
+             too fragmented to collapse)",
+            Bytes(pool),
+            f.blocks,
+            f.neighbours * 100.0
+        ),
+        Some(f) => Ok(f.blocks),
+    }
+}
+
+/// A new data region of `bytes` whose 4K pages are pages of the first `pool` bytes at
+/// `base`, drawn with `seed` and moved under it with `mremap`, each one's index in the pool
+/// added to `moved` as it goes. `keep_source` leaves each moved page's place in the pool
+/// mapped, empty (`MREMAP_DONTUNMAP`), so that the pool's range has no hole another
+/// mapping could take before the page comes back ([`Lent`]).
+fn draw_under_data(
+    base: *mut u8,
+    pool: u64,
+    bytes: u64,
+    seed: u64,
+    moved: &mut Vec<usize>,
+    keep_source: bool,
+) -> Result<Region> {
+    let pages = bytes.div_ceil(PAGE as u64);
     let data_len = usize::try_from(bytes).context("the data does not fit this address space")?;
     let mut data = Region::new(data_len, Advice::NoHugePage)?;
     let dst = data.as_mut_ptr();
@@ -131,27 +189,160 @@ pub fn pooled(bytes: u64, pool: u64, seed: u64) -> Result<(Region, u64)> {
         // SAFETY: the source is one 4K page of the pool's mapping, the target one 4K page of
         // the data's, both page-aligned; neither is referenced by Rust, and the move only
         // changes which frame backs the target.
-        unsafe {
-            rustix::mm::mremap_fixed(
-                base.add(p as usize * PAGE).cast(),
-                PAGE,
-                PAGE,
-                rustix::mm::MremapFlags::MAYMOVE,
-                dst.add(j * PAGE).cast(),
-            )
-        }
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "mremap of the pool's page {p} under the data's page {j}: {}",
-                std::io::Error::from(e)
-            )
-        })?;
-        left.moved.push(p as usize);
+        unsafe { move_page(base.add(p as usize * PAGE), dst.add(j * PAGE), keep_source) }.map_err(
+            |e| anyhow::anyhow!("mremap of the pool's page {p} under the data's page {j}: {e}"),
+        )?;
+        moved.push(p as usize);
     }
-    // The moved pages kept the pool's MADV_HUGEPAGE: the data is the 4K baseline.
+    // The data is the 4K baseline (as the pool's pages are since they were split).
     // SAFETY: the range is the data's mapping.
     unsafe { libc::madvise(dst.cast(), data.map_len(), libc::MADV_NOHUGEPAGE) };
-    Ok((data, got))
+    Ok(data)
+}
+
+/// Moves the 4K page at `from` to `to` (its frame with it), leaving `from` mapped and empty
+/// where `keep_source`, else unmapped.
+///
+/// # Safety
+/// `from` and `to` are page-aligned pages of private anonymous mappings of this process
+/// that no Rust reference covers.
+unsafe fn move_page(from: *mut u8, to: *mut u8, keep_source: bool) -> std::io::Result<()> {
+    use rustix::mm::MremapFlags;
+    let flags = if keep_source {
+        MremapFlags::MAYMOVE | MremapFlags::DONTUNMAP
+    } else {
+        MremapFlags::MAYMOVE
+    };
+    // SAFETY: as the caller promises.
+    unsafe { rustix::mm::mremap_fixed(from.cast(), PAGE, PAGE, flags, to.cast()) }
+        .map(|_| ())
+        .map_err(std::io::Error::from)
+}
+
+thread_local! {
+    /// The reserve [`lending`] lends pooled kernels' pages from on this thread.
+    static LENDER: std::cell::RefCell<Option<std::rc::Rc<Reserve>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Whole 2M blocks faulted in once and lent to pooled kernels one after another
+/// ([`lending`]), so that a probe of many pooled runs clears its largest pool once instead
+/// of once a run (the block probe's runs cleared about 39G of pages for pools of at most
+/// 8G). A kernel asking for `pool=SIZE` gets its pages drawn from the reserve's first SIZE
+/// bytes, whole blocks as a pool of its own would be, and gives them back to their places
+/// when its data is unmapped; the reserve's range stays mapped throughout (moved pages
+/// leave their places empty, `MREMAP_DONTUNMAP`), so no other mapping can take a place.
+pub struct Reserve {
+    base: *mut u8,
+    len: usize,
+    /// Set where a page could not be given back: the reserve then lends no more.
+    broken: std::cell::Cell<bool>,
+}
+
+impl Reserve {
+    /// `bytes` of 2M blocks, collapsed and split into 4K entries, their frames checked.
+    ///
+    /// # Errors
+    /// As a pool of [`pooled`]: not whole blocks, more than three quarters of the memory
+    /// available, pagemap hidden, frames in more than twice its blocks.
+    pub fn new(bytes: u64) -> Result<Reserve> {
+        if bytes == 0 || !bytes.is_multiple_of(REGION_ALIGN as u64) {
+            bail!("a reserve of {} is not whole 2M blocks", Bytes(bytes));
+        }
+        let len = fits_memory(bytes, &format!("a reserve of {}", Bytes(bytes)))?;
+        let reserve = Reserve {
+            base: fault_in(len)?,
+            len,
+            broken: std::cell::Cell::new(false),
+        };
+        collapse_and_split(reserve.base, bytes)?;
+        Ok(reserve)
+    }
+
+    /// Data of `bytes` on pages drawn with `seed` from the first `pool` bytes, lent until
+    /// the region is dropped; the blocks those bytes' frames fall in.
+    fn lend(self: std::rc::Rc<Self>, bytes: u64, pool: u64, seed: u64) -> Result<(Region, u64)> {
+        if self.broken.get() {
+            bail!(
+                "pool=: a page lent from the reserve could not be given back, so it lends no more"
+            );
+        }
+        let got = blocks_of(self.base, pool)?;
+        let mut pages = Vec::new();
+        let drawn = draw_under_data(self.base, pool, bytes, seed, &mut pages, true);
+        let mut data = match drawn {
+            Ok(data) => data,
+            Err(e) => {
+                // The pages moved before the failure are unmapped with the data; their
+                // places in the reserve stay empty, so it lends no more.
+                self.broken.set(!pages.is_empty());
+                return Err(e);
+            }
+        };
+        data.lent = Some(Lent {
+            reserve: self,
+            pages,
+        });
+        Ok((data, got))
+    }
+}
+
+impl Drop for Reserve {
+    fn drop(&mut self) {
+        // SAFETY: the range is exactly the reserve's mapping (never holed: pages lent out
+        // left their places mapped), and no region holds a page of it (each holds an `Rc`).
+        unsafe {
+            let _ = rustix::mm::munmap(self.base.cast(), self.len);
+        }
+    }
+}
+
+/// Runs `f` with pooled kernels on this thread drawing from `reserve` (for pools no larger
+/// than it; a larger one is made as before), and unmaps the reserve after, however `f`
+/// ends.
+pub fn lending<T>(reserve: Reserve, f: impl FnOnce() -> T) -> T {
+    struct Unset;
+    impl Drop for Unset {
+        fn drop(&mut self) {
+            LENDER.with(|l| l.borrow_mut().take());
+        }
+    }
+    LENDER.with(|l| *l.borrow_mut() = Some(std::rc::Rc::new(reserve)));
+    let _unset = Unset;
+    f()
+}
+
+/// The reserve's pages under a data region, each given back to its place when the region
+/// is dropped ([`Lent::give_back`]).
+#[derive(Debug)]
+pub(crate) struct Lent {
+    reserve: std::rc::Rc<Reserve>,
+    /// Page `j` of the data is the reserve's page `pages[j]`.
+    pages: Vec<usize>,
+}
+
+impl std::fmt::Debug for Reserve {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Reserve({})", Bytes(self.len as u64))
+    }
+}
+
+impl Lent {
+    /// Moves the data's pages at `data` back to their places in the reserve, leaving the
+    /// data's range mapped (empty) for its own unmapping. A page that cannot go back marks
+    /// the reserve broken.
+    pub(crate) fn give_back(&self, data: *mut u8) {
+        for (j, &p) in self.pages.iter().enumerate() {
+            // SAFETY: page j of the data is a 4K page of its mapping, p's place in the
+            // reserve one of the reserve's (mapped, empty since it was lent); the region
+            // being dropped, nothing refers to either.
+            let back =
+                unsafe { move_page(data.add(j * PAGE), self.reserve.base.add(p * PAGE), true) };
+            if back.is_err() {
+                self.reserve.broken.set(true);
+            }
+        }
+    }
 }
 
 /// The pool's mapping less the 4K pages moved out of it under the data. Each move leaves a
@@ -221,107 +412,4 @@ pub(crate) fn mem_available() -> Result<Option<u64>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_draw_is_distinct_in_range_and_the_same_for_a_seed() {
-        let a = draw(1024, 300, 7);
-        assert_eq!(a.len(), 300);
-        let mut s = a.clone();
-        s.sort_unstable();
-        s.dedup();
-        assert_eq!(s.len(), 300, "distinct");
-        assert!(a.iter().all(|&p| p < 1024));
-        assert_eq!(a, draw(1024, 300, 7));
-        assert_ne!(a, draw(1024, 300, 8));
-        // Not in order: a random choice, not the first pages.
-        assert_ne!(a, (0..300).collect::<Vec<_>>());
-        assert_eq!(draw(4, 10, 1).len(), 4);
-    }
-
-    #[test]
-    fn what_is_left_of_a_pool_is_unmapped_around_its_holes() {
-        use rustix::mm::{MapFlags, ProtFlags};
-        let map = |at: *mut u8, pages: usize, flags: MapFlags| {
-            // SAFETY: an anonymous mapping, at `at` only where nothing is mapped
-            // (FIXED_NOREPLACE), aliasing nothing.
-            unsafe {
-                rustix::mm::mmap_anonymous(
-                    at.cast(),
-                    pages * PAGE,
-                    ProtFlags::READ | ProtFlags::WRITE,
-                    flags,
-                )
-            }
-            .map(|p| p.cast::<u8>())
-        };
-        let base = map(std::ptr::null_mut(), 8, MapFlags::PRIVATE).unwrap();
-        // Each page of the pool marked, to tell it from a mapping another test's thread may
-        // make in the holes once the pool is gone (CI saw one take a page back).
-        let marker = |p: usize| 0x5eed_0000_u64 + p as u64;
-        for p in 0..8 {
-            // SAFETY: page p is part of the mapping just made, readable and writable.
-            unsafe { base.add(p * PAGE).cast::<u64>().write_volatile(marker(p)) };
-        }
-        // Whether the word at `at` still holds page p's marker, read through /proc/self/mem
-        // (an unmapped address is an error there, not a fault; a guard page reads too).
-        let marked = |at: *mut u8, p: usize| {
-            use std::os::unix::fs::FileExt;
-            let mem = std::fs::File::open("/proc/self/mem").unwrap();
-            let mut word = [0u8; 8];
-            mem.read_exact_at(&mut word, at as u64).is_ok() && u64::from_ne_bytes(word) == marker(p)
-        };
-        // Pages 3 and 6 moved out; another mapping took the hole at 3 since.
-        // SAFETY: pages 3 and 6 are part of the mapping just made.
-        unsafe {
-            rustix::mm::munmap(base.add(3 * PAGE).cast(), PAGE).unwrap();
-            rustix::mm::munmap(base.add(6 * PAGE).cast(), PAGE).unwrap();
-        }
-        // SAFETY: page 3 is inside the range just made, now unmapped.
-        let other = map(
-            unsafe { base.add(3 * PAGE) },
-            1,
-            MapFlags::PRIVATE | MapFlags::FIXED_NOREPLACE,
-        )
-        .unwrap();
-        // SAFETY: the page was just mapped, readable and writable.
-        unsafe { other.write_volatile(42) };
-        drop(PoolLeft {
-            base,
-            len: 8 * PAGE,
-            moved: vec![6, 3],
-        });
-        // The other mapping is still there.
-        // SAFETY: as above; it would fault had the pool taken it.
-        assert_eq!(unsafe { other.read_volatile() }, 42);
-        // The rest of the pool is gone: each of its pages can be mapped afresh, or holds a
-        // mapping that is not the pool's (another thread's, made since).
-        for p in [0, 1, 2, 4, 5, 6, 7] {
-            // SAFETY: page p is inside the pool's old range.
-            let at = unsafe { base.add(p * PAGE) };
-            match map(at, 1, MapFlags::PRIVATE | MapFlags::FIXED_NOREPLACE) {
-                Ok(again) => {
-                    assert_eq!(again as usize, at as usize, "page {p}");
-                    assert!(!marked(at, p), "page {p} came back with the pool's data");
-                    // SAFETY: the page was just mapped by this test alone.
-                    unsafe { rustix::mm::munmap(at.cast(), PAGE).unwrap() };
-                }
-                Err(e) => {
-                    assert_eq!(e, rustix::io::Errno::EXIST, "page {p}");
-                    assert!(!marked(at, p), "page {p} is still the pool's");
-                }
-            }
-        }
-        // SAFETY: page 3 is the other mapping, this test's own.
-        unsafe { rustix::mm::munmap(base.add(3 * PAGE).cast(), PAGE).unwrap() };
-    }
-
-    #[test]
-    fn a_pool_that_cannot_hold_the_data_or_is_not_whole_blocks_is_refused() {
-        let e = pooled(16 << 20, 8 << 20, 1).unwrap_err().to_string();
-        assert!(e.contains("pool=8M") && e.contains("4096 4K pages"), "{e}");
-        let e = pooled(1 << 20, 3 << 20, 1).unwrap_err().to_string();
-        assert!(e.contains("whole 2M blocks"), "{e}");
-    }
-}
+mod tests;

@@ -17,6 +17,8 @@ pub struct Region {
     base: *mut u8,
     len: usize,
     map_len: usize,
+    /// Pages lent from a [`super::pool::Reserve`], given back before the unmapping.
+    pub(super) lent: Option<super::pool::Lent>,
 }
 
 impl Region {
@@ -64,6 +66,7 @@ impl Region {
             base: base as *mut u8,
             len,
             map_len,
+            lent: None,
         };
         // Never shared with a child: a fork (a test beside it that starts a program through
         // `pre_exec`) would otherwise write-protect its pages for copy-on-write, and the
@@ -124,6 +127,9 @@ impl Region {
 
 impl Drop for Region {
     fn drop(&mut self) {
+        if let Some(lent) = self.lent.take() {
+            lent.give_back(self.base);
+        }
         // SAFETY: the mapping is ours and no borrow of it outlives self.
         unsafe {
             let _ = rustix::mm::munmap(self.base as *mut std::ffi::c_void, self.map_len);

@@ -6,9 +6,11 @@
 //! [`crate::native::pool`]): the every-page stride over 16M with pools of 16M (8 blocks) up
 //! to [`MAX_POOL`], and a chase over 8192 pages with a pool of 32M (16 blocks) and the
 //! largest, the two taken in turn [`CHASE_ROUNDS`] times, the fastest run of each counting
-//! (a slow minute of the guest's then falls on both alike, as in `super::Rounds`). Each
-//! kernel maps its own pool and gives it back, so the memory a pool takes is returned on
-//! every path; the largest pool is held to half the memory available.
+//! (a slow minute of the guest's then falls on both alike, as in `super::Rounds`). Every
+//! kernel's pool is the first bytes of one reserve of the largest size, faulted in once
+//! ([`crate::native::pool::lending`]: the runs cleared about 39G of pages when each made its
+//! own), whose pages each kernel gives back when it ends; the reserve is unmapped on every
+//! path, and held to half the memory available.
 
 use crate::native::{Advice, KernelSpec, Scale};
 use anyhow::{bail, Context, Result};
@@ -96,6 +98,18 @@ pub fn blocks(progress: &mut dyn FnMut(&str)) -> Result<BlocksProbe> {
     }
     let mut pools: Vec<u64> = STRIDE_POOLS.into_iter().filter(|&p| p < largest).collect();
     pools.push(largest);
+    progress(&format!(
+        "host blocks: faulting in {} of 2M blocks, which every pooled kernel draws from",
+        pagelab_core::Bytes(largest)
+    ));
+    let reserve = crate::native::pool::Reserve::new(largest)
+        .context("the block probe's pool of the largest size")?;
+    crate::native::pool::lending(reserve, || pooled_runs(&pools, progress))
+}
+
+/// The stride with each of `pools` (the last the largest), then the two chases in turn.
+fn pooled_runs(pools: &[u64], progress: &mut dyn FnMut(&str)) -> Result<BlocksProbe> {
+    let largest = *pools.last().context("no pool to run the stride with")?;
     let total = pools.len() + 2 * CHASE_ROUNDS;
     let mut run = |spec: String, done: usize| -> Result<PooledRun> {
         progress(&format!("host blocks {done} of {total}: {spec}"));
