@@ -66,16 +66,12 @@ pub fn pooled(bytes: u64, pool: u64, seed: u64) -> Result<(Region, u64)> {
             return reserve.lend(bytes, pool, seed);
         }
     }
-    let len = fits_memory(pool, &format!("pool={}", Bytes(pool)))?;
-    let base = fault_in(len)?;
-    // From here the pool's mapping is unmapped by `left`, which skips the pages moved out.
-    let mut left = PoolLeft {
-        base,
-        len,
-        moved: Vec::new(),
-    };
-    let got = collapse_and_split(base, pool)?;
-    let data = draw_under_data(base, pool, bytes, seed, &mut left.moved, false)?;
+    // A pool of its own: a reserve drawn from once. Its range stays whole while the pages
+    // move out (`MREMAP_DONTUNMAP`), so dropping it at the return unmaps exactly what is left
+    // of it, and never a mapping another thread has made since.
+    let own = Reserve::make(pool, &format!("pool={}", Bytes(pool)))?;
+    let got = own.blocks(pool)?;
+    let data = draw_under_data(own.base, pool, bytes, seed, &mut Vec::new())?;
     Ok((data, got))
 }
 
@@ -167,16 +163,15 @@ fn blocks_of(base: *mut u8, pool: u64) -> Result<u64> {
 
 /// A new data region of `bytes` whose 4K pages are pages of the first `pool` bytes at
 /// `base`, drawn with `seed` and moved under it with `mremap`, each one's index in the pool
-/// added to `moved` as it goes. `keep_source` leaves each moved page's place in the pool
-/// mapped, empty (`MREMAP_DONTUNMAP`), so that the pool's range has no hole another
-/// mapping could take before the page comes back ([`Lent`]).
+/// added to `moved` as it goes. Each moved page's place in the pool is left mapped, empty
+/// (`MREMAP_DONTUNMAP`), so that the pool's range has no hole another mapping could take
+/// before the page comes back ([`Lent`]) or the pool is unmapped whole.
 fn draw_under_data(
     base: *mut u8,
     pool: u64,
     bytes: u64,
     seed: u64,
     moved: &mut Vec<usize>,
-    keep_source: bool,
 ) -> Result<Region> {
     let pages = bytes.div_ceil(PAGE as u64);
     let data_len = usize::try_from(bytes).context("the data does not fit this address space")?;
@@ -189,9 +184,12 @@ fn draw_under_data(
         // SAFETY: the source is one 4K page of the pool's mapping, the target one 4K page of
         // the data's, both page-aligned; neither is referenced by Rust, and the move only
         // changes which frame backs the target.
-        unsafe { move_page(base.add(p as usize * PAGE), dst.add(j * PAGE), keep_source) }.map_err(
-            |e| anyhow::anyhow!("mremap of the pool's page {p} under the data's page {j}: {e}"),
-        )?;
+        unsafe { move_page(base.add(p as usize * PAGE), dst.add(j * PAGE)) }.map_err(|e| {
+            anyhow::anyhow!(
+                "mremap of the pool's page {p} under the data's page {j}: {e} (moving a page \
+                 out and leaving its place mapped, MREMAP_DONTUNMAP, needs Linux 5.7)"
+            )
+        })?;
         moved.push(p as usize);
     }
     // The data is the 4K baseline (as the pool's pages are since they were split).
@@ -200,19 +198,14 @@ fn draw_under_data(
     Ok(data)
 }
 
-/// Moves the 4K page at `from` to `to` (its frame with it), leaving `from` mapped and empty
-/// where `keep_source`, else unmapped.
+/// Moves the 4K page at `from` to `to` (its frame with it), leaving `from` mapped and empty.
 ///
 /// # Safety
 /// `from` and `to` are page-aligned pages of private anonymous mappings of this process
 /// that no Rust reference covers.
-unsafe fn move_page(from: *mut u8, to: *mut u8, keep_source: bool) -> std::io::Result<()> {
+unsafe fn move_page(from: *mut u8, to: *mut u8) -> std::io::Result<()> {
     use rustix::mm::MremapFlags;
-    let flags = if keep_source {
-        MremapFlags::MAYMOVE | MremapFlags::DONTUNMAP
-    } else {
-        MremapFlags::MAYMOVE
-    };
+    let flags = MremapFlags::MAYMOVE | MremapFlags::DONTUNMAP;
     // SAFETY: as the caller promises.
     unsafe { rustix::mm::mremap_fixed(from.cast(), PAGE, PAGE, flags, to.cast()) }
         .map(|_| ())
@@ -237,6 +230,9 @@ pub struct Reserve {
     len: usize,
     /// Set where a page could not be given back: the reserve then lends no more.
     broken: std::cell::Cell<bool>,
+    /// The 2M blocks the frames of the first SIZE bytes fall in, by SIZE, as counted so far:
+    /// the frames never change, so pagemap is read once a size.
+    blocks: std::cell::RefCell<Vec<(u64, u64)>>,
 }
 
 impl Reserve {
@@ -246,17 +242,36 @@ impl Reserve {
     /// As a pool of [`pooled`]: not whole blocks, more than three quarters of the memory
     /// available, pagemap hidden, frames in more than twice its blocks.
     pub fn new(bytes: u64) -> Result<Reserve> {
+        Reserve::make(bytes, &format!("a reserve of {}", Bytes(bytes)))
+    }
+
+    /// As [`Reserve::new`], `what` naming it in the errors.
+    fn make(bytes: u64, what: &str) -> Result<Reserve> {
         if bytes == 0 || !bytes.is_multiple_of(REGION_ALIGN as u64) {
-            bail!("a reserve of {} is not whole 2M blocks", Bytes(bytes));
+            bail!("{what} is not whole 2M blocks");
         }
-        let len = fits_memory(bytes, &format!("a reserve of {}", Bytes(bytes)))?;
+        let len = fits_memory(bytes, what)?;
+        // From here the mapping is the reserve's, unmapped by its drop whatever fails.
         let reserve = Reserve {
             base: fault_in(len)?,
             len,
             broken: std::cell::Cell::new(false),
+            blocks: std::cell::RefCell::new(Vec::new()),
         };
-        collapse_and_split(reserve.base, bytes)?;
+        let got = collapse_and_split(reserve.base, bytes)?;
+        reserve.blocks.borrow_mut().push((bytes, got));
         Ok(reserve)
+    }
+
+    /// The 2M blocks the frames of the first `pool` bytes fall in ([`blocks_of`]), counted
+    /// once a size.
+    fn blocks(&self, pool: u64) -> Result<u64> {
+        if let Some(&(_, got)) = self.blocks.borrow().iter().find(|&&(size, _)| size == pool) {
+            return Ok(got);
+        }
+        let got = blocks_of(self.base, pool)?;
+        self.blocks.borrow_mut().push((pool, got));
+        Ok(got)
     }
 
     /// Data of `bytes` on pages drawn with `seed` from the first `pool` bytes, lent until
@@ -267,9 +282,9 @@ impl Reserve {
                 "pool=: a page lent from the reserve could not be given back, so it lends no more"
             );
         }
-        let got = blocks_of(self.base, pool)?;
+        let got = self.blocks(pool)?;
         let mut pages = Vec::new();
-        let drawn = draw_under_data(self.base, pool, bytes, seed, &mut pages, true);
+        let drawn = draw_under_data(self.base, pool, bytes, seed, &mut pages);
         let mut data = match drawn {
             Ok(data) => data,
             Err(e) => {
@@ -336,47 +351,11 @@ impl Lent {
             // SAFETY: page j of the data is a 4K page of its mapping, p's place in the
             // reserve one of the reserve's (mapped, empty since it was lent); the region
             // being dropped, nothing refers to either.
-            let back =
-                unsafe { move_page(data.add(j * PAGE), self.reserve.base.add(p * PAGE), true) };
+            let back = unsafe { move_page(data.add(j * PAGE), self.reserve.base.add(p * PAGE)) };
             if back.is_err() {
                 self.reserve.broken.set(true);
             }
         }
-    }
-}
-
-/// The pool's mapping less the 4K pages moved out of it under the data. Each move leaves a
-/// hole in the pool's range, and the kernel may place another thread's new mapping in it
-/// (a test running beside, an allocator's arena): unmapping the pool's whole range would
-/// take that mapping too, and its owner would fault on memory it never freed. So this
-/// unmaps what is left of the pool, run by run between the holes, and never a hole.
-struct PoolLeft {
-    base: *mut u8,
-    /// Bytes of the pool's mapping.
-    len: usize,
-    /// The pages moved out (their index in the pool), in any order.
-    moved: Vec<usize>,
-}
-
-impl Drop for PoolLeft {
-    fn drop(&mut self) {
-        self.moved.sort_unstable();
-        let unmap = |from: usize, to: usize| {
-            if to > from {
-                // SAFETY: pages `from..to` are part of the pool's mapping, none of them moved
-                // out, and nothing refers to them.
-                unsafe {
-                    let _ =
-                        rustix::mm::munmap(self.base.add(from * PAGE).cast(), (to - from) * PAGE);
-                }
-            }
-        };
-        let mut start = 0;
-        for &p in &self.moved {
-            unmap(start, p);
-            start = p + 1;
-        }
-        unmap(start, self.len / PAGE);
     }
 }
 

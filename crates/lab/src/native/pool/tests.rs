@@ -16,81 +16,64 @@ fn a_draw_is_distinct_in_range_and_the_same_for_a_seed() {
     assert_eq!(draw(4, 10, 1).len(), 4);
 }
 
+/// As root with THP: a pool of a kernel's own gives the data its pages, frames and
+/// contents with them, and what is left of it is unmapped whole when the draw is done.
 #[test]
-fn what_is_left_of_a_pool_is_unmapped_around_its_holes() {
-    use rustix::mm::{MapFlags, ProtFlags};
-    let map = |at: *mut u8, pages: usize, flags: MapFlags| {
-        // SAFETY: an anonymous mapping, at `at` only where nothing is mapped
-        // (FIXED_NOREPLACE), aliasing nothing.
-        unsafe {
-            rustix::mm::mmap_anonymous(
-                at.cast(),
-                pages * PAGE,
-                ProtFlags::READ | ProtFlags::WRITE,
-                flags,
-            )
+fn a_pool_of_its_own_moves_its_pages_under_the_data_and_is_unmapped_after() {
+    if !pagelab_sys::process::is_root() {
+        eprintln!("skipped: needs root (pagemap) for a pool");
+        return;
+    }
+    let pool = match Reserve::make(4 << 20, "pool=4M") {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("skipped: no pool here: {e:#}");
+            return;
         }
-        .map(|p| p.cast::<u8>())
     };
-    let base = map(std::ptr::null_mut(), 8, MapFlags::PRIVATE).unwrap();
+    let (base, len) = (pool.base, pool.len);
     // Each page of the pool marked, to tell it from a mapping another test's thread may
-    // make in the holes once the pool is gone (CI saw one take a page back).
+    // make in the pool's range once it is gone.
     let marker = |p: usize| 0x5eed_0000_u64 + p as u64;
-    for p in 0..8 {
-        // SAFETY: page p is part of the mapping just made, readable and writable.
+    for p in 0..len / PAGE {
+        // SAFETY: page p is part of the pool's mapping, readable and writable.
         unsafe { base.add(p * PAGE).cast::<u64>().write_volatile(marker(p)) };
     }
-    // Whether the word at `at` still holds page p's marker, read through /proc/self/mem
-    // (an unmapped address is an error there, not a fault; a guard page reads too).
+    let mut moved = Vec::new();
+    let mut data = draw_under_data(base, 4 << 20, 256 << 10, 5, &mut moved).unwrap();
+    assert_eq!(
+        moved,
+        draw(1024, 64, 5)
+            .iter()
+            .map(|&p| p as usize)
+            .collect::<Vec<_>>()
+    );
+    // While the pool is there, its range is whole: one mapping, however many pages left.
+    assert_eq!(
+        mappings_in(base as usize, len),
+        1,
+        "the pool's range has no hole"
+    );
+    drop(pool);
+    let at = data.as_mut_ptr();
+    for (j, &p) in moved.iter().enumerate() {
+        // SAFETY: page j is part of the data's mapping, which the region owns.
+        let got = unsafe { at.add(j * PAGE).cast::<u64>().read_volatile() };
+        assert_eq!(got, marker(p), "the data's page {j} is the pool's page {p}");
+    }
+    // Whether the word at `at` holds page p's marker, read through /proc/self/mem (an
+    // unmapped address is an error there, not a fault).
     let marked = |at: *mut u8, p: usize| {
         use std::os::unix::fs::FileExt;
         let mem = std::fs::File::open("/proc/self/mem").unwrap();
         let mut word = [0u8; 8];
         mem.read_exact_at(&mut word, at as u64).is_ok() && u64::from_ne_bytes(word) == marker(p)
     };
-    // Pages 3 and 6 moved out; another mapping took the hole at 3 since.
-    // SAFETY: pages 3 and 6 are part of the mapping just made.
-    unsafe {
-        rustix::mm::munmap(base.add(3 * PAGE).cast(), PAGE).unwrap();
-        rustix::mm::munmap(base.add(6 * PAGE).cast(), PAGE).unwrap();
+    for p in 0..len / PAGE {
+        // Only the address: it is read through /proc/self/mem.
+        let at = base.wrapping_add(p * PAGE);
+        assert!(!marked(at, p), "the pool's page {p} is still mapped");
     }
-    // SAFETY: page 3 is inside the range just made, now unmapped.
-    let other = map(
-        unsafe { base.add(3 * PAGE) },
-        1,
-        MapFlags::PRIVATE | MapFlags::FIXED_NOREPLACE,
-    )
-    .unwrap();
-    // SAFETY: the page was just mapped, readable and writable.
-    unsafe { other.write_volatile(42) };
-    drop(PoolLeft {
-        base,
-        len: 8 * PAGE,
-        moved: vec![6, 3],
-    });
-    // The other mapping is still there.
-    // SAFETY: as above; it would fault had the pool taken it.
-    assert_eq!(unsafe { other.read_volatile() }, 42);
-    // The rest of the pool is gone: each of its pages can be mapped afresh, or holds a
-    // mapping that is not the pool's (another thread's, made since).
-    for p in [0, 1, 2, 4, 5, 6, 7] {
-        // SAFETY: page p is inside the pool's old range.
-        let at = unsafe { base.add(p * PAGE) };
-        match map(at, 1, MapFlags::PRIVATE | MapFlags::FIXED_NOREPLACE) {
-            Ok(again) => {
-                assert_eq!(again as usize, at as usize, "page {p}");
-                assert!(!marked(at, p), "page {p} came back with the pool's data");
-                // SAFETY: the page was just mapped by this test alone.
-                unsafe { rustix::mm::munmap(at.cast(), PAGE).unwrap() };
-            }
-            Err(e) => {
-                assert_eq!(e, rustix::io::Errno::EXIST, "page {p}");
-                assert!(!marked(at, p), "page {p} is still the pool's");
-            }
-        }
-    }
-    // SAFETY: page 3 is the other mapping, this test's own.
-    unsafe { rustix::mm::munmap(base.add(3 * PAGE).cast(), PAGE).unwrap() };
 }
 
 #[test]
@@ -101,10 +84,6 @@ fn a_pool_that_cannot_hold_the_data_or_is_not_whole_blocks_is_refused() {
     assert!(e.contains("whole 2M blocks"), "{e}");
 }
 
-/// As root with THP: kernels lent pages from a reserve get them from its first bytes,
-/// the same pages for the same seed, and give them back to their places (the same
-/// frames) when their data is unmapped; a larger pool is made apart; the reserve is
-/// gone after.
 /// The mappings of this process (`/proc/self/maps`) that lie in `base..base + len`.
 fn mappings_in(base: usize, len: usize) -> usize {
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
@@ -115,6 +94,10 @@ fn mappings_in(base: usize, len: usize) -> usize {
         .count()
 }
 
+/// As root with THP: kernels lent pages from a reserve get them from its first bytes,
+/// the same pages for the same seed, and give them back to their places (the same
+/// frames) when their data is unmapped; a larger pool is made apart; the reserve is
+/// gone after.
 #[test]
 fn a_reserve_lends_its_first_blocks_and_gets_them_back() {
     if !pagelab_sys::process::is_root() {
