@@ -379,7 +379,7 @@ fn overlap_text(
             pagelab_lab::probe::overlap::INTERVAL_MARGIN,
             o.walk_interval
         ),
-        None => match (ov.host.walks_in_flight(), ov.walks_in_flight()) {
+        None => match (ov.short_walks_in_flight(), ov.walks_in_flight()) {
             (Some(short), Some(long)) => format!(
                 "no interval between walks showed (splintered walks {short:.1} in flight, long \
                  ones {long:.1}: the splintered take no more than {} times their share): \
@@ -410,9 +410,40 @@ fn overlap_text(
             bd - pd,
             bi - pi
         ),
-        host_page_text(&ov.host, pages),
+        host_page_text(&ov.host, ov.short_walks_in_flight(), pages),
         interval,
     ]
+    .into_iter()
+    .chain(rounds_text(ov))
+    .collect()
+}
+
+/// Where there was more than one round, the counts in flight and the interval each round
+/// showed, of which the figures above are the median and the verdict of most
+/// ([`pagelab_lab::probe::overlap::OverlapRound`]).
+fn rounds_text(ov: &OverlapProbe) -> Option<String> {
+    let rounds = ov.each_round();
+    if rounds.len() < 2 {
+        return None;
+    }
+    let list = |f: &dyn Fn(&pagelab_lab::probe::overlap::OverlapRound) -> Option<f64>| {
+        rounds
+            .iter()
+            .map(|r| f(r).map_or("-".to_string(), |v| format!("{v:.1}")))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let shown = rounds.iter().filter(|r| r.interval_ns().is_some()).count();
+    Some(format!(
+        "by round ({} rounds, each its own figures; the counts above are their median): misses \
+         in flight {}; walks in flight {}; splintered walks in flight {}; an interval between \
+         walks shown in {shown} of {}",
+        rounds.len(),
+        list(&|r| Some(r.memory.0 / r.memory.1)),
+        list(&|r| r.long_walks()),
+        list(&|r| r.short_walks()),
+        rounds.len()
+    ))
 }
 
 /// Where the walk measurement's pages lay: drawn from their pool, or where the kernel's
@@ -432,13 +463,16 @@ fn walk_placement(ov: &OverlapProbe) -> String {
 }
 
 /// The line that says what the host-page probe measured and found.
-fn host_page_text(hp: &pagelab_lab::probe::host_page::HostPageProbe, pages: u64) -> String {
+fn host_page_text(
+    hp: &pagelab_lab::probe::host_page::HostPageProbe,
+    short_walks: Option<f64>,
+    pages: u64,
+) -> String {
     let ((sd, si), (pd, pi)) = (hp.spread, hp.packed);
     let found = match hp.host_page() {
         None => "not measured (THP gave the 2M-advised lines 4K pages): the base's kept".into(),
         Some(p) => {
-            let flight = hp
-                .walks_in_flight()
+            let flight = short_walks
                 .map(|w| format!("; {w:.1} such walks in flight"))
                 .unwrap_or_default();
             format!("host_page = {p}{flight}")

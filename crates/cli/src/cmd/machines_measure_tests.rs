@@ -26,6 +26,7 @@ fn the_probes_loads_are_set_beside_the_models() {
                 huge_ok: true,
             },
             sequential: [(7.65, 3.86), (4.76, 2.18)],
+            rounds: Vec::new(),
         },
         ghz: 3.5,
     };
@@ -91,6 +92,7 @@ fn probe(host_spread: f64) -> OverlapProbe {
             huge_ok: true,
         },
         sequential: [(7.65, 3.86), (4.76, 2.18)],
+        rounds: Vec::new(),
     }
 }
 

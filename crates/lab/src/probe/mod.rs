@@ -138,35 +138,74 @@ impl<'a> Rounds<'a> {
     /// # Errors
     /// The first run that fails, or a figure whose runs timed no stretch.
     pub(crate) fn run(
-        mut self,
+        self,
         repeat: u32,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Vec<(f64, f64)>> {
+        self.run_by_round(repeat, progress).map(|(all, _)| all)
+    }
+
+    /// As [`Rounds::run`], and each round's figures too: in each, a figure's 10th percentile
+    /// of that round's stretches, with the fewest faults of all its runs. A ratio of
+    /// differences taken within each round is free of the machine's speed in that round,
+    /// which the figures of one round share (see the type's doc).
+    ///
+    /// # Errors
+    /// As [`Rounds::run`].
+    pub(crate) fn run_by_round(
+        mut self,
+        repeat: u32,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<RoundTimes> {
         let n = self.figures.len();
         let total = n * repeat.max(1) as usize;
         let mut stretches: Vec<Vec<f64>> = vec![Vec::new(); n];
         let mut faults = vec![f64::INFINITY; n];
+        let mut rounds = Vec::with_capacity(repeat.max(1) as usize);
         for round in 0..repeat.max(1) as usize {
+            let mut this = Vec::with_capacity(n);
             for (i, run) in self.figures.iter_mut().enumerate() {
                 let (ns, f) = run()?;
+                this.push(tenth(ns.clone()));
                 stretches[i].extend(ns);
                 faults[i] = faults[i].min(f);
                 progress(round * n + i + 1, total);
             }
+            rounds.push(this);
         }
-        stretches
+        let all = stretches
             .into_iter()
-            .zip(faults)
+            .zip(&faults)
             .enumerate()
-            .map(|(i, (mut all, f))| {
-                all.sort_by(f64::total_cmp);
-                let tenth = all.get(all.len() / 10).copied();
-                tenth
+            .map(|(i, (all, &f))| {
+                tenth(all)
                     .map(|t| (t, f))
                     .with_context(|| format!("figure {i} of the rounds timed no stretch"))
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        // Every figure timed a stretch over the rounds; one that timed none in a round takes
+        // its figure over them all there.
+        let rounds = rounds
+            .into_iter()
+            .map(|this| {
+                this.into_iter()
+                    .zip(&all)
+                    .map(|(t, &(pooled, f))| (t.unwrap_or(pooled), f))
+                    .collect()
+            })
+            .collect();
+        Ok((all, rounds))
     }
+}
+
+/// What [`Rounds::run_by_round`] returns: each figure's (ns, faults) over all the rounds,
+/// then each round's.
+pub(crate) type RoundTimes = (Vec<(f64, f64)>, Vec<Vec<(f64, f64)>>);
+
+/// The 10th percentile of `stretches`, `None` where there are none.
+fn tenth(mut stretches: Vec<f64>) -> Option<f64> {
+    stretches.sort_by(f64::total_cmp);
+    stretches.get(stretches.len() / 10).copied()
 }
 
 /// Runs the chase at every footprint, on both kinds of page, in [`Rounds`];
@@ -336,6 +375,38 @@ mod tests {
         empty.add(|| Ok((Vec::new(), 0.0)));
         let e = empty.run(2, &mut |_, _| {}).unwrap_err();
         assert!(e.to_string().contains("no stretch"), "{e}");
+    }
+
+    #[test]
+    fn each_rounds_figures_are_its_own_stretches_tenth_percentile() {
+        let mut rounds = Rounds::default();
+        let mut calls = [0u32; 2];
+        let [a, b] = &mut calls;
+        rounds.add(move || {
+            *a += 1;
+            // Ten stretches a run: 1..=10 in the first round, 11..=20 in the second.
+            let from = (*a - 1) as f64 * 10.0;
+            Ok((
+                (1..=10).map(|x| from + x as f64).collect(),
+                10.0 - *a as f64,
+            ))
+        });
+        rounds.add(move || {
+            *b += 1;
+            // Nothing timed in the first round: it takes the figure over both.
+            Ok((if *b == 1 { Vec::new() } else { vec![100.0] }, 7.0))
+        });
+        let (all, each) = rounds.run_by_round(2, &mut |_, _| {}).unwrap();
+        assert_eq!(all, vec![(3.0, 8.0), (100.0, 7.0)]);
+        // A round's 10th percentile of its own ten stretches is its second smallest; the
+        // faults are the fewest over all the runs.
+        assert_eq!(
+            each,
+            vec![
+                vec![(2.0, 8.0), (100.0, 7.0)],
+                vec![(12.0, 8.0), (100.0, 7.0)]
+            ]
+        );
     }
 
     #[test]

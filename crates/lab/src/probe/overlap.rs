@@ -211,6 +211,81 @@ pub struct OverlapProbe {
     /// is derived from them: they hold the model to walks whose page-table lines are shared
     /// by neighbouring pages and to loads the machine's prefetchers can follow.
     pub sequential: [(f64, f64); 2],
+    /// Each round's figures of the memory, walk and host-page measurements
+    /// ([`OverlapRound`]), from which the counts in flight and the interval are read; empty
+    /// where there is only the figures over all rounds (they then count as one round).
+    pub rounds: Vec<OverlapRound>,
+}
+
+/// One round's figures ([`super::Rounds::run_by_round`]: each its 10th percentile of that
+/// round's stretches), ns per load, each (dependent, independent): what the counts in flight
+/// and the interval between walks are read from.
+///
+/// Each count is a ratio of two differences of a few ns, and the figures of one round share
+/// the machine's speed in that round while those over all rounds may each come from another
+/// round. Three `machines --measure` back to back on this project's Zen 3 guest, idle,
+/// gave the splintered walks in flight 4.4, 14.3 and 7.4 read from the figures over all
+/// rounds, and the interval verdict flipped with them (docs/cost.md, session 56). So each
+/// round gives its own counts and verdict, and the measurement takes their median and the
+/// verdict of most rounds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OverlapRound {
+    /// [`OverlapProbe::memory`]'s lines.
+    pub memory: (f64, f64),
+    /// [`OverlapProbe::walk_base`]'s lines.
+    pub walk_base: (f64, f64),
+    /// The host-page probe's spread lines ([`HostPageProbe::spread`]).
+    pub spread: (f64, f64),
+    /// The host-page probe's packed lines ([`HostPageProbe::packed`]).
+    pub packed: (f64, f64),
+}
+
+impl OverlapRound {
+    /// Long (4K) walks in flight in this round, as [`OverlapProbe::walks_in_flight`] reads
+    /// them.
+    pub fn long_walks(&self) -> Option<f64> {
+        let walk = self.walk_base.0 - self.packed.0;
+        let added = self.walk_base.1 - self.packed.1;
+        (walk > 0.0 && added > 0.0).then(|| walk / added)
+    }
+
+    /// Splintered walks in flight in this round: what a translation adds to a dependent
+    /// load of the spread lines over what it adds to an independent one.
+    pub fn short_walks(&self) -> Option<f64> {
+        let walk = self.spread.0 - self.packed.0;
+        let added = self.spread.1 - self.packed.1;
+        (walk > 0.0 && added > 0.0).then(|| walk / added)
+    }
+}
+
+impl OverlapRound {
+    /// The interval between walks this round shows ([`OverlapProbe::walk_interval_ns`]):
+    /// what a splintered walk adds to an independent load, where fewer of them are in flight
+    /// than [`INTERVAL_MARGIN`] times less than the long ones.
+    pub fn interval_ns(&self) -> Option<f64> {
+        let (short, long) = (self.short_walks()?, self.long_walks()?);
+        (short * INTERVAL_MARGIN < long).then_some(self.spread.1 - self.packed.1)
+    }
+}
+
+/// The median of the values where more than half of `per_round` have one, else `None`.
+fn most_rounds(per_round: impl IntoIterator<Item = Option<f64>>) -> Option<f64> {
+    let mut n = 0;
+    let mut some: Vec<f64> = per_round
+        .into_iter()
+        .inspect(|_| n += 1)
+        .flatten()
+        .collect();
+    if some.len() * 2 <= n {
+        return None;
+    }
+    some.sort_by(f64::total_cmp);
+    let mid = some.len() / 2;
+    Some(if some.len() % 2 == 1 {
+        some[mid]
+    } else {
+        (some[mid - 1] + some[mid]) / 2.0
+    })
 }
 
 /// The pool the walk measurement's 4K pages are drawn from: the 2M blocks of their own
@@ -233,32 +308,66 @@ pub fn walk_pool(walk_pages: u64) -> u64 {
 const POOL_SEED: u64 = 1;
 
 impl OverlapProbe {
-    /// Misses in flight: the dependent memory time over the independent one.
+    /// The rounds the counts are read from: [`OverlapProbe::rounds`], or the figures over
+    /// all rounds as one where there are none.
+    pub fn each_round(&self) -> Vec<OverlapRound> {
+        if !self.rounds.is_empty() {
+            return self.rounds.clone();
+        }
+        vec![OverlapRound {
+            memory: self.memory,
+            walk_base: self.walk_base,
+            spread: self.host.spread,
+            packed: self.host.packed,
+        }]
+    }
+
+    /// Misses in flight: the dependent memory time over the independent one, the median
+    /// over the rounds.
     pub fn misses_in_flight(&self) -> f64 {
-        self.memory.0 / self.memory.1
+        most_rounds(
+            self.each_round()
+                .iter()
+                .map(|r| Some(r.memory.0 / r.memory.1)),
+        )
+        .unwrap_or(self.memory.0 / self.memory.1)
     }
 
     /// Walks in flight: the walk's latency (dependent, 4K less packed) over the time it
-    /// adds to an independent load (independent, 4K less packed); `None` where either is not
-    /// positive (no walk showed, or the walks hid entirely) or the packed lines got no 2M
-    /// page.
+    /// adds to an independent load (independent, 4K less packed), each round's, their median
+    /// over the rounds that have one ([`OverlapRound`]); `None` where the packed lines got no
+    /// 2M page, or where in most rounds either difference is not positive (no walk showed,
+    /// or the walks hid entirely).
     pub fn walks_in_flight(&self) -> Option<f64> {
-        let walk = self.walk_base.0 - self.host.packed.0;
-        let added = self.walk_base.1 - self.host.packed.1;
-        (self.host.huge_ok && walk > 0.0 && added > 0.0).then(|| walk / added)
+        if !self.host.huge_ok {
+            return None;
+        }
+        most_rounds(self.each_round().iter().map(OverlapRound::long_walks))
+    }
+
+    /// Splintered walks in flight (a guest's 2M pages over 4K host pages), read as
+    /// [`HostPageProbe::walks_in_flight`] reads them, from each round, their median over the
+    /// rounds that have one; `None` where the host's pages are not 4K
+    /// ([`HostPageProbe::host_page`], over all rounds) or most rounds show no such walk.
+    pub fn short_walks_in_flight(&self) -> Option<f64> {
+        if self.host.host_page() != Some(pagelab_core::PageSize::K4) {
+            return None;
+        }
+        most_rounds(self.each_round().iter().map(OverlapRound::short_walks))
     }
 
     /// The least time from one walk's start to the next one's, ns, where it shows: the
     /// short walks of a guest's 2M pages splintered over 4K host pages each add this much
-    /// to an independent load where fewer of them are in flight
-    /// ([`HostPageProbe::walks_in_flight`]) than of the long 4K walks
-    /// ([`OverlapProbe::walks_in_flight`]): more than [`INTERVAL_MARGIN`] times their share
-    /// of the walkers. `None` where the host's pages are not 4K (no short walks to measure)
-    /// or the short walks took no more than that.
+    /// to an independent load where fewer of them are in flight than of the long 4K walks:
+    /// more than [`INTERVAL_MARGIN`] times their share of the walkers. Decided in each round
+    /// ([`OverlapRound`]); the interval shows where it shows in most rounds, their median.
+    /// `None` where the host's pages are not 4K (no short walks to measure) or the short
+    /// walks took no more than that in most rounds.
     pub fn walk_interval_ns(&self) -> Option<f64> {
-        let short = self.host.walks_in_flight()?;
-        (short * INTERVAL_MARGIN < self.walks_in_flight()?)
-            .then_some(self.host.spread.1 - self.host.packed.1)
+        if self.host.host_page() != Some(pagelab_core::PageSize::K4) || !self.host.huge_ok {
+            return None;
+        }
+        most_rounds(self.each_round().iter().map(OverlapRound::interval_ns))
     }
 }
 
@@ -352,8 +461,20 @@ pub fn overlap(
         Some(&frames),
     );
     let large_at = add_pair(&mut rounds, in_order, (Advice::HugePage, None), steps, None);
-    let times = rounds.run(repeat, progress)?;
+    let (times, each) = rounds.run_by_round(repeat, progress)?;
     let (mem, memory_huge) = pair_of(&times, mem_at, memory);
+    let rounds = each
+        .iter()
+        .map(|t| {
+            let host = super::host_page::of(t, host_at, walk_pages);
+            OverlapRound {
+                memory: pair_of(t, mem_at, memory).0,
+                walk_base: pair_of(t, walk_at, walk).0,
+                spread: host.spread,
+                packed: host.packed,
+            }
+        })
+        .collect();
     Ok(OverlapProbe {
         memory_bytes: memory.count * 64,
         memory: mem,
@@ -368,6 +489,7 @@ pub fn overlap(
             pair_of(&times, small_at, in_order).0,
             pair_of(&times, large_at, in_order).0,
         ],
+        rounds,
     })
 }
 

@@ -69,6 +69,7 @@ fn walks_in_flight_and_their_interval_come_from_the_packed_baseline() {
             huge_ok: true,
         },
         sequential: [(7.65, 3.86), (4.76, 2.18)],
+        rounds: Vec::new(),
     };
     let w = p.walks_in_flight().unwrap();
     assert!((w - 70.4 / 8.46).abs() < 1e-9, "{w}");
@@ -93,6 +94,77 @@ fn walks_in_flight_and_their_interval_come_from_the_packed_baseline() {
     // The packed lines without a 2M page: nothing to measure against.
     q.host.huge_ok = false;
     assert_eq!(q.walks_in_flight(), None);
+}
+
+#[test]
+fn the_counts_and_the_interval_are_read_round_by_round() {
+    // Session 32's figures (the test above) as one round.
+    let one = OverlapRound {
+        memory: (144.2, 15.32),
+        walk_base: (77.7, 10.13),
+        spread: (19.7, 4.27),
+        packed: (7.3, 1.67),
+    };
+    let scaled = |r: OverlapRound, k: f64| OverlapRound {
+        memory: (r.memory.0 * k, r.memory.1 * k),
+        walk_base: (r.walk_base.0 * k, r.walk_base.1 * k),
+        spread: (r.spread.0 * k, r.spread.1 * k),
+        packed: (r.packed.0 * k, r.packed.1 * k),
+    };
+    // A round where the whole machine ran 40% slower gives the same counts, and slow
+    // stretches under single figures (the 4K lines' independent loads 2 ns more, the spread
+    // lines' dependent ones 20) are outvoted by the other two rounds.
+    let mut odd = one;
+    odd.walk_base.1 += 2.0;
+    odd.spread.0 += 20.0;
+    let mut p = OverlapProbe {
+        memory_bytes: 256 << 20,
+        memory: (144.2, 15.32),
+        memory_huge: true,
+        walk_pages: WALK_PAGES,
+        walk_base: (77.7, 12.13),
+        walk_pool: Ok(64 << 20),
+        walk_frames: None,
+        frames: None,
+        host: HostPageProbe {
+            spread: (19.7, 9.27),
+            packed: (7.3, 1.67),
+            huge_ok: true,
+        },
+        sequential: [(7.65, 3.86), (4.76, 2.18)],
+        rounds: vec![one, scaled(one, 1.4), odd],
+    };
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    let long = (77.7 - 7.3) / (10.13 - 1.67);
+    let short = (19.7 - 7.3) / (4.27 - 1.67);
+    assert!(close(p.walks_in_flight().unwrap(), long));
+    assert!(close(p.short_walks_in_flight().unwrap(), short));
+    assert!(close(p.misses_in_flight(), 144.2 / 15.32));
+    // The interval: shown in two rounds of three (not the odd one, whose splintered walks
+    // look many), their median (2.6 ns and 1.4 times it).
+    assert!(close(p.walk_interval_ns().unwrap(), 2.6 * 1.2));
+    // Shown in one round of three: none.
+    p.rounds[1].spread.1 = 1.4 * (1.67 + 12.4 / long * 0.9);
+    assert_eq!(p.walk_interval_ns(), None);
+    // Two rounds of four do not make most: none; three do, and their median counts.
+    p.rounds = vec![one, one, odd, odd];
+    p.rounds[2].spread.1 = 1.67 + 12.4 / long * 0.9;
+    p.rounds[3].spread.1 = 1.67 + 12.4 / long * 0.9;
+    assert_eq!(p.walk_interval_ns(), None);
+    p.rounds[3] = scaled(one, 2.0);
+    assert!(close(p.walk_interval_ns().unwrap(), 2.6));
+    // Walks in most rounds hidden (an independent load no slower than the packed ones):
+    // no count of walks in flight, and no interval read from them.
+    let mut hidden = one;
+    hidden.walk_base.1 = hidden.packed.1;
+    p.rounds = vec![one, hidden, hidden];
+    assert_eq!((p.walks_in_flight(), p.walk_interval_ns()), (None, None));
+    // Without rounds, the figures over all of them count as one.
+    p.rounds.clear();
+    assert!(close(
+        p.walks_in_flight().unwrap(),
+        (77.7 - 7.3) / (12.13 - 1.67)
+    ));
 }
 
 #[test]
