@@ -3,14 +3,16 @@
 use crate::tools::{self, CaptureError};
 use crate::valgrind::{Lives, Segment, Stream};
 use crate::PluginReader;
-use pagelab_core::{Event, SourceInfo, ThreadId};
-use pagelab_trace::{LackeyReader, PageBatch, PageFilter, TraceError, TraceSource};
+use pagelab_core::Event;
+use pagelab_trace::{LackeyReader, TraceError};
 use std::ffi::OsString;
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::str::FromStr;
+
+mod source;
 
 /// How a program is captured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -110,8 +112,8 @@ struct Valgrind {
     lives: Lives,
 }
 
-/// A running capture: a [`TraceSource`] of the program's events, read from a
-/// pipe as the program runs.
+/// A running capture: a [`TraceSource`](pagelab_trace::TraceSource) of the program's
+/// events, read from a pipe as the program runs.
 ///
 /// The program runs in a process group of its own; SIGINT, SIGTERM and SIGHUP
 /// sent to pagelab are forwarded to that group (a second one kills it), and
@@ -121,7 +123,7 @@ struct Valgrind {
 /// code, or 128 plus the signal number. Dropping a capture that is still
 /// running kills its process group.
 ///
-/// Contract: that of [`TraceSource`].
+/// Contract: that of [`TraceSource`](pagelab_trace::TraceSource).
 pub struct Capture {
     child: Child,
     /// The terminating signals, held (and passed on to the program's group) while it runs.
@@ -347,52 +349,6 @@ impl Capture {
     }
 }
 
-impl Capture {
-    /// Why a stream that ended without a single reference is an error: the
-    /// backend failed before the program ran (QEMU runs ELF binaries only),
-    /// and all-zero counts would pass for a result.
-    fn nothing_recorded(&self) -> TraceError {
-        let status = self
-            .status
-            .map_or("an unknown status".to_string(), |s| s.to_string());
-        let why = if self.script {
-            format!(
-                " the program is a `#!` script; the {} backend ended ({status}) before its \
-                 interpreter ran; its own message is above",
-                self.backend
-            )
-        } else {
-            format!(
-                " the {} backend ended ({status}) before the program ran; its own message is above",
-                self.backend
-            )
-        };
-        TraceError::Other(format!(
-            "capture of `{}` recorded no reference:{why}",
-            pagelab_core::escape(&self.label)
-        ))
-    }
-}
-
-impl Capture {
-    /// Under Valgrind, at the end of a segment: the events of the marker it
-    /// ended at and a reader for the next one; false at the end of the stream.
-    fn next_segment(&mut self, out: &mut Vec<Event>) -> bool {
-        let Reader::Lackey(r, v) = &mut self.reader else {
-            return false;
-        };
-        let (Some(m), offset) = v.stream.take_marker() else {
-            return false;
-        };
-        v.lives.marker(m, out);
-        **r = LackeyReader::new(
-            v.stream.segment(),
-            format!("lackey capture of {} (from byte {offset})", self.label),
-        );
-        true
-    }
-}
-
 /// Whether the file at `path` starts with `#!`.
 fn is_script(path: &std::path::Path) -> bool {
     let mut head = [0u8; 2];
@@ -427,89 +383,6 @@ pub(crate) fn pipe() -> Result<(OwnedFd, OwnedFd), CaptureError> {
     // (refused above the system's pipe-max-size: then the default stays).
     let _ = rustix::pipe::fcntl_setpipe_size(&w, 1 << 20);
     Ok((r, w))
-}
-
-impl TraceSource for Capture {
-    fn fill(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError> {
-        if self.ended {
-            let n = self.tail.len().min(max);
-            out.extend(self.tail.drain(..n));
-            return Ok(n > 0);
-        }
-        if !self.started && max > 0 {
-            self.started = true;
-            if let Reader::Lackey(..) = self.reader {
-                // Lackey names no process: the whole trace is the program's.
-                let pid = self.child.id();
-                out.push(Event::Switch(ThreadId { pid, tid: pid }));
-                return Ok(true);
-            }
-        }
-        let before = out.len();
-        let more = match &mut self.reader {
-            Reader::Qemu(r) => r.fill(out, max)?,
-            Reader::Lackey(r, _) => r.fill(out, max)?,
-        };
-        if !self.recorded {
-            self.recorded = out[before..].iter().any(|e| matches!(e, Event::Ref(_)));
-        }
-        if more || self.next_segment(out) {
-            return Ok(true);
-        }
-        self.ended = true;
-        if let Some(exit) = self.wait()? {
-            let pid = self.child.id();
-            self.tail = vec![Event::Switch(ThreadId { pid, tid: pid }), exit];
-        }
-        if !self.recorded {
-            return Err(self.nothing_recorded());
-        }
-        self.fill(out, max)
-    }
-
-    /// The reader's own filtering parse; the few events around it (Lackey's
-    /// opening switch, the exit the trace lacks) go through `fill`.
-    fn fill_pages(
-        &mut self,
-        filter: &mut PageFilter,
-        out: &mut PageBatch,
-        max: usize,
-    ) -> Result<bool, TraceError> {
-        let lackey_start = !self.started && matches!(self.reader, Reader::Lackey(..));
-        if !self.ended && !lackey_start {
-            let more = match &mut self.reader {
-                Reader::Qemu(r) => r.fill_pages(filter, out, max)?,
-                Reader::Lackey(r, _) => r.fill_pages(filter, out, max)?,
-            };
-            self.recorded |= out.refs[0] + out.refs[1] > 0;
-            if more {
-                return Ok(true);
-            }
-        }
-        out.events.clear();
-        let r = self.fill(&mut out.events, max);
-        filter.take_events(out);
-        r
-    }
-
-    fn parses_to_pages(&self) -> bool {
-        true
-    }
-
-    fn info(&self) -> SourceInfo {
-        let mut info = SourceInfo {
-            kind: match self.backend {
-                Backend::Qemu => "qemu".into(),
-                Backend::Valgrind => "lackey".into(),
-            },
-            name: self.label.clone(),
-            compression: None,
-            params: Default::default(),
-        };
-        info.params
-            .insert("backend".into(), self.backend.to_string());
-        info
-    }
 }
 
 impl Drop for Capture {
