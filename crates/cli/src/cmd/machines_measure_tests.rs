@@ -188,3 +188,42 @@ fn an_interval_is_kept_only_where_the_model_without_one_is_faster_than_the_machi
     assert!((c.measured - 3.03 * 3.69).abs() < 1e-9, "{c:?}");
     assert!(c.modelled == model.spread[1][1] && c.interval == 7, "{c:?}");
 }
+
+#[test]
+fn each_rounds_counts_are_listed_where_there_were_several() {
+    use pagelab_lab::probe::overlap::OverlapRound;
+    let mut p = probe(17.78);
+    assert_eq!(
+        rounds_text(&p),
+        None,
+        "one round (the figures over all): no line"
+    );
+    let round = |walk_added: f64| OverlapRound {
+        memory: (164.7, 15.0),
+        walk_base: (31.1, walk_added),
+        spread: (17.78, 3.03),
+        packed: (4.78, 1.45),
+    };
+    // The second round's walks hid entirely (no count); the third's splintered walks each
+    // added 4.33 ns to an independent load, far more than their share of the walkers
+    // (3.0 in flight against 9.4): an interval in that round alone.
+    let mut third = round(4.26);
+    third.spread.1 = 5.78;
+    p.rounds = vec![round(4.26), round(1.45), third];
+    let text = rounds_text(&p).unwrap();
+    assert!(text.starts_with("by round (3 rounds"), "{text}");
+    assert!(
+        text.contains("misses in flight 11.0, 11.0, 11.0;"),
+        "{text}"
+    );
+    assert!(text.contains("walks in flight 9.4, -, 9.4;"), "{text}");
+    assert!(
+        text.contains("splintered walks in flight 8.2, 8.2, 3.0;"),
+        "{text}"
+    );
+    assert!(text.ends_with("shown in 1 of 3"), "{text}");
+    // The counts the file takes are the rounds' medians, and one round of three shows
+    // no interval.
+    assert!((p.walks_in_flight().unwrap() - 26.32 / 2.81).abs() < 1e-9);
+    assert_eq!(p.walk_interval_ns(), None);
+}
