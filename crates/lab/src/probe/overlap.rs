@@ -256,12 +256,10 @@ impl OverlapRound {
         let added = self.spread.1 - self.packed.1;
         (walk > 0.0 && added > 0.0).then(|| walk / added)
     }
-}
 
-impl OverlapRound {
     /// The interval between walks this round shows ([`OverlapProbe::walk_interval_ns`]):
-    /// what a splintered walk adds to an independent load, where fewer of them are in flight
-    /// than [`INTERVAL_MARGIN`] times less than the long ones.
+    /// what a splintered walk adds to an independent load, where the long walks in flight
+    /// outnumber the splintered ones by more than [`INTERVAL_MARGIN`] times.
     pub fn interval_ns(&self) -> Option<f64> {
         let (short, long) = (self.short_walks()?, self.long_walks()?);
         (short * INTERVAL_MARGIN < long).then_some(self.spread.1 - self.packed.1)
