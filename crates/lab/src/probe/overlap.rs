@@ -269,7 +269,7 @@ impl OverlapRound {
 /// The median of the values where more than half of `per_round` have one, else `None`.
 fn most_rounds(per_round: impl IntoIterator<Item = Option<f64>>) -> Option<f64> {
     let mut n = 0;
-    let mut some: Vec<f64> = per_round
+    let some: Vec<f64> = per_round
         .into_iter()
         .inspect(|_| n += 1)
         .flatten()
@@ -277,13 +277,7 @@ fn most_rounds(per_round: impl IntoIterator<Item = Option<f64>>) -> Option<f64> 
     if some.len() * 2 <= n {
         return None;
     }
-    some.sort_by(f64::total_cmp);
-    let mid = some.len() / 2;
-    Some(if some.len() % 2 == 1 {
-        some[mid]
-    } else {
-        (some[mid - 1] + some[mid]) / 2.0
-    })
+    pagelab_report::Summary::of(&some).map(|s| s.median)
 }
 
 /// The pool the walk measurement's 4K pages are drawn from: the 2M blocks of their own
