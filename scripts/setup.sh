@@ -1,7 +1,54 @@
 #!/usr/bin/env bash
 # Installs what pagelab needs on a fresh machine and builds it. Safe to run again.
+#
+#   scripts/setup.sh                          packages, the release build, the Python package
+#   scripts/setup.sh --packages-only          the packages and the virtualenv, nothing built
+#   scripts/setup.sh --python-package PROFILE the Python package alone, built with a Cargo
+#                                             profile (`test` beside the tests' build)
+#
+# scripts/test.sh uses the last two: its tests need no release build, and the Python
+# package built with the `test` profile after the tests' build shares that build's crates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+mode=all
+profile=release
+case "${1:-}" in
+"") ;;
+--packages-only) mode=packages ;;
+--python-package)
+    mode=python
+    profile=${2:-}
+    if [ -z "$profile" ]; then
+        echo "pagelab setup: --python-package needs a Cargo profile (release, test, ...)" >&2
+        exit 2
+    fi
+    ;;
+*)
+    echo "pagelab setup: unknown argument \`$1\`: give none, --packages-only or --python-package PROFILE" >&2
+    exit 2
+    ;;
+esac
+
+# The Python package (python/: PyO3 bindings built by maturin, with the same target
+# directory as the binary and the profile asked for, so the engine's crates are compiled
+# once), into the virtualenv made below. Without build isolation pip runs the maturin it
+# finds on PATH: the venv's.
+python_package() {
+    local args=""
+    # maturin builds with the release profile unless told otherwise.
+    [ "$profile" = release ] || args="--profile $profile"
+    PATH="$PWD/.venv/bin:$PATH" MATURIN_PEP517_ARGS="$args" \
+        .venv/bin/pip install -q --disable-pip-version-check --no-build-isolation --no-deps ./python
+}
+if [ "$mode" = python ]; then
+    if [ ! -x .venv/bin/pip ]; then
+        echo "pagelab setup: no virtualenv in .venv: run scripts/setup.sh (or --packages-only) first" >&2
+        exit 1
+    fi
+    python_package
+    exit 0
+fi
 
 if ! command -v cargo >/dev/null 2>&1; then
     echo "pagelab setup: cargo not found; install Rust (stable) first" >&2
@@ -61,7 +108,9 @@ packages &
 packages_pid=$!
 set +m
 trap 'kill -- "-$packages_pid" 2>/dev/null || true' EXIT
-cargo build --release --locked -p pagelab
+if [ "$mode" = all ]; then
+    cargo build --release --locked -p pagelab
+fi
 status=0
 wait "$packages_pid" || status=$?
 trap - EXIT
@@ -70,9 +119,6 @@ if [ "$status" != 0 ]; then
     exit "$status"
 fi
 
-# The Python package (python/: PyO3 bindings built by maturin, with the same
-# target directory and release profile as the binary above, so the engine's
-# crates are compiled once), into the virtualenv made above.
-# Without build isolation pip runs the maturin it finds on PATH: the venv's.
-PATH="$PWD/.venv/bin:$PATH" .venv/bin/pip install -q --disable-pip-version-check \
-    --no-build-isolation --no-deps ./python
+if [ "$mode" = all ]; then
+    python_package
+fi

@@ -46,13 +46,23 @@ if rustup component add --toolchain nightly miri rust-src >/dev/null 2>&1; then
     beside miri "${miri[@]}" --no-run
 fi
 beside fuzz bash scripts/fuzz.sh --if-available --build-only
-bash scripts/setup.sh
-took "set-up (packages, release build, Python package)"
+# The packages and the virtualenv. The tests need no release build (they run the binaries
+# `cargo test` builds), so the suite makes none: the README's first command makes it.
+bash scripts/setup.sh --packages-only
+took "set-up (packages, virtualenv)"
 cargo fmt --all -- --check
 cargo clippy --locked --workspace --all-targets -- -D warnings
 took "fmt and clippy"
-cargo test --locked --workspace --no-run
+# --timings: each crate's compile time and the build's concurrency, in
+# target/cargo-timings/ (what to look at when this step grows).
+cargo test --locked --workspace --no-run --timings
 took "building the tests"
+# The Python package, built with the tests' profile into the same target directory: the
+# crates the tests' build compiled are reused, and its tests run the `pagelab` binary that
+# build made.
+bash scripts/setup.sh --python-package test
+export PAGELAB_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/pagelab"
+took "the Python package"
 cargo test --locked --workspace --no-fail-fast
 took "the tests"
 # The Python package against the command line, on a real Dask cluster (python/tests).
