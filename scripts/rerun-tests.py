@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs test binaries the workspace's `cargo test` already built, again.
 
-    python3 scripts/rerun-tests.py PACKAGE[:TARGET] ...
+    python3 scripts/rerun-tests.py [--profile NAME] PACKAGE[:TARGET] ...
 
 `cargo test -p A -p B` after `cargo test --workspace` rebuilds the crates
 whose features unify differently in the smaller selection (about 4.5 minutes
@@ -10,7 +10,8 @@ the workspace build (`--no-run`, nothing to compile), picks those of the named
 packages (every lib and test target, or only TARGET), and runs each from its
 package's directory as `cargo test` does, with this process's environment
 (so `PAGELAB_ISA=portable` reaches them). Exits non-zero if any test fails or
-a selector matches nothing.
+a selector matches nothing. `--profile NAME` names the profile the tests were
+built with (`cargo test --profile NAME`), so that cargo finds those binaries.
 """
 
 import json
@@ -20,12 +21,18 @@ import sys
 
 
 def main(selectors: list[str]) -> int:
+    profile = []
+    if selectors[:1] == ["--profile"]:
+        if len(selectors) < 2:
+            print("rerun-tests: --profile needs a profile name", file=sys.stderr)
+            return 2
+        profile, selectors = selectors[:2], selectors[2:]
     if not selectors:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
     wanted = [(s.split(":", 1) + [None])[:2] for s in selectors]
     out = subprocess.run(
-        ["cargo", "test", "--locked", "--workspace", "--no-run", "--message-format=json"],
+        ["cargo", "test", "--locked", "--workspace", *profile, "--no-run", "--message-format=json"],
         check=True,
         stdout=subprocess.PIPE,
         text=True,

@@ -4,10 +4,10 @@
 #   scripts/setup.sh                          packages, the release build, the Python package
 #   scripts/setup.sh --packages-only          the packages and the virtualenv, nothing built
 #   scripts/setup.sh --python-package PROFILE the Python package alone, built with a Cargo
-#                                             profile (`test` beside the tests' build)
+#                                             profile (`dev` beside the tests' build)
 #
 # scripts/test.sh uses the last two: its tests need no release build, and the Python
-# package built with the `test` profile after the tests' build shares that build's crates.
+# package built with the `dev` profile after the tests' build shares that build's crates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,7 +20,7 @@ case "${1:-}" in
     mode=python
     profile=${2:-}
     if [ -z "$profile" ]; then
-        echo "pagelab setup: --python-package needs a Cargo profile (release, test, ...)" >&2
+        echo "pagelab setup: --python-package needs a Cargo profile (release, dev, ...)" >&2
         exit 2
     fi
     ;;

@@ -53,17 +53,19 @@ took "set-up (packages, virtualenv)"
 cargo fmt --all -- --check
 cargo clippy --locked --workspace --all-targets -- -D warnings
 took "fmt and clippy"
+# The tests are built with the dev profile (`test` inherits all of its settings): the Python
+# package is built with it too, after them, and so reuses every crate they compiled (its
+# build with the `test` profile would make the module a test harness, and cargo keeps a
+# profile's crates apart from another's of the same settings).
 # --timings: each crate's compile time and the build's concurrency, in
 # target/cargo-timings/ (what to look at when this step grows).
-cargo test --locked --workspace --no-run --timings
+cargo test --locked --workspace --profile dev --no-run --timings
 took "building the tests"
-# The Python package, built with the tests' profile into the same target directory: the
-# crates the tests' build compiled are reused, and its tests run the `pagelab` binary that
-# build made.
-bash scripts/setup.sh --python-package test
+# Its tests run the `pagelab` binary the tests' build made.
+bash scripts/setup.sh --python-package dev
 export PAGELAB_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/pagelab"
 took "the Python package"
-cargo test --locked --workspace --no-fail-fast
+cargo test --locked --workspace --profile dev --no-fail-fast
 took "the tests"
 # The Python package against the command line, on a real Dask cluster (python/tests).
 (cd python && ../.venv/bin/pytest -q -p no:cacheprovider)
@@ -77,7 +79,7 @@ took "the Python tests and benchmark"
 # results; crates/cli/tests/isa.rs compares every tier's JSON byte for byte.
 # The binaries are those built above, run again (a `cargo test -p` of fewer
 # packages unifies features differently and rebuilt for about 4.5 minutes).
-PAGELAB_ISA=portable python3 scripts/rerun-tests.py pagelab-trace pagelab-engine pagelab:cli pagelab:isa
+PAGELAB_ISA=portable python3 scripts/rerun-tests.py --profile dev pagelab-trace pagelab-engine pagelab:cli pagelab:isa
 took "the portable tier's reruns"
 # The decoder under Miri (about half a minute once built), or why not.
 if [ ${#miri[@]} -gt 0 ]; then
