@@ -25,6 +25,9 @@ pub struct HostCpu {
     pub model: u32,
     /// `model name`, where the kernel gives one.
     pub model_name: String,
+    /// Whether `flags` names `amx_tile`: Intel's tile matrix unit, which Xeon cores from
+    /// Sapphire Rapids on have and no earlier core does.
+    pub amx: bool,
 }
 
 impl std::fmt::Display for HostCpu {
@@ -52,6 +55,7 @@ pub fn parse_cpuinfo(text: &str) -> Result<HostCpu, String> {
         family: 0,
         model: 0,
         model_name: String::new(),
+        amx: false,
     };
     let (mut family, mut model) = (None, None);
     for (i, line) in text.lines().enumerate() {
@@ -74,6 +78,7 @@ pub fn parse_cpuinfo(text: &str) -> Result<HostCpu, String> {
             "cpu family" => family = Some(number(value)?),
             "model" | "CPU part" => model = Some(number(value)?),
             "model name" => cpu.model_name = value.to_string(),
+            "flags" => cpu.amx = value.split_whitespace().any(|f| f == "amx_tile"),
             _ => {}
         }
     }
@@ -94,12 +99,20 @@ pub fn parse_cpuinfo(text: &str) -> Result<HostCpu, String> {
 /// Zen 4 (Genoa, Bergamo and Siena, and the client parts), Golden and Raptor Cove Xeons
 /// (Sapphire and Emerald Rapids), Skylake-derived client cores, and Neoverse N1 at each
 /// granule.
+///
+/// A hypervisor may report a model number that is not the host's: one KVM guest of this
+/// project's (session 59) said Intel family 6 model 167, Rocket Lake's number, on a CPU
+/// with AMX and AVX-512 FP16, which Rocket Lake lacks. So an Intel family 6 CPU whose
+/// model no arm names, and which has AMX, is taken for the Sapphire Rapids generation of
+/// Xeon cores (`emeraldrapids`), whose TLBs and L1 and L2 the later Xeons keep; the
+/// choice's reason says so.
 pub fn preset_for(cpu: &HostCpu, page_bytes: u64) -> Option<&'static str> {
     match (cpu.vendor.as_str(), cpu.family, cpu.model) {
         ("AuthenticAMD", 0x19, 0x00..=0x0f | 0x20..=0x5f) => Some("zen3"),
         ("AuthenticAMD", 0x19, 0x10..=0x1f | 0x60..=0x7f | 0xa0..=0xaf) => Some("zen4"),
         ("GenuineIntel", 6, 0x8f | 0xcf) => Some("emeraldrapids"),
         ("GenuineIntel", 6, 0x4e | 0x5e | 0x8e | 0x9e) => Some("skylake"),
+        ("GenuineIntel", 6, _) if cpu.amx => Some("emeraldrapids"),
         ("0x41", 0, 0xd0c) => match page_bytes {
             4096 => Some("neoverse-n1-4k"),
             16384 => Some("neoverse-n1-16k"),
@@ -119,10 +132,22 @@ pub struct HostChoice {
     pub reason: String,
 }
 
+/// Whether [`preset_for`] picks `cpu`'s preset by its features rather than its model.
+fn by_features(cpu: &HostCpu) -> bool {
+    cpu.vendor == "GenuineIntel" && cpu.family == 6 && cpu.amx && !matches!(cpu.model, 0x8f | 0xcf)
+}
+
 /// The choice for a CPU (or for a `/proc/cpuinfo` that could not be read or parsed).
 pub fn choose(cpu: Result<HostCpu, String>, page_bytes: u64) -> HostChoice {
     match cpu {
         Ok(cpu) => match preset_for(&cpu, page_bytes) {
+            Some(name) if by_features(&cpu) => HostChoice {
+                name,
+                reason: format!(
+                    "this CPU is {cpu}, a model no preset names, with AMX (Xeon cores \
+                     from Sapphire Rapids on): preset {name}"
+                ),
+            },
             Some(name) => HostChoice {
                 name,
                 reason: format!("this CPU is {cpu}: preset {name}"),

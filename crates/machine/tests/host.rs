@@ -80,6 +80,38 @@ fn every_preset_host_can_pick_exists_and_times_runs() {
     assert!(preset(FALLBACK).unwrap().cost.is_some());
 }
 
+/// This project's KVM guest of session 59: a model number the host's core does not have
+/// (167 is Rocket Lake's, a client core without AMX), with AMX and AVX-512 FP16.
+const XEON_AS_MODEL_167: &str = "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\n\
+model\t\t: 167\nmodel name\t: Intel(R) Xeon(R) Processor\nstepping\t: 0\n\
+flags\t\t: fpu vme avx2 avx512f avx512_fp16 amx_bf16 amx_tile amx_int8\n\n\
+processor\t: 1\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 1\n";
+
+#[test]
+fn an_intel_model_no_preset_names_is_taken_by_its_amx() {
+    let c = cpu(XEON_AS_MODEL_167);
+    assert!(c.amx);
+    assert_eq!(preset_for(&c, 4096), Some("emeraldrapids"));
+    let choice = choose(Ok(c), 4096);
+    assert_eq!(choice.name, "emeraldrapids");
+    assert!(
+        choice.reason.contains("model 167") && choice.reason.contains("with AMX"),
+        "{}",
+        choice.reason
+    );
+    // The named models keep their plain reason; without the feature, model 167 falls back.
+    assert!(!choose(Ok(cpu(EMERALD_RAPIDS)), 4096).reason.contains("AMX"));
+    let no_amx = XEON_AS_MODEL_167.replace(" amx_tile", "");
+    assert!(!cpu(&no_amx).amx);
+    assert_eq!(choose(parse_cpuinfo(&no_amx), 4096).name, FALLBACK);
+    // Only the first processor's flags count, and a flag must be whole.
+    let amx_later = XEON_AS_MODEL_167.replace(" amx_tile", " amx_tiles") + "flags\t\t: amx_tile\n";
+    assert!(!cpu(&amx_later).amx);
+    // AMX on another vendor's CPU picks nothing.
+    let other = XEON_AS_MODEL_167.replace("GenuineIntel", "AuthenticAMD");
+    assert_eq!(preset_for(&cpu(&other), 4096), None);
+}
+
 #[test]
 fn a_cpu_without_a_preset_falls_back_and_says_so() {
     // Zen 5 (family 26) and Cascade Lake (Intel family 6 model 85): no preset describes them.
