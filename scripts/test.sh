@@ -65,7 +65,23 @@ took "building the tests"
 bash scripts/setup.sh --python-package dev
 export PAGELAB_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/pagelab"
 took "the Python package"
-cargo test --locked --workspace --profile dev --no-fail-fast
+# The test binaries two at a time (`cargo test` runs one at a time, and a binary of one
+# long test leaves the other core idle): those that time the machine alone, those that
+# set the THP knobs or the hugetlb pool and compare them with what they saw before one at
+# a time (a binary's own lock serialises its tests, not another binary's), the longest
+# first. A new binary of either kind must be named here. Then the doc tests.
+jobs=$(nproc)
+[ "$jobs" -ge 2 ] || jobs=2
+alone=(pagelab:machines pagelab:bench_predict)
+serial=(pagelab-lab pagelab:run pagelab:bench pagelab:validate pagelab:validate_kernel_writes
+    pagelab:validate_per_mapping)
+first=(pagelab:machines pagelab:bench_predict pagelab:capture pagelab-mm pagelab-engine
+    pagelab-capture:fast_path pagelab:validate pagelab:browser pagelab-capture:real_program)
+tests_status=0
+python3 scripts/run-tests.py --profile dev --jobs "$jobs" --workspace \
+    "${alone[@]/#/--alone=}" "${serial[@]/#/--serial=}" "${first[@]/#/--first=}" || tests_status=$?
+cargo test --locked --workspace --profile dev --doc || tests_status=$?
+[ "$tests_status" = 0 ] || exit "$tests_status"
 took "the tests"
 # The Python package against the command line, on a real Dask cluster (python/tests).
 (cd python && ../.venv/bin/pytest -q -p no:cacheprovider)
@@ -79,7 +95,8 @@ took "the Python tests and benchmark"
 # results; crates/cli/tests/isa.rs compares every tier's JSON byte for byte.
 # The binaries are those built above, run again (a `cargo test -p` of fewer
 # packages unifies features differently and rebuilt for about 4.5 minutes).
-PAGELAB_ISA=portable python3 scripts/rerun-tests.py --profile dev pagelab-trace pagelab-engine pagelab:cli pagelab:isa
+PAGELAB_ISA=portable python3 scripts/run-tests.py --profile dev --jobs "$jobs" \
+    pagelab-trace pagelab-engine pagelab:cli pagelab:isa
 took "the portable tier's reruns"
 # The decoder under Miri (about half a minute once built), or why not.
 if [ ${#miri[@]} -gt 0 ]; then
