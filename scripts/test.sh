@@ -18,23 +18,23 @@ took() {
 bg_logs=$(mktemp -d)
 declare -A bg_pid
 trap 'for p in "${bg_pid[@]}"; do kill -- "-$p" 2>/dev/null || true; done; rm -rf "$bg_logs"' EXIT
-beside() { # NAME COMMAND...: runs COMMAND niced in a process group of its own, output to NAME's log
-    local name=$1
-    shift
+beside() { # NICE NAME COMMAND...: runs COMMAND at NICE in a process group of its own, output to NAME's log
+    local niceness=$1 name=$2
+    shift 2
     # Job control puts the job in its own process group (so the trap can end all of it)
     # but in this session: a new session would be a new autogroup where the kernel has
     # them, and the scheduler shares the CPU between autogroups whatever the tasks' nice.
     set -m
-    nice -n 19 "$@" >"$bg_logs/$name.log" 2>&1 &
+    nice -n "$niceness" "$@" >"$bg_logs/$name.log" 2>&1 &
     set +m
     bg_pid[$name]=$!
 }
-awaited() { # NAME: waits for NAME's build, shows its output; fails the suite if it failed
+awaited() { # NAME: waits for NAME, shows its output; fails the suite if it failed
     local status=0
     wait "${bg_pid[$1]}" || status=$?
     cat "$bg_logs/$1.log" >&2
     if [ "$status" != 0 ]; then
-        echo "pagelab test: the $1 build failed (exit $status)" >&2
+        echo "pagelab test: $1 failed (exit $status)" >&2
         exit "$status"
     fi
 }
@@ -43,9 +43,9 @@ awaited() { # NAME: waits for NAME's build, shows its output; fails the suite if
 miri=()
 if rustup component add --toolchain nightly miri rust-src >/dev/null 2>&1; then
     miri=(env CARGO_TARGET_DIR=target/miri cargo +nightly miri test --locked -p pagelab-capture --test fast_path)
-    beside miri "${miri[@]}" --no-run
+    beside 19 "the Miri build" "${miri[@]}" --no-run
 fi
-beside fuzz bash scripts/fuzz.sh --if-available --build-only
+beside 19 "the fuzz build" bash scripts/fuzz.sh --if-available --build-only
 # The packages and the virtualenv. The tests need no release build (they run the binaries
 # `cargo test` builds), so the suite makes none: the README's first command makes it.
 bash scripts/setup.sh --packages-only
@@ -95,20 +95,29 @@ took "the Python tests and benchmark"
 # results; crates/cli/tests/isa.rs compares every tier's JSON byte for byte.
 # The binaries are those built above, run again (a `cargo test -p` of fewer
 # packages unifies features differently and rebuilt for about 4.5 minutes).
-PAGELAB_ISA=portable python3 scripts/run-tests.py --profile dev --jobs "$jobs" \
+# They and Miri run beside the fuzz build's end and the fuzzing, at the same priority:
+# the fuzzing's length is its 60 s a target of wall time whatever runs beside it (the
+# targets make fewer runs), so what runs beside it adds nothing to the suite's time.
+# Their output is shown, and a failure fails the suite, after the fuzzing.
+beside 0 "the portable tier's reruns" env PAGELAB_ISA=portable \
+    python3 scripts/run-tests.py --profile dev --jobs "$jobs" \
     pagelab-trace pagelab-engine pagelab:cli pagelab:isa
-took "the portable tier's reruns"
 # The decoder under Miri (about half a minute once built), or why not.
 if [ ${#miri[@]} -gt 0 ]; then
-    awaited miri
-    "${miri[@]}" small_streams_for_miri
+    awaited "the Miri build"
+    beside 0 Miri "${miri[@]}" small_streams_for_miri
 else
     echo "pagelab test: Miri skipped: rustup could not add miri and rust-src to the nightly toolchain" >&2
 fi
-took "Miri"
 # Each fuzz target for 60 s, two at a time (skipped, saying why, without nightly).
-awaited fuzz
+awaited "the fuzz build"
+took "the rest of the nightly builds (the reruns and Miri beside them)"
 bash scripts/fuzz.sh --if-available 60
-took "fuzzing"
+took "fuzzing (the reruns and Miri beside it)"
+awaited "the portable tier's reruns"
+if [ ${#miri[@]} -gt 0 ]; then
+    awaited Miri
+fi
+took "the reruns and Miri after the fuzzing"
 # The build's footprint, so a run that nears the disk's limit shows it.
 du -sh target 2>/dev/null | sed 's/^/pagelab test: target directory: /' >&2
