@@ -95,22 +95,28 @@ took "the Python tests and benchmark"
 # results; crates/cli/tests/isa.rs compares every tier's JSON byte for byte.
 # The binaries are those built above, run again (a `cargo test -p` of fewer
 # packages unifies features differently and rebuilt for about 4.5 minutes).
-# They and Miri run beside the fuzz build's end and the fuzzing, at the same priority:
-# the fuzzing's length is its 60 s a target of wall time whatever runs beside it (the
-# targets make fewer runs), so what runs beside it adds nothing to the suite's time.
-# Their output is shown, and a failure fails the suite, after the fuzzing.
-beside 0 "the portable tier's reruns" env PAGELAB_ISA=portable \
+# They and Miri run beside the fuzz build's end and the fuzzing: the fuzzing's length is
+# its 60 s a target of wall time whatever runs beside it (the targets make fewer runs), so
+# what runs beside it adds nothing to the suite's time. The fuzzing waits for its build, so
+# that build now has the CPU first (as root, the only user who may lower a niceness) and
+# the reruns and Miri what it leaves, until it is done. Their output is shown, and a
+# failure fails the suite, after the fuzzing.
+renice -n 0 -g "${bg_pid[the fuzz build]}" >/dev/null 2>&1 || true
+beside 19 "the portable tier's reruns" env PAGELAB_ISA=portable \
     python3 scripts/run-tests.py --profile dev --jobs "$jobs" \
     pagelab-trace pagelab-engine pagelab:cli pagelab:isa
 # The decoder under Miri (about half a minute once built), or why not.
 if [ ${#miri[@]} -gt 0 ]; then
     awaited "the Miri build"
-    beside 0 Miri "${miri[@]}" small_streams_for_miri
+    beside 19 Miri "${miri[@]}" small_streams_for_miri
 else
     echo "pagelab test: Miri skipped: rustup could not add miri and rust-src to the nightly toolchain" >&2
 fi
 # Each fuzz target for 60 s, two at a time (skipped, saying why, without nightly).
 awaited "the fuzz build"
+for name in "the portable tier's reruns" Miri; do
+    [ -z "${bg_pid[$name]:-}" ] || renice -n 0 -g "${bg_pid[$name]}" >/dev/null 2>&1 || true
+done
 took "the rest of the nightly builds (the reruns and Miri beside them)"
 bash scripts/fuzz.sh --if-available 60
 took "fuzzing (the reruns and Miri beside it)"
