@@ -22,9 +22,9 @@ it ends, with its wall time, so outputs never interleave.
 binaries that change the machine's state (the THP knobs, the hugetlb pool) and
 hold it to what they saw before: at most one of them at a time, beside others
 that do not (a test's own lock serialises the tests of one binary, not of two).
-`--first SELECTOR`:
-binaries started before the rest, in the order given (the longest, so that the
-last one to end does not leave a core idle). Both must match something built.
+`--first SELECTOR`: binaries started before the rest, in the order given (the
+longest, so that the last one to end does not leave a core idle). Every
+selector of the three must match something built.
 
 `--profile NAME` names the profile the tests were built with (`cargo test
 --profile NAME`), so that cargo finds those binaries. Doc tests are not
@@ -125,6 +125,11 @@ def matches(selector: str, package: str, target: str) -> bool:
     return name == package and (not tname or tname == target)
 
 
+def chosen(selectors: list[str], run) -> bool:
+    """Whether one of `selectors` names `run` (an entry of `built`)."""
+    return any(matches(s, run[1], run[2]) for s in selectors)
+
+
 def main(args: list[str]) -> int:
     try:
         opts = parse(args)
@@ -133,18 +138,18 @@ def main(args: list[str]) -> int:
         return fail(str(e))
     every = built(opts["profile"])
     selectors = opts["selectors"]
-    runs = [r for r in every if opts["workspace"] or any(matches(s, r[1], r[2]) for s in selectors)]
+    runs = [r for r in every if opts["workspace"] or chosen(selectors, r)]
     named = selectors + opts["alone"] + opts["serial"] + opts["first"]
-    unmatched = [s for s in named if not any(matches(s, r[1], r[2]) for r in every)]
+    unmatched = [s for s in named if not any(chosen([s], r) for r in every)]
     if unmatched:
         return fail(f"nothing built for {', '.join(unmatched)}")
-    alone = {r[0] for r in runs if any(matches(s, r[1], r[2]) for s in opts["alone"])}
-    serial = {r[0] for r in runs if any(matches(s, r[1], r[2]) for s in opts["serial"])}
+    alone = {r[0] for r in runs if chosen(opts["alone"], r)}
+    serial = {r[0] for r in runs if chosen(opts["serial"], r)}
     # The --first binaries in their order, then the rest in cargo's.
     rank = {}
     for r in runs:
         for k, s in enumerate(opts["first"]):
-            if matches(s, r[1], r[2]):
+            if chosen([s], r):
                 rank.setdefault(r[0], k)
     queue = sorted(runs, key=lambda r: rank.get(r[0], len(opts["first"])))
 

@@ -102,17 +102,20 @@ pub fn parse_cpuinfo(text: &str) -> Result<HostCpu, String> {
 ///
 /// A hypervisor may report a model number that is not the host's: one KVM guest of this
 /// project's (session 59) said Intel family 6 model 167, Rocket Lake's number, on a CPU
-/// with AMX and AVX-512 FP16, which Rocket Lake lacks. So an Intel family 6 CPU whose
-/// model no arm names, and which has AMX, is taken for the Sapphire Rapids generation of
-/// Xeon cores (`emeraldrapids`), whose TLBs and L1 and L2 the later Xeons keep; the
-/// choice's reason says so.
+/// with AMX and AVX-512 FP16, which Rocket Lake lacks. So a CPU whose model no preset
+/// names may still be recognised by its features ([`preset_by_features`]); the choice's
+/// reason says which.
 pub fn preset_for(cpu: &HostCpu, page_bytes: u64) -> Option<&'static str> {
+    preset_by_model(cpu, page_bytes).or_else(|| preset_by_features(cpu))
+}
+
+/// The preset of `cpu`'s vendor, family and model (Arm: implementer and part).
+fn preset_by_model(cpu: &HostCpu, page_bytes: u64) -> Option<&'static str> {
     match (cpu.vendor.as_str(), cpu.family, cpu.model) {
         ("AuthenticAMD", 0x19, 0x00..=0x0f | 0x20..=0x5f) => Some("zen3"),
         ("AuthenticAMD", 0x19, 0x10..=0x1f | 0x60..=0x7f | 0xa0..=0xaf) => Some("zen4"),
         ("GenuineIntel", 6, 0x8f | 0xcf) => Some("emeraldrapids"),
         ("GenuineIntel", 6, 0x4e | 0x5e | 0x8e | 0x9e) => Some("skylake"),
-        ("GenuineIntel", 6, _) if cpu.amx => Some("emeraldrapids"),
         ("0x41", 0, 0xd0c) => match page_bytes {
             4096 => Some("neoverse-n1-4k"),
             16384 => Some("neoverse-n1-16k"),
@@ -121,6 +124,13 @@ pub fn preset_for(cpu: &HostCpu, page_bytes: u64) -> Option<&'static str> {
         },
         _ => None,
     }
+}
+
+/// The preset of an Intel family 6 CPU with AMX whatever its model: the Sapphire Rapids
+/// generation of Xeon cores (`emeraldrapids`), whose TLBs and L1 and L2 the later Xeons
+/// keep.
+fn preset_by_features(cpu: &HostCpu) -> Option<&'static str> {
+    (cpu.vendor == "GenuineIntel" && cpu.family == 6 && cpu.amx).then_some("emeraldrapids")
 }
 
 /// Which preset `host` stands for on this machine, and why.
@@ -132,27 +142,22 @@ pub struct HostChoice {
     pub reason: String,
 }
 
-/// Whether [`preset_for`] picks `cpu`'s preset by its features rather than its model.
-fn by_features(cpu: &HostCpu) -> bool {
-    cpu.vendor == "GenuineIntel" && cpu.family == 6 && cpu.amx && !matches!(cpu.model, 0x8f | 0xcf)
-}
-
 /// The choice for a CPU (or for a `/proc/cpuinfo` that could not be read or parsed).
 pub fn choose(cpu: Result<HostCpu, String>, page_bytes: u64) -> HostChoice {
     match cpu {
-        Ok(cpu) => match preset_for(&cpu, page_bytes) {
-            Some(name) if by_features(&cpu) => HostChoice {
+        Ok(cpu) => match (preset_by_model(&cpu, page_bytes), preset_by_features(&cpu)) {
+            (Some(name), _) => HostChoice {
+                name,
+                reason: format!("this CPU is {cpu}: preset {name}"),
+            },
+            (None, Some(name)) => HostChoice {
                 name,
                 reason: format!(
                     "this CPU is {cpu}, a model no preset names, with AMX (Xeon cores \
                      from Sapphire Rapids on): preset {name}"
                 ),
             },
-            Some(name) => HostChoice {
-                name,
-                reason: format!("this CPU is {cpu}: preset {name}"),
-            },
-            None => HostChoice {
+            (None, None) => HostChoice {
                 name: FALLBACK,
                 reason: format!(
                     "no preset describes this CPU ({cpu}); modelling {FALLBACK} \
