@@ -171,6 +171,20 @@ impl PageFilter {
         }
     }
 
+    /// Per side, the most recent 4K page ([`NONE`] when there is none): the last page of
+    /// the side's last reference, or none after a spanning one where some array caches
+    /// fragments (the native decoder's vector window drops the references within it).
+    #[inline(always)]
+    pub(crate) fn most_recent(&self) -> [u64; 2] {
+        [self.recent[0][0], self.recent[1][0]]
+    }
+
+    /// Whether some TLB array caches fragments of larger pages.
+    #[inline(always)]
+    pub(crate) fn fragments(&self) -> bool {
+        self.fragments
+    }
+
     /// Takes in one event: a reference is filtered, anything else counted.
     #[inline]
     pub fn event(&mut self, e: &Event, out: &mut PageBatch) {

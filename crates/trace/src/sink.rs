@@ -31,6 +31,12 @@ pub trait RecordSink {
     /// has just handed to [`RecordSink::window_reference`].
     #[inline(always)]
     fn window_counts(&mut self, _refs: [u64; 2]) {}
+    /// The page filter and batch this sink feeds, if it is a [`PageSink`]: the native
+    /// decoder's vector window filters a whole window's references into them at once.
+    #[inline(always)]
+    fn page_parts(&mut self) -> Option<(&mut PageFilter, &mut PageBatch)> {
+        None
+    }
 }
 
 impl RecordSink for Vec<Event> {
@@ -83,5 +89,9 @@ impl RecordSink for PageSink<'_> {
     fn window_counts(&mut self, refs: [u64; 2]) {
         self.out.refs[0] += refs[0];
         self.out.refs[1] += refs[1];
+    }
+    #[inline(always)]
+    fn page_parts(&mut self) -> Option<(&mut PageFilter, &mut PageBatch)> {
+        Some((&mut *self.filter, &mut *self.out))
     }
 }

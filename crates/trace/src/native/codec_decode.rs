@@ -137,7 +137,7 @@ impl Cursor<'_> {
         out: &mut S,
         n: usize,
     ) -> (usize, Result<(), DecodeError>) {
-        self.decode_with::<S, false, false>(prev, out, n)
+        self.decode_with::<S, false, false, false>(prev, out, n)
     }
 
     /// [`Cursor::decode_into`] compiled for the `avx2` tier (AVX2, BMI1, BMI2, POPCNT,
@@ -156,7 +156,7 @@ impl Cursor<'_> {
         out: &mut S,
         n: usize,
     ) -> (usize, Result<(), DecodeError>) {
-        self.decode_with::<S, true, false>(prev, out, n)
+        self.decode_with::<S, true, false, false>(prev, out, n)
     }
 
     /// [`Cursor::decode_into`] compiled for the `avx512` tier: as
@@ -174,13 +174,33 @@ impl Cursor<'_> {
         out: &mut S,
         n: usize,
     ) -> (usize, Result<(), DecodeError>) {
-        self.decode_with::<S, true, true>(prev, out, n)
+        self.decode_with::<S, true, true, false>(prev, out, n)
+    }
+
+    /// [`Cursor::decode_into_avx512`] where the CPU also has VBMI and VBMI2: into a page
+    /// filter's sink, a window's references are decoded and filtered eight at a time
+    /// ([`Cursor::window_pages`]); into any other sink, the same as the `avx512` build.
+    ///
+    /// # Safety
+    /// The CPU must have the `avx512` tier's features, VBMI and VBMI2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(
+        enable = "avx2,bmi1,bmi2,lzcnt,popcnt,avx512f,avx512bw,avx512vbmi,avx512vbmi2"
+    )]
+    #[inline(never)]
+    pub(crate) unsafe fn decode_into_vbmi2<S: RecordSink>(
+        &mut self,
+        prev: &mut Prev,
+        out: &mut S,
+        n: usize,
+    ) -> (usize, Result<(), DecodeError>) {
+        self.decode_with::<S, true, true, true>(prev, out, n)
     }
 
     /// The decoding loop; `PEXT` where it is compiled for the `avx2` tier's features or
-    /// more, `AVX512` for the `avx512` tier's.
+    /// more, `AVX512` for the `avx512` tier's, `VBMI2` for that tier's with VBMI and VBMI2.
     #[inline(always)]
-    fn decode_with<S: RecordSink, const PEXT: bool, const AVX512: bool>(
+    fn decode_with<S: RecordSink, const PEXT: bool, const AVX512: bool, const VBMI2: bool>(
         &mut self,
         prev: &mut Prev,
         out: &mut S,
@@ -191,7 +211,16 @@ impl Cursor<'_> {
             // Windows while a whole one lies before the block's end; a
             // record at a time after, and where a window cannot start.
             if self.pos + WINDOW <= self.end {
-                let k = self.window::<S, PEXT, AVX512>(prev, out, n - done);
+                let k = match out.page_parts() {
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: `VBMI2` is true only in `Cursor::decode_into_vbmi2`, taken
+                    // where the CPU has the features `window_pages` needs; the window
+                    // ends at or before the block's end (tested above).
+                    Some((filter, batch)) if VBMI2 => unsafe {
+                        self.window_pages(prev, filter, batch, n - done)
+                    },
+                    _ => self.window::<S, PEXT, AVX512>(prev, out, n - done),
+                };
                 if k > 0 {
                     done += k;
                     continue;

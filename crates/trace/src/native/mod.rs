@@ -8,6 +8,8 @@
 mod codec;
 mod reader;
 mod window;
+#[cfg(target_arch = "x86_64")]
+mod window_pages;
 mod writer;
 
 #[cfg(test)]

@@ -262,6 +262,11 @@ impl<R: Read> NativeReader<R> {
         use pagelab_core::isa::Isa;
         #[cfg(target_arch = "x86_64")]
         let (done, r) = match pagelab_core::isa::active() {
+            // SAFETY: the `avx512` tier is active, so the CPU has its features, and
+            // `vbmi2_supported` checked VBMI and VBMI2.
+            Isa::Avx512 if pagelab_core::isa::vbmi2_supported() => unsafe {
+                cur.decode_into_vbmi2(&mut prev, out, n)
+            },
             // SAFETY: the `avx512` tier is active, so the CPU has its features.
             Isa::Avx512 => unsafe { cur.decode_into_avx512(&mut prev, out, n) },
             // SAFETY: the `avx2` tier is active, so the CPU has its features.

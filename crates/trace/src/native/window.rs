@@ -21,7 +21,7 @@ pub(crate) const WINDOW: usize = 64;
 
 /// Bytes a window reads: its span, and each record's 8-byte varint word
 /// (a record may start at the span's last byte).
-const READ: usize = WINDOW + 16;
+pub(crate) const READ: usize = WINDOW + 16;
 
 /// Per tag byte: the size of a reference with its size in the tag, or
 /// [`NOT_FAST`] for any other record (one load instead of a compare and a

@@ -1,6 +1,8 @@
 //! The window step against the record-at-a-time decoder, on random and
 //! edge-case record bytes, in the portable build and (where the CPU has
-//! them) the `avx2` and `avx512` tiers' builds.
+//! them) the `avx2` and `avx512` tiers' builds and the `avx512` tier's with VBMI2
+//! (whose window into a page filter decodes eight references at a time), each into a
+//! vector of events and into page filters of every depth, with and without fragments.
 
 use super::codec::{encode, put_varint, Cursor, Prev, PADDING};
 use super::window::{starts, stops_portable, WINDOW};
@@ -60,15 +62,17 @@ enum Build {
     Portable,
     Avx2,
     Avx512,
+    Vbmi2,
 }
 
 /// The builds this CPU can run, the portable one first; the first call says which it
 /// skips.
 fn builds() -> Vec<Build> {
     static SAID: std::sync::Once = std::sync::Once::new();
-    let (run, skipped): (Vec<Build>, Vec<Build>) = [Build::Portable, Build::Avx2, Build::Avx512]
-        .into_iter()
-        .partition(|&b| has(b));
+    let (run, skipped): (Vec<Build>, Vec<Build>) =
+        [Build::Portable, Build::Avx2, Build::Avx512, Build::Vbmi2]
+            .into_iter()
+            .partition(|&b| has(b));
     if !skipped.is_empty() {
         SAID.call_once(|| {
             eprintln!("native window tests: skipped {skipped:?}: this CPU lacks their features")
@@ -93,6 +97,9 @@ fn decode_with<S: crate::RecordSink>(
         // SAFETY: as above.
         #[cfg(target_arch = "x86_64")]
         Build::Avx512 => unsafe { cur.decode_into_avx512(prev, out, n) },
+        // SAFETY: as above.
+        #[cfg(target_arch = "x86_64")]
+        Build::Vbmi2 => unsafe { cur.decode_into_vbmi2(prev, out, n) },
         #[cfg(not(target_arch = "x86_64"))]
         _ => unreachable!(),
     }
@@ -113,14 +120,18 @@ fn decoded(bytes: &[u8], n: usize, build: Build) -> (Vec<Event>, Option<&'static
 /// and the error and where the cursor ends.
 type Paged = (Vec<u64>, [u64; 2], u64, Option<&'static str>, usize);
 
-fn paged(bytes: &[u8], n: usize, build: Build) -> Paged {
+/// The filters `paged` is checked with: (depth, fragments).
+const FILTERS: [(usize, bool); 4] = [(4, false), (4, true), (1, false), (2, true)];
+
+fn paged(bytes: &[u8], n: usize, build: Build, (depth, fragments): (usize, bool)) -> Paged {
     let buf = padded(bytes);
     let mut cur = Cursor {
         buf: &buf,
         end: bytes.len(),
         pos: 0,
     };
-    let (mut filter, mut batch) = (PageFilter::new(4, false), PageBatch::default());
+    let mut filter = PageFilter::new(depth, fragments);
+    let mut batch = PageBatch::default();
     let mut prev = Prev::default();
     let mut sink = PageSink {
         filter: &mut filter,
@@ -139,8 +150,12 @@ fn paged(bytes: &[u8], n: usize, build: Build) -> Paged {
 }
 
 /// The events of the record-at-a-time decoder through a page filter.
-fn filtered((events, err, pos): (Vec<Event>, Option<&'static str>, usize)) -> Paged {
-    let (mut filter, mut batch) = (PageFilter::new(4, false), PageBatch::default());
+fn filtered(
+    (events, err, pos): (Vec<Event>, Option<&'static str>, usize),
+    (depth, fragments): (usize, bool),
+) -> Paged {
+    let mut filter = PageFilter::new(depth, fragments);
+    let mut batch = PageBatch::default();
     for e in &events {
         filter.event(e, &mut batch);
     }
@@ -164,6 +179,7 @@ fn has(build: Build) -> bool {
             Build::Portable => true,
             Build::Avx2 => avx2,
             Build::Avx512 => avx2 && has!("avx512f") && has!("avx512bw"),
+            Build::Vbmi2 => has(Build::Avx512) && has!("avx512vbmi") && has!("avx512vbmi2"),
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -174,10 +190,18 @@ fn has(build: Build) -> bool {
 /// skipped, said once per test run).
 fn check(bytes: &[u8], n: usize) -> Result<(), TestCaseError> {
     let want = one_by_one(bytes, n);
-    let pages = filtered(want.clone());
+    let pages: Vec<Paged> = FILTERS.iter().map(|&f| filtered(want.clone(), f)).collect();
     for build in builds() {
         prop_assert_eq!(&decoded(bytes, n, build), &want, "{:?}", build);
-        prop_assert_eq!(&paged(bytes, n, build), &pages, "{:?}, pages", build);
+        for (&f, pages) in FILTERS.iter().zip(&pages) {
+            prop_assert_eq!(
+                &paged(bytes, n, build, f),
+                pages,
+                "{:?}, pages {:?}",
+                build,
+                f
+            );
+        }
     }
     Ok(())
 }
@@ -186,6 +210,9 @@ fn check(bytes: &[u8], n: usize) -> Result<(), TestCaseError> {
 fn arb_ref() -> impl Strategy<Value = Event> {
     let addr = prop_oneof![
         4 => 0x7000_0000u64..0x7000_0100,
+        // Near the ends of a few pages: references within one page and spanning two.
+        2 => 0x7000_0fc0u64..0x7000_1040,
+        1 => 0x7000_2fc0u64..0x7000_3040,
         2 => 0x7000_0000u64..0x7100_0000,
         1 => any::<u64>(),
         1 => Just(u64::MAX),

@@ -1,0 +1,301 @@
+//! The window step of the native decoder straight into the page filter, eight
+//! references at a time in AVX-512 lanes (VBMI and VBMI2), where the CPU has them.
+//!
+//! [`Cursor::window`] finds a window's record starts at once but then decodes and filters
+//! its references one at a time: a tag, a varint squeezed by `pext`, the side's address,
+//! the filter's test of the side's most recent page, some 45 instructions a reference.
+//! Most references end there: of python3's instruction fetches 94% repeat the side's most
+//! recent 4K page, of its data references about half. Here a window's references are
+//! decoded in lanes:
+//!
+//! 1. the record starts, compressed into bytes (VBMI2), give each record's tag and the
+//!    eight bytes after it, gathered into one 64-bit lane per record (VBMI);
+//! 2. each lane's varint is cut at its first byte below 0x80, squeezed and unzigzagged;
+//! 3. each side's references are packed into lanes of their own (VBMI2 again), and its
+//!    addresses are a prefix sum of its deltas, carried from chunk to chunk;
+//! 4. each reference's first and last 4K page are compared with the last page of the
+//!    side's reference before it (the lanes shifted by one).
+//!
+//! A reference within one 4K page that is its side's previous reference's last page is the
+//! side's most recent page in the filter ([`PageFilter::page`] leaves the last page of
+//! every reference at the front of its side's list, or forgets the list after a spanning
+//! reference where arrays cache fragments), so it is a hit that changes nothing, and is
+//! dropped here. Every other reference goes to [`PageFilter::page`], in order.
+
+use super::codec::{Cursor, Prev, REF_STRIDE, SIZE_ESCAPE, TAG_SWITCH};
+use super::window::{starts, READ, WINDOW};
+use crate::{PageBatch, PageFilter};
+use pagelab_core::Pfn;
+use std::arch::x86_64::*;
+use std::mem::MaybeUninit;
+
+/// References per chunk: one 64-bit lane each.
+const LANES: usize = 8;
+
+/// The most references a window holds (each at least a tag and one byte), a multiple of
+/// [`LANES`].
+const MAX_REFS: usize = WINDOW / 2;
+const _: () = assert!(MAX_REFS.is_multiple_of(LANES));
+
+/// No page (as the filter's empty slots have it): equal to no reference's page.
+const NONE: u64 = u64::MAX;
+
+/// The bytes of `i` from 0 to 63.
+const IOTA: [u8; 64] = {
+    let mut t = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        t[i] = i as u8;
+        i += 1;
+    }
+    t
+};
+
+/// For a gather of eight bytes per lane: byte `8j + b` is `j` (the lane's record), to
+/// pick each record's start from the compressed starts.
+const LANE_OF_BYTE: [u8; 64] = {
+    let mut t = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        t[i] = (i / 8) as u8;
+        i += 1;
+    }
+    t
+};
+
+/// Byte `8j + b` is `b + 1`: the offset of the lane's varint byte `b` from its tag.
+const BYTE_IN_LANE: [u8; 64] = {
+    let mut t = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        t[i] = (i % 8) as u8 + 1;
+        i += 1;
+    }
+    t
+};
+
+/// A vector of the 64 bytes of `t`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn bytes(t: &[u8; 64]) -> __m512i {
+    // SAFETY: `t` is 64 readable bytes; the load has no alignment need.
+    unsafe { _mm512_loadu_si512(t.as_ptr().cast()) }
+}
+
+/// The inclusive prefix sums of the eight lanes of `v` (wrapping).
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn prefix_sums(v: __m512i) -> __m512i {
+    let zero = _mm512_setzero_si512();
+    // `alignr(v, zero, 8 - k)`: the lanes of `v` moved up `k`, zeros below.
+    let v = _mm512_add_epi64(v, _mm512_alignr_epi64::<7>(v, zero));
+    let v = _mm512_add_epi64(v, _mm512_alignr_epi64::<6>(v, zero));
+    _mm512_add_epi64(v, _mm512_alignr_epi64::<4>(v, zero))
+}
+
+/// Lane `i` of `v` in every lane.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn broadcast_lane(v: __m512i, i: usize) -> __m512i {
+    _mm512_permutexvar_epi64(_mm512_set1_epi64(i as i64), v)
+}
+
+/// The low 64-bit lane of `v`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn lane0(v: __m512i) -> u64 {
+    _mm_cvtsi128_si64(_mm512_castsi512_si128(v)) as u64
+}
+
+impl Cursor<'_> {
+    /// [`Cursor::window`] for a page filter's sink: decodes up to `n` references of the
+    /// window at the cursor into `filter` and `out`, the same words and counts as
+    /// [`Cursor::window`] through a [`crate::PageSink`] gives. Returns how many
+    /// references (0 when the first record is not a reference with its size in the tag
+    /// and a varint of at most 8 bytes).
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F, BW, VBMI and VBMI2, and BMI2 (the `avx512` tier with
+    /// VBMI2). The caller checks that the window ends at or before the block's end.
+    #[target_feature(
+        enable = "avx2,bmi1,bmi2,lzcnt,popcnt,avx512f,avx512bw,avx512vbmi,avx512vbmi2"
+    )]
+    #[inline]
+    pub(crate) unsafe fn window_pages(
+        &mut self,
+        prev: &mut Prev,
+        filter: &mut PageFilter,
+        out: &mut PageBatch,
+        n: usize,
+    ) -> usize {
+        let base = self.pos;
+        debug_assert!(base + WINDOW <= self.end);
+        // The padding after the block's end covers `READ` past `base`.
+        let win: &[u8; READ] = self.buf[base..base + READ].try_into().unwrap();
+        // SAFETY: `win` is `READ` (80) readable bytes: 64 loaded whole, the next 16 under
+        // a mask (masked-off bytes are not read).
+        let (lo, hi) = unsafe {
+            (
+                _mm512_loadu_si512(win.as_ptr().cast()),
+                _mm512_maskz_loadu_epi8(0xffff, win.as_ptr().add(WINDOW).cast()),
+            )
+        };
+        let stops = !_mm512_movepi8_mask(lo);
+        // Bit i: a record ends before byte i, the next starts there.
+        let ends = starts(stops) & !1;
+        let total = ends.count_ones() as usize;
+        let (iota, lane_of_byte, byte_in_lane) =
+            (bytes(&IOTA), bytes(&LANE_OF_BYTE), bytes(&BYTE_IN_LANE));
+        // Byte j: where record j starts; its tag.
+        let at = _mm512_maskz_compress_epi8(ends | 1, iota);
+        let tags = _mm512_permutexvar_epi8(at, lo);
+        // The size code of each tag (`tag % REF_STRIDE`), and its side.
+        let stride = _mm512_set1_epi8(REF_STRIDE as i8);
+        let mut code = tags;
+        for _ in 0..3 {
+            let over = _mm512_cmpge_epu8_mask(code, stride);
+            code = _mm512_mask_sub_epi8(code, over, code, stride);
+        }
+        let data_side = _mm512_cmpge_epu8_mask(tags, stride);
+        // Fast: a reference with its size in the tag and a varint of at most 8 bytes (the
+        // varint ends at the next start).
+        let after = _mm512_maskz_compress_epi8(ends, iota);
+        let len = _mm512_sub_epi8(_mm512_sub_epi8(after, at), _mm512_set1_epi8(1));
+        let fast = _mm512_cmplt_epu8_mask(tags, _mm512_set1_epi8(TAG_SWITCH as i8))
+            & _mm512_cmpneq_epi8_mask(code, _mm512_set1_epi8(SIZE_ESCAPE as i8))
+            & _mm512_cmple_epu8_mask(len, _mm512_set1_epi8(8));
+        // A record is at least two bytes, so `total` is at most 32.
+        let whole = (1u64 << total) - 1;
+        let (k, next) = if whole & !fast == 0 && total <= n && total > 0 {
+            // Every record of the window (nearly always): the next window starts after
+            // the last, found from the stops alone, so that the next window's loads need
+            // not wait for the tags.
+            (total, 64 - ends.leading_zeros() as usize - 1)
+        } else {
+            let k = total.min(n).min((!fast).trailing_zeros() as usize);
+            if k == 0 {
+                return 0;
+            }
+            // Where record k starts: the k-th set bit of the starts after the first.
+            (k, _pdep_u64(1 << (k - 1), ends).trailing_zeros() as usize)
+        };
+        let taken = (1u64 << k) - 1;
+        let data_refs = u64::from((data_side & taken).count_ones());
+        out.refs[0] += k as u64 - data_refs;
+        out.refs[1] += data_refs;
+        // Each reference's last byte's offset from its first: the size less one.
+        let last_of = _mm512_subs_epu8(code, _mm512_set1_epi8(1));
+        let fragments = filter.fragments();
+        let most_recent = filter.most_recent();
+        // Per side, in the side's order: each reference's first and last 4K page, and
+        // those that are not sure hits (bit p of `others`: the side's p-th reference).
+        // (Stored lanes only are read: the first `count` of each side.)
+        let mut pages = MaybeUninit::<[[[u64; MAX_REFS]; 2]; 2]>::uninit();
+        let base_of_pages: *mut u64 = pages.as_mut_ptr().cast();
+        let pages_at = |side: usize, which: usize, at: usize| {
+            base_of_pages.wrapping_add((side * 2 + which) * MAX_REFS + at)
+        };
+        let mut others = [0u64; 2];
+        // Per side, what its last reference leaves as its most recent page.
+        let mut most_recent_after = most_recent;
+        let sevens = _mm512_set1_epi64(0x7f7f_7f7f_7f7f_7f7f);
+        let none = _mm512_set1_epi64(NONE as i64);
+        for side in 0..2 {
+            let on_side = if side == 1 { data_side } else { !data_side } & taken;
+            let count = on_side.count_ones() as usize;
+            if count == 0 {
+                continue;
+            }
+            // The side's references packed into the low bytes: where each starts, the
+            // offset of its last byte.
+            let mut at = _mm512_maskz_compress_epi8(on_side, at);
+            let mut last_of = _mm512_maskz_compress_epi8(on_side, last_of);
+            let mut addr_carry = _mm512_set1_epi64(prev.0[side] as i64);
+            let mut page_carry = _mm512_set1_epi64(most_recent[side] as i64);
+            let mut chunk = 0;
+            while chunk < count {
+                let lanes = (count - chunk).min(LANES);
+                // Each lane: the eight bytes after its record's tag (up to byte 71).
+                let idx = _mm512_add_epi8(_mm512_permutexvar_epi8(lane_of_byte, at), byte_in_lane);
+                let word = _mm512_permutex2var_epi8(lo, idx, hi);
+                // Cut after the first byte below 0x80 (its stop bit and every bit below).
+                let stop =
+                    _mm512_andnot_si512(word, _mm512_set1_epi64(0x8080_8080_8080_8080u64 as i64));
+                let keep = _mm512_xor_si512(stop, _mm512_sub_epi64(stop, _mm512_set1_epi64(1)));
+                // word & keep & 0x7f..: 7 bits a byte, then squeezed together.
+                let mut x = _mm512_ternarylogic_epi64::<0x80>(word, keep, sevens);
+                x = squeeze_step::<1>(x, 0x007f_007f_007f_007f);
+                x = squeeze_step::<2>(x, 0x0000_3fff_0000_3fff);
+                x = squeeze_step::<4>(x, 0x0000_0000_0fff_ffff);
+                let delta = _mm512_xor_si512(
+                    _mm512_srli_epi64::<1>(x),
+                    _mm512_srai_epi64::<63>(_mm512_slli_epi64::<63>(x)),
+                );
+                // The side's addresses: its deltas summed onto its previous address (the
+                // lanes past `lanes` are never read).
+                let addr = _mm512_add_epi64(prefix_sums(delta), addr_carry);
+                addr_carry = broadcast_lane(addr, lanes - 1);
+                // The last byte, saturating as `MemRef::last_byte` does.
+                let end =
+                    _mm512_add_epi64(addr, _mm512_cvtepu8_epi64(_mm512_castsi512_si128(last_of)));
+                let end = _mm512_mask_mov_epi64(end, _mm512_cmplt_epu64_mask(end, addr), none);
+                let first = _mm512_srli_epi64::<{ Pfn::SHIFT }>(addr);
+                let last = _mm512_srli_epi64::<{ Pfn::SHIFT }>(end);
+                let single = _mm512_cmpeq_epu64_mask(first, last);
+                // What each reference leaves as its side's most recent page, and the page
+                // each one finds there.
+                let left = if fragments {
+                    _mm512_mask_mov_epi64(none, single, last)
+                } else {
+                    last
+                };
+                let before = _mm512_alignr_epi64::<7>(left, page_carry);
+                page_carry = broadcast_lane(left, lanes - 1);
+                let hit = single & _mm512_cmpeq_epu64_mask(first, before);
+                let valid = ((1u32 << lanes) - 1) as __mmask8;
+                others[side] |= u64::from(valid & !hit) << chunk;
+                // SAFETY: a side has at most `MAX_REFS` references and `chunk` is a
+                // multiple of `LANES` below its count, so the eight lanes from `chunk` lie
+                // in `pages[side][_]`; the stores have no alignment need.
+                unsafe {
+                    _mm512_storeu_si512(pages_at(side, 0, chunk).cast(), first);
+                    _mm512_storeu_si512(pages_at(side, 1, chunk).cast(), last);
+                }
+                // The next chunk's references to the low bytes.
+                at = _mm512_alignr_epi64::<1>(_mm512_setzero_si512(), at);
+                last_of = _mm512_alignr_epi64::<1>(_mm512_setzero_si512(), last_of);
+                chunk += LANES;
+            }
+            prev.0[side] = lane0(addr_carry);
+            most_recent_after[side] = lane0(page_carry);
+        }
+        // The references that are not sure hits, in the window's order, to the filter.
+        let on_data = data_side & taken;
+        let mut rest = _pdep_u64(others[0], !on_data & taken) | _pdep_u64(others[1], on_data);
+        while rest != 0 {
+            let j = rest.trailing_zeros();
+            rest &= rest - 1;
+            let side = (on_data >> j & 1) as usize;
+            let on_side = if side == 1 { on_data } else { !on_data & taken };
+            let p = _bzhi_u64(on_side, j).count_ones() as usize;
+            // SAFETY: `p` is below the side's count, whose lanes were all stored above.
+            let (first, last) = unsafe { (*pages_at(side, 0, p), *pages_at(side, 1, p)) };
+            filter.page(side, first, last, out);
+        }
+        debug_assert_eq!(filter.most_recent(), most_recent_after);
+        self.pos = base + next;
+        k
+    }
+}
+
+/// One step of squeezing 7-bit groups: the bits of `x` under `keep` stay, the bits above
+/// each group of `keep` move down `SHIFT`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn squeeze_step<const SHIFT: u32>(x: __m512i, keep: u64) -> __m512i {
+    let keep = _mm512_set1_epi64(keep as i64);
+    _mm512_or_si512(
+        _mm512_and_si512(x, keep),
+        _mm512_srli_epi64::<SHIFT>(_mm512_andnot_si512(keep, x)),
+    )
+}
