@@ -38,11 +38,11 @@ awaited() { # NAME: waits for NAME, shows its output; fails the suite if it fail
         exit "$status"
     fi
 }
-# The fast capture decoder writes through raw pointers into a Vec's spare capacity: it
-# runs under Miri on a few small streams, where the nightly toolchain can get Miri.
+# The decoders write through raw pointers into a Vec's spare capacity: they run under Miri
+# on a few small streams (scripts/miri.sh), where the nightly toolchain can get Miri.
 miri=()
 if rustup component add --toolchain nightly miri rust-src >/dev/null 2>&1; then
-    miri=(env CARGO_TARGET_DIR=target/miri cargo +nightly miri test --locked -p pagelab-capture --test fast_path)
+    miri=(bash scripts/miri.sh)
     beside 19 "the Miri build" "${miri[@]}" --no-run
 fi
 beside 19 "the fuzz build" bash scripts/fuzz.sh --if-available --build-only
@@ -108,7 +108,7 @@ beside 19 "the portable tier's reruns" env PAGELAB_ISA=portable \
 # The decoder under Miri (about half a minute once built), or why not.
 if [ ${#miri[@]} -gt 0 ]; then
     awaited "the Miri build"
-    beside 19 Miri "${miri[@]}" small_streams_for_miri
+    beside 19 Miri "${miri[@]}"
 else
     echo "pagelab test: Miri skipped: rustup could not add miri and rust-src to the nightly toolchain" >&2
 fi

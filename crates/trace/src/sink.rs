@@ -50,12 +50,36 @@ impl RecordSink for Vec<Event> {
     }
     #[inline(always)]
     fn reference(&mut self, r: MemRef) {
-        self.push(Event::Ref(r));
+        push_reference(self, r);
     }
     #[inline(always)]
     fn event(&mut self, e: Event) {
         self.push(e);
     }
+}
+
+/// `v.push(Event::Ref(r))`, with the event written field by field into its slot where `v`
+/// has room (the decoders reserve room for a whole fill first; see [`Event::write_ref`]).
+#[inline(always)]
+fn push_reference(v: &mut Vec<Event>, r: MemRef) {
+    let len = v.len();
+    match v.spare_capacity_mut().first_mut() {
+        Some(slot) => {
+            Event::write_ref(slot, r);
+            // SAFETY: the slot at `len`, the first past the length, was just written.
+            unsafe { v.set_len(len + 1) };
+        }
+        None => push_growing(v, r.addr, r.size, r.kind),
+    }
+}
+
+/// `v.push(Event::Ref(..))` where `v` is full: kept out of the decoding loops. It takes
+/// the reference's fields, each in a register: a `MemRef` argument is passed in memory,
+/// which the decoding loop would then build on the stack for every reference.
+#[cold]
+#[inline(never)]
+fn push_growing(v: &mut Vec<Event>, addr: VirtAddr, size: u32, kind: pagelab_core::AccessKind) {
+    v.push(Event::Ref(MemRef { addr, size, kind }));
 }
 
 /// References filtered into a page batch as they are decoded.

@@ -100,14 +100,10 @@ impl Sink for EventSink<'_> {
 
     #[inline(always)]
     fn push(&mut self, r: MemRef) {
-        // SAFETY: `begin_block` reserved 64 slots after `len`, and a block
-        // pushes at most 64 references (`& 63` keeps the index in range anyway).
-        unsafe {
-            self.out
-                .as_mut_ptr()
-                .add(self.len + (self.n & 63))
-                .write(Event::Ref(r))
-        };
+        // `begin_block` reserved 64 slots after `len`, the vector's length, and a block
+        // pushes at most 64 references (`& 63` keeps the index in range anyway); the
+        // reference is written field by field (see `Event::write_ref`).
+        Event::write_ref(&mut self.out.spare_capacity_mut()[self.n & 63], r);
         self.n += 1;
     }
 

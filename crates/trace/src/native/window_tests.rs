@@ -241,6 +241,33 @@ fn encoded(events: &[Event]) -> Vec<u8> {
     out
 }
 
+/// Small streams decoded by the portable build into a vector of events, whose references
+/// are written field by field into its spare room (`sink::push_reference`): CI runs this
+/// under Miri (the tests whose names end in `for_miri`).
+#[test]
+fn small_streams_into_events_for_miri() {
+    let kinds = [
+        AccessKind::Instr,
+        AccessKind::Load,
+        AccessKind::Store,
+        AccessKind::Modify,
+    ];
+    let mut events: Vec<Event> = (0..90u64)
+        .map(|i| {
+            Event::Ref(MemRef {
+                addr: VirtAddr(0x7000_0ff0u64.wrapping_add(i * i * 13) ^ (i << 40)),
+                size: [1, 4, 8, 58, 59, 100][i as usize % 6],
+                kind: kinds[i as usize % 4],
+            })
+        })
+        .collect();
+    events.insert(30, Event::fork(7));
+    for n in [1, 17, usize::MAX] {
+        let bytes = encoded(&events);
+        assert_eq!(decoded(&bytes, n, Build::Portable), one_by_one(&bytes, n));
+    }
+}
+
 #[test]
 fn starts_of_edge_spans() {
     let mut spans = vec![
