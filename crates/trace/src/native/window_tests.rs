@@ -268,6 +268,34 @@ fn small_streams_into_events_for_miri() {
     }
 }
 
+/// A long stream whose references change page often: the vector window's pending list
+/// fills and goes to the filter many times within one call.
+#[test]
+fn many_windows_of_references_on_new_pages() {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let events: Vec<Event> = (0..6000u64)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let page = x % 6;
+            Event::Ref(MemRef {
+                addr: VirtAddr(0x7000_0000 + page * 0x1000 + (x >> 20) % 0x1010),
+                size: [1, 4, 8, 16][(x >> 40) as usize % 4],
+                kind: if i % 3 == 0 {
+                    AccessKind::Instr
+                } else {
+                    AccessKind::Load
+                },
+            })
+        })
+        .collect();
+    let bytes = encoded(&events);
+    for n in [usize::MAX, 4321, 255, 33] {
+        check(&bytes, n).unwrap();
+    }
+}
+
 #[test]
 fn starts_of_edge_spans() {
     let mut spans = vec![
