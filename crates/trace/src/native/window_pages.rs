@@ -169,11 +169,12 @@ impl Pending {
 }
 
 impl Cursor<'_> {
-    /// [`Cursor::window`] for a page filter's sink: decodes up to `n` references of the
-    /// window at the cursor into `filter` and `out`, the same words and counts as
-    /// [`Cursor::window`] through a [`crate::PageSink`] gives. Returns how many
-    /// references (0 when the first record is not a reference with its size in the tag
-    /// and a varint of at most 8 bytes).
+    /// [`Cursor::window`] for a page filter's sink, window after window: decodes up to `n`
+    /// references into `filter` and `out`, the same words and counts as
+    /// [`Cursor::window`] through a [`crate::PageSink`] gives, while a whole window lies
+    /// before the block's end, up to the first record that is not a reference with its
+    /// size in the tag and a varint of at most 8 bytes. Returns how many references (0
+    /// when the first record is not one).
     ///
     /// # Safety
     /// The CPU must have AVX-512F, BW, VBMI and VBMI2, and BMI2 (the `avx512` tier with
