@@ -69,7 +69,7 @@ pub const MAX_FILTER_DEPTH: usize = 4;
 const _: () = assert!(MAX_FILTER_DEPTH == 4);
 
 /// No page: an empty slot of the recent list, or no previous page.
-const NONE: u64 = u64::MAX;
+pub(crate) const NONE: u64 = u64::MAX;
 
 /// A batch of page-stream words and the counts of what they came from.
 #[derive(Clone, Debug, Default)]

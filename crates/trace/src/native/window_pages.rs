@@ -29,6 +29,7 @@
 
 use super::codec::{Cursor, Prev, REF_STRIDE, SIZE_ESCAPE, TAG_SWITCH};
 use super::window::{starts, READ, WINDOW};
+use crate::pages::NONE;
 use crate::{PageBatch, PageFilter};
 use pagelab_core::Pfn;
 use std::arch::x86_64::*;
@@ -40,9 +41,6 @@ const LANES: usize = 8;
 /// [`LANES`].
 const MAX_REFS: usize = WINDOW / 2;
 const _: () = assert!(MAX_REFS.is_multiple_of(LANES));
-
-/// No page (as the filter's empty slots have it): equal to no reference's page.
-const NONE: u64 = u64::MAX;
 
 /// The bytes of `i` from 0 to 63.
 const IOTA: [u8; 64] = {

@@ -262,8 +262,8 @@ fn small_streams_into_events_for_miri() {
         })
         .collect();
     events.insert(30, Event::fork(7));
+    let bytes = encoded(&events);
     for n in [1, 17, usize::MAX] {
-        let bytes = encoded(&events);
         assert_eq!(decoded(&bytes, n, Build::Portable), one_by_one(&bytes, n));
     }
 }
