@@ -151,7 +151,7 @@ impl Pending {
     /// memory no less (session 61).
     #[target_feature(enable = "avx512f,avx512bw")]
     #[inline]
-    fn take(&mut self, order: __m512i, count: usize, pages: &[u64; 4 * MAX_REFS]) {
+    fn take(&mut self, mut order: __m512i, count: usize, pages: &[u64; 4 * MAX_REFS]) {
         debug_assert!(self.len + count <= PENDING);
         // `pages` as sixteen vectors: the first pages' eight, then the last pages'.
         let p: [__m512i; 4 * MAX_REFS / LANES] = std::array::from_fn(|k| {
@@ -172,7 +172,6 @@ impl Pending {
             let high = _mm512_mask_blend_epi64(b4, pair(2), pair(3));
             _mm512_mask_blend_epi64(b5, low, high)
         };
-        let mut order = order;
         let mut c = 0;
         while c < count {
             // Masked below `2 * MAX_REFS`, so that its side is 0 or 1 (every index is below
