@@ -199,7 +199,12 @@ fn the_programs_exit_status_is_pagelabs() {
 
 /// Starts `pagelab run ... -- sleep 30`, waits until the 64K knob says `always`.
 fn start_sleeper(extra: &[&str]) -> Child {
-    let child = pagelab()
+    start_sleeper_with(pagelab(), extra)
+}
+
+/// [`start_sleeper`] through `cmd` (a `pagelab` command with its environment set).
+fn start_sleeper_with(mut cmd: Command, extra: &[&str]) -> Child {
+    let child = cmd
         .args(["run", "--pages", "64K,2M", "--thp", "always"])
         .args(extra)
         .args(["--", "sleep", "30"])
@@ -285,13 +290,34 @@ fn sigterm_restores_every_knob_and_the_pool() {
     signal_restores_everything(libc::SIGTERM, &["--hugetlb", "2M:4"]);
 }
 
+/// A state directory of a test's own. Dropped, it runs a pagelab command there first, so that
+/// a test that fails after a SIGKILL still has the knobs restored from the journal in it
+/// before the directory, and the journal, are gone.
+struct PrivateState(tempfile::TempDir);
+
+impl Drop for PrivateState {
+    fn drop(&mut self) {
+        let _ = pagelab()
+            .env("PAGELAB_STATE_DIR", self.0.path())
+            .arg("presets")
+            .output();
+    }
+}
+
 #[test]
 fn after_sigkill_the_next_command_restores() {
     let Some(_serial) = knobs_available() else {
         return;
     };
     let before = settled_knobs();
-    let mut child = start_sleeper(&[]);
+    // A state directory of its own (the lock and the journal): every pagelab command restores
+    // a dead run's knobs from the journal it finds, so another one started meanwhile from the
+    // shared directory (by test binaries running beside this one) would restore them before
+    // this test's own next command could, as it once did in CI.
+    let state = PrivateState(tempfile::tempdir().unwrap());
+    let mut cmd = pagelab();
+    cmd.env("PAGELAB_STATE_DIR", state.0.path());
+    let mut child = start_sleeper_with(cmd, &[]);
     let sleepers = children(child.id());
     assert_eq!(sleepers.len(), 1, "{sleepers:?}");
     child.kill().unwrap(); // SIGKILL
@@ -318,7 +344,11 @@ fn after_sigkill_the_next_command_restores() {
         size_knob(64).contains("[always]"),
         "SIGKILL left nothing to restore"
     );
-    let out = pagelab().arg("presets").output().unwrap();
+    let out = pagelab()
+        .env("PAGELAB_STATE_DIR", state.0.path())
+        .arg("presets")
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{out:?}");
     assert!(
