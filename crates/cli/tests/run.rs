@@ -295,12 +295,18 @@ fn sigterm_restores_every_knob_and_the_pool() {
 /// before the directory, and the journal, are gone.
 struct PrivateState(tempfile::TempDir);
 
+impl PrivateState {
+    /// A `pagelab` command that keeps its lock and journal here.
+    fn pagelab(&self) -> Command {
+        let mut cmd = pagelab();
+        cmd.env("PAGELAB_STATE_DIR", self.0.path());
+        cmd
+    }
+}
+
 impl Drop for PrivateState {
     fn drop(&mut self) {
-        let _ = pagelab()
-            .env("PAGELAB_STATE_DIR", self.0.path())
-            .arg("presets")
-            .output();
+        let _ = self.pagelab().arg("presets").output();
     }
 }
 
@@ -315,9 +321,7 @@ fn after_sigkill_the_next_command_restores() {
     // shared directory (by test binaries running beside this one) would restore them before
     // this test's own next command could, as it once did in CI.
     let state = PrivateState(tempfile::tempdir().unwrap());
-    let mut cmd = pagelab();
-    cmd.env("PAGELAB_STATE_DIR", state.0.path());
-    let mut child = start_sleeper_with(cmd, &[]);
+    let mut child = start_sleeper_with(state.pagelab(), &[]);
     let sleepers = children(child.id());
     assert_eq!(sleepers.len(), 1, "{sleepers:?}");
     child.kill().unwrap(); // SIGKILL
@@ -344,11 +348,7 @@ fn after_sigkill_the_next_command_restores() {
         size_knob(64).contains("[always]"),
         "SIGKILL left nothing to restore"
     );
-    let out = pagelab()
-        .env("PAGELAB_STATE_DIR", state.0.path())
-        .arg("presets")
-        .output()
-        .unwrap();
+    let out = state.pagelab().arg("presets").output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{out:?}");
     assert!(
