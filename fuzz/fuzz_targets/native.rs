@@ -3,16 +3,21 @@
 //! reached, not only the checksum).
 //!
 //! Input: a mode byte, then either the file (mode even) or blocks, each a
-//! record count byte, a two-byte length and that many record bytes. Checks:
-//! the source contract, errors at a byte offset inside the file, and that
-//! whatever events were read survive native -> native and (references)
-//! Lackey -> Lackey unchanged.
+//! record count byte, a two-byte length and that many record bytes, and (mode
+//! bit 5) a page block after each: a chunk count byte, a two-byte length and
+//! that many bytes of content. Checks: the source contract, by `fill` and by
+//! `fill_pages` through the page index's filter, errors at a byte offset
+//! inside the file, and that whatever events were read survive native ->
+//! native (read back by both, the page index's counts the events') and
+//! (references) Lackey -> Lackey unchanged.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use pagelab_core::Event;
-use pagelab_fuzz::{drain, native_file, take, RawBlock};
-use pagelab_trace::{LackeyReader, LackeyWriter, NativeReader, NativeWriter, TraceError};
+use pagelab_fuzz::{drain, drain_pages, native_file, take, RawBlock};
+use pagelab_trace::{
+    LackeyReader, LackeyWriter, NativeReader, NativeWriter, PageFilter, TraceError,
+};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, mut rest)) = data.split_first() else {
@@ -32,7 +37,16 @@ fuzz_target!(|data: &[u8]| {
             }
             let count = u32::from(head[0]).min(records.len() as u32).max(1);
             total += u64::from(count);
-            blocks.push(RawBlock { records, count });
+            let index = (mode & 0x20 != 0 && rest.len() >= 3).then(|| {
+                let head = take(&mut rest, 3);
+                let len = u16::from_le_bytes([head[1], head[2]]) as usize % 4096;
+                (take(&mut rest, len), u32::from(head[0]))
+            });
+            blocks.push(RawBlock {
+                records,
+                count,
+                index,
+            });
         }
         // Mode bits: a wrong total, or no end marker at all.
         let total = match mode >> 1 & 3 {
@@ -67,6 +81,25 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 
+    // Through the page index where there is one: the same contract, errors inside the file.
+    let mut pages = NativeReader::new(&file[..], "fuzz.pgl");
+    let paged = drain_pages(&mut pages, &mut PageFilter::new(4, false), &[batch, usize::MAX]);
+    if paged.error.is_some() {
+        let mut r = NativeReader::new(&file[..], "fuzz.pgl");
+        let mut batch = pagelab_trace::PageBatch::default();
+        let mut filter = PageFilter::new(4, false);
+        let err = loop {
+            match pagelab_trace::TraceSource::fill_pages(&mut r, &mut filter, &mut batch, usize::MAX) {
+                Ok(true) => continue,
+                Ok(false) => unreachable!("the first read failed"),
+                Err(e) => break e,
+            }
+        };
+        if let TraceError::Corrupt { offset, .. } = err {
+            assert!(offset <= file.len() as u64, "offset {offset} past {}", file.len());
+        }
+    }
+
     // What was read survives a round trip through the writer.
     let mut w = NativeWriter::new(Vec::new()).unwrap();
     for e in &got.events {
@@ -77,6 +110,13 @@ fuzz_target!(|data: &[u8]| {
     let again = drain(&mut back, &[usize::MAX], usize::MAX);
     assert_eq!(again.error, None, "the writer's own output must read back");
     assert_eq!(again.events, got.events, "native round trip");
+    // The writer's page index counts what its records hold.
+    let mut back = NativeReader::new(&bytes[..], "again.pgl");
+    let paged = drain_pages(&mut back, &mut PageFilter::new(4, false), &[batch, usize::MAX]);
+    assert_eq!(paged.error, None, "the writer's own page index must read back");
+    let refs = got.events.iter().filter(|e| matches!(e, Event::Ref(_))).count() as u64;
+    assert_eq!(paged.refs[0] + paged.refs[1], refs, "the page index's references");
+    assert_eq!(paged.other_events, got.events.len() as u64 - refs, "the page index's other events");
 
     let refs: Vec<Event> = got
         .events

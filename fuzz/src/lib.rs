@@ -7,7 +7,7 @@
 //! what is here turns a path's output into one comparable value.
 
 use pagelab_core::{Event, SourceInfo};
-use pagelab_trace::{PageBatch, PageFilter, TraceError, TraceSource};
+use pagelab_trace::{PageBatch, PageFilter, TraceError, TraceSource, PAGE_INDEX_CHUNK};
 
 /// Everything a source gave: its events in order and the error it ended with.
 #[derive(Debug, PartialEq, Eq)]
@@ -93,8 +93,9 @@ pub fn drain_pages(src: &mut dyn TraceSource, filter: &mut PageFilter, sizes: &[
             Ok(true) => {
                 let n = batch.events() - before;
                 assert!(n > 0, "fill_pages returned Ok(true) taking in nothing");
+                // A native page index is taken a chunk at a time.
                 assert!(
-                    n <= max as u64,
+                    n <= max as u64 || n <= u64::from(PAGE_INDEX_CHUNK),
                     "fill_pages took in {n} events for max {max}"
                 );
             }
@@ -187,23 +188,40 @@ pub struct RawBlock<'a> {
     pub records: &'a [u8],
     /// `record_count` of the header.
     pub count: u32,
+    /// The page block after it, in a file with a page index: its content before
+    /// compression, and its chunk count.
+    pub index: Option<(&'a [u8], u32)>,
 }
 
 /// A native file of `blocks`, each with a valid frame and checksum, and an
-/// end marker counting `total` records (`None`: no end marker).
+/// end marker counting `total` records (`None`: no end marker). When a block
+/// has a page block the file is version 5 with a page index for a filter of
+/// depth 4 without fragments, and a block without one lacks it.
 pub fn native_file(blocks: &[RawBlock<'_>], total: Option<u64>) -> Vec<u8> {
+    let indexed = blocks.iter().any(|b| b.index.is_some());
     let mut out = b"PAGELABT".to_vec();
-    out.extend_from_slice(&1u16.to_le_bytes());
-    out.extend_from_slice(&[0; 6]);
-    for b in blocks {
-        let frame = zstd::bulk::compress(b.records, 1).expect("zstd compresses");
+    if indexed {
+        out.extend_from_slice(&5u16.to_le_bytes());
+        out.extend_from_slice(&[1, 0, 4, 0, 0, 0]);
+    } else {
+        out.extend_from_slice(&1u16.to_le_bytes());
+        out.extend_from_slice(&[0; 6]);
+    }
+    let mut frame = |raw: &[u8], count: u32| {
+        let frame = zstd::bulk::compress(raw, 1).expect("zstd compresses");
         let mut header = [0u8; 12];
         header[..4].copy_from_slice(&(frame.len() as u32).to_le_bytes());
-        header[4..8].copy_from_slice(&(b.records.len() as u32).to_le_bytes());
-        header[8..].copy_from_slice(&b.count.to_le_bytes());
+        header[4..8].copy_from_slice(&(raw.len() as u32).to_le_bytes());
+        header[8..].copy_from_slice(&count.to_le_bytes());
         out.extend_from_slice(&header);
         out.extend_from_slice(&native_checksum(&header, &frame).to_le_bytes());
         out.extend_from_slice(&frame);
+    };
+    for b in blocks {
+        frame(b.records, b.count);
+        if let Some((raw, chunks)) = b.index {
+            frame(raw, chunks);
+        }
     }
     if let Some(total) = total {
         out.extend_from_slice(&[0; 12]);

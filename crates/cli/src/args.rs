@@ -370,6 +370,15 @@ pub struct ConvertArgs {
     /// .lackey.zst or .txt.zst, native otherwise.
     #[arg(long, value_name = "FORMAT")]
     pub to: Option<String>,
+    /// A native output's page index is made for studies with this TLB (a preset name or
+    /// a TOML file): they read it instead of decoding every record. Default: weisberg,
+    /// the study's default, whose index also serves skylake and emeraldrapids.
+    #[arg(long, value_name = "TLB", conflicts_with = "no_page_index")]
+    pub page_index_tlb: Option<String>,
+    /// Write a native output without its page index (a smaller file; every study
+    /// decodes its records).
+    #[arg(long)]
+    pub no_page_index: bool,
 }
 
 const EX_STUDY: &str =
@@ -384,8 +393,9 @@ const EX_SIM: &str = "Examples:
   pagelab sim --trace prog.lackey.zst --html report.html
   pagelab sim --workload gups:table=16M --memory 1G --policy base:4K --policy reservation --policy linux-thp:enabled=always";
 
-const EX_CONVERT: &str = "Example:
-  pagelab convert prog.lackey.zst prog.trace      # Lackey text to the native format";
+const EX_CONVERT: &str = "Examples:
+  pagelab convert prog.lackey.zst prog.trace      # Lackey text to the native format
+  pagelab convert prog.trace zen4.trace --page-index-tlb zen4   # a page index for zen4 studies";
 
 const EX_CAPTURE: &str = "Example:
   pagelab capture -o gzip.trace -- gzip -9 -c /etc/services";

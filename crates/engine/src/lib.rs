@@ -28,5 +28,5 @@ pub use cost::{independent_refs, CostConfig, CostParts, CostStudy};
 pub use driver::{run_cost_study, run_study, EngineError, Progress, BATCH};
 pub use machine_cost::CostMachine;
 pub use policy_run::{run_policies, PolicyConfig};
-pub use study::{Study, StudyConfig};
+pub use study::{page_filter_params, Study, StudyConfig};
 pub use threads::with_threads;

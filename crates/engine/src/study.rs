@@ -44,6 +44,13 @@ fn filter_depth(tlb: &TlbConfig) -> usize {
         .clamp(1, MAX_FILTER_DEPTH)
 }
 
+/// The page filter a study of `tlb` uses: its depth and whether some array caches
+/// fragments. A native trace's page index made with this filter
+/// (`NativeWriter::with_page_index`) is what such a study reads instead of the records.
+pub fn page_filter_params(tlb: &TlbConfig) -> (usize, bool) {
+    (filter_depth(tlb), has_fragments(tlb))
+}
+
 /// The state of one page size's run.
 struct SizeRun {
     size: PageSize,

@@ -89,17 +89,33 @@ fn every_preset_on_a_real_prefix_matches_the_oracle_hierarchy() {
     let events: Vec<Event> = real_events().into_iter().take(400_000).collect();
     let dir = std::env::temp_dir().join(format!("pagelab-real-prefix-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("prefix.trace");
-    let mut w = pagelab_trace::NativeWriter::new(std::fs::File::create(&path).unwrap()).unwrap();
-    for e in &events {
-        w.write(e).unwrap();
-    }
-    w.finish().unwrap();
+    // One file without a page index, and one with the index each preset's study reads.
+    let write = |name: &str, index: Option<(usize, bool)>| {
+        let path = dir.join(name);
+        let w = pagelab_trace::NativeWriter::new(std::fs::File::create(&path).unwrap()).unwrap();
+        let mut w = match index {
+            Some((depth, fragments)) => w.with_page_index(depth, fragments),
+            None => w.without_page_index(),
+        };
+        for e in &events {
+            w.write(e).unwrap();
+        }
+        w.finish().unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let plain = write("plain.trace", None);
     let sizes = parse_page_sizes("4K,16K,64K,2M,1G").unwrap();
     for name in pagelab_tlb::preset_names() {
         let tlb = pagelab_tlb::preset(name).unwrap();
         let want = reference_hierarchy_levels(&events, &sizes, &tlb);
-        let result = fast_result(path.to_str().unwrap(), &sizes, name);
+        let params = pagelab_engine::page_filter_params(&tlb);
+        let indexed = write(&format!("{name}.trace"), Some(params));
+        let from_records = fast_result(&plain, &sizes, name);
+        let result = fast_result(&indexed, &sizes, name);
+        assert_eq!(
+            result.runs, from_records.runs,
+            "preset {name}: the page index ({params:?}) and the records"
+        );
         for (run, (figures, levels)) in result.runs.iter().zip(&want) {
             assert_eq!(
                 &flat(run),

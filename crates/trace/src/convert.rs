@@ -13,6 +13,23 @@ pub struct ConvertStats {
     pub dropped: u64,
 }
 
+/// How [`convert_with`] writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvertOptions {
+    /// A native output's page index: the filter (depth, fragments) it is made with, or
+    /// none (see [`NativeWriter::with_page_index`]).
+    pub page_index: Option<(usize, bool)>,
+}
+
+impl Default for ConvertOptions {
+    /// A page index for the default TLB's study.
+    fn default() -> Self {
+        ConvertOptions {
+            page_index: Some(crate::native::DEFAULT_INDEX_FILTER),
+        }
+    }
+}
+
 /// Events taken from the source at a time.
 const BATCH: usize = 1 << 16;
 
@@ -27,6 +44,16 @@ pub fn convert(
     out_path: &str,
     format: Format,
 ) -> Result<ConvertStats, TraceError> {
+    convert_with(src, out_path, format, ConvertOptions::default())
+}
+
+/// [`convert`] with `options`.
+pub fn convert_with(
+    src: &mut dyn TraceSource,
+    out_path: &str,
+    format: Format,
+    options: ConvertOptions,
+) -> Result<ConvertStats, TraceError> {
     let io_err = |e: io::Error| TraceError::io(out_path, e);
     // A failed conversion leaves no file: a partial Lackey file would read
     // later as a valid shorter trace.
@@ -34,6 +61,10 @@ pub fn convert(
     match format {
         Format::Native => {
             let mut w = NativeWriter::new(out).map_err(io_err)?;
+            w = match options.page_index {
+                Some((depth, fragments)) => w.with_page_index(depth, fragments),
+                None => w.without_page_index(),
+            };
             pump(src, |e| w.write(e)).map_err(|e| e.named(out_path))?;
             let events = w.written();
             w.finish().map_err(io_err)?.commit().map_err(io_err)?;

@@ -48,9 +48,12 @@ mod pages;
 mod sink;
 mod vfork;
 
-pub use convert::{convert, ConvertStats};
+pub use convert::{convert, convert_with, ConvertOptions, ConvertStats};
 pub use lackey::{LackeyReader, LackeyWriter, PieceError, Pieces};
-pub use native::{NativeReader, NativeWriter, NATIVE_MAGIC, NATIVE_OLDEST_VERSION, NATIVE_VERSION};
+pub use native::{
+    NativeReader, NativeWriter, DEFAULT_INDEX_FILTER, NATIVE_MAGIC, NATIVE_OLDEST_VERSION,
+    NATIVE_VERSION, PAGE_INDEX_CHUNK,
+};
 pub use open::{open, Format};
 pub use pages::{page_word, PageBatch, PageFilter, MAX_FILTER_DEPTH};
 pub use sink::{PageSink, RecordSink};
@@ -192,7 +195,9 @@ pub trait TraceSource {
     /// [`TraceSource::fill`] through `filter`: takes in up to `max` events,
     /// appending the words of the references `filter` keeps to `out` and
     /// counting every event in it. Answers as `fill` does (`Ok(true)` when
-    /// it took in at least one event).
+    /// it took in at least one event). A native trace's page index is taken a
+    /// chunk at a time, so where it is read ([`NativeReader`]) a `max` below
+    /// [`PAGE_INDEX_CHUNK`] may take in up to that many events.
     ///
     /// The default goes through `fill` (into `out.events`); a source that
     /// parses can filter as it parses, storing no event for the references

@@ -185,6 +185,18 @@ impl PageFilter {
         self.fragments
     }
 
+    /// How many recent pages per side this filter remembers.
+    pub(crate) fn depth(&self) -> usize {
+        self.depth
+    }
+
+    /// Forgets every page, as a fresh filter of the same depth and fragments: call
+    /// after the consumer took words another filter made since this one's last
+    /// [`PageFilter::flush`].
+    pub(crate) fn reset(&mut self) {
+        *self = PageFilter::new(self.depth, self.fragments);
+    }
+
     /// Takes in one event: a reference is filtered, anything else counted.
     #[inline]
     pub fn event(&mut self, e: &Event, out: &mut PageBatch) {

@@ -1,11 +1,13 @@
 //! pagelab's native binary trace format.
 //!
 //! A 16-byte file header, then blocks, each a 20-byte block header and one
-//! zstd frame holding at most 1 MiB of encoded records, then a 20-byte end
-//! marker. The byte-level description is `docs/trace-format.md`; this module
-//! holds the constants and the record codec shared by the reader and writer.
+//! zstd frame holding at most 1 MiB of encoded records (and, in a file with a
+//! page index, a page block after it), then a 20-byte end marker. The
+//! byte-level description is `docs/trace-format.md`; this module holds the
+//! constants and the record codec shared by the reader and writer.
 
 mod codec;
+mod index;
 mod reader;
 mod window;
 #[cfg(target_arch = "x86_64")]
@@ -13,10 +15,13 @@ mod window_pages;
 mod writer;
 
 #[cfg(test)]
+mod index_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod window_tests;
 
+pub use index::{CHUNK_EVENTS as PAGE_INDEX_CHUNK, DEFAULT_INDEX_FILTER};
 pub use reader::NativeReader;
 pub use writer::NativeWriter;
 
@@ -24,12 +29,16 @@ pub use writer::NativeWriter;
 pub const NATIVE_MAGIC: [u8; 8] = *b"PAGELABT";
 
 /// The format version this crate writes and reads.
-pub const NATIVE_VERSION: u16 = 4;
+pub const NATIVE_VERSION: u16 = 5;
 /// The oldest format version this crate reads (version 2 added the Exec and
 /// MapRequest records, version 3 the exec'd program's record, version 4 the
-/// fork with clone flags; an older file is a newer one without them, its
-/// forks plain forks).
+/// fork with clone flags, version 5 the page index; an older file is a newer
+/// one without them, its forks plain forks).
 pub const NATIVE_OLDEST_VERSION: u16 = 1;
+
+/// The file header's flag for a page index: a page block after every block
+/// (version 5 on).
+pub(crate) const FLAG_PAGE_INDEX: u16 = 1;
 
 /// Bytes in the file header: magic, version, flags, reserved.
 pub(crate) const FILE_HEADER_LEN: usize = 16;

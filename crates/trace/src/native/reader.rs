@@ -1,9 +1,10 @@
 //! Reads the native format, checking every block before handing out its records.
 
 use super::codec::{Cursor, Prev, PADDING};
+use super::index::{PageIndex, CHUNK_ENTRY_LEN, MAX_INDEX_COMPRESSED_LEN, MAX_INDEX_RAW_LEN};
 use super::{
-    block_checksum, BLOCK_HEADER_LEN, FILE_HEADER_LEN, MAX_COMPRESSED_LEN, MAX_RAW_LEN,
-    NATIVE_MAGIC, NATIVE_OLDEST_VERSION, NATIVE_VERSION,
+    block_checksum, BLOCK_HEADER_LEN, FILE_HEADER_LEN, FLAG_PAGE_INDEX, MAX_COMPRESSED_LEN,
+    MAX_RAW_LEN, NATIVE_MAGIC, NATIVE_OLDEST_VERSION, NATIVE_VERSION,
 };
 use crate::{Latch, PageBatch, PageFilter, TraceError, TraceSource};
 use crate::{PageSink, RecordSink};
@@ -18,6 +19,11 @@ use std::io::{ErrorKind, Read};
 /// byte offset in the file (for a bad record, the offset of its block). All
 /// events before the damage are delivered first; none after it. Memory use is
 /// bounded by one block.
+///
+/// A file with a page index (`docs/trace-format.md`, "Page blocks") hands
+/// [`TraceSource::fill_pages`] a block's words from it, without decoding the
+/// records, whenever the caller's filter is the one the index was made with;
+/// both frames' checksums are verified either way.
 pub struct NativeReader<R: Read> {
     inner: R,
     name: String,
@@ -30,6 +36,25 @@ pub struct NativeReader<R: Read> {
     decompressor: Option<zstd::bulk::Decompressor<'static>>,
     compressed: Vec<u8>,
     raw: Vec<u8>,
+    /// The current block's decompressed length, as its header says.
+    block_raw_len: u32,
+    /// Whether the current block's records are decompressed into `raw` (and `pos`
+    /// and `prev` follow them).
+    records_loaded: bool,
+    /// The page index's filter (depth, fragments), in a file that has one.
+    index_filter: Option<(usize, bool)>,
+    /// The current block's page block: its frame, decompressed length, chunks and offset.
+    index_compressed: Vec<u8>,
+    index_raw: Vec<u8>,
+    index_raw_len: u32,
+    index_chunks: u32,
+    index_offset: u64,
+    /// That page block decoded, once `index_loaded`.
+    index: PageIndex,
+    index_loaded: bool,
+    /// Whether the words `fill_pages` handed out last came from a page index (so the
+    /// caller's filter must start afresh before it filters records again).
+    index_last: bool,
     /// Next record in `raw`.
     pos: usize,
     /// Records of the current block not yet decoded.
@@ -56,6 +81,17 @@ impl<R: Read> NativeReader<R> {
             decompressor: None,
             compressed: Vec::new(),
             raw: Vec::new(),
+            block_raw_len: 0,
+            records_loaded: false,
+            index_filter: None,
+            index_compressed: Vec::new(),
+            index_raw: Vec::new(),
+            index_raw_len: 0,
+            index_chunks: 0,
+            index_offset: 0,
+            index: PageIndex::default(),
+            index_loaded: false,
+            index_last: false,
             pos: 0,
             left: 0,
             block_records: 0,
@@ -112,31 +148,72 @@ impl<R: Read> NativeReader<R> {
             );
             return Err(self.corrupt(8, reason));
         }
-        if h[10..12] != [0, 0] {
+        let flags = u16::from_le_bytes([h[10], h[11]]);
+        let known = if version >= 5 { FLAG_PAGE_INDEX } else { 0 };
+        if flags & !known != 0 {
             return Err(self.corrupt(10, "unknown flags set in the file header"));
         }
-        if h[12..16] != [0; 4] {
+        if flags & FLAG_PAGE_INDEX != 0 {
+            let (depth, fragments) = (h[12], h[13]);
+            if !(1..=crate::MAX_FILTER_DEPTH as u8).contains(&depth) {
+                let reason = format!("page index filter depth {depth} (1 to 4)");
+                return Err(self.corrupt(12, reason));
+            }
+            if fragments > 1 {
+                let reason = format!("page index fragments flag {fragments} (0 or 1)");
+                return Err(self.corrupt(13, reason));
+            }
+            if h[14..16] != [0; 2] {
+                return Err(self.corrupt(14, "reserved header bytes are not zero"));
+            }
+            self.index_filter = Some((depth as usize, fragments == 1));
+        } else if h[12..16] != [0; 4] {
             return Err(self.corrupt(12, "reserved header bytes are not zero"));
         }
         self.header_read = true;
         Ok(())
     }
 
-    /// Reads and checks the next block; `Ok(false)` after a valid end marker.
-    fn next_block(&mut self) -> Result<bool, TraceError> {
+    /// Reads a block header at the current offset: `None` at end of input.
+    fn read_block_header(&mut self) -> Result<(u64, [u8; BLOCK_HEADER_LEN]), TraceError> {
         let at = self.offset;
         let mut h = [0u8; BLOCK_HEADER_LEN];
         match self.read_full(&mut h)? {
-            0 => return Err(self.corrupt(at, "trace is truncated: the end marker is missing")),
-            BLOCK_HEADER_LEN => {}
-            n => {
-                return Err(self.corrupt(at + n as u64, "trace is truncated inside a block header"))
-            }
+            0 => Err(self.corrupt(at, "trace is truncated: the end marker is missing")),
+            BLOCK_HEADER_LEN => Ok((at, h)),
+            n => Err(self.corrupt(at + n as u64, "trace is truncated inside a block header")),
         }
+    }
+
+    /// Reads `clen` bytes of frame into `buf` and checks them against the checksum in
+    /// `h`, the header read at `at`.
+    fn read_frame(
+        &mut self,
+        at: u64,
+        h: &[u8; BLOCK_HEADER_LEN],
+        buf: &mut Vec<u8>,
+        clen: u32,
+    ) -> Result<(), TraceError> {
+        buf.resize(clen as usize, 0);
+        if self.read_full(buf)? < clen as usize {
+            let reason = format!("trace is truncated inside a block of {clen} compressed bytes");
+            return Err(self.corrupt(self.offset, reason));
+        }
+        let tail = u64::from_le_bytes(h[12..].try_into().unwrap());
+        if block_checksum(h[..12].try_into().unwrap(), buf) != tail {
+            return Err(self.corrupt(at, "block checksum mismatch"));
+        }
+        Ok(())
+    }
+
+    /// Reads and checks the next block (and its page block); `Ok(false)` after a valid
+    /// end marker. Nothing is decompressed yet.
+    fn next_block(&mut self) -> Result<bool, TraceError> {
+        let (at, h) = self.read_block_header()?;
         let word = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().unwrap());
         let (clen, rlen, count) = (word(0), word(4), word(8));
-        let tail = u64::from_le_bytes(h[12..].try_into().unwrap());
         if clen == 0 {
+            let tail = u64::from_le_bytes(h[12..].try_into().unwrap());
             return self.end_marker(at, rlen, count, tail).map(|()| false);
         }
         if rlen == 0
@@ -151,17 +228,14 @@ impl<R: Read> NativeReader<R> {
             return Err(self.corrupt(at, reason));
         }
         let mut compressed = std::mem::take(&mut self.compressed);
-        compressed.resize(clen as usize, 0);
-        let got = self.read_full(&mut compressed);
+        let got = self.read_frame(at, &h, &mut compressed, clen);
         self.compressed = compressed;
-        if got? < clen as usize {
-            let reason = format!("trace is truncated inside a block of {clen} compressed bytes");
-            return Err(self.corrupt(self.offset, reason));
+        got?;
+        if self.index_filter.is_some() {
+            self.next_page_block(count)?;
         }
-        if block_checksum(h[..12].try_into().unwrap(), &self.compressed) != tail {
-            return Err(self.corrupt(at, "block checksum mismatch"));
-        }
-        self.decompress(at + BLOCK_HEADER_LEN as u64, rlen)?;
+        self.block_raw_len = rlen;
+        self.records_loaded = false;
         self.pos = 0;
         self.left = count;
         self.block_records = count;
@@ -170,31 +244,83 @@ impl<R: Read> NativeReader<R> {
         Ok(true)
     }
 
-    fn decompress(&mut self, at: u64, rlen: u32) -> Result<(), TraceError> {
-        if self.decompressor.is_none() {
-            let mut d =
-                zstd::bulk::Decompressor::new().map_err(|e| TraceError::io(&self.name, e))?;
-            // The block checksum, verified before this, covers the frame's bytes: zstd's own
-            // checksum of the content (XXH64 over every decoded byte) adds nothing.
-            d.set_parameter(zstd::zstd_safe::DParameter::ForceIgnoreChecksum(true))
-                .map_err(|e| TraceError::io(&self.name, e))?;
-            self.decompressor = Some(d);
+    /// Reads and checks the page block after a block of `records` records.
+    fn next_page_block(&mut self, records: u32) -> Result<(), TraceError> {
+        let (at, h) = self.read_block_header()?;
+        let word = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().unwrap());
+        let (clen, rlen, chunks) = (word(0), word(4), word(8));
+        if clen == 0
+            || rlen > MAX_INDEX_RAW_LEN
+            || clen > MAX_INDEX_COMPRESSED_LEN
+            || chunks == 0
+            || chunks > records
+            || (chunks as u64) * CHUNK_ENTRY_LEN as u64 > rlen as u64
+        {
+            let reason = format!(
+                "implausible page block header (compressed {clen} bytes, raw {rlen} bytes, \
+                 {chunks} chunks, after a block of {records} records; the file header \
+                 says every block has a page block)"
+            );
+            return Err(self.corrupt(at, reason));
         }
-        let d = self.decompressor.as_mut().unwrap();
-        self.raw.clear();
-        self.raw.reserve(rlen as usize + PADDING);
-        let r = d.decompress_to_buffer(&self.compressed[..], &mut self.raw);
+        let mut compressed = std::mem::take(&mut self.index_compressed);
+        let got = self.read_frame(at, &h, &mut compressed, clen);
+        self.index_compressed = compressed;
+        got?;
+        self.index_raw_len = rlen;
+        self.index_chunks = chunks;
+        self.index_offset = at;
+        self.index_loaded = false;
+        Ok(())
+    }
+
+    /// Decompresses the current block's records, and skips those already handed out
+    /// from its page index.
+    fn load_records(&mut self) -> Result<(), TraceError> {
+        let at = self.block_offset + BLOCK_HEADER_LEN as u64;
+        let (rlen, mut raw) = (self.block_raw_len, std::mem::take(&mut self.raw));
+        raw.clear();
+        raw.reserve(rlen as usize + PADDING);
+        let d = decompressor(&mut self.decompressor, &self.name)?;
+        let r = d.decompress_to_buffer(&self.compressed[..], &mut raw);
+        raw.extend_from_slice(&[0; PADDING]);
+        self.raw = raw;
         match r {
-            Err(e) => Err(self.corrupt(at, format!("zstd frame does not decode: {e}"))),
-            Ok(n) if n != rlen as usize => Err(self.corrupt(
-                at,
-                format!("block decompresses to {n} bytes, header says {rlen}"),
-            )),
-            Ok(_) => {
-                self.raw.extend_from_slice(&[0; PADDING]);
-                Ok(())
+            Err(e) => return Err(self.corrupt(at, format!("zstd frame does not decode: {e}"))),
+            Ok(n) if n != rlen as usize => {
+                let reason = format!("block decompresses to {n} bytes, header says {rlen}");
+                return Err(self.corrupt(at, reason));
             }
+            Ok(_) => {}
         }
+        self.records_loaded = true;
+        let skip = (self.block_records - self.left) as usize;
+        self.left = self.block_records;
+        let mut skipped = Skip(0);
+        while skipped.0 < skip {
+            self.decode(&mut skipped, skip)?;
+        }
+        Ok(())
+    }
+
+    /// Decompresses and checks the current block's page block.
+    fn load_index(&mut self) -> Result<(), TraceError> {
+        let (rlen, mut raw) = (self.index_raw_len, std::mem::take(&mut self.index_raw));
+        raw.clear();
+        raw.reserve(rlen as usize);
+        let d = decompressor(&mut self.decompressor, &self.name)?;
+        let r = d.decompress_to_buffer(&self.index_compressed[..], &mut raw);
+        let checked = match r {
+            Err(e) => Err(format!("zstd frame does not decode: {e}")),
+            Ok(n) if n != rlen as usize => Err(format!(
+                "page block decompresses to {n} bytes, header says {rlen}"
+            )),
+            Ok(_) => self.index.load(&raw, self.index_chunks, self.block_records),
+        };
+        self.index_raw = raw;
+        checked.map_err(|why| self.corrupt(self.index_offset, why))?;
+        self.index_loaded = true;
+        Ok(())
     }
 
     fn end_marker(&mut self, at: u64, rlen: u32, count: u32, total: u64) -> Result<(), TraceError> {
@@ -215,29 +341,90 @@ impl<R: Read> NativeReader<R> {
         Ok(())
     }
 
+    /// Moves on to the next block when the current one is done; `Ok(false)` at the end
+    /// of the trace.
+    fn block_left(&mut self) -> Result<bool, TraceError> {
+        if self.left > 0 {
+            return Ok(true);
+        }
+        if self.records_loaded && self.pos != self.raw_end() {
+            let reason = format!(
+                "block holds {} bytes after its {} records",
+                self.raw_end() - self.pos,
+                self.block_records
+            );
+            return Err(self.corrupt(self.block_offset, reason));
+        }
+        if self.ended || !self.next_block()? {
+            self.ended = true;
+            return Ok(false);
+        }
+        self.total += self.block_records as u64;
+        Ok(true)
+    }
+
     /// Decodes records into `out` until it has taken `max` more events or the trace ends.
     fn fill_inner<S: RecordSink>(&mut self, out: &mut S, max: usize) -> Result<(), TraceError> {
         if !self.header_read {
             self.read_header()?;
         }
         let goal = out.taken().saturating_add(max);
-        while out.taken() < goal {
-            if self.left == 0 {
-                if self.pos != self.raw_end() {
-                    let reason = format!(
-                        "block holds {} bytes after its {} records",
-                        self.raw_end() - self.pos,
-                        self.block_records
-                    );
-                    return Err(self.corrupt(self.block_offset, reason));
-                }
-                if self.ended || !self.next_block()? {
-                    self.ended = true;
-                    return Ok(());
-                }
-                self.total += self.block_records as u64;
+        while out.taken() < goal && self.block_left()? {
+            if !self.records_loaded {
+                self.load_records()?;
             }
             self.decode(out, goal)?;
+        }
+        Ok(())
+    }
+
+    /// [`TraceSource::fill_pages`]: from the page index where `filter` is the one it was
+    /// made with, a chunk at a time (at least one, so up to [`super::index::CHUNK_EVENTS`]
+    /// events past a smaller `max`); else, and in a block `fill` began, through `filter`.
+    fn fill_pages_inner(
+        &mut self,
+        filter: &mut PageFilter,
+        out: &mut PageBatch,
+        max: usize,
+    ) -> Result<(), TraceError> {
+        if !self.header_read {
+            self.read_header()?;
+        }
+        if self.index_filter != Some((filter.depth(), filter.fragments())) {
+            return self.fill_inner(&mut PageSink { filter, out }, max);
+        }
+        let start = out.events();
+        let goal = start.saturating_add(max as u64);
+        while out.events() < goal && self.block_left()? {
+            if self.records_loaded {
+                // A block `fill` began goes on record by record, through a filter that
+                // knows nothing of the index's words before.
+                if self.index_last {
+                    filter.reset();
+                    self.index_last = false;
+                }
+                let goal = usize::try_from(goal).unwrap_or(usize::MAX);
+                self.decode(&mut PageSink { filter, out }, goal)?;
+                continue;
+            }
+            if !self.index_loaded {
+                self.load_index()?;
+            }
+            let Some(events) = self.index.next_events() else {
+                let reason = "page block's chunks end before the block's records";
+                return Err(self.corrupt(self.index_offset, reason));
+            };
+            if out.events() + events > goal && out.events() > start {
+                break;
+            }
+            if !self.index_last {
+                // The filter's own words so far stand on their own; then it starts afresh.
+                filter.flush(out);
+                filter.reset();
+                self.index_last = true;
+            }
+            self.index.take(out);
+            self.left -= events as u32;
         }
         Ok(())
     }
@@ -293,6 +480,39 @@ impl<R: Read> NativeReader<R> {
     }
 }
 
+/// The zstd decompressor in `slot`, made on first use (errors name the input `name`).
+fn decompressor<'a>(
+    slot: &'a mut Option<zstd::bulk::Decompressor<'static>>,
+    name: &str,
+) -> Result<&'a mut zstd::bulk::Decompressor<'static>, TraceError> {
+    if slot.is_none() {
+        let mut d = zstd::bulk::Decompressor::new().map_err(|e| TraceError::io(name, e))?;
+        // The block checksum, verified before this, covers the frame's bytes: zstd's own
+        // checksum of the content (XXH64 over every decoded byte) adds nothing.
+        d.set_parameter(zstd::zstd_safe::DParameter::ForceIgnoreChecksum(true))
+            .map_err(|e| TraceError::io(name, e))?;
+        *slot = Some(d);
+    }
+    Ok(slot.as_mut().expect("made above"))
+}
+
+/// A sink that takes in records and keeps nothing: the records of a block that its
+/// page index handed out already.
+struct Skip(usize);
+
+impl RecordSink for Skip {
+    fn taken(&self) -> usize {
+        self.0
+    }
+    fn reserve(&mut self, _n: usize) {}
+    fn reference(&mut self, _r: pagelab_core::MemRef) {
+        self.0 += 1;
+    }
+    fn event(&mut self, _e: Event) {
+        self.0 += 1;
+    }
+}
+
 impl<R: Read> TraceSource for NativeReader<R> {
     fn fill(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError> {
         crate::fill_latched(self, out, max, |s| &mut s.latch, Self::fill_inner)
@@ -311,7 +531,7 @@ impl<R: Read> TraceSource for NativeReader<R> {
             max,
             PageBatch::events,
             |s| &mut s.latch,
-            |s, out, max| s.fill_inner(&mut PageSink { filter, out }, max),
+            |s, out, max| s.fill_pages_inner(filter, out, max),
         )
     }
 

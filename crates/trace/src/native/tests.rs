@@ -120,9 +120,17 @@ fn zoo() -> Vec<Event> {
 }
 
 fn write(events: &[Event], block_target: usize) -> Vec<u8> {
-    let mut w = NativeWriter::new(Vec::new())
-        .unwrap()
-        .with_block_target(block_target);
+    write_with(events, NativeWriter::new(Vec::new()).unwrap(), block_target)
+}
+
+/// [`write`] with no page index.
+fn write_plain(events: &[Event], block_target: usize) -> Vec<u8> {
+    let w = NativeWriter::new(Vec::new()).unwrap().without_page_index();
+    write_with(events, w, block_target)
+}
+
+fn write_with(events: &[Event], w: NativeWriter<Vec<u8>>, block_target: usize) -> Vec<u8> {
+    let mut w = w.with_block_target(block_target);
     for e in events {
         w.write(e).unwrap();
     }
@@ -208,21 +216,28 @@ fn header_errors_name_their_offset() {
     assert_eq!(corrupt_offset(&bad).0, 0);
     assert!(corrupt_offset(&bad).1.contains("magic"));
     let mut bad = good.clone();
-    bad[8] = 5;
+    bad[8] = 6;
     assert_eq!(
         corrupt_offset(&bad),
         (
             8,
-            "unsupported version 5; this reader reads versions 1 to 4 (a newer pagelab wrote it?)"
+            "unsupported version 6; this reader reads versions 1 to 5 (a newer pagelab wrote it?)"
                 .into()
         )
     );
+    // Before version 5 no flag is known, the page index's included.
+    let mut bad = good.clone();
+    bad[8] = 4;
+    assert_eq!(
+        corrupt_offset(&bad),
+        (10, "unknown flags set in the file header".into())
+    );
     // A version-1 file (written before Exec and MapRequest) reads as it did.
-    let mut old = write(&zoo()[..zoo().len() - 5], BLOCK_RAW_TARGET);
+    let mut old = write_plain(&zoo()[..zoo().len() - 5], BLOCK_RAW_TARGET);
     old[8] = 1;
     assert_eq!(read(&old, 7).0, &zoo()[..zoo().len() - 5]);
     // A version-3 file's forks (written before clone flags) read as plain forks.
-    let mut old = write(
+    let mut old = write_plain(
         &[Event::Switch(ThreadId { pid: 1, tid: 1 }), Event::fork(5)],
         BLOCK_RAW_TARGET,
     );
@@ -240,7 +255,24 @@ fn header_errors_name_their_offset() {
     let mut bad = good.clone();
     bad[11] = 1;
     assert_eq!(corrupt_offset(&bad).0, 10);
-    let mut bad = good.clone();
+    // The page index's filter: a depth of 1 to 4, fragments 0 or 1, then zeros.
+    for (at, value, offset, says) in [
+        (12, 0, 12, "page index filter depth 0 (1 to 4)"),
+        (12, 5, 12, "page index filter depth 5 (1 to 4)"),
+        (13, 2, 13, "page index fragments flag 2 (0 or 1)"),
+        (15, 1, 14, "reserved header bytes are not zero"),
+    ] {
+        let mut bad = good.clone();
+        bad[at] = value;
+        assert_eq!(
+            corrupt_offset(&bad),
+            (offset, says.into()),
+            "byte {at} = {value}"
+        );
+    }
+    // Without a page index the four bytes are reserved.
+    let plain = write_plain(&zoo(), BLOCK_RAW_TARGET);
+    let mut bad = plain.clone();
     bad[13] = 1;
     assert_eq!(corrupt_offset(&bad).0, 12);
     assert_eq!(corrupt_offset(&good[..5]).0, 5);
@@ -460,16 +492,18 @@ fn events_before_a_bad_record_come_first() {
 fn truncation_at_every_offset_gives_whole_blocks_then_an_error() {
     let events: Vec<Event> = zoo().into_iter().cycle().take(60).collect();
     let bytes = write(&events, 64);
-    // Where each block ends, and how many events precede that point.
+    // Where each block (and its page block) ends, and how many events precede that point.
     let mut ends = vec![(FILE_HEADER_LEN, 0usize)];
     let mut at = FILE_HEADER_LEN;
     loop {
-        let word = |i: usize| u32::from_le_bytes(bytes[at + i..at + i + 4].try_into().unwrap());
-        if word(0) == 0 {
+        let word =
+            |at: usize, i: usize| u32::from_le_bytes(bytes[at + i..at + i + 4].try_into().unwrap());
+        if word(at, 0) == 0 {
             break;
         }
-        let count = ends.last().unwrap().1 + word(8) as usize;
-        at += BLOCK_HEADER_LEN + word(0) as usize;
+        let count = ends.last().unwrap().1 + word(at, 8) as usize;
+        at += BLOCK_HEADER_LEN + word(at, 0) as usize;
+        at += BLOCK_HEADER_LEN + word(at, 0) as usize;
         ends.push((at, count));
     }
     assert!(ends.len() > 5, "want several blocks, got {}", ends.len());
@@ -645,11 +679,14 @@ proptest! {
             })
             .collect();
         all.extend(events);
-        let mut bytes = write(&all, target);
+        let mut bytes = write_plain(&all, target);
         if let Some((at, x)) = damage {
             let at = at.index(bytes.len());
             bytes[at] ^= x;
         }
         prop_assert_eq!(filtered(&bytes, batch, true), filtered(&bytes, batch, false));
+        // A page index made for another filter is not read: the records are.
+        let other = write_with(&all, NativeWriter::new(Vec::new()).unwrap().with_page_index(2, true), target);
+        prop_assert_eq!(filtered(&other, batch, true), filtered(&other, batch, false));
     }
 }
