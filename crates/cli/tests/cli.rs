@@ -171,6 +171,79 @@ fn convert_round_trip_is_exact() {
 }
 
 #[test]
+fn a_page_index_for_each_tlb_gives_the_study_of_the_records() {
+    let dir = tmp("page-index");
+    let native = |name: &str, extra: &[&str]| {
+        let path = dir.join(name);
+        run(pagelab()
+            .arg("convert")
+            .arg(data("gzip-9.lackey.zst"))
+            .arg(&path)
+            .args(extra));
+        path
+    };
+    let plain = native("plain.trace", &["--no-page-index"]);
+    let indexed = native("weisberg.trace", &[]);
+    let zen4 = native("zen4.trace", &["--page-index-tlb", "zen4"]);
+    let header = |p: &Path| std::fs::read(p).unwrap()[8..16].to_vec();
+    assert_eq!(header(&plain), [5, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(
+        header(&indexed),
+        [5, 0, 1, 0, 4, 0, 0, 0],
+        "depth 4, no fragments"
+    );
+    assert_eq!(
+        header(&zen4),
+        [5, 0, 1, 0, 4, 1, 0, 0],
+        "depth 4, fragments"
+    );
+    let len = |p: &Path| std::fs::metadata(p).unwrap().len();
+    assert!(len(&plain) < len(&indexed) && len(&indexed) < len(&plain) * 13 / 10);
+    // Each TLB's study is the same from every file, read through an index made for it
+    // or from the records.
+    for tlb in ["weisberg", "zen4", "power5plus"] {
+        let study = |trace: &Path| {
+            let out = dir.join(format!(
+                "{tlb}-{}.json",
+                trace.file_stem().unwrap().to_str().unwrap()
+            ));
+            run(pagelab()
+                .args(["sim", "--page-sizes", ALL_SIZES, "--tlb", tlb, "--json"])
+                .arg(&out)
+                .arg("--trace")
+                .arg(trace));
+            json(&out)["runs"].clone()
+        };
+        let want = study(&plain);
+        assert_eq!(study(&indexed), want, "{tlb}");
+        assert_eq!(study(&zen4), want, "{tlb}");
+    }
+    // The options are for a native output.
+    let e = fail(
+        pagelab()
+            .arg("convert")
+            .arg(&plain)
+            .arg(dir.join("t.lackey"))
+            .arg("--no-page-index"),
+    );
+    assert!(
+        e.contains("are for a native output") && e.contains("t.lackey"),
+        "{e}"
+    );
+    let e = fail(
+        pagelab()
+            .arg("convert")
+            .arg(&plain)
+            .arg(dir.join("t.trace"))
+            .args(["--page-index-tlb", "nosuch"]),
+    );
+    assert!(
+        e.contains("--page-index-tlb nosuch") && e.contains("weisberg"),
+        "{e}"
+    );
+}
+
+#[test]
 fn bad_input_is_a_clear_error() {
     let dir = tmp("errors");
     let e = fail(pagelab().args(["sim", "--workload", "stride", "--page-sizes", "4K,3K"]));
