@@ -275,6 +275,12 @@ impl Study {
         }
         #[cfg(target_arch = "x86_64")]
         if pagelab_core::isa::active() == pagelab_core::isa::Isa::Avx2 {
+            // As in the AVX-512 tier, each rank two registers.
+            if let Some(whole) = self.take_whole().filter(|_| self.tiers) {
+                // SAFETY: the active tier is one the CPU has (`isa::active` checks), and
+                // the AVX2 tier's features are those `feed_whole_avx2` is compiled for.
+                return unsafe { self.feed_whole_avx2(&batch.words, whole) };
+            }
             if let Some(fronts) = self.take_fronts::<AVX2_RANKS>() {
                 // SAFETY: the active tier is one the CPU has (`isa::active` checks), and
                 // the AVX2 tier's features are those `feed_fronts_avx2` is compiled for.

@@ -465,7 +465,7 @@ impl<const RANKS: usize> FrontMiss<RANKS> {
 
 #[cfg(target_arch = "x86_64")]
 #[path = "front_avx2.rs"]
-mod avx2;
+pub(crate) mod avx2;
 
 #[cfg(test)]
 #[path = "front_tests.rs"]

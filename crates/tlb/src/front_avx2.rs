@@ -9,7 +9,7 @@ use pagelab_core::VirtAddr;
 use std::arch::x86_64::*;
 
 /// Eight lanes of 64 bits: lanes 0-3 and 4-7.
-type Pair = [__m256i; 2];
+pub(crate) type Pair = [__m256i; 2];
 
 /// Per reach (0..=8): all ones in the lanes of the first `reach` hierarchies.
 static ACTIVE: [Lanes; FRONT_LANES + 1] = {
@@ -29,7 +29,7 @@ static ACTIVE: [Lanes; FRONT_LANES + 1] = {
 /// The lanes of `lanes` as two registers.
 #[target_feature(enable = "avx2")]
 #[inline]
-fn load(lanes: &Lanes) -> Pair {
+pub(crate) fn load(lanes: &Lanes) -> Pair {
     // SAFETY: eight u64 are two unaligned loads of 32 bytes.
     unsafe {
         [
@@ -42,7 +42,7 @@ fn load(lanes: &Lanes) -> Pair {
 /// `v` into `lanes`.
 #[target_feature(enable = "avx2")]
 #[inline]
-fn store(lanes: &mut Lanes, v: Pair) {
+pub(crate) fn store(lanes: &mut Lanes, v: Pair) {
     // SAFETY: as in `load`, into an array borrowed mutably.
     unsafe {
         _mm256_storeu_si256(lanes.as_mut_ptr().cast(), v[0]);
@@ -61,8 +61,44 @@ impl<const RANKS: usize> Fronts<RANKS> {
     pub unsafe fn access_each_avx2(
         &mut self,
         n: usize,
-        mut next: impl FnMut(usize) -> (usize, VirtAddr, usize),
+        next: impl FnMut(usize) -> (usize, VirtAddr, usize),
         mut missed: impl FnMut(usize, FrontMiss<RANKS>),
+    ) {
+        let code = self.code;
+        let on_miss = |i: usize, _side: usize, mut lanes: u32, key: Pair, carry: Pair| {
+            let (mut keys, mut carried) = ([0; FRONT_LANES], [0; FRONT_LANES]);
+            store(&mut keys, key);
+            store(&mut carried, carry);
+            while lanes != 0 {
+                let lane = lanes.trailing_zeros() as usize;
+                lanes &= lanes - 1;
+                missed(
+                    i,
+                    FrontMiss {
+                        lane,
+                        key: key_of(keys[lane], code[lane]),
+                        carry: key_of(carried[lane], code[lane]),
+                    },
+                );
+            }
+        };
+        // SAFETY: the CPU has AVX2 (the caller's contract).
+        unsafe { self.scan_avx2(n, next, on_miss) }
+    }
+
+    /// The loop of [`Fronts::access_each_avx2`]: the lookups of reference `i` that
+    /// missed their fronts are handed to `on_miss` as (`i`, the side, the bits of the
+    /// lanes that missed, the lanes' keys, the keys pushed out of the front's last rank).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    pub(crate) unsafe fn scan_avx2(
+        &mut self,
+        n: usize,
+        mut next: impl FnMut(usize) -> (usize, VirtAddr, usize),
+        mut on_miss: impl FnMut(usize, usize, u32, Pair, Pair),
     ) {
         let zero = _mm256_setzero_si256();
         let mut front = [[[zero; 2]; RANKS]; 2];
@@ -73,7 +109,6 @@ impl<const RANKS: usize> Fronts<RANKS> {
         }
         let mut hits = [load(&self.hits[0]), load(&self.hits[1])];
         let shift = load(&self.shift);
-        let code = self.code;
         for i in 0..n {
             let (s, addr, reach) = next(i);
             let (s, active) = (s & 1, load(&ACTIVE[reach.min(FRONT_LANES)]));
@@ -84,52 +119,14 @@ impl<const RANKS: usize> Fronts<RANKS> {
             ];
             let f = &mut front[s];
             let old = *f;
-            // Per rank, the active lanes holding the key; their union, the hits.
-            let mut at = [[zero; 2]; RANKS];
-            let mut hit = [zero; 2];
-            for (rank, lanes) in at.iter_mut().enumerate() {
-                for h in 0..2 {
-                    lanes[h] =
-                        _mm256_and_si256(_mm256_cmpeq_epi64(old[rank][h], key[h]), active[h]);
-                    hit[h] = _mm256_or_si256(hit[h], lanes[h]);
-                }
-            }
-            let miss = [
-                _mm256_andnot_si256(hit[0], active[0]),
-                _mm256_andnot_si256(hit[1], active[1]),
-            ];
-            // Rank j takes rank j - 1's key where the key was at rank j or further, or
-            // missed; rank 0 takes the key; the last rank's goes on.
-            let mut take = miss;
-            for rank in (1..RANKS).rev() {
-                for h in 0..2 {
-                    take[h] = _mm256_or_si256(take[h], at[rank][h]);
-                    f[rank][h] = _mm256_blendv_epi8(old[rank][h], old[rank - 1][h], take[h]);
-                }
-            }
+            let (hit, miss) = move_to_front(f, active, key, key);
             for h in 0..2 {
-                f[0][h] = _mm256_blendv_epi8(old[0][h], key[h], active[h]);
                 // A hit lane is all ones: minus one is plus one.
                 hits[s][h] = _mm256_sub_epi64(hits[s][h], hit[h]);
             }
-            let bits = |v: __m256i| _mm256_movemask_pd(_mm256_castsi256_pd(v)) as u32;
-            let mut lanes = bits(miss[0]) | bits(miss[1]) << 4;
+            let lanes = bits(miss);
             if lanes != 0 {
-                let (mut keys, mut carry) = ([0; FRONT_LANES], [0; FRONT_LANES]);
-                store(&mut keys, key);
-                store(&mut carry, old[RANKS - 1]);
-                while lanes != 0 {
-                    let lane = lanes.trailing_zeros() as usize;
-                    lanes &= lanes - 1;
-                    missed(
-                        i,
-                        FrontMiss {
-                            lane,
-                            key: key_of(keys[lane], code[lane]),
-                            carry: key_of(carry[lane], code[lane]),
-                        },
-                    );
-                }
+                on_miss(i, s, lanes, key, old[RANKS - 1]);
             }
         }
         for (side, keys) in front.iter().zip(&mut self.keys) {
@@ -140,4 +137,54 @@ impl<const RANKS: usize> Fronts<RANKS> {
         store(&mut self.hits[0], hits[0]);
         store(&mut self.hits[1], hits[1]);
     }
+}
+
+/// Bit `i` for lane `i` of `v` (each lane all ones or all zeros).
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(crate) fn bits(v: Pair) -> u32 {
+    let half = |v: __m256i| _mm256_movemask_pd(_mm256_castsi256_pd(v)) as u32;
+    half(v[0]) | half(v[1]) << 4
+}
+
+/// One lookup of `key` in `N` ranks of eight lanes, in the lanes `active` (all ones or
+/// all zeros): rank j takes rank j - 1's key where the key was at rank j or further, or
+/// not in these ranks; rank 0 takes `first` (the key itself, or the key pushed out of
+/// the ranks before these); the last rank's key goes on (the caller keeps the old ranks
+/// for it). Returns the lanes that found the key and those that missed it, as
+/// [`super::move_to_front`] does in AVX-512.
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(crate) fn move_to_front<const N: usize>(
+    ranks: &mut [Pair; N],
+    active: Pair,
+    key: Pair,
+    first: Pair,
+) -> (Pair, Pair) {
+    let zero = _mm256_setzero_si256();
+    let old = *ranks;
+    // Per rank, the active lanes holding the key; their union, the hits.
+    let mut at = [[zero; 2]; N];
+    let mut hit = [zero; 2];
+    for (rank, lanes) in at.iter_mut().enumerate() {
+        for h in 0..2 {
+            lanes[h] = _mm256_and_si256(_mm256_cmpeq_epi64(old[rank][h], key[h]), active[h]);
+            hit[h] = _mm256_or_si256(hit[h], lanes[h]);
+        }
+    }
+    let miss = [
+        _mm256_andnot_si256(hit[0], active[0]),
+        _mm256_andnot_si256(hit[1], active[1]),
+    ];
+    let mut take = miss;
+    for rank in (1..N).rev() {
+        for h in 0..2 {
+            take[h] = _mm256_or_si256(take[h], at[rank][h]);
+            ranks[rank][h] = _mm256_blendv_epi8(old[rank][h], old[rank - 1][h], take[h]);
+        }
+    }
+    for h in 0..2 {
+        ranks[0][h] = _mm256_blendv_epi8(old[0][h], first[h], active[h]);
+    }
+    (hit, miss)
 }

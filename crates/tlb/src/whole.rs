@@ -18,8 +18,9 @@
 //! not where they come one or two (gzip: 1.7, 1.07-1.10x); the study chooses
 //! between the two per batch ([`WholeL1::front_misses`]).
 //!
-//! Only the AVX-512 tier has it ([`WholeL1::access_each_avx512`]); the
-//! others use [`Fronts`] alone.
+//! The AVX-512 tier steps it in one register a rank
+//! ([`WholeL1::access_each_avx512`]), the AVX2 tier in two
+//! ([`WholeL1::access_each_avx2`]); the portable tier uses [`Fronts`] alone.
 
 use crate::array::EMPTY;
 use crate::front::{key_of, move_to_front, page_of, Fronts, Lanes, FRONT_LANES};
@@ -28,6 +29,15 @@ use pagelab_core::{PageSize, VirtAddr};
 
 // A tier is one register of eight lanes, as a rank of the front is.
 const _: () = assert!(FRONT_LANES == 8 && crate::front::AVX512_RANKS == 8);
+
+/// Calls `f` with each lane whose bit is set in `lanes`, lowest first.
+#[inline]
+fn each_lane(mut lanes: u32, mut f: impl FnMut(usize)) {
+    while lanes != 0 {
+        f(lanes.trailing_zeros() as usize);
+        lanes &= lanes - 1;
+    }
+}
 
 /// Ranks in a tier behind the front: one AVX-512 register's compares each.
 const TIER: usize = 8;
@@ -169,14 +179,10 @@ impl WholeL1 {
             count(&mut front_misses[s], miss);
             *words += 1;
             // SAFETY: the CPU has AVX-512F (the caller's contract).
-            let mut left = unsafe { Self::behind_front(&mut behind[s], miss, key, carry) };
+            let left = unsafe { Self::behind_front(&mut behind[s], miss, key, carry) };
             if left != 0 {
                 count(&mut l1_misses[s], left);
-                while left != 0 {
-                    let lane = left.trailing_zeros() as usize;
-                    left &= left - 1;
-                    missed(i, lane);
-                }
+                each_lane(u32::from(left), |lane| missed(i, lane));
             }
         };
         // SAFETY: the CPU has AVX-512F (the caller's contract).
@@ -241,6 +247,10 @@ impl WholeL1 {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+#[path = "whole_avx2.rs"]
+mod avx2;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,9 +259,15 @@ mod tests {
     use proptest::prelude::*;
 
     /// Steps the first `reach` of the hierarchies through each of `refs`:
-    /// through [`WholeL1`], `chunk` references a call, or each hierarchy on
-    /// its own when `chunk` is 0 (see [`drive`]).
-    fn step(cfg: &TlbConfig, refs: &[Ref], chunk: usize) -> (Vec<TlbStats>, Vec<Vec<Outcome>>) {
+    /// through [`WholeL1`] (its AVX2 loop if `avx2`, else its AVX-512 one), `chunk`
+    /// references a call, or each hierarchy on its own when `chunk` is 0 (see
+    /// [`drive`]).
+    fn step(
+        cfg: &TlbConfig,
+        refs: &[Ref],
+        chunk: usize,
+        avx2: bool,
+    ) -> (Vec<TlbStats>, Vec<Vec<Outcome>>) {
         let take = |tlbs: &mut [TlbHierarchy], sizes: &[PageSize]| {
             WholeL1::take(tlbs.iter_mut().zip(sizes.iter().copied()))
                 .expect("the configuration qualifies")
@@ -262,10 +278,14 @@ mod tests {
                 (usize::from(data), addr, reach)
             };
             let mut l1_misses = Vec::new();
-            // SAFETY: the caller checked that the CPU has AVX-512F.
-            unsafe {
-                whole.access_each_avx512(part.len(), next, |i, lane| l1_misses.push((i, lane)))
-            };
+            let missed = |i, lane| l1_misses.push((i, lane));
+            if avx2 {
+                // SAFETY: the caller checked that the CPU has AVX2.
+                unsafe { whole.access_each_avx2(part.len(), next, missed) };
+            } else {
+                // SAFETY: the caller checked that the CPU has AVX-512F.
+                unsafe { whole.access_each_avx512(part.len(), next, missed) };
+            }
             l1_misses
                 .into_iter()
                 .map(|(i, lane)| {
@@ -301,13 +321,19 @@ mod tests {
             tiny_arrays in any::<bool>(),
             chunk in 1usize..200,
         ) {
-            if !pagelab_core::isa::Isa::Avx512.supported() {
-                eprintln!("skipped: this CPU has no AVX-512F");
-                return Ok(());
-            }
             let refs: Vec<_> = refs.iter().map(|&(d, p, o, r)| (d, VirtAddr(p * p * 0x3000 + o), r)).collect();
             let cfg = if tiny_arrays { tiny() } else { preset("zen4").unwrap() };
-            prop_assert_eq!(step(&cfg, &refs, chunk), step(&cfg, &refs, 0));
+            let own = step(&cfg, &refs, 0, false);
+            if pagelab_core::isa::Isa::Avx512.supported() {
+                prop_assert_eq!(step(&cfg, &refs, chunk, false), own.clone(), "AVX-512");
+            } else {
+                eprintln!("the AVX-512 loop skipped: this CPU has no AVX-512F");
+            }
+            if pagelab_core::isa::Isa::Avx2.supported() {
+                prop_assert_eq!(step(&cfg, &refs, chunk, true), own, "AVX2");
+            } else {
+                eprintln!("the AVX2 loop skipped: this CPU has no AVX2");
+            }
         }
     }
 

@@ -46,7 +46,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
     /// The portable fronts, the AVX2 ones (what a CPU without AVX-512 runs), the
     /// AVX-512 ones, each with either number of ranks, the whole L1 arrays
-    /// in tiers, and the runs' own lookups give the same result.
+    /// in tiers (AVX2 and AVX-512), and the runs' own lookups give the same result.
     #[test]
     fn every_way_of_stepping_agrees(events in proptest::collection::vec(arb_event(), 0..4000)) {
         for preset in ["weisberg", "zen4"] {
@@ -75,6 +75,12 @@ proptest! {
                     unsafe { s.feed_fronts_avx2::<AVX512_RANKS>(w, fronts) }
                 });
                 prop_assert_eq!(&avx2_8.runs, &own.runs, "preset {}, AVX2, 8 ranks", preset);
+                let whole2 = run(&events, preset, |s, w| {
+                    let whole = s.take_whole().unwrap();
+                    // SAFETY: the CPU has the features (checked).
+                    unsafe { s.feed_whole_avx2(w, whole) }
+                });
+                prop_assert_eq!(&whole2.runs, &own.runs, "preset {}, AVX2, whole L1", preset);
             } else {
                 eprintln!("every_way_of_stepping_agrees: AVX2 fronts skipped: the CPU lacks AVX2");
             }

@@ -1,8 +1,9 @@
-//! The study's AVX-512 path through the runs' whole L1 arrays side by side
-//! ([`WholeL1`]), taken per batch where the last batch's misses of the
-//! fronts came several lanes at a time (see [`Study::choose`]).
+//! The study's path through the runs' whole L1 arrays side by side
+//! ([`WholeL1`]) in the AVX-512 and AVX2 tiers, taken per batch where the
+//! last batch's misses of the fronts came several lanes at a time (see
+//! [`Study::choose`]).
 
-use super::Study;
+use super::{Study, AVX2, AVX512};
 use pagelab_core::VirtAddr;
 use pagelab_tlb::{WholeL1, FRONT_LANES};
 use pagelab_trace::page_word::{CHANGE_MASK, CHANGE_SHIFT, DATA, PAGE_SHIFT, REPLAY, STRADDLE};
@@ -51,18 +52,27 @@ impl Study {
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,bmi1,bmi2,popcnt")]
     pub(super) fn feed_whole_avx512(&mut self, words: &[u64], whole: WholeL1) {
         // SAFETY: this function is compiled for AVX-512.
-        unsafe { self.feed_whole(words, whole) }
+        unsafe { self.feed_whole::<AVX512>(words, whole) }
     }
 
-    /// [`Study::feed_whole_avx512`]'s body, inlined there and not compiled
-    /// for its features itself: closures made here must have no more
-    /// features than `WholeL1::access_each_avx512` to be inlined there.
+    /// [`Study::feed_whole_avx512`] for the AVX2 tier ([`WholeL1::access_each_avx2`]).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi1,bmi2,popcnt,lzcnt")]
+    pub(super) fn feed_whole_avx2(&mut self, words: &[u64], whole: WholeL1) {
+        // SAFETY: this function is compiled for AVX2.
+        unsafe { self.feed_whole::<AVX2>(words, whole) }
+    }
+
+    /// [`Study::feed_whole_avx512`]'s body, inlined there (and in
+    /// [`Study::feed_whole_avx2`]) and not compiled for their features itself:
+    /// closures made here must have no more features than `WholeL1`'s loops to
+    /// be inlined there.
     ///
     /// # Safety
-    /// The CPU must have AVX-512F.
+    /// The CPU must have the features of `TIER` ([`AVX512`]: AVX-512F; [`AVX2`]: AVX2).
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    unsafe fn feed_whole(&mut self, words: &[u64], mut whole: WholeL1) {
+    unsafe fn feed_whole<const TIER: u8>(&mut self, words: &[u64], mut whole: WholeL1) {
         // Replay words by side and reach, counted into the runs at the end.
         let mut replays = [[0u64; FRONT_LANES + 1]; 2];
         let mut i = 0;
@@ -93,8 +103,8 @@ impl Study {
                     run.counts.extra[side] += 1;
                 }
                 let pair = [(w, reach), (last << PAGE_SHIFT | side as u64, span)];
-                // SAFETY: this function is compiled for AVX-512.
-                unsafe { self.whole_part(&mut whole, &pair, &mut replays) };
+                // SAFETY: the caller's contract.
+                unsafe { self.whole_part::<TIER>(&mut whole, &pair, &mut replays) };
                 continue;
             }
             let part = super::part_at(words, i);
@@ -107,8 +117,8 @@ impl Study {
                     reach_of[((w >> CHANGE_SHIFT) & CHANGE_MASK) as usize] as usize,
                 )
             };
-            // SAFETY: this function is compiled for AVX-512.
-            unsafe { self.whole_part(&mut whole, (part.len(), lookups), &mut replays) };
+            // SAFETY: the caller's contract.
+            unsafe { self.whole_part::<TIER>(&mut whole, (part.len(), lookups), &mut replays) };
             i += part.len();
         }
         let (missed_words, missed_lanes) = whole.front_misses();
@@ -121,10 +131,10 @@ impl Study {
     /// through `whole`, then the L1 misses' rest in the runs.
     ///
     /// # Safety
-    /// The CPU must have AVX-512F.
+    /// The CPU must have the features of `TIER` (see [`Study::feed_whole`]).
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    unsafe fn whole_part(
+    unsafe fn whole_part<const TIER: u8>(
         &mut self,
         whole: &mut WholeL1,
         lookups: impl Lookups,
@@ -144,8 +154,13 @@ impl Study {
             deferred[n] = (j as u32, lane as u8);
             n += 1;
         };
-        // SAFETY: the caller's contract.
-        unsafe { whole.access_each_avx512(lookups.len(), next, missed) };
+        if TIER == AVX2 {
+            // SAFETY: the caller's contract: the CPU has AVX2.
+            unsafe { whole.access_each_avx2(lookups.len(), next, missed) };
+        } else {
+            // SAFETY: the caller's contract: the CPU has AVX-512F.
+            unsafe { whole.access_each_avx512(lookups.len(), next, missed) };
+        }
         self.finish_l1_misses(whole.fronts(), n, |j| lookups.get(j).0);
     }
 }
