@@ -232,6 +232,12 @@ pub trait TraceSource {
     fn read_checksum(&self) -> Option<(u64, String)> {
         None
     }
+
+    /// The filter (depth, fragments) of this source's page index, once known (a native
+    /// trace with one, after its header was read); `None` otherwise.
+    fn page_index(&self) -> Option<(usize, bool)> {
+        None
+    }
 }
 
 /// A box or a mutable reference to a source is the source.
@@ -260,6 +266,9 @@ macro_rules! forward_source {
             }
             fn read_checksum(&self) -> Option<(u64, String)> {
                 (**self).read_checksum()
+            }
+            fn page_index(&self) -> Option<(usize, bool)> {
+                (**self).page_index()
             }
         }
     )*};

@@ -22,8 +22,40 @@ impl Model {
         Ok(match (&self.policies, &self.cost) {
             (Some(p), _) => pagelab_engine::run_policies(src, p, progress)?,
             (None, Some(c)) => pagelab_engine::run_cost_study(src, &self.cfg, c, progress)?,
-            (None, None) => pagelab_engine::run_study(src, &self.cfg, progress)?,
+            (None, None) => {
+                let result = pagelab_engine::run_study(src, &self.cfg, progress)?;
+                page_index_hint(&*src, &self.cfg.tlb, label);
+                result
+            }
         })
+    }
+}
+
+/// After a study of `src`: a word when its page index was made for another TLB's
+/// filter than `tlb`'s, so the study decoded every record where an index for this
+/// TLB would have spared it that (`docs/commands/convert.md`).
+pub fn page_index_hint(src: &dyn TraceSource, tlb: &pagelab_tlb::TlbConfig, label: &str) {
+    let want = pagelab_engine::page_filter_params(tlb);
+    if let Some(have) = src.page_index().filter(|&have| have != want) {
+        let kind = |(depth, fragments): (usize, bool)| {
+            format!(
+                "depth {depth}, {}",
+                if fragments {
+                    "fragments"
+                } else {
+                    "no fragments"
+                }
+            )
+        };
+        // A TLB from a file is named by its path there, which is not known here.
+        let preset = pagelab_tlb::preset_names().contains(&tlb.name.as_str());
+        eprintln!(
+            "note: {label}'s page index is for another TLB's filter ({}; {} needs {}), so the study decoded every record; `pagelab convert {label} OUT --page-index-tlb {}` writes one for it",
+            kind(have),
+            tlb.name,
+            kind(want),
+            if preset { tlb.name.as_str() } else { "TLB.toml" }
+        );
     }
 }
 

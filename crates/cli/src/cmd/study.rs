@@ -26,7 +26,11 @@ pub fn run(a: StudyArgs) -> Result<()> {
         let progress = &mut Progress::new(spec);
         let result = match &cost {
             Some(c) => pagelab_engine::run_cost_study(&mut **src, &cfg, c, progress)?,
-            None => pagelab_engine::run_study(&mut **src, &cfg, progress)?,
+            None => {
+                let result = pagelab_engine::run_study(&mut **src, &cfg, progress)?;
+                super::sim::page_index_hint(&**src, &cfg.tlb, spec);
+                result
+            }
         };
         crate::out::outln!("{}", pagelab_report::table(&result))?;
         results.push(result);

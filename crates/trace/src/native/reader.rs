@@ -539,6 +539,10 @@ impl<R: Read> TraceSource for NativeReader<R> {
         true
     }
 
+    fn page_index(&self) -> Option<(usize, bool)> {
+        self.index_filter
+    }
+
     fn info(&self) -> SourceInfo {
         SourceInfo {
             kind: "native".into(),
