@@ -65,6 +65,8 @@ impl<W: Write> NativeWriter<W> {
     }
 
     /// Writes no page index (a smaller file, which every reader decodes record by record).
+    /// Like [`NativeWriter::with_page_index`], before the first event: the file header,
+    /// written with it, records the choice.
     pub fn without_page_index(mut self) -> Self {
         self.index = None;
         self
@@ -72,7 +74,7 @@ impl<W: Write> NativeWriter<W> {
 
     /// Makes the page index with a filter of `depth` pages a side (1..=4) and
     /// `fragments` (see [`crate::PageFilter::new`]), for a study whose TLB's filter is
-    /// that one.
+    /// that one. Before the first event (see [`NativeWriter::without_page_index`]).
     pub fn with_page_index(mut self, depth: usize, fragments: bool) -> Self {
         self.index = Some(IndexBuilder::new(depth, fragments));
         self
