@@ -21,6 +21,15 @@ use crate::array::{Key, EMPTY};
 use crate::{Outcome, TlbHierarchy};
 use pagelab_core::{PageSize, VirtAddr, MIN_PAGE_SHIFT};
 
+/// Calls `f` with each lane whose bit is set in `lanes`, lowest first.
+#[inline]
+pub(crate) fn each_lane(mut lanes: u32, mut f: impl FnMut(usize)) {
+    while lanes != 0 {
+        f(lanes.trailing_zeros() as usize);
+        lanes &= lanes - 1;
+    }
+}
+
 /// The most hierarchies one [`Fronts`] holds.
 pub const FRONT_LANES: usize = 8;
 
@@ -258,12 +267,8 @@ impl<const RANKS: usize> Fronts<RANKS> {
     ) {
         for i in 0..n {
             let (s, addr, reach) = next(i);
-            let mut lanes = self.access(s, addr, reach);
-            while lanes != 0 {
-                let lane = lanes.trailing_zeros() as usize;
-                lanes &= lanes - 1;
-                missed(i, self.miss(lane));
-            }
+            let lanes = self.access(s, addr, reach);
+            each_lane(u32::from(lanes), |lane| missed(i, self.miss(lane)));
         }
     }
 
@@ -288,10 +293,7 @@ impl<const RANKS: usize> Fronts<RANKS> {
             // The lanes' keys taken from the registers, not through memory
             // (a store and a load would cost more, and whether they do
             // depends on where the stack happens to lie).
-            let mut lanes = miss;
-            while lanes != 0 {
-                let lane = lanes.trailing_zeros() as usize;
-                lanes &= lanes - 1;
+            each_lane(u32::from(miss), |lane| {
                 let pick = |v| {
                     let at = _mm512_set1_epi64(lane as i64);
                     _mm_cvtsi128_si64(_mm512_castsi512_si128(_mm512_permutexvar_epi64(at, v)))
@@ -303,7 +305,7 @@ impl<const RANKS: usize> Fronts<RANKS> {
                     carry: key_of(pick(carry), code[lane]),
                 };
                 missed(i, m);
-            }
+            });
         };
         // SAFETY: the CPU has AVX-512F (the caller's contract).
         unsafe { self.scan_avx512(n, next, on_miss) }

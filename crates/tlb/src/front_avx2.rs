@@ -4,7 +4,7 @@
 //! where the portable loop compares and moves lane by lane. The fronts stay in
 //! memory (sixteen registers do not hold both sides' ranks), in the host's L1.
 
-use super::{key_of, FrontMiss, Fronts, Lanes, FRONT_LANES};
+use super::{each_lane, key_of, FrontMiss, Fronts, Lanes, FRONT_LANES};
 use pagelab_core::VirtAddr;
 use std::arch::x86_64::*;
 
@@ -65,13 +65,11 @@ impl<const RANKS: usize> Fronts<RANKS> {
         mut missed: impl FnMut(usize, FrontMiss<RANKS>),
     ) {
         let code = self.code;
-        let on_miss = |i: usize, _side: usize, mut lanes: u32, key: Pair, carry: Pair| {
+        let on_miss = |i: usize, _side: usize, lanes: u32, key: Pair, carry: Pair| {
             let (mut keys, mut carried) = ([0; FRONT_LANES], [0; FRONT_LANES]);
             store(&mut keys, key);
             store(&mut carried, carry);
-            while lanes != 0 {
-                let lane = lanes.trailing_zeros() as usize;
-                lanes &= lanes - 1;
+            each_lane(lanes, |lane| {
                 missed(
                     i,
                     FrontMiss {
@@ -79,8 +77,8 @@ impl<const RANKS: usize> Fronts<RANKS> {
                         key: key_of(keys[lane], code[lane]),
                         carry: key_of(carried[lane], code[lane]),
                     },
-                );
-            }
+                )
+            });
         };
         // SAFETY: the CPU has AVX2 (the caller's contract).
         unsafe { self.scan_avx2(n, next, on_miss) }

@@ -23,21 +23,12 @@
 //! ([`WholeL1::access_each_avx2`]); the portable tier uses [`Fronts`] alone.
 
 use crate::array::EMPTY;
-use crate::front::{key_of, move_to_front, page_of, Fronts, Lanes, FRONT_LANES};
+use crate::front::{each_lane, key_of, move_to_front, page_of, Fronts, Lanes, FRONT_LANES};
 use crate::TlbHierarchy;
 use pagelab_core::{PageSize, VirtAddr};
 
 // A tier is one register of eight lanes, as a rank of the front is.
 const _: () = assert!(FRONT_LANES == 8 && crate::front::AVX512_RANKS == 8);
-
-/// Calls `f` with each lane whose bit is set in `lanes`, lowest first.
-#[inline]
-fn each_lane(mut lanes: u32, mut f: impl FnMut(usize)) {
-    while lanes != 0 {
-        f(lanes.trailing_zeros() as usize);
-        lanes &= lanes - 1;
-    }
-}
 
 /// Ranks in a tier behind the front: one AVX-512 register's compares each.
 const TIER: usize = 8;

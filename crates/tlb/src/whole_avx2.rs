@@ -3,9 +3,9 @@
 //! tiers, each rank two registers, compared and moved for every lane that missed
 //! at once, as [`WholeL1::access_each_avx512`] does in one.
 
-use super::{each_lane, Row, WholeL1, TIER};
+use super::{Row, WholeL1, TIER};
 use crate::front::avx2::{bits, load, move_to_front, store, Pair};
-use crate::front::{Lanes, FRONT_LANES};
+use crate::front::{each_lane, Lanes, FRONT_LANES};
 use pagelab_core::VirtAddr;
 use std::arch::x86_64::*;
 

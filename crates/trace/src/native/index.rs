@@ -132,25 +132,35 @@ impl IndexBuilder {
 #[derive(Default)]
 pub(crate) struct PageIndex {
     chunks: Vec<Chunk>,
-    words: Vec<u64>,
+    /// The page block's content as decompressed: the chunk table, then the words
+    /// (kept as bytes, so that each word is copied once, into the caller's batch).
+    raw: Vec<u8>,
+    /// Where the words start in `raw`.
+    words_at: usize,
     /// The next chunk to hand out.
     next: usize,
 }
 
+/// The little-endian `u64` of 8 bytes.
+fn field(b: &[u8]) -> u64 {
+    u64::from_le_bytes(b.try_into().expect("8 bytes"))
+}
+
 impl PageIndex {
-    /// Decodes `raw` (the page block's content, `chunk_count` chunks) of a block of
-    /// `records` records, checking everything a study relies on: the chunks add up to
-    /// the block's records, their words end in order at the end, every word's flags
-    /// and change distance are ones a filter makes, and a spanning reference's last
-    /// page follows its word within the chunk, after its first page and no further
-    /// than a reference of [`crate::max_ref_size`] bytes reaches. `Err` says what is
-    /// wrong.
-    pub(crate) fn load(
-        &mut self,
-        raw: &[u8],
-        chunk_count: u32,
-        records: u32,
-    ) -> Result<(), String> {
+    /// The buffer a page block's content is decompressed into before [`PageIndex::load`].
+    pub(crate) fn raw_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.raw
+    }
+
+    /// Decodes the page block's content in the buffer ([`PageIndex::raw_mut`];
+    /// `chunk_count` chunks) of a block of `records` records, checking everything a
+    /// study relies on: the chunks add up to the block's records, their words end in
+    /// order at the end, every word's flags and change distance are ones a filter
+    /// makes, and a spanning reference's last page follows its word within the chunk,
+    /// after its first page and no further than a reference of
+    /// [`crate::max_ref_size`] bytes reaches. `Err` says what is wrong.
+    pub(crate) fn load(&mut self, chunk_count: u32, records: u32) -> Result<(), String> {
+        let raw = &self.raw;
         let table = chunk_count as usize * CHUNK_ENTRY_LEN as usize;
         if raw.len() < table || !(raw.len() - table).is_multiple_of(8) {
             return Err(format!(
@@ -158,7 +168,6 @@ impl PageIndex {
                 raw.len()
             ));
         }
-        let field = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
         self.chunks.clear();
         self.chunks.extend(raw[..table].chunks_exact(16).map(|e| {
             let (first, second) = (field(&e[..8]), field(&e[8..]));
@@ -168,33 +177,33 @@ impl PageIndex {
                 other_events: (second >> 32) as u32,
             }
         }));
-        self.words.clear();
-        self.words.extend(raw[table..].chunks_exact(8).map(field));
+        self.words_at = table;
         self.next = 0;
+        let words = &raw[table..];
+        let count = words.len() / 8;
         let (mut start, mut events) = (0usize, 0u64);
         // The most 4K pages a reference within the size limit spans past its first.
         let max_span = (u64::from(crate::max_ref_size().max(1)) - 1 + 4095) >> PAGE_SHIFT;
         for (i, c) in self.chunks.iter().enumerate() {
             let end = c.words_end as usize;
-            if end < start || end > self.words.len() {
+            if end < start || end > count {
                 return Err(format!(
-                    "page block chunk {i} ends its words at {end}, outside {start}..={}",
-                    self.words.len()
+                    "page block chunk {i} ends its words at {end}, outside {start}..={count}"
                 ));
             }
             if c.events() == 0 {
                 return Err(format!("page block chunk {i} counts no events"));
             }
             events += c.events();
-            check_words(&self.words[start..end], max_span).map_err(|(at, why)| {
+            check_words(&words[8 * start..8 * end], max_span).map_err(|(at, why)| {
                 format!("page block word {} (in chunk {i}): {why}", start + at)
             })?;
             start = end;
         }
-        if start != self.words.len() {
+        if start != count {
             return Err(format!(
                 "page block holds {} words after its last chunk's",
-                self.words.len() - start
+                count - start
             ));
         }
         if events != records as u64 {
@@ -217,8 +226,8 @@ impl PageIndex {
             0 => 0,
             n => self.chunks[n - 1].words_end as usize,
         };
-        out.words
-            .extend_from_slice(&self.words[start..c.words_end as usize]);
+        let words = &self.raw[self.words_at + 8 * start..self.words_at + 8 * c.words_end as usize];
+        out.words.extend(words.chunks_exact(8).map(field));
         out.refs[0] += c.refs[0] as u64;
         out.refs[1] += c.refs[1] as u64;
         out.other_events += c.other_events as u64;
@@ -228,13 +237,15 @@ impl PageIndex {
 }
 
 /// Checks one chunk's words (see [`PageIndex::load`]); `Err` gives the word's index
-/// in `words` and what is wrong with it.
-fn check_words(words: &[u64], max_span: u64) -> Result<(), (usize, String)> {
+/// in `bytes` (little-endian `u64`s) and what is wrong with it.
+fn check_words(bytes: &[u8], max_span: u64) -> Result<(), (usize, String)> {
+    let count = bytes.len() / 8;
+    let word = |i: usize| field(&bytes[8 * i..8 * i + 8]);
     const FLAGS: u64 = (1 << CHANGE_SHIFT) - 1;
     const KNOWN: u64 = FLAGS | CHANGE_MASK << CHANGE_SHIFT | !0 << PAGE_SHIFT;
     let mut i = 0;
-    while i < words.len() {
-        let w = words[i];
+    while i < count {
+        let w = word(i);
         if w & !KNOWN != 0 {
             return Err((i, format!("{w:#x} sets bits no page word has")));
         }
@@ -253,7 +264,7 @@ fn check_words(words: &[u64], max_span: u64) -> Result<(), (usize, String)> {
             return Err((i, format!("{w:#x} is a replay spanning pages")));
         }
         let first = w >> PAGE_SHIFT;
-        let Some(&last) = words.get(i + 1) else {
+        let Some(last) = (i + 1 < count).then(|| word(i + 1)) else {
             return Err((
                 i,
                 format!("{w:#x} spans pages, and its chunk ends before its last page"),

@@ -374,14 +374,14 @@ fn a_changed_byte_of_an_indexed_file_is_an_error_through_the_index_too() {
 #[test]
 fn loading_checks_the_counts_against_the_block() {
     let mut index = PageIndex::default();
-    let mut raw = vec![];
+    let raw = index.raw_mut();
     raw.extend_from_slice(&(1u64 | 3 << 32).to_le_bytes());
     raw.extend_from_slice(&0u64.to_le_bytes());
     raw.extend_from_slice(&(0x5000u64 << PAGE_SHIFT | 64 << 3).to_le_bytes());
-    assert!(index.load(&raw, 1, 3).is_ok());
+    assert!(index.load(1, 3).is_ok());
     assert_eq!(index.next_events(), Some(3));
     assert_eq!(
-        index.load(&raw, 1, 4).unwrap_err(),
+        index.load(1, 4).unwrap_err(),
         "page block's chunks count 3 events, the block holds 4 records"
     );
 }

@@ -43,9 +43,9 @@ pub struct NativeReader<R: Read> {
     records_loaded: bool,
     /// The page index's filter (depth, fragments), in a file that has one.
     index_filter: Option<(usize, bool)>,
-    /// The current block's page block: its frame, decompressed length, chunks and offset.
+    /// The current block's page block: its frame, decompressed length, chunks and offset
+    /// (decompressed into `index`).
     index_compressed: Vec<u8>,
-    index_raw: Vec<u8>,
     index_raw_len: u32,
     index_chunks: u32,
     index_offset: u64,
@@ -85,7 +85,6 @@ impl<R: Read> NativeReader<R> {
             records_loaded: false,
             index_filter: None,
             index_compressed: Vec::new(),
-            index_raw: Vec::new(),
             index_raw_len: 0,
             index_chunks: 0,
             index_offset: 0,
@@ -305,19 +304,19 @@ impl<R: Read> NativeReader<R> {
 
     /// Decompresses and checks the current block's page block.
     fn load_index(&mut self) -> Result<(), TraceError> {
-        let (rlen, mut raw) = (self.index_raw_len, std::mem::take(&mut self.index_raw));
+        let rlen = self.index_raw_len;
+        let raw = self.index.raw_mut();
         raw.clear();
         raw.reserve(rlen as usize);
         let d = decompressor(&mut self.decompressor, &self.name)?;
-        let r = d.decompress_to_buffer(&self.index_compressed[..], &mut raw);
+        let r = d.decompress_to_buffer(&self.index_compressed[..], raw);
         let checked = match r {
             Err(e) => Err(format!("zstd frame does not decode: {e}")),
             Ok(n) if n != rlen as usize => Err(format!(
                 "page block decompresses to {n} bytes, header says {rlen}"
             )),
-            Ok(_) => self.index.load(&raw, self.index_chunks, self.block_records),
+            Ok(_) => self.index.load(self.index_chunks, self.block_records),
         };
-        self.index_raw = raw;
         checked.map_err(|why| self.corrupt(self.index_offset, why))?;
         self.index_loaded = true;
         Ok(())
