@@ -38,8 +38,9 @@ pub enum Isa {
     Avx512,
 }
 
-/// The extensions the AVX-512 VBMI2 windows need on top of the `avx512` tier.
-const VBMI2_FEATURES: &[&str] = &["avx512vbmi", "avx512vbmi2"];
+/// The extensions the AVX-512 VBMI2 windows need on top of the `avx512` tier (every
+/// CPU with VBMI2 has CD, whose leading-zero counts their drain uses).
+const VBMI2_FEATURES: &[&str] = &["avx512vbmi", "avx512vbmi2", "avx512cd"];
 
 impl Isa {
     /// Every tier, narrowest first.
@@ -229,6 +230,7 @@ fn has(feature: &str) -> bool {
             "avx512vl" => d!("avx512vl"),
             "avx512vbmi" => d!("avx512vbmi"),
             "avx512vbmi2" => d!("avx512vbmi2"),
+            "avx512cd" => d!("avx512cd"),
             _ => false,
         }
     }

@@ -46,6 +46,8 @@ mod native;
 mod open;
 mod pages;
 mod sink;
+#[cfg(test)]
+mod test_consumer;
 mod vfork;
 
 pub use convert::{convert, convert_with, ConvertOptions, ConvertStats};

@@ -326,6 +326,32 @@ impl PageFilter {
         self.dirty[side] = false;
     }
 
+    /// For a reader's vector path that keeps every reference but the repeats of its
+    /// side's most recent page, each as one word (as a filter of depth 1 would):
+    /// emits the replays still pending, then gives each side's most recent page
+    /// ([`NONE`] when there is none), which is then also the consumer's last touch and
+    /// the change distance's base; `None` where the two differ (the path cannot take
+    /// over from here).
+    #[inline]
+    pub(crate) fn begin_recent(&mut self, out: &mut PageBatch) -> Option<[u64; 2]> {
+        self.flush(out);
+        let recent = self.most_recent();
+        (self.prev == recent).then_some(recent)
+    }
+
+    /// After such a path, whose words left `recent` as each side's most recent page
+    /// (the page of its last word, or as [`PageFilter::begin_recent`] gave it where it
+    /// kept none): the filter knows only those pages, each its side's last touch.
+    /// (Knowing fewer pages is always right; keeping the others would not be after a
+    /// side's words came back to the page it began with.)
+    #[inline]
+    pub(crate) fn end_recent(&mut self, recent: [u64; 2]) {
+        for (side, &page) in recent.iter().enumerate() {
+            self.recent[side] = [page, NONE, NONE, NONE];
+            self.prev[side] = page;
+        }
+    }
+
     /// Emits any replays still pending, so that the consumer's order is the
     /// true one; call at the end of a piece of trace before another filter goes on.
     pub fn flush(&mut self, out: &mut PageBatch) {

@@ -35,7 +35,7 @@ use super::fast::{PageSink, Parsed};
 #[cfg(target_arch = "x86_64")]
 use super::line::parse_odd_line;
 #[cfg(target_arch = "x86_64")]
-use crate::pages::page_word::PAGE_SHIFT;
+use crate::pages::page_word::{CHANGE_SHIFT, DATA, PAGE_SHIFT};
 
 /// The most lines one window takes (eight 64-bit lanes).
 #[cfg(target_arch = "x86_64")]
@@ -110,6 +110,53 @@ pub(super) mod avx512 {
     static CLASS_LO: [u8; 64] = table!(|i| class(i));
     static CLASS_HI: [u8; 64] = table!(|i| class(i + 64));
 
+    /// Entry `m` (bit `j` set: lane `j` is a data reference), byte `i`: the nearest lane
+    /// before lane `i` of its side, or 8 plus its side (to take the side's page from a
+    /// second register, as `vpermt2q` numbers its lanes) where there is none.
+    static BEFORE_SAME: [[u8; 8]; 256] = {
+        let mut t = [[0u8; 8]; 256];
+        let mut m = 0;
+        while m < 256 {
+            let mut i = 0;
+            while i < 8 {
+                let side = (m >> i) & 1;
+                let mut at = 8 + side as u8;
+                let mut j = 0;
+                while j < i {
+                    if (m >> j) & 1 == side {
+                        at = j as u8;
+                    }
+                    j += 1;
+                }
+                t[m][i] = at;
+                i += 1;
+            }
+            m += 1;
+        }
+        t
+    };
+
+    /// Entry `m` (as [`BEFORE_SAME`]'s), bytes 0 and 1: the last lane of each side (0 for
+    /// instructions, 1 for data), or 8 and 9 where a side has none (its page as it was).
+    static LAST_OF_SIDE: [[u8; 8]; 256] = {
+        let mut t = [[0u8; 8]; 256];
+        let mut m = 0;
+        while m < 256 {
+            let mut k = 0;
+            while k < 8 {
+                t[m][k] = 8 + k as u8;
+                k += 1;
+            }
+            let mut i = 0;
+            while i < 8 {
+                t[m][(m >> i) & 1] = i as u8;
+                i += 1;
+            }
+            m += 1;
+        }
+        t
+    };
+
     /// References parsed but not yet filtered, in order.
     struct Pending {
         /// Addresses; room for one window's full lanes past `PENDING`.
@@ -117,100 +164,146 @@ pub(super) mod avx512 {
         /// Size (0..=99) plus 0x80 for a data reference.
         meta: [u8; PENDING + MAX_LINES],
         n: usize,
-        /// The last two references before these, for finding repeats: lanes 6
-        /// and 7 hold the page each touched alone, else `u64::MAX` (one
-        /// across pages, or not known); bits 0 and 1 of `sides` whether each
-        /// is a data reference.
-        keys: __m512i,
-        sides: u32,
     }
 
     impl Pending {
-        #[target_feature(enable = "avx512f")]
         fn new() -> Pending {
             Pending {
                 addr: [0; PENDING + MAX_LINES],
                 meta: [0; PENDING + MAX_LINES],
                 n: 0,
-                keys: _mm512_set1_epi64(-1),
-                sides: 0,
             }
         }
 
-        /// Forgets the references before: one went to the filter some other way.
-        #[target_feature(enable = "avx512f")]
-        fn forget(&mut self) {
-            self.keys = _mm512_set1_epi64(-1);
+        /// Hands pending reference `i` to the filter alone.
+        #[inline]
+        fn one(&self, i: usize, out: &mut PageSink<'_>) {
+            let (addr, meta) = (self.addr[i], self.meta[i]);
+            let side = usize::from(meta >> 7);
+            let size = u64::from(meta & 0x7f);
+            // As `MemRef::last_byte`.
+            let last = addr.saturating_add(size.max(1) - 1);
+            out.filter
+                .page(side, addr >> PAGE_SHIFT, last >> PAGE_SHIFT, out.out);
         }
 
-        /// Filters every pending reference (already counted in the caller's totals).
+        /// Filters the pending references (already counted in the caller's totals):
+        /// all of them if `all`, else whole eights, the rest left pending.
         ///
-        /// First, eight at a time, it finds the repeats: one-page references
-        /// to the page their side's reference before touched alone. Such a
-        /// reference is a hit that changes nothing in the filter (after a
-        /// one-page reference its page is its side's most recent, whatever
-        /// the filter did with it), and most are; the side's reference
-        /// before is looked for one and two back. Only the rest reach the
-        /// filter. A page offset from 0x1000 - 99 on may take a reference
-        /// (of at most 99 bytes) into the next page: such a reference is
-        /// never taken as one page alone, which only sends more to the filter.
+        /// Eight at a time, as a filter of depth 1 would
+        /// ([`PageFilter::begin_recent`]): a reference within one page that is its
+        /// side's most recent is a hit that changes nothing and is dropped, every
+        /// other becomes one word. The side's most recent page for each lane is the
+        /// page of the nearest lane before it of its side, or the page carried from
+        /// before (one two-table permute, its indices looked up by the lanes' sides),
+        /// and the change distance its leading zeros; the carried pages are taken the
+        /// same way. About a fifth of python3's references are kept. Eight references
+        /// of which one spans pages, and the last few of an `all` drain, go through
+        /// the filter one at a time (its replays and forgetting stay its own).
         #[target_feature(
-            enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,avx2,bmi1,bmi2,popcnt,lzcnt"
+            enable = "avx512f,avx512bw,avx512vl,avx512cd,avx512vbmi,avx512vbmi2,avx2,bmi1,bmi2,popcnt,lzcnt"
         )]
         #[inline]
-        fn drain(&mut self, out: &mut PageSink<'_>) {
+        fn drain(&mut self, out: &mut PageSink<'_>, all: bool) {
             // Fewer than `PENDING + MAX_LINES`: drained on reaching `PENDING`.
             let n = self.n.min(PENDING + MAX_LINES);
+            let whole = n / 8 * 8;
             let q = _mm512_set1_epi64;
-            let mut kept = [0u64; (PENDING + MAX_LINES).div_ceil(64)];
-            let (mut keys, mut sides) = (self.keys, self.sides);
-            for c in 0..n.div_ceil(8) {
-                let at = 8 * c;
-                // SAFETY: `at + 8 <= PENDING + MAX_LINES`, the arrays' length.
-                let (addr, meta) = unsafe {
-                    (
-                        _mm512_loadu_si512(self.addr.as_ptr().add(at).cast()),
-                        _mm_loadl_epi64(self.meta.as_ptr().add(at).cast()),
-                    )
-                };
-                let page = _mm512_srli_epi64::<12>(addr);
-                let alone =
-                    _mm512_cmplt_epu64_mask(_mm512_and_si512(addr, q(0xfff)), q(0x1000 - 99));
-                let key = _mm512_mask_mov_epi64(q(-1), alone, page);
-                let back1 = _mm512_cmpeq_epu64_mask(page, _mm512_alignr_epi64::<7>(key, keys));
-                let back2 = _mm512_cmpeq_epu64_mask(page, _mm512_alignr_epi64::<6>(key, keys));
-                // Bit `2 + i`: lane `i` is data; bits 0 and 1: the two before.
-                let own = u32::from(_mm_movepi8_mask(meta) as u8);
-                let all = own << 2 | sides;
-                let same1 = !(own ^ (all >> 1));
-                let same2 = !(own ^ all);
-                let repeat = u32::from(alone)
-                    & ((same1 & u32::from(back1)) | (!same1 & same2 & u32::from(back2)));
-                let lanes = (1u32 << (n - at).min(8)) - 1;
-                kept[at / 64] |= u64::from(!repeat & lanes) << (at % 64);
-                (keys, sides) = (key, (all >> 8) & 3);
-            }
-            // A last chunk of fewer than eight leaves garbage in lanes 6 and 7.
-            (self.keys, self.sides) = if n.is_multiple_of(8) {
-                (keys, sides)
-            } else {
-                (q(-1), 0)
+            let carried = |recent: [u64; 2]| {
+                _mm512_castsi128_si512(_mm_set_epi64x(recent[1] as i64, recent[0] as i64))
             };
-            for (w, &word) in kept.iter().enumerate() {
-                let mut m = word;
-                while m != 0 {
-                    let i = 64 * w + m.trailing_zeros() as usize;
-                    m &= m - 1;
-                    let (addr, meta) = (self.addr[i], self.meta[i]);
-                    let side = usize::from(meta >> 7);
-                    let size = u64::from(meta & 0x7f);
-                    // As `MemRef::last_byte`.
-                    let last = addr.saturating_add(size.max(1) - 1);
-                    out.filter
-                        .page(side, addr >> PAGE_SHIFT, last >> PAGE_SHIFT, out.out);
+            let recent_of = |carry: __m512i| {
+                let mut lanes = [0u64; 8];
+                // SAFETY: eight lanes.
+                unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), carry) };
+                [lanes[0], lanes[1]]
+            };
+            let mut carry = out.filter.begin_recent(out.out).map(carried);
+            let mut at = 0;
+            while at < whole {
+                let Some(mut c) = carry else { break };
+                // Room for every word of these eights and one store of eight lanes past them.
+                let words = &mut out.out.words;
+                words.reserve(whole - at + MAX_LINES);
+                let mut len = words.len();
+                let base = words.as_mut_ptr();
+                while at < whole {
+                    // SAFETY: `at + 8 <= PENDING + MAX_LINES`, the arrays' length.
+                    let (addr, meta) = unsafe {
+                        (
+                            _mm512_loadu_si512(self.addr.as_ptr().add(at).cast()),
+                            _mm_loadl_epi64(self.meta.as_ptr().add(at).cast()),
+                        )
+                    };
+                    let data = _mm_movepi8_mask(meta) as u8;
+                    let size = _mm512_cvtepu8_epi64(_mm_and_si128(meta, _mm_set1_epi8(0x7f)));
+                    // As `MemRef::last_byte`: the address plus the size less one, at most
+                    // the last address.
+                    let end = _mm512_add_epi64(
+                        addr,
+                        _mm512_sub_epi64(_mm512_max_epu64(size, q(1)), q(1)),
+                    );
+                    let end = _mm512_mask_mov_epi64(end, _mm512_cmplt_epu64_mask(end, addr), q(-1));
+                    let first = _mm512_srli_epi64::<PAGE_SHIFT>(addr);
+                    let last = _mm512_srli_epi64::<PAGE_SHIFT>(end);
+                    if _mm512_cmpneq_epu64_mask(first, last) != 0 {
+                        break;
+                    }
+                    let (before, then) = (
+                        &BEFORE_SAME[usize::from(data)],
+                        &LAST_OF_SIDE[usize::from(data)],
+                    );
+                    // SAFETY: eight bytes of each table's entry.
+                    let (before, then) = unsafe {
+                        (
+                            _mm512_cvtepu8_epi64(_mm_loadl_epi64(before.as_ptr().cast())),
+                            _mm512_cvtepu8_epi64(_mm_loadl_epi64(then.as_ptr().cast())),
+                        )
+                    };
+                    let recent = _mm512_permutex2var_epi64(first, before, c);
+                    let keep = _mm512_cmpneq_epu64_mask(first, recent);
+                    let change = _mm512_sub_epi64(
+                        q(64),
+                        _mm512_lzcnt_epi64(_mm512_xor_si512(first, recent)),
+                    );
+                    let word = _mm512_ternarylogic_epi64::<0xfe>(
+                        _mm512_slli_epi64::<PAGE_SHIFT>(first),
+                        _mm512_slli_epi64::<CHANGE_SHIFT>(change),
+                        _mm512_maskz_mov_epi64(data, q(DATA as i64)),
+                    );
+                    // SAFETY: reserved above: room for a word of every reference left
+                    // in whole eights and eight lanes more.
+                    unsafe {
+                        _mm512_storeu_si512(
+                            base.add(len).cast(),
+                            _mm512_maskz_compress_epi64(keep, word),
+                        )
+                    };
+                    len += keep.count_ones() as usize;
+                    // Each side's page is now its last lane's (kept or a repeat of it).
+                    c = _mm512_permutex2var_epi64(first, then, c);
+                    at += 8;
+                }
+                // SAFETY: the first `len` words are initialized (stored above or before).
+                unsafe { out.out.words.set_len(len) };
+                carry = Some(c);
+                if at < whole {
+                    // Eight of which one spans pages.
+                    out.filter.end_recent(recent_of(c));
+                    (at..at + 8).for_each(|i| self.one(i, out));
+                    at += 8;
+                    carry = out.filter.begin_recent(out.out).map(carried);
                 }
             }
-            self.n = 0;
+            if let Some(c) = carry {
+                out.filter.end_recent(recent_of(c));
+            }
+            let rest = if all || carry.is_none() { n } else { whole };
+            (at..rest).for_each(|i| self.one(i, out));
+            // The last few wait for the next windows'.
+            self.addr.copy_within(rest..n, 0);
+            self.meta.copy_within(rest..n, 0);
+            self.n = n - rest;
         }
     }
 
@@ -230,7 +323,7 @@ pub(super) mod avx512 {
     }
 
     #[target_feature(
-        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,avx2,bmi1,bmi2,popcnt,lzcnt"
+        enable = "avx512f,avx512bw,avx512vl,avx512cd,avx512vbmi,avx512vbmi2,avx2,bmi1,bmi2,popcnt,lzcnt"
     )]
     pub(super) fn parse_pages(
         buf: &[u8],
@@ -263,14 +356,13 @@ pub(super) mod avx512 {
                 data += u64::from(win.data.count_ones());
                 s += win.end as usize + 1;
                 if pending.n >= PENDING {
-                    pending.drain(out);
+                    pending.drain(out, false);
                 }
                 continue;
             }
             // The first line alone, after every reference before it.
             (refs, budget, line, taken) = (refs + taken, budget - taken, line + taken, 0);
-            pending.drain(out);
-            pending.forget();
+            pending.drain(out, true);
             let e = line_end(buf, complete, s, nl);
             let f = fields::<true>(buf, s, e);
             if f.ok {
@@ -295,7 +387,7 @@ pub(super) mod avx512 {
             s = e + 1;
         }
         (refs, line) = (refs + taken, line + taken);
-        pending.drain(out);
+        pending.drain(out, true);
         out.out.refs[0] += refs - data;
         out.out.refs[1] += data;
         if failed.is_ok() && s < complete {

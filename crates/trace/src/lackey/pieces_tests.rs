@@ -2,12 +2,14 @@
 
 use super::tests::{arb_text, TempFile};
 use super::LackeyReader;
+use crate::test_consumer::{of_words, Lru};
 use crate::{PageBatch, PageFilter, TraceSource};
 use pagelab_core::{Checksum, Event};
 use proptest::prelude::*;
 
-/// Everything a filter made of a source: words, counts, and the error if any.
-type Filtered = (Vec<u64>, [u64; 2], u64, Option<String>);
+/// Everything a filter made of a source: the consumer of its words (flushed), counts,
+/// and the error if any.
+type Filtered = (Lru, [u64; 2], u64, Option<String>);
 
 /// `src` read through `fill_pages` in batches of `batch` events.
 fn through_fill_pages(src: &mut dyn TraceSource, batch: usize) -> Filtered {
@@ -20,7 +22,8 @@ fn through_fill_pages(src: &mut dyn TraceSource, batch: usize) -> Filtered {
             Err(e) => break Some(e.to_string()),
         }
     };
-    (out.words, out.refs, out.other_events, err)
+    filter.flush(&mut out);
+    (of_words(&out.words), out.refs, out.other_events, err)
 }
 
 /// `src` read as events, then the same filter over them.
@@ -38,7 +41,8 @@ fn through_events(src: &mut dyn TraceSource, batch: usize) -> Filtered {
     for e in &events {
         filter.event(e, &mut out);
     }
-    (out.words, out.refs, out.other_events, err)
+    filter.flush(&mut out);
+    (of_words(&out.words), out.refs, out.other_events, err)
 }
 
 /// The references per side, the lines and the error of a whole file read
@@ -92,7 +96,8 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(500))]
 
     /// The Lackey reader's own `fill_pages` (filtering as it parses) gives
-    /// the words, counts and error of filtering its events.
+    /// words as good as filtering its events (the same consumer), and their counts and
+    /// error.
     #[test]
     fn fill_pages_agrees_with_filtered_events(
         text in arb_text(),

@@ -3,81 +3,11 @@
 
 use super::index::{PageIndex, CHUNK_EVENTS};
 use super::{block_checksum, NativeReader, NativeWriter, BLOCK_HEADER_LEN, FILE_HEADER_LEN};
-use crate::pages::page_word::{DATA, PAGE_SHIFT, REPLAY, STRADDLE};
+use crate::pages::page_word::{PAGE_SHIFT, REPLAY};
+use crate::test_consumer::Lru;
 use crate::{PageBatch, PageFilter, TraceError, TraceSource};
-use pagelab_core::{AccessKind, Event, MemRef, PageSize, ThreadId, VirtAddr};
+use pagelab_core::{AccessKind, Event, MemRef, ThreadId, VirtAddr};
 use proptest::prelude::*;
-
-/// The page shifts (over 4K) of the consumer's TLBs: 4K, 16K and 2M pages.
-const SHIFTS: [u32; 3] = [0, 2, 9];
-
-/// A consumer as the filter's contract describes one: per page size and side, a fully
-/// associative LRU TLB of four entries (the filter's depth), counting its misses.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Lru {
-    entries: [[Vec<u64>; 2]; 3],
-    misses: [[u64; 2]; 3],
-}
-
-impl Lru {
-    /// Looks up page `p` (of the size at `at`) on `side`; a replay must hit.
-    fn lookup(&mut self, at: usize, side: usize, p: u64, replay: bool) {
-        let list = &mut self.entries[at][side];
-        match list.iter().position(|&x| x == p) {
-            Some(i) => {
-                list.remove(i);
-            }
-            None => {
-                assert!(!replay, "a replay of page {p:#x} missed");
-                self.misses[at][side] += 1;
-                list.truncate(3);
-            }
-        }
-        list.insert(0, p);
-    }
-
-    /// Looks up 4K page `page` of `side` at every size.
-    fn touch(&mut self, side: usize, page: u64, replay: bool) {
-        for (at, shift) in SHIFTS.iter().enumerate() {
-            self.lookup(at, side, page >> shift, replay);
-        }
-    }
-
-    /// Every 4K page of a reference.
-    fn reference(&mut self, r: &MemRef) {
-        let side = usize::from(!r.kind.is_instr());
-        let (first, last) = (
-            r.addr.vpn(PageSize::MIN).0,
-            r.last_byte().vpn(PageSize::MIN).0,
-        );
-        self.pages(side, first, last);
-    }
-
-    /// 4K pages `first..=last` of `side`: each size's pages once.
-    fn pages(&mut self, side: usize, first: u64, last: u64) {
-        for (at, shift) in SHIFTS.iter().enumerate() {
-            for p in first >> shift..=last >> shift {
-                self.lookup(at, side, p, false);
-            }
-        }
-    }
-
-    /// The words of a filter (see `crate::pages`).
-    fn words(&mut self, words: &[u64]) {
-        let mut i = 0;
-        while i < words.len() {
-            let w = words[i];
-            let (side, page) = ((w & DATA) as usize, w >> PAGE_SHIFT);
-            if w & STRADDLE != 0 {
-                self.pages(side, page, words[i + 1]);
-                i += 2;
-                continue;
-            }
-            self.touch(side, page, w & REPLAY != 0);
-            i += 1;
-        }
-    }
-}
 
 fn r(kind: AccessKind, addr: u64, size: u32) -> Event {
     Event::Ref(MemRef {
