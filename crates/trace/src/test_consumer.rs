@@ -67,9 +67,16 @@ impl Lru {
     /// 4K pages `first..=last` of `side`: each size's pages once.
     fn pages(&mut self, side: usize, first: u64, last: u64) {
         for (at, shift) in SHIFTS.iter().enumerate() {
-            for p in first >> shift..=last >> shift {
-                self.lookup(at, side, p, false);
+            let (lo, hi) = (first >> shift, last >> shift);
+            if hi - lo < 8 {
+                (lo..=hi).for_each(|p| self.lookup(at, side, p, false));
+                continue;
             }
+            // A long run: after its first four pages the list holds only pages of the run,
+            // so every later page misses; the last four are the list at the end.
+            (lo..lo + 4).for_each(|p| self.lookup(at, side, p, false));
+            self.misses[at][side] += hi - lo + 1 - 8;
+            (hi - 3..=hi).for_each(|p| self.lookup(at, side, p, false));
         }
         self.last[side] = last;
     }

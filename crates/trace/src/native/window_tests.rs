@@ -6,6 +6,7 @@
 
 use super::codec::{encode, put_varint, Cursor, Prev, PADDING};
 use super::window::{starts, stops_portable, WINDOW};
+use crate::test_consumer::{of_words, Lru};
 use crate::{PageBatch, PageFilter, PageSink};
 use pagelab_core::{AccessKind, Event, MemRef, VirtAddr};
 use proptest::prelude::*;
@@ -114,11 +115,12 @@ fn decoded(bytes: &[u8], n: usize, build: Build) -> (Vec<Event>, Option<&'static
     })
 }
 
-/// What the page filter's words and counts are after `bytes` went through
-/// the decoder straight into a [`PageSink`] (the window loop's own entry
-/// into the filter: its per-window counts, its last bytes from a table),
-/// and the error and where the cursor ends.
-type Paged = (Vec<u64>, [u64; 2], u64, Option<&'static str>, usize);
+/// What a consumer makes of the page filter's words, and the counts, after `bytes` went
+/// through the decoder straight into a [`PageSink`] (the window loop's own entry into
+/// the filter: its per-window counts, its last bytes from a table; the vector window
+/// makes a depth-1 filter's words, which differ from the filter's own but not for the
+/// consumer), and the error and where the cursor ends.
+type Paged = (Lru, [u64; 2], u64, Option<&'static str>, usize);
 
 /// The filters `paged` is checked with: (depth, fragments).
 const FILTERS: [(usize, bool); 4] = [(4, false), (4, true), (1, false), (2, true)];
@@ -141,7 +143,7 @@ fn paged(bytes: &[u8], n: usize, build: Build, (depth, fragments): (usize, bool)
     filter.flush(&mut batch);
     assert_eq!(done as u64, batch.events());
     (
-        batch.words,
+        of_words(&batch.words),
         batch.refs,
         batch.other_events,
         r.err(),
@@ -160,7 +162,13 @@ fn filtered(
         filter.event(e, &mut batch);
     }
     filter.flush(&mut batch);
-    (batch.words, batch.refs, batch.other_events, err, pos)
+    (
+        of_words(&batch.words),
+        batch.refs,
+        batch.other_events,
+        err,
+        pos,
+    )
 }
 
 fn padded(bytes: &[u8]) -> Vec<u8> {
