@@ -8,6 +8,7 @@
 
 use pagelab_core::{Event, SourceInfo};
 use pagelab_trace::{PageBatch, PageFilter, TraceError, TraceSource, PAGE_INDEX_CHUNK};
+use pagelab_trace::consumer::{of_words, Lru};
 
 /// Everything a source gave: its events in order and the error it ended with.
 #[derive(Debug, PartialEq, Eq)]
@@ -67,11 +68,13 @@ pub fn drain(src: &mut dyn TraceSource, sizes: &[usize], cap: usize) -> Drained 
     Drained { events, error }
 }
 
-/// What a page filter made: words, counts, and the error that ended the input.
+/// What a page filter made: what the contract's consumer makes of its words, counts, and
+/// the error that ended the input. (Readers may make different words that are as good,
+/// such as the Lackey windows' depth-1 filter's, so the words are not compared.)
 #[derive(Debug, PartialEq, Eq)]
 pub struct Paged {
-    /// The words (see `pagelab_trace::page_word`), after the final flush.
-    pub words: Vec<u64>,
+    /// The consumer after the words (see `pagelab_trace::consumer`), after the final flush.
+    pub consumer: Lru,
     /// References per side.
     pub refs: [u64; 2],
     /// Other events.
@@ -108,7 +111,7 @@ pub fn drain_pages(src: &mut dyn TraceSource, filter: &mut PageFilter, sizes: &[
     };
     filter.flush(&mut batch);
     Paged {
-        words: batch.words,
+        consumer: of_words(&batch.words),
         refs: batch.refs,
         other_events: batch.other_events,
         error,
@@ -123,7 +126,7 @@ pub fn filter_events(events: &[Event], mut filter: PageFilter, error: Option<Str
     }
     filter.flush(&mut batch);
     Paged {
-        words: batch.words,
+        consumer: of_words(&batch.words),
         refs: batch.refs,
         other_events: batch.other_events,
         error,

@@ -40,14 +40,13 @@
 
 #![warn(missing_docs)]
 
+pub mod consumer;
 mod convert;
 mod lackey;
 mod native;
 mod open;
 mod pages;
 mod sink;
-#[cfg(test)]
-mod test_consumer;
 mod vfork;
 
 pub use convert::{convert, convert_with, ConvertOptions, ConvertStats};

@@ -4,7 +4,7 @@
 use super::super::fast::{parse_blocks, EventSink, PageSink, READ_AHEAD};
 use super::super::fast_events::parse_events;
 use super::*;
-use crate::test_consumer::{of_words, Lru};
+use crate::consumer::{of_words, Lru};
 use crate::{PageBatch, PageFilter};
 use pagelab_core::Event;
 use proptest::prelude::*;

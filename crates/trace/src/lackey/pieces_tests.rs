@@ -2,7 +2,7 @@
 
 use super::tests::{arb_text, TempFile};
 use super::LackeyReader;
-use crate::test_consumer::{of_words, Lru};
+use crate::consumer::{of_words, Lru};
 use crate::{PageBatch, PageFilter, TraceSource};
 use pagelab_core::{Checksum, Event};
 use proptest::prelude::*;

@@ -3,8 +3,8 @@
 
 use super::index::{PageIndex, CHUNK_EVENTS};
 use super::{block_checksum, NativeReader, NativeWriter, BLOCK_HEADER_LEN, FILE_HEADER_LEN};
+use crate::consumer::Lru;
 use crate::pages::page_word::{PAGE_SHIFT, REPLAY};
-use crate::test_consumer::Lru;
 use crate::{PageBatch, PageFilter, TraceError, TraceSource};
 use pagelab_core::{AccessKind, Event, MemRef, ThreadId, VirtAddr};
 use proptest::prelude::*;

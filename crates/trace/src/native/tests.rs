@@ -2,7 +2,7 @@
 
 use super::codec::{encode, Prev};
 use super::*;
-use crate::test_consumer::{of_words, Lru};
+use crate::consumer::{of_words, Lru};
 use crate::{TraceError, TraceSource};
 use pagelab_core::{
     AccessKind, Advice, Backing, CloneFlags, Event, ExecImage, FileIdentity, MapEvent, MapRequest,

@@ -6,7 +6,7 @@
 
 use super::codec::{encode, put_varint, Cursor, Prev, PADDING};
 use super::window::{starts, stops_portable, WINDOW};
-use crate::test_consumer::{of_words, Lru};
+use crate::consumer::{of_words, Lru};
 use crate::{PageBatch, PageFilter, PageSink};
 use pagelab_core::{AccessKind, Event, MemRef, VirtAddr};
 use proptest::prelude::*;

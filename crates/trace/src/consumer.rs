@@ -1,6 +1,26 @@
-//! A consumer of page-stream words as the filter's contract describes one, for tests:
-//! two ways of making words are as good as each other when this consumer ends in the
-//! same state, with the same misses, over both.
+//! A consumer of page-stream words as the [`PageFilter`](crate::PageFilter)'s contract
+//! describes one, for checking readers and filters (the tests and the fuzz targets use
+//! it): two ways of making words are as good as each other when this consumer ends in
+//! the same state, with the same misses, over both; and a word stream keeps the
+//! contract when it ends as the consumer stepped over every reference does.
+//!
+//! ```
+//! use pagelab_core::{AccessKind, Event, MemRef, VirtAddr};
+//! use pagelab_trace::consumer::{of_words, Lru};
+//! use pagelab_trace::{PageBatch, PageFilter};
+//! let refs = [0x1000, 0x5000, 0x1008, 0x5010, 0x9000].map(|a| MemRef {
+//!     addr: VirtAddr(a),
+//!     size: 8,
+//!     kind: AccessKind::Load,
+//! });
+//! let (mut filter, mut batch, mut every) = (PageFilter::new(4, false), PageBatch::default(), Lru::default());
+//! for r in &refs {
+//!     filter.event(&Event::Ref(*r), &mut batch);
+//!     every.reference(r);
+//! }
+//! filter.flush(&mut batch);
+//! assert_eq!(of_words(&batch.words), every);
+//! ```
 
 use crate::pages::page_word::{CHANGE_MASK, CHANGE_SHIFT, DATA, PAGE_SHIFT, REPLAY, STRADDLE};
 use pagelab_core::{MemRef, PageSize};
@@ -13,7 +33,7 @@ const SHIFTS: [u32; 3] = [0, 2, 9];
 /// checks each word's change distance against the side's last 4K page it touched: a
 /// distance may be larger than theirs (as after a fresh filter), never smaller.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Lru {
+pub struct Lru {
     entries: [[Vec<u64>; 2]; 3],
     misses: [[u64; 2]; 3],
     /// Per side, the last 4K page touched (`u64::MAX` before any).
@@ -55,7 +75,7 @@ impl Lru {
     }
 
     /// Every 4K page of a reference.
-    pub(crate) fn reference(&mut self, r: &MemRef) {
+    pub fn reference(&mut self, r: &MemRef) {
         let side = usize::from(!r.kind.is_instr());
         let (first, last) = (
             r.addr.vpn(PageSize::MIN).0,
@@ -81,8 +101,12 @@ impl Lru {
         self.last[side] = last;
     }
 
-    /// The words of a filter (see `crate::pages`).
-    pub(crate) fn words(&mut self, words: &[u64]) {
+    /// The words of a filter (see [`crate::page_word`]).
+    ///
+    /// # Panics
+    /// On a word that breaks the contract as far as the consumer can tell: a replay
+    /// that misses, or a change distance smaller than the page's from the side's last.
+    pub fn words(&mut self, words: &[u64]) {
         let mut i = 0;
         while i < words.len() {
             let w = words[i];
@@ -106,7 +130,7 @@ impl Lru {
 }
 
 /// The consumer after `words`.
-pub(crate) fn of_words(words: &[u64]) -> Lru {
+pub fn of_words(words: &[u64]) -> Lru {
     let mut lru = Lru::default();
     lru.words(words);
     lru
