@@ -19,6 +19,21 @@ use pagelab_trace::{
     LackeyReader, LackeyWriter, NativeReader, NativeWriter, PageFilter, TraceError,
 };
 
+/// Reads with `read` to the error a read before met again, and checks that a corrupt
+/// input's offset names a byte of the file (or its end), `len` bytes.
+fn check_offset(len: usize, mut read: impl FnMut() -> Result<bool, TraceError>) {
+    let err = loop {
+        match read() {
+            Ok(true) => continue,
+            Ok(false) => unreachable!("the first read failed"),
+            Err(e) => break e,
+        }
+    };
+    if let TraceError::Corrupt { offset, .. } = err {
+        assert!(offset <= len as u64, "offset {offset} past {len}");
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, mut rest)) = data.split_first() else {
         return;
@@ -65,39 +80,25 @@ fuzz_target!(|data: &[u8]| {
         let _ = drain(&mut again, &[usize::MAX], usize::MAX);
         let mut r = NativeReader::new(&file[..], "fuzz.pgl");
         let mut sink = Vec::new();
-        let err = loop {
-            match pagelab_trace::TraceSource::fill(&mut r, &mut sink, usize::MAX) {
-                Ok(true) => continue,
-                Ok(false) => unreachable!("the first read failed"),
-                Err(e) => break e,
-            }
-        };
-        if let TraceError::Corrupt { offset, .. } = err {
-            assert!(
-                offset <= file.len() as u64,
-                "offset {offset} past {}",
-                file.len()
-            );
-        }
+        check_offset(file.len(), || {
+            pagelab_trace::TraceSource::fill(&mut r, &mut sink, usize::MAX)
+        });
     }
 
     // Through the page index where there is one: the same contract, errors inside the file.
     let mut pages = NativeReader::new(&file[..], "fuzz.pgl");
-    let paged = drain_pages(&mut pages, &mut PageFilter::new(4, false), &[batch, usize::MAX]);
+    let paged = drain_pages(
+        &mut pages,
+        &mut PageFilter::new(4, false),
+        &[batch, usize::MAX],
+    );
     if paged.error.is_some() {
         let mut r = NativeReader::new(&file[..], "fuzz.pgl");
         let mut batch = pagelab_trace::PageBatch::default();
         let mut filter = PageFilter::new(4, false);
-        let err = loop {
-            match pagelab_trace::TraceSource::fill_pages(&mut r, &mut filter, &mut batch, usize::MAX) {
-                Ok(true) => continue,
-                Ok(false) => unreachable!("the first read failed"),
-                Err(e) => break e,
-            }
-        };
-        if let TraceError::Corrupt { offset, .. } = err {
-            assert!(offset <= file.len() as u64, "offset {offset} past {}", file.len());
-        }
+        check_offset(file.len(), || {
+            pagelab_trace::TraceSource::fill_pages(&mut r, &mut filter, &mut batch, usize::MAX)
+        });
     }
 
     // What was read survives a round trip through the writer.
@@ -112,11 +113,30 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(again.events, got.events, "native round trip");
     // The writer's page index counts what its records hold.
     let mut back = NativeReader::new(&bytes[..], "again.pgl");
-    let paged = drain_pages(&mut back, &mut PageFilter::new(4, false), &[batch, usize::MAX]);
-    assert_eq!(paged.error, None, "the writer's own page index must read back");
-    let refs = got.events.iter().filter(|e| matches!(e, Event::Ref(_))).count() as u64;
-    assert_eq!(paged.refs[0] + paged.refs[1], refs, "the page index's references");
-    assert_eq!(paged.other_events, got.events.len() as u64 - refs, "the page index's other events");
+    let paged = drain_pages(
+        &mut back,
+        &mut PageFilter::new(4, false),
+        &[batch, usize::MAX],
+    );
+    assert_eq!(
+        paged.error, None,
+        "the writer's own page index must read back"
+    );
+    let refs = got
+        .events
+        .iter()
+        .filter(|e| matches!(e, Event::Ref(_)))
+        .count() as u64;
+    assert_eq!(
+        paged.refs[0] + paged.refs[1],
+        refs,
+        "the page index's references"
+    );
+    assert_eq!(
+        paged.other_events,
+        got.events.len() as u64 - refs,
+        "the page index's other events"
+    );
 
     let refs: Vec<Event> = got
         .events

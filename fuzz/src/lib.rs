@@ -7,8 +7,8 @@
 //! what is here turns a path's output into one comparable value.
 
 use pagelab_core::{Event, SourceInfo};
-use pagelab_trace::{PageBatch, PageFilter, TraceError, TraceSource, PAGE_INDEX_CHUNK};
 use pagelab_trace::consumer::{of_words, Lru};
+use pagelab_trace::{PageBatch, PageFilter, TraceError, TraceSource, PAGE_INDEX_CHUNK};
 
 /// Everything a source gave: its events in order and the error it ended with.
 #[derive(Debug, PartialEq, Eq)]

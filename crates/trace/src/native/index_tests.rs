@@ -67,15 +67,7 @@ fn consume(bytes: &[u8], calls: &[Call], filter: (usize, bool)) -> (Lru, [u64; 3
                 filter.reset();
                 let mut events = Vec::new();
                 let more = src.fill(&mut events, 5).unwrap();
-                for e in &events {
-                    match e {
-                        Event::Ref(m) => {
-                            lru.reference(m);
-                            counts[usize::from(!m.kind.is_instr())] += 1;
-                        }
-                        _ => counts[2] += 1,
-                    }
-                }
+                events.iter().for_each(|e| step(&mut lru, &mut counts, e));
                 if !more {
                     break;
                 }
@@ -89,18 +81,22 @@ fn consume(bytes: &[u8], calls: &[Call], filter: (usize, bool)) -> (Lru, [u64; 3
     (lru, counts)
 }
 
+/// Steps the consumer over event `e` (a reference's pages) and counts it (instructions,
+/// data, other events).
+fn step(lru: &mut Lru, counts: &mut [u64; 3], e: &Event) {
+    match e {
+        Event::Ref(m) => {
+            lru.reference(m);
+            counts[usize::from(!m.kind.is_instr())] += 1;
+        }
+        _ => counts[2] += 1,
+    }
+}
+
 /// The consumer and counts of every reference, one at a time.
 fn every_reference(events: &[Event]) -> (Lru, [u64; 3]) {
     let (mut lru, mut counts) = (Lru::default(), [0u64; 3]);
-    for e in events {
-        match e {
-            Event::Ref(m) => {
-                lru.reference(m);
-                counts[usize::from(!m.kind.is_instr())] += 1;
-            }
-            _ => counts[2] += 1,
-        }
-    }
+    events.iter().for_each(|e| step(&mut lru, &mut counts, e));
     (lru, counts)
 }
 
