@@ -19,10 +19,11 @@
 //! - the addresses gathered two digits at a time into eight 64-bit lanes
 //!   (`vpermb` from the comma backwards), and the sizes likewise.
 //!
-//! The references wait in a buffer of [`PENDING`]. Before the filter takes
-//! them, a pass eight at a time drops the repeats (a one-page reference to the
-//! page its side's reference before touched alone changes nothing in the
-//! filter), so only about a fifth reach it. A window with any other kind of
+//! The references wait in a buffer of [`PENDING`], which a pass eight at a
+//! time turns into a depth-1 filter's words (a one-page reference to its side's
+//! most recent page is dropped, every other is a word; about a fifth are kept),
+//! with the caller's filter handing over and taking back each side's most
+//! recent page. A window with any other kind of
 //! line (Valgrind's own, an error, upper-case digits, a line longer than the
 //! window) sends its first line alone through [`fields`] or the careful
 //! parser, exactly as [`parse_blocks`] would; the next window starts after

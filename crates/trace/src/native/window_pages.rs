@@ -23,10 +23,10 @@
 //! dropped here. Every other reference is gathered onto a pending list in the window's
 //! order (each one's index into the window's pages, compressed), which goes to the filter
 //! every few windows, each reference within one page as a depth-1 filter's word
-//! ([`PageFilter::begin_recent`]), one spanning pages through [`PageFilter::page`]. One loop over a window's few
-//! references, whose end nothing predicts, cost a mispredicted branch a window and kept the
-//! next window's vector work from overlapping with it (session 60: 0.93x the CPU of the
-//! native python3 and cc1 studies, 0.97x on xz).
+//! ([`PageFilter::begin_recent`]), one spanning pages through [`PageFilter::page`]. One
+//! loop over a window's few references, whose end nothing predicts, cost a mispredicted
+//! branch a window and kept the next window's vector work from overlapping with it
+//! (session 60: 0.93x the CPU of the native python3 and cc1 studies, 0.97x on xz).
 
 use super::codec::{Cursor, Prev, REF_STRIDE, SIZE_ESCAPE, TAG_SWITCH};
 use super::window::{starts, READ, WINDOW};
