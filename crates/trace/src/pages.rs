@@ -133,6 +133,14 @@ fn replays_needed(
     j
 }
 
+/// The word for `page` with `flags`, its change distance from `prev`, the side's page
+/// before ([`NONE`] when there is none).
+#[inline(always)]
+pub(crate) fn word_after(page: u64, prev: u64, flags: u64) -> u64 {
+    let change = 64 - u64::from((page ^ prev).leading_zeros());
+    page << PAGE_SHIFT | change << CHANGE_SHIFT | flags
+}
+
 /// Turns references into page-stream words, dropping repeats (see the module docs).
 ///
 /// Per side it remembers the `depth` most recent distinct 4K pages. A
@@ -306,8 +314,7 @@ impl PageFilter {
     /// A word for `page` on `side`, with its change distance from the side's previous page.
     #[inline(always)]
     fn word(&self, side: usize, page: u64, flags: u64) -> u64 {
-        let change = 64 - (page ^ self.prev[side]).leading_zeros() as u64;
-        page << PAGE_SHIFT | change << CHANGE_SHIFT | flags
+        word_after(page, self.prev[side], flags)
     }
 
     /// Emits the replays that turn the consumer's order (`seen`) into `recent`:

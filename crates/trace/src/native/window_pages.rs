@@ -30,8 +30,8 @@
 
 use super::codec::{Cursor, Prev, REF_STRIDE, SIZE_ESCAPE, TAG_SWITCH};
 use super::window::{starts, READ, WINDOW};
-use crate::pages::page_word::{CHANGE_SHIFT, DATA, PAGE_SHIFT};
-use crate::pages::NONE;
+use crate::pages::page_word::DATA;
+use crate::pages::{word_after, NONE};
 use crate::{PageBatch, PageFilter};
 use pagelab_core::Pfn;
 use std::arch::x86_64::*;
@@ -221,9 +221,8 @@ impl Pending {
             out.words.reserve(self.len - i);
             while i < self.len && self.first[i] == self.last[i] {
                 let (side, page) = (usize::from(self.side[i]), self.first[i]);
-                let change = 64 - u64::from((page ^ recent[side]).leading_zeros());
                 out.words
-                    .push(page << PAGE_SHIFT | change << CHANGE_SHIFT | (side as u64 * DATA));
+                    .push(word_after(page, recent[side], side as u64 * DATA));
                 recent[side] = page;
                 i += 1;
             }
