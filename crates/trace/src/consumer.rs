@@ -23,6 +23,7 @@
 //! ```
 
 use crate::pages::page_word::{CHANGE_MASK, CHANGE_SHIFT, DATA, PAGE_SHIFT, REPLAY, STRADDLE};
+use crate::pages::NONE;
 use pagelab_core::{MemRef, PageSize};
 
 /// The page shifts (over 4K) of the consumer's TLBs: 4K, 16K and 2M pages.
@@ -36,7 +37,7 @@ const SHIFTS: [u32; 3] = [0, 2, 9];
 pub struct Lru {
     entries: [[Vec<u64>; 2]; 3],
     misses: [[u64; 2]; 3],
-    /// Per side, the last 4K page touched (`u64::MAX` before any).
+    /// Per side, the last 4K page touched (`NONE` before any, as in the filter).
     last: [u64; 2],
 }
 
@@ -45,7 +46,7 @@ impl Default for Lru {
         Lru {
             entries: Default::default(),
             misses: [[0; 2]; 3],
-            last: [u64::MAX; 2],
+            last: [NONE; 2],
         }
     }
 }

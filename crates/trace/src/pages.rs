@@ -34,7 +34,7 @@
 //! references that come next are as good as one filter's words over all of
 //! them, so independent pieces of a trace can be filtered in parallel.
 
-use pagelab_core::{Event, MemRef, PageSize};
+use pagelab_core::{Event, MemRef, PageSize, VirtAddr};
 
 /// The layout of a page-stream word.
 ///
@@ -229,10 +229,19 @@ impl PageFilter {
     pub fn reference(&mut self, r: &MemRef, out: &mut PageBatch) {
         let side = usize::from(!r.kind.is_instr());
         out.refs[side] += 1;
+        self.bytes(side, r.addr, r.size, out);
+    }
+
+    /// Takes in one reference of `side` (0: instruction, 1: data) of `size` bytes from
+    /// `addr` (its last byte as [`MemRef::last_byte`] has it), already counted in
+    /// `out.refs`.
+    #[inline(always)]
+    pub(crate) fn bytes(&mut self, side: usize, addr: VirtAddr, size: u32, out: &mut PageBatch) {
+        let last = addr.saturating_add(u64::from(size.max(1) - 1));
         self.page(
             side,
-            r.addr.vpn(PageSize::MIN).0,
-            r.last_byte().vpn(PageSize::MIN).0,
+            addr.vpn(PageSize::MIN).0,
+            last.vpn(PageSize::MIN).0,
             out,
         );
     }

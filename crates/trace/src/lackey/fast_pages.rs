@@ -37,6 +37,8 @@ use super::fast::{PageSink, Parsed};
 use super::line::parse_odd_line;
 #[cfg(target_arch = "x86_64")]
 use crate::pages::page_word::{CHANGE_SHIFT, DATA, PAGE_SHIFT};
+#[cfg(target_arch = "x86_64")]
+use pagelab_core::VirtAddr;
 
 /// The most lines one window takes (eight 64-bit lanes).
 #[cfg(target_arch = "x86_64")]
@@ -180,12 +182,12 @@ pub(super) mod avx512 {
         #[inline]
         fn one(&self, i: usize, out: &mut PageSink<'_>) {
             let (addr, meta) = (self.addr[i], self.meta[i]);
-            let side = usize::from(meta >> 7);
-            let size = u64::from(meta & 0x7f);
-            // As `MemRef::last_byte`.
-            let last = addr.saturating_add(size.max(1) - 1);
-            out.filter
-                .page(side, addr >> PAGE_SHIFT, last >> PAGE_SHIFT, out.out);
+            out.filter.bytes(
+                usize::from(meta >> 7),
+                VirtAddr(addr),
+                u32::from(meta & 0x7f),
+                out.out,
+            );
         }
 
         /// Filters the pending references (already counted in the caller's totals):
@@ -370,9 +372,7 @@ pub(super) mod avx512 {
                 let side = usize::from(f.kind != b' ');
                 refs += 1;
                 data += side as u64;
-                let last = f.addr.saturating_add(u64::from(f.size.max(1) - 1));
-                out.filter
-                    .page(side, f.addr >> PAGE_SHIFT, last >> PAGE_SHIFT, out.out);
+                out.filter.bytes(side, VirtAddr(f.addr), f.size, out.out);
             } else {
                 match parse_odd_line(&buf[..complete], s, e) {
                     Ok(Some(r)) => out.filter.reference(&r, out.out),
