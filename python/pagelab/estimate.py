@@ -7,8 +7,8 @@ the short tasks fill in at the end and the tail is at most about one short
 task. Only the ranking matters, so the estimate is coarse: the source's
 length as known without running it (a workload's exact reference count from
 its parameters, a trace file's size and format), times a per-kind cost of
-reading or generating it, plus one per-kind cost of the model for each run
-the configuration makes (page sizes, policies), weighed by its TLB preset
+reading or generating it, plus per-kind costs of the model for each page size
+and for each policy the configuration runs, weighed by its TLB preset
 (a run under weisberg's fully associative 64-entry TLBs costs about twice
 one under skylake's). It knows nothing of a machine's caches or of a TLB
 given as a file: tasks that differ only there rank equal and keep the
@@ -22,29 +22,33 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 #: CPU seconds per million references of a workload, one engine thread: (generating
-#: and filtering them, each run of the model over them under the weisberg TLB).
-#: Measured with ``run_task`` on 2026-11-27 (gups 1.5 M updates, stream 20 iterations,
-#: chase 1.5 M steps, stride 8M heap every 16th page 3000 iterations; one and eight
-#: page sizes) and checked against the bench's tasks 4 to 30 times longer; only their
-#: ratios matter.
-WORKLOAD_COST: dict[str, tuple[float, float]] = {
-    "gups": (0.0057, 0.0030),
-    "stream": (0.0018, 0.00007),
-    "chase": (0.0052, 0.0080),
-    "stride": (0.0021, 0.0034),
+#: and filtering them, each page size of the study over them, each policy run over them),
+#: under the weisberg TLB. Measured with ``run_task`` on 2026-12-03 (gups 1.5 M updates,
+#: stream 20 iterations, chase 1.5 M steps, stride 8M heap every 16th page 3000
+#: iterations; one page size, eight, and one with the ``base:4K`` policy; the least of
+#: three runs each; about 20% apart from one measurement to the next); only their ratios
+#: matter.
+WORKLOAD_COST: dict[str, tuple[float, float, float]] = {
+    "gups": (0.0035, 0.0021, 0.013),
+    "stream": (0.0013, 0.000002, 0.024),
+    "chase": (0.0073, 0.0047, 0.016),
+    "stride": (0.0035, 0.0035, 0.020),
 }
 #: The multi-process workloads (shm-fanout, forkexec, prefork), not measured: as gups.
 OTHER_WORKLOAD_COST = WORKLOAD_COST["gups"]
 
-#: CPU seconds per MB of a trace file, one engine thread: (reading it, each run of the
-#: model). Measured the same way on the bundled trace repeated 8 and 13 times, as zstd
-#: Lackey text (9.4 and 15.3 MB) and converted to the native format (11.6 MB); plain
-#: Lackey text scaled from the zstd one by its compression ratio (54) and its parsing's
-#: share.
-TRACE_COST: dict[str, tuple[float, float]] = {
-    "zstd-lackey": (0.075, 0.0013),
-    "lackey": (0.0010, 0.000025),
-    "native": (0.038, 0.0024),
+#: CPU seconds per MB of a trace file, one engine thread, as ``WORKLOAD_COST``'s.
+#: Measured the same way on the bundled trace repeated 8 times: as zstd Lackey text (9.2
+#: MB), plain (510 MB) and converted to the native format with its page index (13.0 MB).
+#: A study's page sizes share one pass over the page filter's words (or the index's),
+#: so eight cost about what one does: 0.8 and 1.7 millionths of a second per MB more a
+#: size for the plain text and the native file; the zstd text's, below the noise, is the
+#: plain text's times its compression ratio (55). A policy needs every event, so the
+#: native file's index does not serve it.
+TRACE_COST: dict[str, tuple[float, float, float]] = {
+    "zstd-lackey": (0.044, 0.00044, 0.065),
+    "lackey": (0.00073, 0.000008, 0.0012),
+    "native": (0.0051, 0.000017, 0.061),
 }
 
 #: A run of the model under a TLB preset, against one under weisberg (the costs above):
@@ -61,8 +65,6 @@ TLB_RUN_COST: dict[str, float] = {
 
 #: Runs of a study when the configuration names no page sizes (the study's eight).
 DEFAULT_RUNS = 8
-#: A policy run, in study runs: it steps the whole memory model on every event.
-POLICY_RUNS = 4
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 NATIVE_MAGIC = b"PAGELABT"
@@ -92,12 +94,14 @@ def _cost(size: tuple[str, float] | None, config: Mapping[str, Any]) -> float:
     if size is None:
         return float("inf")
     kind, amount = size
-    read, per_run = WORKLOAD_COST.get(kind, TRACE_COST.get(kind, OTHER_WORKLOAD_COST))
+    read, per_size, per_policy = WORKLOAD_COST.get(kind, TRACE_COST.get(kind, OTHER_WORKLOAD_COST))
     tlb = TLB_RUN_COST.get(str(config.get("tlb", "weisberg")), 1.0)
-    return amount * (read + per_run * tlb * _runs(config))
+    sizes, policies = _runs(config)
+    return amount * (read + tlb * (per_size * sizes + per_policy * policies))
 
 
-def _runs(config: Mapping[str, Any]) -> float:
+def _runs(config: Mapping[str, Any]) -> tuple[int, int]:
+    """The page sizes and the policies ``config`` runs."""
     sizes = config.get("page_sizes")
     if sizes is None:
         n = DEFAULT_RUNS
@@ -106,7 +110,7 @@ def _runs(config: Mapping[str, Any]) -> float:
     else:
         n = len(sizes)
     policies = config.get("policies") or []
-    return n + POLICY_RUNS * (1 if isinstance(policies, str) else len(policies))
+    return n, 1 if isinstance(policies, str) else len(policies)
 
 
 def _source_size(source: Mapping[str, Any]) -> tuple[str, float] | None:
