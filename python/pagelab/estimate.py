@@ -9,8 +9,8 @@ length as known without running it (a workload's exact reference count from
 its parameters, a trace file's size and format), times a per-kind cost of
 reading or generating it, plus per-kind costs of the model for each page size
 and for each policy the configuration runs, weighed by its TLB preset
-(a run under weisberg's fully associative 64-entry TLBs costs about twice
-one under skylake's). It knows nothing of a machine's caches or of a TLB
+(a run under weisberg's fully associative 64-entry TLBs costs about 1.4
+times one under skylake's). It knows nothing of a machine's caches or of a TLB
 given as a file: tasks that differ only there rank equal and keep the
 caller's order.
 """
@@ -51,16 +51,18 @@ TRACE_COST: dict[str, tuple[float, float, float]] = {
     "native": (0.0051, 0.000017, 0.061),
 }
 
-#: A run of the model under a TLB preset, against one under weisberg (the costs above):
-#: gups, chase and stride at eight page sizes against one, 2026-11-27, rounded. Other
-#: TLBs (a TOML file, a machine's) count as weisberg.
+#: A page size of the study under a TLB preset, against one under weisberg (the costs
+#: above): gups, chase and stride at eight page sizes against one, 2026-12-03 (twice, within
+#: 0.03 of each other), rounded. Other TLBs (a TOML file, a machine's) count as weisberg.
 TLB_RUN_COST: dict[str, float] = {
     "weisberg": 1.0,
-    "skylake": 0.5,
-    "zen4": 1.4,
-    "pentium4": 1.1,
-    "power5plus": 0.45,
-    "pkunity": 0.45,
+    "skylake": 0.73,
+    "zen4": 1.42,
+    "zen3": 1.33,
+    "emeraldrapids": 0.72,
+    "pentium4": 1.35,
+    "power5plus": 0.47,
+    "pkunity": 0.63,
 }
 
 #: Runs of a study when the configuration names no page sizes (the study's eight).
