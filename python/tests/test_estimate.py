@@ -121,8 +121,9 @@ def test_estimate_ranks_tasks_of_every_kind_as_their_cpu_time_does(tmp_path, cli
         r = resource.getrusage(resource.RUSAGE_SELF)
         return r.ru_utime + r.ru_stime
 
+    tasks = tasks_of(sources, configs)
     real, estimate = [], []
-    for source, config in tasks_of(sources, configs):
+    for source, config in tasks:
         t = cpu()
         run_task(source, config, 1)
         real.append(cpu() - t)
@@ -130,5 +131,5 @@ def test_estimate_ranks_tasks_of_every_kind_as_their_cpu_time_does(tmp_path, cli
     a, b = _ranks(real), _ranks(estimate)
     n = len(a)
     rho = 1 - 6 * sum((x - y) ** 2 for x, y in zip(a, b)) / (n * (n * n - 1))
-    detail = ", ".join(f"{s['name'].rsplit('/', 1)[-1]} {c['name']}: {r:.3f} s, {e:.3f}" for (s, c), r, e in zip(tasks_of(sources, configs), real, estimate))
+    detail = ", ".join(f"{s['name'].rsplit('/', 1)[-1]} {c['name']}: {r:.3f} s, {e:.3f}" for (s, c), r, e in zip(tasks, real, estimate))
     assert rho >= 0.75, f"the estimate ranks the tasks with rho {rho:.2f} against their CPU time: {detail}"

@@ -107,6 +107,13 @@ impl VirtAddr {
         VirtAddr(self.0.saturating_add(bytes))
     }
 
+    /// The last byte of a reference of `size` bytes from here (this address for a
+    /// zero-size reference), stopping at the top of the address space.
+    #[inline]
+    pub fn last_byte_of(self, size: u32) -> VirtAddr {
+        self.saturating_add(u64::from(size.max(1) - 1))
+    }
+
     /// The address `bytes` before, stopping at zero.
     #[inline]
     pub fn saturating_sub(self, bytes: u64) -> VirtAddr {

@@ -56,7 +56,7 @@ impl MemRef {
     /// The last byte the reference covers (equal to `addr` for a zero-size reference).
     #[inline]
     pub fn last_byte(&self) -> VirtAddr {
-        self.addr.saturating_add((self.size.max(1) - 1) as u64)
+        self.addr.last_byte_of(self.size)
     }
 }
 

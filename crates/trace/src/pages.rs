@@ -233,15 +233,13 @@ impl PageFilter {
     }
 
     /// Takes in one reference of `side` (0: instruction, 1: data) of `size` bytes from
-    /// `addr` (its last byte as [`MemRef::last_byte`] has it), already counted in
-    /// `out.refs`.
+    /// `addr`, already counted in `out.refs`.
     #[inline(always)]
     pub(crate) fn bytes(&mut self, side: usize, addr: VirtAddr, size: u32, out: &mut PageBatch) {
-        let last = addr.saturating_add(u64::from(size.max(1) - 1));
         self.page(
             side,
             addr.vpn(PageSize::MIN).0,
-            last.vpn(PageSize::MIN).0,
+            addr.last_byte_of(size).vpn(PageSize::MIN).0,
             out,
         );
     }
